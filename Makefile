@@ -1,0 +1,135 @@
+# hostprof — build, test, run. See README.md.
+#
+# Dependencies are found with pkg-config; `make deps` installs the Debian packages.
+
+CC       ?= cc
+BUILD    ?= build
+CFLAGS   ?= -O2 -g
+CFLAGS   += -Wall -Wextra -std=gnu11 -D_GNU_SOURCE -I. -MMD -MP
+LDFLAGS  ?=
+
+# pkg-config module -> Debian package that provides it.
+DEP_MODULES := libdw:libdw-dev libelf:libelf-dev libunwind-generic:libunwind-dev \
+               capstone:libcapstone-dev msgpack:libmsgpack-dev cmocka:libcmocka-dev \
+               libcrypto:libssl-dev
+DEB_PACKAGES := pkg-config $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d)))) \
+                xz-utils
+PKG_MODULES  := $(foreach d,$(DEP_MODULES),$(word 1,$(subst :, ,$(d))))
+LIB_MODULES  := $(filter-out cmocka,$(PKG_MODULES))
+
+HAVE_PKGCONFIG := $(shell command -v pkg-config >/dev/null 2>&1 && echo yes)
+ifeq ($(HAVE_PKGCONFIG),yes)
+MISSING := $(foreach d,$(DEP_MODULES),$(if $(shell pkg-config --exists $(word 1,$(subst :, ,$(d))) && echo ok),,$(d)))
+else
+MISSING := pkg-config:pkg-config
+endif
+
+ifeq ($(MISSING),)
+DEP_CFLAGS := $(shell pkg-config --cflags $(LIB_MODULES))
+DEP_LIBS   := $(shell pkg-config --libs $(LIB_MODULES)) -lpthread
+TEST_LIBS  := $(shell pkg-config --libs cmocka)
+endif
+
+LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard unwind/*.c) \
+             $(wildcard symbols/*.c) $(wildcard correlate/*.c)
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+MAIN_OBJ  := $(BUILD)/src/main.o
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+INTEG_SRCS:= $(wildcard tests/integration/test_*.c)
+INTEG_BINS:= $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/%)
+TESTLIB_SRCS := $(wildcard tests/lib/*.c)
+TESTLIB_OBJS := $(TESTLIB_SRCS:%.c=$(BUILD)/%.o)
+
+# Fixtures are built the way the issue asks: optimised, no frame pointers.
+FIXTURE_CFLAGS := -O2 -g -fomit-frame-pointer -Wall -Wextra
+FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
+FIXTURE_BINS := $(filter-out $(BUILD)/fixtures/libfixture_shared,$(FIXTURE_SRCS:tests/fixtures/%.c=$(BUILD)/fixtures/%))
+WORKLOAD_BINS := $(patsubst bench/workloads/%.c,$(BUILD)/workloads/%,$(wildcard bench/workloads/*.c))
+
+.PHONY: all deps deps-check deps-auto run check check-asan test fixtures bench clean install
+
+all: deps-check hostprof
+
+deps-check:
+ifneq ($(MISSING),)
+	@for d in $(MISSING); do \
+	  echo "hostprof: missing dependency $${d%%:*}: install the Debian package $${d##*:} (or run 'make deps')" >&2; \
+	done; exit 1
+endif
+
+# Installs what is missing; `apt-get update` first, as a fresh machine has no package lists.
+deps:
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y $(DEB_PACKAGES)
+
+deps-auto:
+ifneq ($(MISSING),)
+	$(MAKE) deps
+endif
+
+hostprof: $(MAIN_OBJ) $(LIB_OBJS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DEP_LIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEP_CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJS) $(TESTLIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEP_CFLAGS) -o $@ $^ $(DEP_LIBS) $(TEST_LIBS)
+
+$(BUILD)/tests/%: tests/integration/%.c $(LIB_OBJS) $(TESTLIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEP_CFLAGS) -o $@ $^ $(DEP_LIBS) $(TEST_LIBS)
+
+$(BUILD)/fixtures/libfixture_shared.so: tests/fixtures/libfixture_shared.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FIXTURE_CFLAGS) -fPIC -shared -o $@ $<
+
+$(BUILD)/fixtures/shared_caller: tests/fixtures/shared_caller.c $(BUILD)/fixtures/libfixture_shared.so
+	@mkdir -p $(dir $@)
+	$(CC) $(FIXTURE_CFLAGS) -o $@ $< -L$(BUILD)/fixtures -lfixture_shared -Wl,-rpath,'$$ORIGIN' -lpthread
+
+$(BUILD)/fixtures/%: tests/fixtures/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FIXTURE_CFLAGS) -o $@ $< -lpthread -lm
+
+$(BUILD)/workloads/%: bench/workloads/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FIXTURE_CFLAGS) -o $@ $< -lpthread -lm
+
+fixtures: $(FIXTURE_BINS) $(BUILD)/fixtures/libfixture_shared.so
+
+# The main job on a bundled workload: profile it and print the report.
+run: deps-auto
+	$(MAKE) hostprof $(WORKLOAD_BINS)
+	./hostprof record -o $(BUILD)/run.msgpack -- $(BUILD)/workloads/compress_words
+	./hostprof report $(BUILD)/run.msgpack
+
+check: deps-auto
+	$(MAKE) hostprof $(UNIT_BINS) $(INTEG_BINS) fixtures
+	BUILD=$(BUILD) tests/run-tests $(UNIT_BINS) $(INTEG_BINS)
+
+test: check
+
+# The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build tree.
+check-asan: deps-auto
+	$(MAKE) check BUILD=build-asan \
+	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+
+bench: deps-auto
+	$(MAKE) hostprof $(WORKLOAD_BINS) fixtures
+	BUILD=$(BUILD) bench/run-bench
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+install: hostprof
+	install -D -m 0755 hostprof $(DESTDIR)$(PREFIX)/bin/hostprof
+	for m in man/*.[0-9]; do \
+	  s=$${m##*.}; install -D -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/$${m##*/}; done
+
+clean:
+	rm -rf build build-asan hostprof
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,487 @@
+/*
+ * cmd_record.c — `hostprof record`: profile a command, some processes, or the whole system into one profile.
+ *
+ * Targets: `-- CMD ARGS` starts CMD stopped on a pipe, opens inherited per-CPU events on it that enable at
+ * exec, then lets it run; `-p PID,...` opens events on every existing thread of each process (inherit then
+ * covers threads created later); `-a` opens one event per CPU for everything. The run ends when the targets are
+ * gone, after -d seconds, or on SIGINT/SIGTERM; the profile is written in every case.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "src/commands.h"
+#include "src/profile.h"
+#include "src/sampler.h"
+#include "src/session.h"
+
+#define MAX_PIDS 1024
+#define POLL_MS 50
+
+struct record_options {
+	struct sampler_options sampler;
+	const char *output;
+	double duration_s;	/* 0: until the targets end or a signal */
+	int all_cpus;
+	pid_t pids[MAX_PIDS];
+	unsigned npids;
+	char **command;		/* NULL-terminated, or NULL */
+	int quiet;
+};
+
+struct record_run {
+	struct record_options *o;
+	const struct cli_env *env;
+	struct sampler *sampler;
+	struct session *session;
+	pid_t child;
+	int child_status;
+	int child_exited;
+	uint64_t start_unix_ns, start_mono_ns, end_mono_ns;
+};
+
+static void record_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: hostprof record [OPTIONS] -- COMMAND [ARGS...]\n"
+		"       hostprof record [OPTIONS] -p PID[,PID...]\n"
+		"       hostprof record [OPTIONS] -a\n"
+		"\n"
+		"  -F, --freq HZ          samples per second per thread or CPU (default 999)\n"
+		"  -e, --event NAME       cpu-clock (default), task-clock, cycles, instructions, ...\n"
+		"  -p, --pid PIDS         profile running processes (all their threads)\n"
+		"  -a, --all-cpus         profile the whole system (root)\n"
+		"  -d, --duration SECS    stop after SECS seconds\n"
+		"  -o, --output FILE      profile to write (default hostprof.msgpack)\n"
+		"      --stack-size BYTES user stack copied per sample (default 16384, max 65528, multiple of 8)\n"
+		"      --no-kernel        user-space samples only\n"
+		"  -q, --quiet            no progress messages\n");
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int parse_pids(const char *arg, struct record_options *o)
+{
+	char *copy = strdup(arg), *save = NULL;
+	int err = copy ? 0 : -ENOMEM;
+	for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !err; tok = strtok_r(NULL, ",", &save)) {
+		char *end;
+		long v = strtol(tok, &end, 10);
+		if (*end || v <= 0 || v > INT_MAX) {
+			fprintf(stderr, "hostprof: invalid pid '%s'\n", tok);
+			err = -EINVAL;
+		} else if (o->npids == MAX_PIDS) {
+			fprintf(stderr, "hostprof: too many pids (at most %d)\n", MAX_PIDS);
+			err = -E2BIG;
+		} else {
+			o->pids[o->npids++] = (pid_t)v;
+		}
+	}
+	free(copy);
+	return err;
+}
+
+static int parse_uint(const char *arg, const char *what, unsigned long max, unsigned long *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(arg, &end, 10);
+	if (errno || *end || !*arg || v == 0 || v > max || arg[0] == '-') {
+		fprintf(stderr, "hostprof: invalid %s '%s' (1..%lu)\n", what, arg, max);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL };
+
+static int parse_option(int c, struct record_options *o)
+{
+	unsigned long v;
+	char *end;
+	switch (c) {
+	case 'F':
+		if (parse_uint(optarg, "frequency", 100000, &v) < 0)
+			return -EINVAL;
+		o->sampler.freq_hz = (unsigned)v;
+		return 0;
+	case 'e':
+		o->sampler.event = optarg;
+		return 0;
+	case 'p':
+		return parse_pids(optarg, o);
+	case 'a':
+		o->all_cpus = 1;
+		return 0;
+	case 'd':
+		o->duration_s = strtod(optarg, &end);
+		if (*end || o->duration_s <= 0) {
+			fprintf(stderr, "hostprof: invalid duration '%s' (seconds > 0)\n", optarg);
+			return -EINVAL;
+		}
+		return 0;
+	case 'o':
+		o->output = optarg;
+		return 0;
+	case OPT_STACK_SIZE:
+		if (parse_uint(optarg, "stack size", SAMPLER_MAX_STACK, &v) < 0)
+			return -EINVAL;
+		if (v % 8) {
+			fprintf(stderr, "hostprof: --stack-size must be a multiple of 8 (got %lu)\n", v);
+			return -EINVAL;
+		}
+		o->sampler.stack_size = (uint32_t)v;
+		return 0;
+	case OPT_NO_KERNEL:
+		o->sampler.kernel = 0;
+		return 0;
+	case 'q':
+		o->quiet = 1;
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+static int parse_args(int argc, char **argv, struct record_options *o)
+{
+	static const struct option longopts[] = {
+		{ "freq", required_argument, NULL, 'F' },
+		{ "event", required_argument, NULL, 'e' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "all-cpus", no_argument, NULL, 'a' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
+		{ "no-kernel", no_argument, NULL, OPT_NO_KERNEL },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+F:e:p:ad:o:qh", longopts, NULL)) != -1) {
+		if (c == 'h') {
+			record_usage(stdout);
+			return 1;
+		}
+		if (c == '?' || parse_option(c, o) < 0)
+			return -EINVAL;
+	}
+	if (optind < argc)
+		o->command = argv + optind;
+	int modes = (o->command != NULL) + (o->npids > 0) + o->all_cpus;
+	if (modes != 1) {
+		fprintf(stderr, "hostprof: record needs exactly one of: -- COMMAND, -p PID, -a\n");
+		return -EINVAL;
+	}
+	uint32_t type;
+	uint64_t config;
+	if (sampler_parse_event(o->sampler.event, &type, &config) < 0) {
+		fprintf(stderr, "hostprof: unknown event '%s' (try cpu-clock, task-clock, cycles, instructions)\n",
+			o->sampler.event);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Fork the command stopped on a pipe, so events can be opened on it before it execs. */
+static int start_command(struct record_run *r, int *go_fd)
+{
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return -errno;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		char c;
+		close(pipefd[1]);
+		if (read(pipefd[0], &c, 1) != 1)
+			_exit(127); /* hostprof gave up before starting us */
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
+		execvp(r->o->command[0], r->o->command);
+		fprintf(stderr, "hostprof: cannot run '%s': %s\n", r->o->command[0], strerror(errno));
+		_exit(127);
+	}
+	close(pipefd[0]);
+	r->child = pid;
+	*go_fd = pipefd[1];
+	return 0;
+}
+
+static int list_threads(pid_t pid, pid_t *tids, unsigned max, unsigned *n)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -errno;
+	struct dirent *de;
+	*n = 0;
+	while ((de = readdir(d)) && *n < max) {
+		long tid = strtol(de->d_name, NULL, 10);
+		if (tid > 0)
+			tids[(*n)++] = (pid_t)tid;
+	}
+	closedir(d);
+	return 0;
+}
+
+/* Events on every thread of pid. Threads born while we open are caught by a second pass (inherit covers
+ * threads created after their creator's event exists). */
+static int attach_process(struct record_run *r, pid_t pid)
+{
+	enum { MAX_THREADS = 8192 };
+	pid_t *tids = malloc(MAX_THREADS * sizeof(*tids)), *done = malloc(MAX_THREADS * sizeof(*done));
+	unsigned n = 0, ndone = 0;
+	int err = tids && done ? 0 : -ENOMEM;
+
+	for (int pass = 0; pass < 2 && !err; pass++) {
+		if ((err = list_threads(pid, tids, MAX_THREADS, &n)) < 0) {
+			fprintf(stderr, "hostprof: no such process %d\n", (int)pid);
+			break;
+		}
+		for (unsigned i = 0; i < n && !err; i++) {
+			unsigned j = 0;
+			while (j < ndone && done[j] != tids[i])
+				j++;
+			if (j < ndone || ndone == MAX_THREADS)
+				continue;
+			err = sampler_open_task(r->sampler, tids[i], 1, 0);
+			if (err == -ESRCH)
+				err = 0; /* the thread ended meanwhile */
+			else if (err == 0)
+				done[ndone++] = tids[i];
+		}
+	}
+	if (err < 0 && err != -ENOENT)
+		fprintf(stderr, "hostprof: %s\n", sampler_error(r->sampler));
+	free(tids);
+	free(done);
+	return err;
+}
+
+static int open_targets(struct record_run *r, int *go_fd)
+{
+	int err;
+	if (r->o->all_cpus) {
+		if ((err = sampler_open_system(r->sampler)) < 0)
+			fprintf(stderr, "hostprof: %s\n", sampler_error(r->sampler));
+		return err;
+	}
+	if (r->o->command) {
+		if ((err = start_command(r, go_fd)) < 0) {
+			fprintf(stderr, "hostprof: cannot start command: %s\n", strerror(-err));
+			return err;
+		}
+		if ((err = sampler_open_task(r->sampler, r->child, 1, 1)) < 0)
+			fprintf(stderr, "hostprof: %s\n", sampler_error(r->sampler));
+		return err;
+	}
+	for (unsigned i = 0; i < r->o->npids; i++) {
+		if ((err = attach_process(r, r->o->pids[i])) < 0)
+			return err;
+		session_track_pid(r->session, r->o->pids[i]);
+	}
+	return 0;
+}
+
+static int targets_alive(struct record_run *r)
+{
+	if (r->o->command) {
+		if (!r->child_exited && waitpid(r->child, &r->child_status, WNOHANG) == r->child)
+			r->child_exited = 1;
+		return !r->child_exited;
+	}
+	for (unsigned i = 0; i < r->o->npids; i++) {
+		if (kill(r->o->pids[i], 0) == 0 || errno == EPERM)
+			return 1;
+	}
+	return r->o->npids == 0;
+}
+
+static void run_loop(struct record_run *r)
+{
+	uint64_t deadline = r->o->duration_s > 0 ? r->start_mono_ns + (uint64_t)(r->o->duration_s * 1e9) : 0;
+	while (!*r->env->stop) {
+		sampler_read(r->sampler, POLL_MS, session_handle_record, r->session);
+		session_tick(r->session);
+		if (!targets_alive(r))
+			break;
+		if (deadline && clock_ns(CLOCK_MONOTONIC) >= deadline)
+			break;
+	}
+	r->end_mono_ns = clock_ns(CLOCK_MONOTONIC);
+	sampler_disable(r->sampler);
+	sampler_read(r->sampler, 0, session_handle_record, r->session);
+}
+
+static void read_first_line(const char *path, char *out, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	out[0] = '\0';
+	if (f && fgets(out, (int)len, f))
+		out[strcspn(out, "\n")] = '\0';
+	if (f)
+		fclose(f);
+}
+
+static int fill_info(struct record_run *r, struct profile *p)
+{
+	char host[256] = "", machine_id[64];
+	struct utsname u;
+	int err = 0;
+
+	gethostname(host, sizeof(host) - 1);
+	read_first_line("/etc/machine-id", machine_id, sizeof(machine_id));
+	uname(&u);
+	struct profile_info *i = &p->info;
+	if ((err = profile_set_info_string(p, &i->producer, "hostprof " HOSTPROF_VERSION)) < 0 ||
+	    (err = profile_set_info_string(p, &i->hostname, host)) < 0 ||
+	    (err = profile_set_info_string(p, &i->host_id, machine_id)) < 0 ||
+	    (err = profile_set_info_string(p, &i->kernel, u.release)) < 0 ||
+	    (err = profile_set_info_string(p, &i->event, sampler_event(r->sampler))) < 0 ||
+	    (err = profile_set_info_string(p, &i->unwinder, "libunwind")) < 0)
+		return err;
+	i->start_unix_ns = r->start_unix_ns;
+	i->duration_ns = r->end_mono_ns - r->start_mono_ns;
+	i->frequency_hz = r->o->sampler.freq_hz;
+	i->period_ns = 1000000000ULL / r->o->sampler.freq_hz;
+	return 0;
+}
+
+static int write_profile(struct record_run *r)
+{
+	struct profile *p = profile_new();
+	int err = p ? fill_info(r, p) : -ENOMEM;
+	if (err == 0)
+		err = session_build_profile(r->session, p);
+	if (err == 0)
+		err = profile_write_file(p, r->o->output);
+	if (err < 0)
+		fprintf(stderr, "hostprof: cannot write %s: %s\n", r->o->output, strerror(-err));
+	profile_free(p);
+	return err;
+}
+
+static void print_summary(struct record_run *r)
+{
+	const struct session_stats *st = session_stats(r->session);
+	double secs = (double)(r->end_mono_ns - r->start_mono_ns) / 1e9;
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	double cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+		     ru.ru_stime.tv_usec / 1e6;
+	fprintf(stderr,
+		"hostprof: %llu samples in %.2f s (%llu lost), %u processes, %.1f%% unwound completely, "
+		"%.1f us per sample unwinding, hostprof CPU %.3f s; wrote %s\n",
+		(unsigned long long)st->samples, secs, (unsigned long long)st->lost, session_processes(r->session),
+		st->samples ? 100.0 * (double)st->complete / (double)st->samples : 0.0,
+		st->samples ? (double)st->unwind_ns / 1e3 / (double)st->samples : 0.0, cpu, r->o->output);
+}
+
+static int child_exit_code(const struct record_run *r)
+{
+	if (!r->o->command || !r->child_exited)
+		return 0;
+	if (WIFEXITED(r->child_status) && WEXITSTATUS(r->child_status)) {
+		fprintf(stderr, "hostprof: command exited with status %d\n", WEXITSTATUS(r->child_status));
+		return WEXITSTATUS(r->child_status);
+	}
+	if (WIFSIGNALED(r->child_status)) {
+		fprintf(stderr, "hostprof: command killed by signal %d\n", WTERMSIG(r->child_status));
+		return 128 + WTERMSIG(r->child_status);
+	}
+	return 0;
+}
+
+static void reap_child(struct record_run *r)
+{
+	if (r->child > 0 && !r->child_exited) {
+		/* Interrupted: the command got the same Ctrl-C from the terminal; wait so it is not left behind. */
+		kill(r->child, SIGTERM);
+		if (waitpid(r->child, &r->child_status, 0) == r->child)
+			r->child_exited = 1;
+	}
+}
+
+static int record(struct record_options *o, const struct cli_env *env)
+{
+	struct record_run r = { .o = o, .env = env, .child = -1 };
+	int err, go_fd = -1;
+
+	r.sampler = sampler_new(&o->sampler, &err);
+	r.session = r.sampler ? session_new(r.sampler, &err) : NULL;
+	if (!r.session) {
+		fprintf(stderr, "hostprof: cannot set up sampling: %s\n", strerror(-err));
+		sampler_free(r.sampler);
+		return 1;
+	}
+	err = open_targets(&r, &go_fd);
+	if (err == 0 && sampler_note(r.sampler)[0] && !o->quiet)
+		fprintf(stderr, "hostprof: %s\n", sampler_note(r.sampler));
+	if (err == 0 && !o->command)
+		err = sampler_enable(r.sampler);
+	r.start_unix_ns = clock_ns(CLOCK_REALTIME);
+	r.start_mono_ns = clock_ns(CLOCK_MONOTONIC);
+	if (go_fd >= 0) {
+		/* Closing without a byte tells the child to give up; one byte starts it. */
+		if (err == 0 && write(go_fd, "g", 1) != 1)
+			err = -errno;
+		close(go_fd);
+	}
+	if (err == 0) {
+		if (!o->quiet)
+			fprintf(stderr, "hostprof: recording at %u Hz (%s)%s\n", o->sampler.freq_hz,
+				sampler_event(r.sampler), o->command ? "" : ", Ctrl-C to stop");
+		run_loop(&r);
+		err = write_profile(&r);
+		if (err == 0 && !o->quiet)
+			print_summary(&r);
+	}
+	reap_child(&r);
+	session_free(r.session);
+	sampler_free(r.sampler);
+	if (err < 0)
+		return 1;
+	return child_exit_code(&r);
+}
+
+int cmd_record(int argc, char **argv, const struct cli_env *env)
+{
+	struct record_options *o = calloc(1, sizeof(*o)); /* large: the pid list */
+	if (!o) {
+		fprintf(stderr, "hostprof: out of memory\n");
+		return 1;
+	}
+	o->sampler.event = "cpu-clock";
+	o->sampler.freq_hz = 999;
+	o->sampler.stack_size = SAMPLER_DEFAULT_STACK;
+	o->sampler.kernel = 1;
+	o->output = "hostprof.msgpack";
+
+	int err = parse_args(argc, argv, o);
+	int status = err ? (err > 0 ? 0 : 2) : record(o, env);
+	free(o);
+	return status;
+}

@@ -1,0 +1,23 @@
+/*
+ * commands.h — the subcommands of the hostprof binary (`hostprof COMMAND ...`).
+ *
+ * Each takes the arguments after the command name (argv[0] is the command) and returns the process exit
+ * status. They report errors on stderr as one line "hostprof: ...". The stop flag is set asynchronously by
+ * main.c's signal handlers (SIGINT, SIGTERM); long-running commands poll it.
+ */
+#ifndef HOSTPROF_COMMANDS_H
+#define HOSTPROF_COMMANDS_H
+
+#include <signal.h>
+
+#define HOSTPROF_VERSION "0.1.0"
+
+struct cli_env {
+	volatile sig_atomic_t *stop;
+};
+
+int cmd_record(int argc, char **argv, const struct cli_env *env);
+int cmd_report(int argc, char **argv, const struct cli_env *env);
+int cmd_convert(int argc, char **argv, const struct cli_env *env);
+
+#endif

@@ -1,0 +1,324 @@
+/*
+ * execinfo.c — the executable-info manager. See execinfo.h for the contract.
+ */
+#include "src/execinfo.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define EXECINFO_BUCKETS 1024
+#define EXECINFO_MAX_HOOKS 4
+#define EXECINFO_MAX_SEGMENTS 64
+
+struct execinfo_mgr {
+	struct execinfo *buckets[EXECINFO_BUCKETS];	/* by FileID */
+	struct execinfo *stat_buckets[EXECINFO_BUCKETS];	/* by (dev, inode) */
+	unsigned count;
+	struct {
+		execinfo_release_fn fn;
+		void *ctx;
+	} hooks[EXECINFO_MAX_HOOKS];
+	unsigned nhooks;
+};
+
+struct execinfo_mgr *execinfo_mgr_new(void)
+{
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return NULL;
+	return calloc(1, sizeof(struct execinfo_mgr));
+}
+
+void execinfo_mgr_free(struct execinfo_mgr *m)
+{
+	free(m);
+}
+
+int execinfo_mgr_add_release_hook(struct execinfo_mgr *m, execinfo_release_fn fn, void *ctx)
+{
+	if (m->nhooks == EXECINFO_MAX_HOOKS)
+		return -ENOSPC;
+	m->hooks[m->nhooks].fn = fn;
+	m->hooks[m->nhooks].ctx = ctx;
+	m->nhooks++;
+	return 0;
+}
+
+unsigned execinfo_mgr_count(const struct execinfo_mgr *m)
+{
+	return m->count;
+}
+
+static unsigned bucket_of(const struct file_id *id)
+{
+	return (id->bytes[0] | (unsigned)id->bytes[1] << 8) % EXECINFO_BUCKETS;
+}
+
+static unsigned stat_bucket_of(dev_t dev, ino_t ino)
+{
+	return (unsigned)((ino * 31 + dev) % EXECINFO_BUCKETS);
+}
+
+static struct execinfo *find_by_stat(struct execinfo_mgr *m, const struct stat *st)
+{
+	int64_t mtime = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	for (struct execinfo *e = m->stat_buckets[stat_bucket_of(st->st_dev, st->st_ino)]; e; e = e->next_stat) {
+		if (e->dev == st->st_dev && e->ino == st->st_ino && e->size == st->st_size && e->mtime_ns == mtime)
+			return e;
+	}
+	return NULL;
+}
+
+static struct execinfo *find_by_file_id(struct execinfo_mgr *m, const struct file_id *id)
+{
+	for (struct execinfo *e = m->buckets[bucket_of(id)]; e; e = e->next) {
+		if (memcmp(e->file_id.bytes, id->bytes, sizeof(id->bytes)) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+static void read_build_id(struct execinfo *e)
+{
+	size_t nphdr;
+	if (elf_getphdrnum(e->elf, &nphdr) < 0)
+		return;
+	for (size_t i = 0; i < nphdr; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(e->elf, (int)i, &ph) || ph.p_type != PT_NOTE)
+			continue;
+		Elf_Data *d = elf_getdata_rawchunk(e->elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
+		size_t off = 0, name_off, desc_off;
+		GElf_Nhdr nh;
+		while (d && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+			    memcmp((char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz <= 20 && nh.n_descsz) {
+				hex_encode((uint8_t *)d->d_buf + desc_off, nh.n_descsz, e->build_id);
+				return;
+			}
+		}
+	}
+}
+
+static int read_segments(struct execinfo *e)
+{
+	size_t nphdr;
+	if (elf_getphdrnum(e->elf, &nphdr) < 0)
+		return -ENOEXEC;
+	e->segments = calloc(EXECINFO_MAX_SEGMENTS, sizeof(*e->segments));
+	if (!e->segments)
+		return -ENOMEM;
+	for (size_t i = 0; i < nphdr && e->nsegments < EXECINFO_MAX_SEGMENTS; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(e->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		struct execinfo_segment *s = &e->segments[e->nsegments++];
+		s->vaddr = ph.p_vaddr;
+		s->memsz = ph.p_memsz;
+		s->offset = ph.p_offset;
+		s->filesz = ph.p_filesz;
+		s->flags = ph.p_flags;
+	}
+	return e->nsegments ? 0 : -ENOEXEC;
+}
+
+static void entry_free(struct execinfo *e)
+{
+	if (e->symbolizer)
+		symbolizer_free(e->symbolizer);
+	if (e->elf)
+		elf_end(e->elf);
+	if (e->fd >= 0)
+		close(e->fd);
+	free(e->image);
+	free(e->segments);
+	free(e->path);
+	free(e);
+}
+
+/* Parse the ELF image (fd or memory already set in e) and fill the derived fields. */
+static int entry_load(struct execinfo *e, const char *path)
+{
+	e->path = strdup(path);
+	if (!e->path)
+		return -ENOMEM;
+	const char *slash = strrchr(e->path, '/');
+	e->name = slash ? (char *)slash + 1 : e->path;
+	e->elf = e->image ? elf_memory(e->image, e->image_size) : elf_begin(e->fd, ELF_C_READ_MMAP, NULL);
+	if (!e->elf || elf_kind(e->elf) != ELF_K_ELF)
+		return -ENOEXEC;
+	read_build_id(e);
+	return read_segments(e);
+}
+
+static void entry_insert(struct execinfo_mgr *m, struct execinfo *e)
+{
+	unsigned b = bucket_of(&e->file_id);
+	e->refs = 1;
+	e->next = m->buckets[b];
+	m->buckets[b] = e;
+	if (e->fd >= 0) {
+		unsigned sb = stat_bucket_of(e->dev, e->ino);
+		e->next_stat = m->stat_buckets[sb];
+		m->stat_buckets[sb] = e;
+	}
+	m->count++;
+}
+
+static void unlink_from(struct execinfo **pp, struct execinfo *e, int by_stat)
+{
+	while (*pp && *pp != e)
+		pp = by_stat ? &(*pp)->next_stat : &(*pp)->next;
+	if (*pp)
+		*pp = by_stat ? e->next_stat : e->next;
+}
+
+int execinfo_acquire_fd(struct execinfo_mgr *m, int fd, const char *path, struct execinfo **out)
+{
+	struct stat st;
+	struct file_id id;
+	struct execinfo *e;
+	int err;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		err = S_ISREG(st.st_mode) ? -errno : -ENOEXEC;
+		close(fd);
+		return err;
+	}
+	if ((e = find_by_stat(m, &st)) || ((err = fileid_from_fd(fd, &id)) == 0 && (e = find_by_file_id(m, &id)))) {
+		close(fd);
+		e->refs++;
+		*out = e;
+		return 0;
+	}
+	if (err < 0) {
+		close(fd);
+		return err;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		close(fd);
+		return -ENOMEM;
+	}
+	e->fd = fd;
+	e->file_id = id;
+	e->dev = st.st_dev;
+	e->ino = st.st_ino;
+	e->size = st.st_size;
+	e->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	if ((err = entry_load(e, path)) < 0) {
+		entry_free(e);
+		return err;
+	}
+	entry_insert(m, e);
+	*out = e;
+	return 0;
+}
+
+int execinfo_acquire_image(struct execinfo_mgr *m, const void *image, size_t size, const char *name,
+			   struct execinfo **out)
+{
+	struct file_id id;
+	struct execinfo *e;
+	int err;
+
+	fileid_from_buffer(image, size, &id);
+	if ((e = find_by_file_id(m, &id))) {
+		e->refs++;
+		*out = e;
+		return 0;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->fd = -1;
+	e->file_id = id;
+	e->image = malloc(size);
+	if (!e->image) {
+		free(e);
+		return -ENOMEM;
+	}
+	memcpy(e->image, image, size);
+	e->image_size = size;
+	if ((err = entry_load(e, name)) < 0) {
+		entry_free(e);
+		return err;
+	}
+	entry_insert(m, e);
+	*out = e;
+	return 0;
+}
+
+void execinfo_ref(struct execinfo *e)
+{
+	e->refs++;
+}
+
+void execinfo_release(struct execinfo_mgr *m, struct execinfo *e)
+{
+	if (!e || --e->refs > 0)
+		return;
+	unlink_from(&m->buckets[bucket_of(&e->file_id)], e, 0);
+	if (e->fd >= 0)
+		unlink_from(&m->stat_buckets[stat_bucket_of(e->dev, e->ino)], e, 1);
+	m->count--;
+	for (unsigned i = 0; i < m->nhooks; i++)
+		m->hooks[i].fn(m->hooks[i].ctx, e);
+	entry_free(e);
+}
+
+int execinfo_bias(const struct execinfo *e, uint64_t map_start, uint64_t pgoff, uint64_t *bias)
+{
+	for (unsigned i = 0; i < e->nsegments; i++) {
+		const struct execinfo_segment *s = &e->segments[i];
+		/* The kernel maps whole pages: pgoff is the segment's offset rounded down to a page. */
+		uint64_t page_off = s->offset & ~(uint64_t)0xfff;
+		if (pgoff >= page_off && pgoff < s->offset + (s->filesz ? s->filesz : 1)) {
+			*bias = map_start - pgoff + s->offset - s->vaddr;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int execinfo_contains_va(const struct execinfo *e, uint64_t va)
+{
+	for (unsigned i = 0; i < e->nsegments; i++) {
+		if (va >= e->segments[i].vaddr && va - e->segments[i].vaddr < e->segments[i].memsz)
+			return 1;
+	}
+	return 0;
+}
+
+struct symbolizer *execinfo_symbolizer(struct execinfo *e)
+{
+	int err;
+	char path[64];
+
+	if (e->symbolizer || e->symbolizer_failed)
+		return e->symbolizer;
+	int fd = e->fd;
+	if (fd < 0 && e->image) {
+		/* In-memory images (the vdso) are symbolized through an anonymous file holding a copy. */
+		fd = memfd_create(e->name, MFD_CLOEXEC);
+		if (fd >= 0 && write(fd, e->image, e->image_size) != (ssize_t)e->image_size) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	if (fd >= 0) {
+		/* The file may have been replaced or deleted since: symbolize the very file we hashed. */
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		e->symbolizer = symbolizer_open(path, fd, &err);
+		if (fd != e->fd)
+			close(fd);
+	}
+	if (!e->symbolizer)
+		e->symbolizer_failed = 1;
+	return e->symbolizer;
+}

@@ -1,0 +1,86 @@
+/*
+ * execinfo.h — the executable-info manager: what hostprof knows per executable file (seed 004).
+ *
+ * One entry per distinct file, shared by every process that maps it and reference counted: acquired when a
+ * sample first lands in a mapping of the file (not at mmap time), released when the last mapping that holds
+ * it goes away. Entries are found by (dev, inode, size, mtime), then by FileID, never by path: the same path
+ * in two containers can be two files. An entry holds the open file, its ELF handle, FileID, build-id, load
+ * segments and, lazily, its symbolizer.
+ *
+ * The manager never calls into the process manager. Release hooks let other caches keyed on an entry (the
+ * unwinders' per-file tables) drop their data before the entry is freed. Not thread-safe.
+ */
+#ifndef HOSTPROF_EXECINFO_H
+#define HOSTPROF_EXECINFO_H
+
+#include <gelf.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "src/ids.h"
+#include "symbols/symbolizer.h"
+
+struct execinfo_segment {
+	uint64_t vaddr, memsz, offset, filesz;
+	uint32_t flags;	/* PF_X, PF_R, PF_W */
+};
+
+struct execinfo {
+	struct file_id file_id;
+	char build_id[41];	/* lowercase hex GNU build-id, "" if none */
+	char *path;		/* path as first seen (for display; not an identity) */
+	char *name;		/* basename of path */
+	int fd;			/* -1 for in-memory images */
+	void *image;		/* owned copy of an in-memory image (vdso), else NULL */
+	size_t image_size;
+	Elf *elf;
+	struct execinfo_segment *segments;
+	unsigned nsegments;
+	struct symbolizer *symbolizer;	/* lazily opened, see execinfo_symbolizer() */
+	int symbolizer_failed;
+	/* private to the manager */
+	unsigned refs;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	int64_t mtime_ns;
+	struct execinfo *next, *next_stat;
+};
+
+struct execinfo_mgr;
+
+typedef void (*execinfo_release_fn)(void *ctx, const struct execinfo *e);
+
+struct execinfo_mgr *execinfo_mgr_new(void);
+/* Every entry must have been released. */
+void execinfo_mgr_free(struct execinfo_mgr *m);
+/* Called with each entry just before it is freed. At most 4 hooks. */
+int execinfo_mgr_add_release_hook(struct execinfo_mgr *m, execinfo_release_fn fn, void *ctx);
+
+/*
+ * Acquire the entry for the open file fd (path is for display). Takes ownership of fd: it is closed if an
+ * entry for the same file already exists or on error. Returns 0 or a negative errno (-ENOEXEC: not ELF).
+ */
+int execinfo_acquire_fd(struct execinfo_mgr *m, int fd, const char *path, struct execinfo **out);
+/* Acquire an entry for an ELF image in memory (copied), e.g. the vdso. */
+int execinfo_acquire_image(struct execinfo_mgr *m, const void *image, size_t size, const char *name,
+			   struct execinfo **out);
+/* Add a reference to an acquired entry. */
+void execinfo_ref(struct execinfo *e);
+void execinfo_release(struct execinfo_mgr *m, struct execinfo *e);
+
+/*
+ * For a mapping of e at [map_start, ...) with file offset pgoff: the bias (runtime address minus ELF virtual
+ * address). Returns 0, or -ENOENT when pgoff is in no load segment.
+ */
+int execinfo_bias(const struct execinfo *e, uint64_t map_start, uint64_t pgoff, uint64_t *bias);
+/* Whether va lies inside one of the file's load segments. */
+int execinfo_contains_va(const struct execinfo *e, uint64_t va);
+
+/* The symbolizer for e, opened on first use; NULL if the file cannot be symbolized. */
+struct symbolizer *execinfo_symbolizer(struct execinfo *e);
+
+/* Entries alive and bytes of memory they use (approximate), for reporting. */
+unsigned execinfo_mgr_count(const struct execinfo_mgr *m);
+
+#endif

@@ -1,0 +1,139 @@
+/*
+ * ids.c — FileID and stack-trace ID (DESIGN.md § 4). See ids.h for the contract.
+ */
+#include "src/ids.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FILEID_CHUNK 4096
+
+static const unsigned __int128 FNV128_PRIME = ((unsigned __int128)1 << 88) + 0x13b;
+
+static unsigned __int128 fnv128_offset_basis(void)
+{
+	return ((unsigned __int128)0x6c62272e07bb0142ULL << 64) | 0x62b821756295c58dULL;
+}
+
+static unsigned __int128 fnv128_update(unsigned __int128 h, const void *data, size_t n)
+{
+	const uint8_t *p = data;
+	for (size_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= FNV128_PRIME;
+	}
+	return h;
+}
+
+static void u128_to_be_bytes(unsigned __int128 v, uint8_t out[16])
+{
+	for (int i = 15; i >= 0; i--) {
+		out[i] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+static void fileid_finish(EVP_MD_CTX *ctx, uint64_t size, struct file_id *out)
+{
+	uint8_t len_be[8], digest[EVP_MAX_MD_SIZE];
+	unsigned int dlen = 0;
+
+	for (int i = 0; i < 8; i++)
+		len_be[i] = (uint8_t)(size >> (56 - 8 * i));
+	EVP_DigestUpdate(ctx, len_be, sizeof(len_be));
+	EVP_DigestFinal_ex(ctx, digest, &dlen);
+	memcpy(out->bytes, digest, sizeof(out->bytes));
+}
+
+void fileid_from_buffer(const uint8_t *data, size_t size, struct file_id *out)
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	size_t head = size < FILEID_CHUNK ? size : FILEID_CHUNK;
+	size_t tail = size < FILEID_CHUNK ? size : FILEID_CHUNK;
+
+	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	EVP_DigestUpdate(ctx, data, head);
+	EVP_DigestUpdate(ctx, data + size - tail, tail);
+	fileid_finish(ctx, size, out);
+	EVP_MD_CTX_free(ctx);
+}
+
+static int pread_full(int fd, uint8_t *buf, size_t n, off_t off)
+{
+	size_t done = 0;
+	while (done < n) {
+		ssize_t r = pread(fd, buf + done, n - done, off + (off_t)done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -EIO; /* file shrank under us */
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+int fileid_from_fd(int fd, struct file_id *out)
+{
+	uint8_t head[FILEID_CHUNK], tail[FILEID_CHUNK];
+	struct stat st;
+	int err;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	uint64_t size = (uint64_t)st.st_size;
+	size_t n = size < FILEID_CHUNK ? (size_t)size : FILEID_CHUNK;
+	if ((err = pread_full(fd, head, n, 0)) < 0 || (err = pread_full(fd, tail, n, (off_t)(size - n))) < 0)
+		return err;
+
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!ctx)
+		return -ENOMEM;
+	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	EVP_DigestUpdate(ctx, head, n);
+	EVP_DigestUpdate(ctx, tail, n);
+	fileid_finish(ctx, size, out);
+	EVP_MD_CTX_free(ctx);
+	return 0;
+}
+
+void fileid_from_build_id_hex(const char *hex, struct file_id *out)
+{
+	unsigned __int128 h = fnv128_update(fnv128_offset_basis(), hex, strlen(hex));
+	u128_to_be_bytes(h, out->bytes);
+}
+
+void trace_hash_init(struct trace_hasher *h)
+{
+	h->state = fnv128_offset_basis();
+}
+
+void trace_hash_frame(struct trace_hasher *h, const struct file_id *file, uint64_t address)
+{
+	char dec[24];
+	int n = snprintf(dec, sizeof(dec), "%" PRIu64, address);
+
+	h->state = fnv128_update(h->state, file->bytes, sizeof(file->bytes));
+	h->state = fnv128_update(h->state, dec, (size_t)n);
+}
+
+void trace_hash_finish(const struct trace_hasher *h, struct trace_id *out)
+{
+	u128_to_be_bytes(h->state, out->bytes);
+}
+
+void hex_encode(const uint8_t *bytes, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[bytes[i] >> 4];
+		out[2 * i + 1] = digits[bytes[i] & 15];
+	}
+	out[2 * n] = '\0';
+}

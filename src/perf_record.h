@@ -1,0 +1,81 @@
+/*
+ * perf_record.h — decoding of perf_event ring-buffer records.
+ *
+ * Pure functions over one record's bytes, which stay owned by the caller (usually the ring buffer itself):
+ * decoded structs point into them, so they are valid only until the record is released. Every length is
+ * checked against the record size; a malformed record yields -EBADMSG, never an out-of-bounds read.
+ */
+#ifndef HOSTPROF_PERF_RECORD_H
+#define HOSTPROF_PERF_RECORD_H
+
+#include <linux/perf_event.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "unwind/unwind.h"
+
+/* What the sampler asked the kernel for; needed to know the layout of each record. */
+struct perf_layout {
+	uint64_t sample_type;	/* PERF_SAMPLE_* */
+	uint64_t regs_mask;	/* sample_regs_user */
+	int sample_id_all;	/* side-band records carry a trailing sample_id */
+};
+
+struct perf_sample {
+	uint64_t ip;
+	uint32_t pid, tid;
+	uint64_t time;
+	uint32_t cpu;
+	uint64_t period;
+	uint64_t callchain_nr;
+	const uint64_t *callchain;	/* callchain_nr entries, unaligned-safe copy not needed: records are 8-aligned */
+	uint64_t regs_abi;		/* PERF_SAMPLE_REGS_ABI_*; 0 when the sample has no user registers */
+	uint64_t regs[UNWIND_NREGS];	/* by enum unwind_reg; registers outside regs_mask are 0 */
+	const uint8_t *stack;		/* user stack copy starting at regs[UNWIND_REG_SP] */
+	uint64_t stack_size;		/* bytes valid in stack (dyn_size) */
+	uint16_t misc;			/* header misc: PERF_RECORD_MISC_USER / _KERNEL ... */
+};
+
+/* Trailing sample_id of side-band records (only the fields hostprof asks for). */
+struct perf_sample_id {
+	uint32_t pid, tid;
+	uint64_t time;
+	uint32_t cpu;
+};
+
+struct perf_mmap2 {
+	uint32_t pid, tid;
+	uint64_t addr, len, pgoff;
+	uint32_t maj, min;
+	uint64_t ino;
+	uint32_t prot, flags;
+	const char *filename;	/* NUL-terminated within the record */
+};
+
+struct perf_comm {
+	uint32_t pid, tid;
+	int exec;		/* PERF_RECORD_MISC_COMM_EXEC: the process called exec */
+	const char *comm;
+};
+
+struct perf_task {		/* PERF_RECORD_FORK and PERF_RECORD_EXIT */
+	uint32_t pid, ppid, tid, ptid;
+	uint64_t time;
+};
+
+struct perf_lost {
+	uint64_t id, lost;
+};
+
+int perf_decode_sample(const struct perf_layout *l, const struct perf_event_header *h, struct perf_sample *out);
+int perf_decode_mmap2(const struct perf_event_header *h, struct perf_mmap2 *out);
+int perf_decode_comm(const struct perf_event_header *h, struct perf_comm *out);
+int perf_decode_task(const struct perf_event_header *h, struct perf_task *out);
+int perf_decode_lost(const struct perf_event_header *h, struct perf_lost *out);
+/* PERF_RECORD_LOST_SAMPLES: number of samples lost. */
+int perf_decode_lost_samples(const struct perf_event_header *h, uint64_t *lost);
+
+/* Split a sample callchain: kernel and nkernel receive the kernel part, without the PERF_CONTEXT_* markers. */
+void perf_callchain_kernel(const struct perf_sample *s, const uint64_t **kernel, size_t *nkernel);
+
+#endif

@@ -1,0 +1,475 @@
+/*
+ * procmgr.c — the process manager. See procmgr.h for the contract.
+ */
+#include "src/procmgr.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#define PROCMGR_BUCKETS 4096
+#define PROCMGR_VDSO_MAX (1u << 20)
+
+struct procmgr {
+	struct execinfo_mgr *execinfo;
+	struct process *buckets[PROCMGR_BUCKETS];
+	unsigned count;
+};
+
+struct procmgr *procmgr_new(struct execinfo_mgr *execinfo)
+{
+	struct procmgr *pm = calloc(1, sizeof(*pm));
+	if (pm)
+		pm->execinfo = execinfo;
+	return pm;
+}
+
+static void mapping_clear(struct procmgr *pm, struct mapping *m)
+{
+	if (m->exe)
+		execinfo_release(pm->execinfo, m->exe);
+	free(m->path);
+	memset(m, 0, sizeof(*m));
+}
+
+static void process_clear_maps(struct procmgr *pm, struct process *p)
+{
+	for (unsigned i = 0; i < p->nmaps; i++)
+		mapping_clear(pm, &p->maps[i]);
+	p->nmaps = 0;
+}
+
+static void process_free(struct procmgr *pm, struct process *p)
+{
+	process_clear_maps(pm, p);
+	free(p->maps);
+	free(p->threads);
+	free(p);
+}
+
+void procmgr_free(struct procmgr *pm)
+{
+	if (!pm)
+		return;
+	for (unsigned b = 0; b < PROCMGR_BUCKETS; b++) {
+		struct process *p = pm->buckets[b];
+		while (p) {
+			struct process *next = p->next;
+			process_free(pm, p);
+			p = next;
+		}
+	}
+	free(pm);
+}
+
+unsigned procmgr_count(const struct procmgr *pm)
+{
+	return pm->count;
+}
+
+static struct process **bucket_of(struct procmgr *pm, pid_t pid)
+{
+	return &pm->buckets[(unsigned)pid % PROCMGR_BUCKETS];
+}
+
+static struct process *find_process(struct procmgr *pm, pid_t pid)
+{
+	for (struct process *p = *bucket_of(pm, pid); p; p = p->next) {
+		if (p->pid == pid)
+			return p;
+	}
+	return NULL;
+}
+
+/* Remove [start, end) from p's mappings, splitting any mapping that straddles it. */
+static int unmap_range(struct procmgr *pm, struct process *p, uint64_t start, uint64_t end)
+{
+	for (unsigned i = 0; i < p->nmaps; i++) {
+		struct mapping *m = &p->maps[i];
+		if (m->end <= start || m->start >= end)
+			continue;
+		if (m->start < start && m->end > end)
+			return -EEXIST; /* a hole in the middle: callers replace whole mappings, handled below */
+		if (m->start < start) {
+			m->end = start;
+		} else if (m->end > end) {
+			m->pgoff += end - m->start;
+			m->start = end;
+		} else {
+			mapping_clear(pm, m);
+			memmove(m, m + 1, (p->nmaps - i - 1) * sizeof(*m));
+			p->nmaps--;
+			i--;
+		}
+	}
+	return 0;
+}
+
+static int reserve_maps(struct process *p, unsigned n)
+{
+	if (n <= p->capmaps)
+		return 0;
+	unsigned cap = p->capmaps ? p->capmaps : 16;
+	while (cap < n)
+		cap *= 2;
+	struct mapping *maps = realloc(p->maps, cap * sizeof(*maps));
+	if (!maps)
+		return -ENOMEM;
+	p->maps = maps;
+	p->capmaps = cap;
+	return 0;
+}
+
+/* Insert a mapping (path copied), replacing whatever it overlaps. */
+static int insert_mapping(struct procmgr *pm, struct process *p, const struct mapping *src)
+{
+	if (src->end <= src->start)
+		return -EINVAL;
+	if (unmap_range(pm, p, src->start, src->end) == -EEXIST) {
+		/* Split the straddling mapping in two, then cut again. */
+		for (unsigned i = 0; i < p->nmaps; i++) {
+			struct mapping *m = &p->maps[i];
+			if (m->start < src->start && m->end > src->end) {
+				struct mapping tail = *m;
+				tail.pgoff += src->end - m->start;
+				tail.start = src->end;
+				tail.path = m->path ? strdup(m->path) : NULL; /* m may move when p->maps grows */
+				m->end = src->start;
+				int err = insert_mapping(pm, p, &tail); /* copies path and takes its own exe reference */
+				free(tail.path);
+				if (err < 0)
+					return err;
+				break;
+			}
+		}
+	}
+	if (reserve_maps(p, p->nmaps + 1) < 0)
+		return -ENOMEM;
+	unsigned pos = 0;
+	while (pos < p->nmaps && p->maps[pos].start < src->start)
+		pos++;
+	memmove(&p->maps[pos + 1], &p->maps[pos], (p->nmaps - pos) * sizeof(*p->maps));
+	p->maps[pos] = *src;
+	p->maps[pos].path = src->path ? strdup(src->path) : NULL;
+	if (p->maps[pos].exe)
+		execinfo_ref(p->maps[pos].exe);
+	p->nmaps++;
+	return 0;
+}
+
+int procmgr_parse_maps_line(char *line, struct mapping *m, int *executable, const char **path)
+{
+	unsigned long long start, end, pgoff, ino;
+	unsigned maj, min;
+	char perms[8];
+	int pathpos = 0;
+
+	memset(m, 0, sizeof(*m));
+	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &pgoff, &maj, &min, &ino,
+		   &pathpos) < 7 || end <= start)
+		return -EINVAL;
+	m->start = start;
+	m->end = end;
+	m->pgoff = pgoff;
+	m->dev = makedev(maj, min);
+	m->ino = ino;
+	*executable = strlen(perms) >= 3 && perms[2] == 'x';
+	char *p = pathpos ? line + pathpos : line + strlen(line);
+	p[strcspn(p, "\n")] = '\0';
+	*path = p;
+	return 0;
+}
+
+/* Whether a mapping is worth keeping: file-backed (anything: unwinders read .eh_frame_hdr from r-- parts) or the
+ * vdso. Anonymous memory, heap and stacks are not. */
+static int mapping_wanted(const char *path, uint64_t ino)
+{
+	if (strcmp(path, "[vdso]") == 0)
+		return 1;
+	return path[0] == '/' && ino != 0;
+}
+
+static int seed_from_proc(struct procmgr *pm, struct process *p)
+{
+	char fname[64], line[4096 + 128];
+	snprintf(fname, sizeof(fname), "/proc/%d/maps", (int)p->pid);
+	FILE *f = fopen(fname, "re");
+	if (!f)
+		return -errno;
+	process_clear_maps(pm, p);
+	while (fgets(line, sizeof(line), f)) {
+		struct mapping m;
+		int exec;
+		const char *path;
+		if (procmgr_parse_maps_line(line, &m, &exec, &path) < 0 || !mapping_wanted(path, m.ino))
+			continue;
+		m.path = (char *)path;
+		if (insert_mapping(pm, p, &m) < 0)
+			break;
+	}
+	fclose(f);
+	return 0;
+}
+
+static void read_comm(const char *fname, char *out)
+{
+	FILE *f = fopen(fname, "re");
+	out[0] = '\0';
+	if (!f)
+		return;
+	if (fgets(out, PROCMGR_COMM_LEN, f))
+		out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+}
+
+static struct process *process_new(struct procmgr *pm, pid_t pid)
+{
+	struct process *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->pid = pid;
+	struct process **b = bucket_of(pm, pid);
+	p->next = *b;
+	*b = p;
+	pm->count++;
+	return p;
+}
+
+struct process *procmgr_get(struct procmgr *pm, pid_t pid)
+{
+	struct process *p = find_process(pm, pid);
+	if (p)
+		return p;
+	p = process_new(pm, pid);
+	if (!p)
+		return NULL;
+	char fname[64];
+	snprintf(fname, sizeof(fname), "/proc/%d/comm", (int)pid);
+	read_comm(fname, p->comm);
+	seed_from_proc(pm, p); /* a process that is gone already keeps no mappings: its samples show [unknown] */
+	return p;
+}
+
+void procmgr_on_mmap2(struct procmgr *pm, const struct perf_mmap2 *rec)
+{
+	if (!rec->filename || !mapping_wanted(rec->filename, rec->ino ? rec->ino : 1))
+		return;
+	struct process *p = procmgr_get(pm, (pid_t)rec->pid);
+	if (!p)
+		return;
+	struct mapping m = {
+		.start = rec->addr,
+		.end = rec->addr + rec->len,
+		.pgoff = rec->pgoff,
+		.dev = makedev(rec->maj, rec->min),
+		.ino = rec->ino,
+		.path = (char *)rec->filename,
+	};
+	insert_mapping(pm, p, &m);
+}
+
+static struct thread_info *thread_slot(struct process *p, pid_t tid)
+{
+	for (unsigned i = 0; i < p->nthreads; i++) {
+		if (p->threads[i].tid == tid)
+			return &p->threads[i];
+	}
+	if (p->nthreads == p->capthreads) {
+		unsigned cap = p->capthreads ? p->capthreads * 2 : 8;
+		struct thread_info *t = realloc(p->threads, cap * sizeof(*t));
+		if (!t)
+			return NULL;
+		p->threads = t;
+		p->capthreads = cap;
+	}
+	struct thread_info *t = &p->threads[p->nthreads++];
+	t->tid = tid;
+	t->name[0] = '\0';
+	return t;
+}
+
+void procmgr_on_comm(struct procmgr *pm, const struct perf_comm *c)
+{
+	struct process *p = procmgr_get(pm, (pid_t)c->pid);
+	if (!p || !c->comm)
+		return;
+	if (c->exec) {
+		/* exec replaces the address space: the old mappings' records came before this one. */
+		process_clear_maps(pm, p);
+		p->nthreads = 0;
+		p->last_resync_ns = 0;
+	}
+	if (c->pid == c->tid)
+		snprintf(p->comm, sizeof(p->comm), "%s", c->comm);
+	struct thread_info *t = thread_slot(p, (pid_t)c->tid);
+	if (t)
+		snprintf(t->name, sizeof(t->name), "%s", c->comm);
+}
+
+void procmgr_on_fork(struct procmgr *pm, const struct perf_task *t)
+{
+	if (t->pid == t->ppid || t->pid != t->tid)
+		return; /* a new thread shares its process's mappings */
+	struct process *parent = find_process(pm, (pid_t)t->ppid);
+	struct process *child = find_process(pm, (pid_t)t->pid);
+	if (child && !child->exited)
+		return;
+	if (child) {
+		/* pid reused: forget the dead one's state */
+		process_clear_maps(pm, child);
+		child->nthreads = 0;
+		child->exited = 0;
+	} else if (!(child = process_new(pm, (pid_t)t->pid))) {
+		return;
+	}
+	if (!parent) {
+		seed_from_proc(pm, child);
+		return;
+	}
+	memcpy(child->comm, parent->comm, sizeof(child->comm));
+	for (unsigned i = 0; i < parent->nmaps; i++)
+		insert_mapping(pm, child, &parent->maps[i]);
+}
+
+void procmgr_on_exit(struct procmgr *pm, const struct perf_task *t)
+{
+	if (t->pid != t->tid)
+		return;
+	struct process *p = find_process(pm, (pid_t)t->pid);
+	if (p && !p->exited)
+		p->exited = 3;
+}
+
+void procmgr_reap(struct procmgr *pm)
+{
+	for (unsigned b = 0; b < PROCMGR_BUCKETS; b++) {
+		struct process **pp = &pm->buckets[b];
+		while (*pp) {
+			struct process *p = *pp;
+			if (p->exited && --p->exited == 0) {
+				*pp = p->next;
+				pm->count--;
+				process_free(pm, p);
+				continue;
+			}
+			pp = &p->next;
+		}
+	}
+}
+
+static struct mapping *lookup(struct process *p, uint64_t addr)
+{
+	unsigned lo = 0, hi = p->nmaps;
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (p->maps[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < p->nmaps && p->maps[lo].start <= addr)
+		return &p->maps[lo];
+	return NULL;
+}
+
+struct mapping *procmgr_find_mapping(struct procmgr *pm, struct process *p, uint64_t addr, uint64_t now_ns)
+{
+	struct mapping *m = lookup(p, addr);
+	if (m || p->exited || (p->last_resync_ns && now_ns - p->last_resync_ns < PROCMGR_RESYNC_NS))
+		return m;
+	p->last_resync_ns = now_ns ? now_ns : 1;
+	if (seed_from_proc(pm, p) < 0)
+		return NULL;
+	return lookup(p, addr);
+}
+
+/* Open path and keep it only if it is the mapped inode (when the mapping says which). */
+static int open_matching(const char *path, const struct mapping *m)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (m->ino && (fstat(fd, &st) < 0 || st.st_ino != m->ino || (m->dev && st.st_dev != m->dev))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int open_mapping_file(const struct process *p, const struct mapping *m)
+{
+	char buf[4096 + 64];
+	int fd = open_matching(m->path, m);
+	if (fd >= 0)
+		return fd;
+	snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)p->pid, m->path);
+	if ((fd = open_matching(buf, m)) >= 0)
+		return fd;
+	/* Deleted or replaced files, and overlay filesystems whose st_dev differs from the mapping's. */
+	snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)p->pid, m->start, m->end);
+	return open(buf, O_RDONLY | O_CLOEXEC);
+}
+
+static int acquire_vdso(struct procmgr *pm, struct execinfo **out)
+{
+	/* Every process of one ABI maps the same vdso image, so hostprof's own copy stands for theirs. */
+	const void *image = (const void *)getauxval(AT_SYSINFO_EHDR);
+	if (!image)
+		return -ENOENT;
+	const Elf64_Ehdr *eh = image;
+	size_t size = (size_t)eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+	if (size > PROCMGR_VDSO_MAX)
+		return -E2BIG;
+	return execinfo_acquire_image(pm->execinfo, image, size, "[vdso]", out);
+}
+
+struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, struct mapping *m)
+{
+	int err;
+	struct execinfo *e = NULL;
+
+	if (m->exe || m->exe_failed)
+		return m->exe;
+	if (strcmp(m->path, "[vdso]") == 0) {
+		err = acquire_vdso(pm, &e);
+	} else {
+		int fd = open_mapping_file(p, m);
+		err = fd < 0 ? -errno : execinfo_acquire_fd(pm->execinfo, fd, m->path, &e);
+	}
+	if (err == 0 && execinfo_bias(e, m->start, m->pgoff, &m->bias) < 0) {
+		execinfo_release(pm->execinfo, e);
+		err = -ENOEXEC;
+	}
+	if (err < 0) {
+		m->exe_failed = 1;
+		return NULL;
+	}
+	m->exe = e;
+	return e;
+}
+
+const char *procmgr_thread_name(struct procmgr *pm, struct process *p, pid_t tid)
+{
+	(void)pm;
+	for (unsigned i = 0; i < p->nthreads; i++) {
+		if (p->threads[i].tid == tid)
+			return p->threads[i].name;
+	}
+	struct thread_info *t = thread_slot(p, tid);
+	if (!t)
+		return "";
+	char fname[64];
+	snprintf(fname, sizeof(fname), "/proc/%d/task/%d/comm", (int)p->pid, (int)tid);
+	read_comm(fname, t->name);
+	if (!t->name[0])
+		snprintf(t->name, sizeof(t->name), "%s", p->comm);
+	return t->name;
+}

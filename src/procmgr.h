@@ -1,0 +1,86 @@
+/*
+ * procmgr.h — the process manager: per-PID mappings, names and lifetimes.
+ *
+ * A process's mappings are seeded from /proc/PID/maps the first time the process is seen, then kept up to date
+ * from perf MMAP2, COMM (exec), FORK and EXIT records; /proc/PID/maps is re-read only when a sample lands in
+ * no known mapping, at most once per PROCMGR_RESYNC_NS per process. Files are opened lazily, when a sample
+ * first needs them, through the executable-info manager: the plain path if it names the mapped inode, else
+ * the path under /proc/PID/root (containers), else /proc/PID/map_files.
+ *
+ * Exited processes are kept until procmgr_reap() has been called twice after their exit, because per-CPU
+ * rings are read one after the other and a sample of a process may be read after its exit record.
+ * Not thread-safe.
+ */
+#ifndef HOSTPROF_PROCMGR_H
+#define HOSTPROF_PROCMGR_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "src/execinfo.h"
+#include "src/perf_record.h"
+
+#define PROCMGR_RESYNC_NS 200000000ULL
+#define PROCMGR_COMM_LEN 16
+
+struct mapping {
+	uint64_t start, end, pgoff;
+	uint64_t dev;		/* makedev(major, minor), 0 if unknown */
+	uint64_t ino;
+	char *path;		/* as the process sees it; "[vdso]" for the vdso */
+	struct execinfo *exe;	/* NULL until first needed */
+	int exe_failed;		/* opening the file failed: don't retry for this mapping */
+	uint64_t bias;		/* valid when exe != NULL */
+};
+
+struct thread_info {
+	pid_t tid;
+	char name[PROCMGR_COMM_LEN];
+};
+
+struct process {
+	pid_t pid;
+	char comm[PROCMGR_COMM_LEN];
+	struct mapping *maps;	/* sorted by start, non-overlapping */
+	unsigned nmaps, capmaps;
+	struct thread_info *threads;
+	unsigned nthreads, capthreads;
+	uint64_t last_resync_ns;
+	int exited;		/* reap generations left: 0 while alive */
+	struct process *next;
+};
+
+struct procmgr;
+
+/* execinfo is borrowed and must outlive the process manager. */
+struct procmgr *procmgr_new(struct execinfo_mgr *execinfo);
+void procmgr_free(struct procmgr *pm);
+
+/* The process, created (and seeded from /proc) if unknown. NULL on ENOMEM. */
+struct process *procmgr_get(struct procmgr *pm, pid_t pid);
+
+void procmgr_on_mmap2(struct procmgr *pm, const struct perf_mmap2 *m);
+void procmgr_on_comm(struct procmgr *pm, const struct perf_comm *c);
+void procmgr_on_fork(struct procmgr *pm, const struct perf_task *t);
+void procmgr_on_exit(struct procmgr *pm, const struct perf_task *t);
+/* Free processes that exited two reaps ago. */
+void procmgr_reap(struct procmgr *pm);
+
+/*
+ * The mapping containing addr; on a miss, /proc/PID/maps is re-read (rate limited) and the lookup retried.
+ * now_ns is a monotonic clock for the rate limit. NULL if none.
+ */
+struct mapping *procmgr_find_mapping(struct procmgr *pm, struct process *p, uint64_t addr, uint64_t now_ns);
+/* Open the mapping's file through the executable-info manager if not done yet; returns its entry or NULL. */
+struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, struct mapping *m);
+
+/* The thread's name (from COMM records or /proc); "" if unknown. */
+const char *procmgr_thread_name(struct procmgr *pm, struct process *p, pid_t tid);
+
+unsigned procmgr_count(const struct procmgr *pm);
+
+/* Parse one /proc/PID/maps line into the fields of m (path is not copied: *path points into line).
+ * Returns 0, or -EINVAL for a malformed line. Exposed for tests. */
+int procmgr_parse_maps_line(char *line, struct mapping *m, int *executable, const char **path);
+
+#endif

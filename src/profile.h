@@ -1,0 +1,149 @@
+/*
+ * profile.h — the hostprof profile: in-memory model, builder, msgpack writer and reader.
+ *
+ * The model mirrors the OpenTelemetry profiles data model (profiles/v1development, proto 1.11.0): shared
+ * dictionary tables whose element 0 is the zero value, so index 0 means "unset". On disk it is msgpack; the
+ * exact schema is man/hostprof-profile.5.
+ *
+ * Building: profile_new(), then the profile_add_* functions, which intern (deduplicate) what they are given and
+ * return its index. Strings passed in are copied. Reading: profile_read_file() decodes a file (one or several
+ * top-level maps, merged) into the same model, bound-checking every index.
+ *
+ * Errors: functions return 0 or a negative errno; profile_read_file() also fills a one-line message.
+ * Not thread-safe.
+ */
+#ifndef HOSTPROF_PROFILE_H
+#define HOSTPROF_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROFILE_FORMAT_NAME "hostprof"
+#define PROFILE_FORMAT_MAJOR 1
+#define PROFILE_FORMAT_MINOR 0
+#define PROFILE_OTEL_PROTO "v1development/1.11.0"
+
+/* Frame kinds, numbered as the OpenTelemetry eBPF profiler numbers them (DESIGN.md § 4). */
+enum profile_frame_kind {
+	PROFILE_FRAME_UNKNOWN = 0,
+	PROFILE_FRAME_NATIVE = 3,
+	PROFILE_FRAME_KERNEL = 4,
+	PROFILE_FRAME_GO = 0xB,
+	PROFILE_FRAME_ERROR = 0x80,	/* bit: a synthetic frame such as [truncated] or [unknown] */
+};
+
+struct profile_mapping {
+	uint8_t file_id[16];	/* DESIGN.md § 4 FileID; zeros if unknown */
+	uint32_t build_id;	/* string index: GNU build-id as lowercase hex, 0 if none */
+	uint32_t filename;	/* string index: path as the process saw it */
+	uint64_t memory_start, memory_limit, file_offset;
+};
+
+struct profile_function {
+	uint32_t name;		/* string index */
+	uint32_t filename;	/* string index, 0 if unknown */
+};
+
+struct profile_line {
+	uint32_t function;	/* function index */
+	int64_t line;		/* 1-based, 0 if unknown */
+};
+
+struct profile_location {
+	uint32_t mapping;	/* mapping index, 0 if none */
+	uint64_t address;	/* ELF virtual address in the mapping's file (kernel: offset from module start) */
+	uint8_t frame_kind;	/* enum profile_frame_kind */
+	uint32_t nlines;
+	struct profile_line *lines;	/* innermost inlined function first; nlines may be 0 (unsymbolized) */
+};
+
+struct profile_stack {
+	uint32_t nlocations;
+	uint32_t *locations;	/* location indices, leaf first */
+	uint8_t trace_id[16];	/* DESIGN.md § 4 stack-trace ID */
+};
+
+struct profile_link {
+	uint8_t trace_id[16];
+	uint8_t span_id[8];	/* APM transaction (local root span) ID */
+};
+
+struct profile_sample {
+	uint32_t stack;		/* stack index */
+	int32_t pid, tid;
+	uint32_t comm;		/* string index: process name */
+	uint32_t thread_name;	/* string index */
+	uint32_t link;		/* link index, 0 = none */
+	uint64_t count;		/* number of samples */
+	uint64_t cpu_ns;	/* sum of the samples' periods in nanoseconds */
+};
+
+/* Run-wide facts written in the header. Strings are owned by the profile. */
+struct profile_info {
+	char *producer;		/* "hostprof 0.1.0" */
+	char *hostname, *host_id, *kernel;
+	char *event;		/* "cpu-clock", ... */
+	char *unwinder;		/* "libunwind", "deltas", ... */
+	uint64_t start_unix_ns, duration_ns;
+	uint64_t period_ns;	/* nominal sampling period: 1e9 / frequency */
+	uint64_t frequency_hz;
+	uint64_t samples;	/* samples taken (== sum of sample counts) */
+	uint64_t lost;		/* samples the kernel dropped (PERF_RECORD_LOST) */
+	uint64_t unwound_complete;	/* samples whose user stack reached its outermost frame */
+	uint64_t truncated;	/* samples ending in a [truncated] frame */
+	uint64_t unknown;	/* samples whose IP was in no known mapping */
+};
+
+/* A dynamic table: count includes element 0. */
+#define PROFILE_TABLE(type, name) struct { type *items; uint32_t count, cap; } name
+
+struct profile_index;	/* private interning state of the builder */
+
+struct profile {
+	struct profile_info info;
+	PROFILE_TABLE(char *, strings);
+	PROFILE_TABLE(struct profile_mapping, mappings);
+	PROFILE_TABLE(struct profile_function, functions);
+	PROFILE_TABLE(struct profile_location, locations);
+	PROFILE_TABLE(struct profile_stack, stacks);
+	PROFILE_TABLE(struct profile_link, links);
+	/* samples start at index 0: they are not a dictionary table */
+	PROFILE_TABLE(struct profile_sample, samples);
+	struct profile_index *index;
+};
+
+/* An empty profile holding the zero element of every table. NULL on ENOMEM. */
+struct profile *profile_new(void);
+void profile_free(struct profile *p);
+
+/* Set an info string field (copied). */
+int profile_set_info_string(struct profile *p, char **field, const char *value);
+
+/* Interning: each stores the index of an equal existing element, or of a new one, in *index. */
+int profile_add_string(struct profile *p, const char *s, uint32_t *index);	/* NULL or "" -> 0 */
+int profile_add_mapping(struct profile *p, const struct profile_mapping *m, uint32_t *index);
+int profile_add_function(struct profile *p, const struct profile_function *f, uint32_t *index);
+/* Locations are keyed by (mapping, address, frame_kind); lines are copied when the location is new. */
+int profile_add_location(struct profile *p, const struct profile_location *l, uint32_t *index);
+/* Stacks are keyed by trace_id. */
+int profile_add_stack(struct profile *p, const struct profile_stack *s, uint32_t *index);
+int profile_add_link(struct profile *p, const struct profile_link *l, uint32_t *index);
+/* Samples with equal (stack, pid, tid, comm, thread_name, link) are merged: counts and cpu_ns add up. */
+int profile_add_sample(struct profile *p, const struct profile_sample *s);
+
+/* The string at index i, "" when out of range. */
+const char *profile_string(const struct profile *p, uint32_t i);
+
+/* Write p to path atomically: a temporary file in the same directory, fsync, rename. */
+int profile_write_file(const struct profile *p, const char *path);
+
+/*
+ * Read path into a new profile (several top-level maps are merged into one). On failure returns a negative
+ * errno and writes a one-line reason into errbuf ("bad.msgpack: not a hostprof profile", ...).
+ */
+int profile_read_file(const char *path, struct profile **out, char *errbuf, size_t errlen);
+
+/* Merge src into dst, re-interning its tables and adding its samples and counters. */
+int profile_merge(struct profile *dst, const struct profile *src);
+
+#endif

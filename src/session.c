@@ -1,0 +1,348 @@
+/*
+ * session.c — one profiling session. See session.h for the contract.
+ */
+#include "src/session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "src/execinfo.h"
+#include "src/procmgr.h"
+#include "src/traces.h"
+#include "symbols/kallsyms.h"
+#include "unwind/unwind_libunwind.h"
+
+struct session {
+	struct sampler *sampler;
+	struct execinfo_mgr *execinfo;
+	struct procmgr *procs;
+	struct traces *traces;
+	struct unwind_libunwind *unwinder;
+	struct kallsyms *kallsyms;
+	struct trace_kernel kernel;
+	pid_t self;
+	struct session_stats stats;
+	/* per-sample scratch, kept here so the hot path does not allocate */
+	struct unwind_frame uframes[UNWIND_MAX_FRAMES];
+	struct trace_frame frames[TRACE_MAX_FRAMES];
+};
+
+struct find_ctx {
+	struct session *s;
+	struct process *proc;
+	uint64_t now;
+};
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void forget_in_unwinder(void *ctx, const struct execinfo *e)
+{
+	unwind_libunwind_forget(ctx, e);
+}
+
+/* The kernel's build-id from /sys/kernel/notes, a sequence of ELF notes. */
+static void read_kernel_build_id(char *out)
+{
+	uint8_t buf[4096];
+	FILE *f = fopen("/sys/kernel/notes", "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf), f) : 0;
+	out[0] = '\0';
+	if (f)
+		fclose(f);
+	for (size_t off = 0; off + 12 <= n;) {
+		uint32_t namesz, descsz, type;
+		memcpy(&namesz, buf + off, 4);
+		memcpy(&descsz, buf + off + 4, 4);
+		memcpy(&type, buf + off + 8, 4);
+		size_t name_off = off + 12, desc_off = name_off + ((namesz + 3) & ~3u);
+		if (namesz > n || descsz > n || desc_off + descsz > n)
+			return;
+		if (type == NT_GNU_BUILD_ID && namesz == 4 && memcmp(buf + name_off, "GNU", 4) == 0 && descsz <= 20) {
+			hex_encode(buf + desc_off, descsz, out);
+			return;
+		}
+		off = desc_off + ((descsz + 3) & ~3u);
+	}
+}
+
+static void setup_kernel(struct session *s)
+{
+	int err;
+	read_kernel_build_id(s->kernel.build_id);
+	if (s->kernel.build_id[0])
+		fileid_from_build_id_hex(s->kernel.build_id, &s->kernel.file_id);
+	if (!sampler_kernel_enabled(s->sampler))
+		return;
+	s->kallsyms = kallsyms_load("/proc/kallsyms", &err);
+	if (s->kallsyms) {
+		s->kernel.kallsyms = s->kallsyms;
+		s->kernel.text_start = kallsyms_text_start(s->kallsyms);
+	}
+}
+
+struct session *session_new(struct sampler *sampler, int *err)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	if (!s) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	s->sampler = sampler;
+	s->self = getpid();
+	setup_kernel(s);
+	s->execinfo = execinfo_mgr_new();
+	s->procs = s->execinfo ? procmgr_new(s->execinfo) : NULL;
+	s->traces = s->execinfo ? traces_new(s->execinfo, &s->kernel) : NULL;
+	s->unwinder = unwind_libunwind_new();
+	if (!s->procs || !s->traces || !s->unwinder ||
+	    execinfo_mgr_add_release_hook(s->execinfo, forget_in_unwinder, s->unwinder) < 0) {
+		session_free(s);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	return s;
+}
+
+void session_free(struct session *s)
+{
+	if (!s)
+		return;
+	/* Traces and mappings hold execinfo references; the unwinder must outlive their release hooks. */
+	traces_free(s->traces);
+	procmgr_free(s->procs);
+	execinfo_mgr_free(s->execinfo);
+	unwind_libunwind_free(s->unwinder);
+	kallsyms_free(s->kallsyms);
+	free(s);
+}
+
+const struct session_stats *session_stats(const struct session *s)
+{
+	return &s->stats;
+}
+
+unsigned session_processes(const struct session *s)
+{
+	return procmgr_count(s->procs);
+}
+
+void session_track_pid(struct session *s, pid_t pid)
+{
+	procmgr_get(s->procs, pid);
+}
+
+void session_tick(struct session *s)
+{
+	procmgr_reap(s->procs);
+}
+
+static void fill_module(const struct mapping *m, struct execinfo *e, struct unwind_module *mod)
+{
+	mod->start = m->start;
+	mod->end = m->end;
+	mod->pgoff = m->pgoff;
+	mod->bias = m->bias;
+	mod->elf = e->elf;
+	mod->cache_key = e;
+}
+
+/*
+ * perf reports only executable mappings after attach, but unwinders also read a file's read-only parts
+ * (.eh_frame_hdr): an address in no mapping still belongs to a file whose image, placed by a known mapping's
+ * bias, covers it.
+ */
+static int find_in_neighbour(struct find_ctx *c, uint64_t addr, struct unwind_module *mod)
+{
+	struct process *p = c->proc;
+	for (unsigned i = 0; i < p->nmaps; i++) {
+		struct mapping *m = &p->maps[i];
+		if (!m->exe || addr < m->bias || !execinfo_contains_va(m->exe, addr - m->bias))
+			continue;
+		fill_module(m, m->exe, mod);
+		mod->start = addr;
+		mod->end = addr + 1;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static int find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
+{
+	struct find_ctx *c = ctx;
+	struct mapping *m = procmgr_find_mapping(c->s->procs, c->proc, addr, c->now);
+	struct execinfo *e = m ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
+	if (!e)
+		return find_in_neighbour(c, addr, mod);
+	fill_module(m, e, mod);
+	return 0;
+}
+
+static unsigned add_kernel_frames(struct session *s, const struct perf_sample *ps, struct trace_frame *out)
+{
+	const uint64_t *ips;
+	size_t n;
+	perf_callchain_kernel(ps, &ips, &n);
+	if (n > TRACE_MAX_FRAMES - UNWIND_MAX_FRAMES - 1)
+		n = TRACE_MAX_FRAMES - UNWIND_MAX_FRAMES - 1;
+	for (size_t i = 0; i < n; i++) {
+		out[i].exe = NULL;
+		out[i].address = ips[i];
+		out[i].kind = PROFILE_FRAME_KERNEL;
+	}
+	(void)s;
+	return (unsigned)n;
+}
+
+/* Convert one unwound user frame to (file, ELF address); returns 0 if it is in no known file. */
+static int user_frame(struct find_ctx *c, const struct unwind_frame *uf, int is_return, struct trace_frame *out)
+{
+	/* A return address may be the first byte after the caller's mapping (a call ending a function). */
+	uint64_t lookup = is_return ? uf->ip - 1 : uf->ip;
+	struct mapping *m = procmgr_find_mapping(c->s->procs, c->proc, lookup, c->now);
+	struct execinfo *e = m ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
+	if (!e)
+		return 0;
+	out->exe = e;
+	out->address = lookup - m->bias;
+	out->kind = PROFILE_FRAME_NATIVE;
+	return 1;
+}
+
+static void count_status(struct session *s, enum unwind_status st)
+{
+	if (st == UNWIND_COMPLETE)
+		s->stats.complete++;
+	else if (st == UNWIND_UNKNOWN_LEAF)
+		s->stats.unknown++;
+	else
+		s->stats.truncated++;
+}
+
+static unsigned add_user_frames(struct session *s, struct process *p, const struct perf_sample *ps,
+				struct trace_frame *out)
+{
+	struct find_ctx c = { .s = s, .proc = p, .now = ps->time };
+	struct unwind_process up = { .find_module = find_module, .ctx = &c };
+	struct unwind_sample us;
+	enum unwind_status st = UNWIND_TRUNCATED;
+	unsigned n = 0;
+
+	memcpy(us.regs, ps->regs, sizeof(us.regs));
+	us.stack = ps->stack;
+	us.stack_size = ps->stack ? ps->stack_size : 0;
+	uint64_t t0 = monotonic_ns();
+	int nu = unwind_libunwind_unwind(s->unwinder, &up, &us, s->uframes, UNWIND_MAX_FRAMES, &st);
+	s->stats.unwind_ns += monotonic_ns() - t0;
+	for (int i = 0; i < nu; i++) {
+		int is_return = i > 0 && !(s->uframes[i - 1].flags & UNWIND_FRAME_SIGNAL);
+		if (!user_frame(&c, &s->uframes[i], is_return, &out[n])) {
+			/* Code outside any file (JIT, a vanished mapping): the stack cannot be named past it. */
+			st = i == 0 ? UNWIND_UNKNOWN_LEAF : UNWIND_TRUNCATED;
+			break;
+		}
+		n++;
+	}
+	if (nu <= 0)
+		st = UNWIND_UNKNOWN_LEAF;
+	count_status(s, st);
+	if (st != UNWIND_COMPLETE) {
+		out[n].exe = NULL;
+		out[n].kind = PROFILE_FRAME_ERROR;
+		out[n].address = st == UNWIND_UNKNOWN_LEAF ? TRACE_ERROR_UNKNOWN : TRACE_ERROR_TRUNCATED;
+		n++;
+	}
+	return n;
+}
+
+static int handle_sample(struct session *s, const struct perf_event_header *rec)
+{
+	struct perf_sample ps;
+	if (perf_decode_sample(sampler_layout(s->sampler), rec, &ps) < 0) {
+		s->stats.bad_records++;
+		return 0;
+	}
+	if ((pid_t)ps.pid == s->self)
+		return 0; /* hostprof's own work is not what the user asked about */
+	uint64_t t0 = monotonic_ns();
+	struct process *p = procmgr_get(s->procs, (pid_t)ps.pid);
+	if (!p)
+		return 0;
+	unsigned n = add_kernel_frames(s, &ps, s->frames);
+	if (ps.regs_abi != PERF_SAMPLE_REGS_ABI_NONE && ps.pid != 0)
+		n += add_user_frames(s, p, &ps, s->frames + n);
+	else
+		s->stats.kernel_only++;
+	const char *tname = ps.pid ? procmgr_thread_name(s->procs, p, (pid_t)ps.tid) : "swapper";
+	if (traces_add(s->traces, (pid_t)ps.pid, (pid_t)ps.tid, ps.pid ? p->comm : "swapper", tname, s->frames, n,
+		       ps.period) == 0)
+		s->stats.samples++;
+	s->stats.handle_ns += monotonic_ns() - t0;
+	return 0;
+}
+
+static void handle_lost(struct session *s, const struct perf_event_header *rec)
+{
+	struct perf_lost l;
+	uint64_t n;
+	if (rec->type == PERF_RECORD_LOST && perf_decode_lost(rec, &l) == 0)
+		s->stats.lost += l.lost;
+	else if (rec->type == PERF_RECORD_LOST_SAMPLES && perf_decode_lost_samples(rec, &n) == 0)
+		s->stats.lost += n;
+	else
+		s->stats.bad_records++;
+}
+
+int session_handle_record(void *ctx, const struct perf_event_header *rec)
+{
+	struct session *s = ctx;
+	struct perf_mmap2 m;
+	struct perf_comm c;
+	struct perf_task t;
+
+	switch (rec->type) {
+	case PERF_RECORD_SAMPLE:
+		return handle_sample(s, rec);
+	case PERF_RECORD_MMAP2:
+		if (perf_decode_mmap2(rec, &m) == 0)
+			procmgr_on_mmap2(s->procs, &m);
+		break;
+	case PERF_RECORD_COMM:
+		if (perf_decode_comm(rec, &c) == 0)
+			procmgr_on_comm(s->procs, &c);
+		break;
+	case PERF_RECORD_FORK:
+		if (perf_decode_task(rec, &t) == 0)
+			procmgr_on_fork(s->procs, &t);
+		break;
+	case PERF_RECORD_EXIT:
+		if (perf_decode_task(rec, &t) == 0)
+			procmgr_on_exit(s->procs, &t);
+		break;
+	case PERF_RECORD_LOST:
+	case PERF_RECORD_LOST_SAMPLES:
+		handle_lost(s, rec);
+		break;
+	default:
+		break; /* throttling and other records carry nothing hostprof uses */
+	}
+	return 0;
+}
+
+int session_build_profile(struct session *s, struct profile *p)
+{
+	p->info.samples += s->stats.samples;
+	p->info.lost += s->stats.lost;
+	p->info.unwound_complete += s->stats.complete;
+	p->info.truncated += s->stats.truncated;
+	p->info.unknown += s->stats.unknown;
+	return traces_build_profile(s->traces, p);
+}

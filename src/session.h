@@ -1,0 +1,53 @@
+/*
+ * session.h — one profiling session: perf records in, counted traces out.
+ *
+ * The session wires the parts of DESIGN.md § 3 together: it decodes each record the sampler delivers, keeps
+ * the process manager up to date, unwinds each sample's copied stack (libunwind reference unwinder for now),
+ * turns frames into (FileID, ELF address) and counts them in the trace handler. Everything slow (opening
+ * files, symbolizing) happens once per file or once per trace.
+ *
+ * Ownership: the session owns its managers and unwinder; the sampler is borrowed. Not thread-safe.
+ */
+#ifndef HOSTPROF_SESSION_H
+#define HOSTPROF_SESSION_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "src/profile.h"
+#include "src/sampler.h"
+
+struct session_stats {
+	uint64_t samples;	/* samples counted into traces */
+	uint64_t lost;		/* samples the kernel dropped */
+	uint64_t complete;	/* user stacks unwound to their outermost frame */
+	uint64_t truncated;	/* user stacks that ended early */
+	uint64_t unknown;	/* samples whose user IP was in no known mapping */
+	uint64_t kernel_only;	/* samples without user registers (kernel threads, idle) */
+	uint64_t bad_records;	/* records that failed to decode */
+	uint64_t unwind_ns;	/* time spent unwinding user stacks */
+	uint64_t handle_ns;	/* time spent handling samples in total */
+};
+
+struct session;
+
+/* sampler is borrowed. Returns NULL with *err set. */
+struct session *session_new(struct sampler *sampler, int *err);
+void session_free(struct session *s);
+
+/* A sampler_record_fn: ctx is the session. */
+int session_handle_record(void *ctx, const struct perf_event_header *rec);
+
+/* Register a process started or attached to by hostprof, so its /proc state is read while it exists. */
+void session_track_pid(struct session *s, pid_t pid);
+
+/* Free state of processes that exited; call after each read of all rings. */
+void session_tick(struct session *s);
+
+const struct session_stats *session_stats(const struct session *s);
+unsigned session_processes(const struct session *s);
+
+/* Symbolize and add everything counted so far to p (info counters included). */
+int session_build_profile(struct session *s, struct profile *p);
+
+#endif

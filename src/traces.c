@@ -1,0 +1,303 @@
+/*
+ * traces.c — the trace handler. See traces.h for the contract.
+ */
+#include "src/traces.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRACE_BUCKETS 8192
+#define KEY_BUCKETS 8192
+#define SYMBOL_FRAMES_MAX 32
+
+struct trace {
+	struct trace_id id;
+	unsigned nframes;
+	struct trace *next;
+	uint32_t stack_index;	/* set while building a profile */
+	struct trace_frame frames[];
+};
+
+struct count_key {
+	pid_t pid, tid;
+	struct trace *trace;
+	uint64_t count, cpu_ns;
+	char comm[16], thread_name[16];
+	struct count_key *next;
+};
+
+struct traces {
+	struct execinfo_mgr *execinfo;
+	struct trace_kernel kernel;
+	struct trace *buckets[TRACE_BUCKETS];
+	struct count_key *keys[KEY_BUCKETS];
+	unsigned ntraces, nkeys;
+};
+
+struct traces *traces_new(struct execinfo_mgr *execinfo, const struct trace_kernel *kernel)
+{
+	struct traces *t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->execinfo = execinfo;
+	if (kernel)
+		t->kernel = *kernel;
+	return t;
+}
+
+void traces_free(struct traces *t)
+{
+	if (!t)
+		return;
+	for (unsigned b = 0; b < KEY_BUCKETS; b++) {
+		for (struct count_key *k = t->keys[b], *next; k; k = next) {
+			next = k->next;
+			free(k);
+		}
+	}
+	for (unsigned b = 0; b < TRACE_BUCKETS; b++) {
+		for (struct trace *tr = t->buckets[b], *next; tr; tr = next) {
+			next = tr->next;
+			for (unsigned i = 0; i < tr->nframes; i++)
+				execinfo_release(t->execinfo, tr->frames[i].exe);
+			free(tr);
+		}
+	}
+	free(t);
+}
+
+unsigned traces_count(const struct traces *t)
+{
+	return t->ntraces;
+}
+
+unsigned traces_keys(const struct traces *t)
+{
+	return t->nkeys;
+}
+
+/* The FileID and address a frame contributes to the stack-trace ID. */
+static void frame_identity(const struct traces *t, const struct trace_frame *f, struct file_id *id, uint64_t *addr)
+{
+	static const struct file_id zero;
+	if (f->kind == PROFILE_FRAME_KERNEL) {
+		*id = t->kernel.file_id;
+		*addr = f->address - 1 - t->kernel.text_start;
+	} else {
+		*id = f->exe ? f->exe->file_id : zero;
+		*addr = f->address;
+	}
+}
+
+void traces_hash(const struct traces *t, const struct trace_frame *frames, unsigned n, struct trace_id *out)
+{
+	struct trace_hasher h;
+	trace_hash_init(&h);
+	for (unsigned i = 0; i < n; i++) {
+		struct file_id id;
+		uint64_t addr;
+		frame_identity(t, &frames[i], &id, &addr);
+		trace_hash_frame(&h, &id, addr);
+	}
+	trace_hash_finish(&h, out);
+}
+
+static unsigned id_bucket(const struct trace_id *id, unsigned nbuckets)
+{
+	uint32_t v;
+	memcpy(&v, id->bytes + 12, sizeof(v));
+	return v % nbuckets;
+}
+
+static struct trace *trace_intern(struct traces *t, const struct trace_id *id, const struct trace_frame *frames,
+				  unsigned n)
+{
+	unsigned b = id_bucket(id, TRACE_BUCKETS);
+	for (struct trace *tr = t->buckets[b]; tr; tr = tr->next) {
+		if (memcmp(tr->id.bytes, id->bytes, 16) == 0)
+			return tr;
+	}
+	struct trace *tr = malloc(sizeof(*tr) + n * sizeof(*frames));
+	if (!tr)
+		return NULL;
+	tr->id = *id;
+	tr->nframes = n;
+	memcpy(tr->frames, frames, n * sizeof(*frames));
+	for (unsigned i = 0; i < n; i++) {
+		if (tr->frames[i].exe)
+			execinfo_ref(tr->frames[i].exe);
+	}
+	tr->next = t->buckets[b];
+	t->buckets[b] = tr;
+	t->ntraces++;
+	return tr;
+}
+
+int traces_add(struct traces *t, pid_t pid, pid_t tid, const char *comm, const char *thread_name,
+	       const struct trace_frame *frames, unsigned n, uint64_t period_ns)
+{
+	struct trace_id id;
+	traces_hash(t, frames, n, &id);
+	struct trace *tr = trace_intern(t, &id, frames, n);
+	if (!tr)
+		return -ENOMEM;
+
+	unsigned b = (id_bucket(&id, KEY_BUCKETS) + (unsigned)tid * 2654435761u) % KEY_BUCKETS;
+	struct count_key *k;
+	for (k = t->keys[b]; k; k = k->next) {
+		if (k->trace == tr && k->pid == pid && k->tid == tid)
+			break;
+	}
+	if (!k) {
+		k = calloc(1, sizeof(*k));
+		if (!k)
+			return -ENOMEM;
+		k->pid = pid;
+		k->tid = tid;
+		k->trace = tr;
+		snprintf(k->comm, sizeof(k->comm), "%s", comm ? comm : "");
+		snprintf(k->thread_name, sizeof(k->thread_name), "%s", thread_name ? thread_name : "");
+		k->next = t->keys[b];
+		t->keys[b] = k;
+		t->nkeys++;
+	}
+	k->count++;
+	k->cpu_ns += period_ns;
+	return 0;
+}
+
+/* --- building a profile --------------------------------------------------------------------------------- */
+
+static int add_mapping(struct profile *p, const struct execinfo *e, uint32_t *index)
+{
+	struct profile_mapping m = { 0 };
+	int err;
+	memcpy(m.file_id, e->file_id.bytes, 16);
+	if ((err = profile_add_string(p, e->build_id, &m.build_id)) < 0 ||
+	    (err = profile_add_string(p, e->path, &m.filename)) < 0)
+		return err;
+	return profile_add_mapping(p, &m, index);
+}
+
+static int add_function(struct profile *p, const char *name, const char *file, uint32_t *index)
+{
+	struct profile_function f = { 0 };
+	int err;
+	if ((err = profile_add_string(p, name, &f.name)) < 0 || (err = profile_add_string(p, file, &f.filename)) < 0)
+		return err;
+	return profile_add_function(p, &f, index);
+}
+
+static int native_lines(struct profile *p, struct execinfo *e, uint64_t va, struct profile_line *lines,
+			uint32_t *nlines)
+{
+	struct symbol_frame sf[SYMBOL_FRAMES_MAX];
+	struct symbolizer *s = execinfo_symbolizer(e);
+	int n = s ? symbolizer_lookup(s, va, sf, SYMBOL_FRAMES_MAX) : 0;
+	*nlines = 0;
+	for (int i = 0; i < n; i++) {
+		if (!sf[i].function)
+			continue;
+		int err = add_function(p, sf[i].function, sf[i].file, &lines[*nlines].function);
+		if (err < 0)
+			return err;
+		lines[(*nlines)++].line = sf[i].line;
+	}
+	return 0;
+}
+
+static int kernel_lines(const struct traces *t, struct profile *p, uint64_t addr, struct profile_line *line,
+			uint32_t *nlines)
+{
+	uint64_t off;
+	const char *module;
+	const char *name = t->kernel.kallsyms ? kallsyms_lookup(t->kernel.kallsyms, addr, &off, &module) : NULL;
+	*nlines = 0;
+	if (!name)
+		return 0;
+	line->line = 0;
+	*nlines = 1;
+	return add_function(p, name, module, &line->function);
+}
+
+static const char *error_name(uint64_t code)
+{
+	return code == TRACE_ERROR_UNKNOWN ? "[unknown]" : "[truncated]";
+}
+
+static int frame_location(struct traces *t, struct profile *p, const struct trace_frame *f, uint32_t *index)
+{
+	struct profile_line lines[SYMBOL_FRAMES_MAX];
+	struct profile_location loc = { .frame_kind = f->kind, .lines = lines };
+	int err = 0;
+
+	if (f->kind & PROFILE_FRAME_ERROR) {
+		loc.address = f->address;
+		loc.nlines = 1;
+		lines[0].line = 0;
+		err = add_function(p, error_name(f->address), NULL, &lines[0].function);
+	} else if (f->kind == PROFILE_FRAME_KERNEL) {
+		loc.address = f->address - 1 - t->kernel.text_start;
+		err = kernel_lines(t, p, f->address, lines, &loc.nlines);
+	} else if (f->exe) {
+		loc.address = f->address;
+		if ((err = add_mapping(p, f->exe, &loc.mapping)) == 0)
+			err = native_lines(p, f->exe, f->address, lines, &loc.nlines);
+	} else {
+		loc.address = f->address;
+	}
+	if (err < 0)
+		return err;
+	return profile_add_location(p, &loc, index);
+}
+
+static int add_trace_stack(struct traces *t, struct profile *p, struct trace *tr)
+{
+	uint32_t locs[TRACE_MAX_FRAMES];
+	struct profile_stack st = { .nlocations = tr->nframes, .locations = locs };
+	if (tr->nframes > sizeof(locs) / sizeof(locs[0]))
+		return -E2BIG;
+	for (unsigned i = 0; i < tr->nframes; i++) {
+		int err = frame_location(t, p, &tr->frames[i], &locs[i]);
+		if (err < 0)
+			return err;
+	}
+	memcpy(st.trace_id, tr->id.bytes, 16);
+	return profile_add_stack(p, &st, &tr->stack_index);
+}
+
+static int add_count(struct profile *p, const struct count_key *k)
+{
+	struct profile_sample s = {
+		.stack = k->trace->stack_index,
+		.pid = k->pid,
+		.tid = k->tid,
+		.count = k->count,
+		.cpu_ns = k->cpu_ns,
+	};
+	int err;
+	if ((err = profile_add_string(p, k->comm, &s.comm)) < 0 ||
+	    (err = profile_add_string(p, k->thread_name, &s.thread_name)) < 0)
+		return err;
+	return profile_add_sample(p, &s);
+}
+
+int traces_build_profile(struct traces *t, struct profile *p)
+{
+	int err;
+	for (unsigned b = 0; b < TRACE_BUCKETS; b++) {
+		for (struct trace *tr = t->buckets[b]; tr; tr = tr->next) {
+			if ((err = add_trace_stack(t, p, tr)) < 0)
+				return err;
+		}
+	}
+	for (unsigned b = 0; b < KEY_BUCKETS; b++) {
+		for (struct count_key *k = t->keys[b]; k; k = k->next) {
+			if ((err = add_count(p, k)) < 0)
+				return err;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,69 @@
+/*
+ * traces.h — the trace handler: stack-trace IDs, the known-trace cache and sample counts.
+ *
+ * A trace is the list of frames of one sample: kernel frames leaf first, then user frames leaf first, then at
+ * most one synthetic error frame ([truncated], [unknown]). Its 128-bit ID is computed as DESIGN.md § 4 says.
+ * Each distinct trace is stored once (the known-trace cache); counts are kept per (pid, tid, trace), with the
+ * process and thread names seen at sampling time. Turning traces into a profile (symbolizing each location
+ * once) happens only in traces_build_profile(), off the sampling path.
+ *
+ * Frames hold references on their execinfo entries until traces_free(). Not thread-safe.
+ */
+#ifndef HOSTPROF_TRACES_H
+#define HOSTPROF_TRACES_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "src/execinfo.h"
+#include "src/ids.h"
+#include "src/profile.h"
+#include "symbols/kallsyms.h"
+#include "unwind/unwind.h"
+
+/* User frames, up to 255 kernel frames, one error frame. */
+#define TRACE_MAX_FRAMES (UNWIND_MAX_FRAMES + 256)
+
+enum trace_error {
+	TRACE_ERROR_TRUNCATED = 1,	/* the unwinder stopped before the outermost frame */
+	TRACE_ERROR_UNKNOWN = 2,	/* an address in no known mapping */
+};
+
+struct trace_frame {
+	struct execinfo *exe;	/* native frames: the file; NULL for kernel and error frames */
+	uint64_t address;	/* native: ELF VA (minus 1 for return addresses); kernel: absolute address;
+				 * error: enum trace_error */
+	uint8_t kind;		/* enum profile_frame_kind */
+};
+
+/* Kernel identity used for kernel frames' FileID and addresses. */
+struct trace_kernel {
+	struct file_id file_id;	/* FNV-1a-128 of the vmlinux build-id (zeros if unknown) */
+	uint64_t text_start;	/* _text */
+	char build_id[41];
+	const struct kallsyms *kallsyms;	/* may be NULL: kernel frames stay unsymbolized */
+};
+
+struct traces;
+
+struct traces *traces_new(struct execinfo_mgr *execinfo, const struct trace_kernel *kernel);
+void traces_free(struct traces *t);
+
+/* Compute the stack-trace ID of n frames. */
+void traces_hash(const struct traces *t, const struct trace_frame *frames, unsigned n, struct trace_id *out);
+
+/*
+ * Count one sample of frames[0..n) for (pid, tid). comm and thread_name are copied the first time the key is
+ * seen. period_ns is the sample's period. Returns 0 or -ENOMEM.
+ */
+int traces_add(struct traces *t, pid_t pid, pid_t tid, const char *comm, const char *thread_name,
+	       const struct trace_frame *frames, unsigned n, uint64_t period_ns);
+
+/* Distinct traces and (pid, tid, trace) keys. */
+unsigned traces_count(const struct traces *t);
+unsigned traces_keys(const struct traces *t);
+
+/* Symbolize every distinct location once and add all traces and counts to p. */
+int traces_build_profile(struct traces *t, struct profile *p);
+
+#endif

@@ -1,0 +1,25 @@
+/*
+ * kallsyms.h — kernel symbols from /proc/kallsyms.
+ *
+ * Ownership: kallsyms_load() returns a table owned by the caller (kallsyms_free()); returned strings live as
+ * long as the table. Reading a kallsyms without permission yields all-zero addresses: the load then fails with
+ * -EPERM rather than returning a table that would name every address wrongly.
+ */
+#ifndef HOSTPROF_KALLSYMS_H
+#define HOSTPROF_KALLSYMS_H
+
+#include <stdint.h>
+
+struct kallsyms;
+
+/* path is normally "/proc/kallsyms". Returns NULL with *err set (negative errno). */
+struct kallsyms *kallsyms_load(const char *path, int *err);
+void kallsyms_free(struct kallsyms *k);
+
+/* Nearest symbol at or below addr. Returns its name (and module, NULL for vmlinux) or NULL. */
+const char *kallsyms_lookup(const struct kallsyms *k, uint64_t addr, uint64_t *offset, const char **module);
+
+/* Address of the kernel's _text (start of vmlinux), 0 if unknown. */
+uint64_t kallsyms_text_start(const struct kallsyms *k);
+
+#endif

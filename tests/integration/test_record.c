@@ -1,0 +1,227 @@
+/*
+ * Integration tests of `hostprof record`: real fixture programs profiled with real perf_event_open, the
+ * resulting profile read back and checked for call paths, shares and unwinding completeness.
+ * They skip, saying why, only where the kernel refuses perf_event_open.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/lib/testlib.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+struct fixture_state {
+	char *dir;
+	char out[512];
+};
+
+/* Whether this kernel lets us sample our own process with user stacks; prints why not. */
+static int perf_available(void)
+{
+	struct perf_event_attr a = { 0 };
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_SOFTWARE;
+	a.config = PERF_COUNT_SW_CPU_CLOCK;
+	a.sample_period = 1000000;
+	a.sample_type = PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+	a.sample_regs_user = 0xff;
+	a.sample_stack_user = 8192;
+	a.exclude_kernel = 1;
+	a.disabled = 1;
+	long fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+	if (fd < 0) {
+		fprintf(stderr, "SKIP: the kernel refuses perf_event_open here (%s)\n", strerror(errno));
+		return 0;
+	}
+	close((int)fd);
+	return 1;
+}
+
+static int setup(void **state)
+{
+	struct fixture_state *f = calloc(1, sizeof(*f));
+	f->dir = test_mkdtemp();
+	snprintf(f->out, sizeof(f->out), "%s/profile.msgpack", f->dir);
+	*state = f;
+	return f->dir ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	struct fixture_state *f = *state;
+	test_rmdir_rf(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+static double share(uint64_t part, uint64_t total)
+{
+	return total ? 100.0 * (double)part / (double)total : 0.0;
+}
+
+static void assert_complete_share(const struct profile *p, const char *const *roots, size_t nroots, double min_pct)
+{
+	uint64_t total = test_total_samples(p);
+	uint64_t complete = test_samples_complete_to(p, roots, nroots);
+	fprintf(stderr, "unwound to %s: %.2f%% of %llu samples\n", roots[0], share(complete, total),
+		(unsigned long long)total);
+	assert_true(share(complete, total) >= min_pct);
+}
+
+static void test_split_paths_shares(void **state)
+{
+	struct fixture_state *f = *state;
+	char fixture[256];
+	if (!perf_available())
+		skip();
+	assert_int_equal(test_run("./hostprof record -q -o %s -- %s 2", f->out,
+				  test_fixture_path("split_paths", fixture, sizeof(fixture))), 0);
+	struct profile *p = test_read_profile(f->out);
+	uint64_t total = test_total_samples(p);
+	const char *a[] = { "main", "path_a", "leaf_a" };
+	const char *b[] = { "main", "path_b", "mid_b", "leaf_b" };
+	double pa = share(test_samples_with_chain(p, a, ARRAY_LEN(a)), total);
+	double pb = share(test_samples_with_chain(p, b, ARRAY_LEN(b)), total);
+	fprintf(stderr, "split_paths: %llu samples, path_a %.1f%%, path_b %.1f%%\n", (unsigned long long)total, pa, pb);
+	assert_true(total >= 1000); /* 999 Hz for 2 s */
+	assert_true(p->info.samples == total);
+	assert_true(pa > 75.0 - 8.0 && pa < 75.0 + 8.0);
+	assert_true(pb > 25.0 - 8.0 && pb < 25.0 + 8.0);
+	const char *roots[] = { "main" };
+	assert_complete_share(p, roots, 1, 98.0);
+	profile_free(p);
+}
+
+static void test_threads_all_seen(void **state)
+{
+	struct fixture_state *f = *state;
+	char fixture[256];
+	if (!perf_available())
+		skip();
+	assert_int_equal(test_run("./hostprof record -q -o %s -- %s 2 4", f->out,
+				  test_fixture_path("threads", fixture, sizeof(fixture))), 0);
+	struct profile *p = test_read_profile(f->out);
+	size_t tids = test_distinct_tids(p, "worker-");
+	fprintf(stderr, "threads: %zu worker threads sampled\n", tids);
+	assert_int_equal(tids, 4);
+	const char *chain[] = { "worker_main", "worker_spin" };
+	assert_true(share(test_samples_with_chain(p, chain, 2), test_total_samples(p)) > 90.0);
+	const char *roots[] = { "worker_main", "main" };
+	assert_complete_share(p, roots, 2, 98.0);
+	profile_free(p);
+}
+
+static void test_shared_library(void **state)
+{
+	struct fixture_state *f = *state;
+	char fixture[256];
+	if (!perf_available())
+		skip();
+	assert_int_equal(test_run("./hostprof record -q -o %s -- %s 2", f->out,
+				  test_fixture_path("shared_caller", fixture, sizeof(fixture))), 0);
+	struct profile *p = test_read_profile(f->out);
+	const char *chain[] = { "main", "call_library", "lib_hot_function", "lib_inner_mix" };
+	double pct = share(test_samples_with_chain(p, chain, ARRAY_LEN(chain)), test_total_samples(p));
+	fprintf(stderr, "shared_caller: %.1f%% in main->call_library->lib_hot_function->lib_inner_mix\n", pct);
+	assert_true(pct > 85.0);
+	const char *roots[] = { "main" };
+	assert_complete_share(p, roots, 1, 98.0);
+	profile_free(p);
+}
+
+static pid_t spawn_fixture(char *const argv[])
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void test_attach_running_process(void **state)
+{
+	struct fixture_state *f = *state;
+	char fixture[256];
+	if (!perf_available())
+		skip();
+	char *argv[] = { (char *)test_fixture_path("threads", fixture, sizeof(fixture)), "0", "3", NULL };
+	pid_t pid = spawn_fixture(argv);
+	assert_true(pid > 0);
+	usleep(300 * 1000); /* its threads exist before hostprof attaches */
+	int rc = test_run("./hostprof record -q -d 1.5 -o %s -p %d", f->out, (int)pid);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	assert_int_equal(rc, 0);
+	struct profile *p = test_read_profile(f->out);
+	size_t tids = test_distinct_tids(p, "worker-");
+	fprintf(stderr, "-p: %zu of 3 worker threads sampled\n", tids);
+	assert_int_equal(tids, 3);
+	const char *roots[] = { "worker_main", "main" };
+	assert_complete_share(p, roots, 2, 98.0);
+	profile_free(p);
+}
+
+static void test_distro_binary_xz(void **state)
+{
+	struct fixture_state *f = *state;
+	if (!perf_available())
+		skip();
+	if (test_run("command -v xz >/dev/null") != 0) {
+		fprintf(stderr, "SKIP: xz is not installed\n");
+		skip();
+	}
+	assert_int_equal(test_run("head -c 6000000 /dev/urandom | base64 > %s/input.txt", f->dir), 0);
+	assert_int_equal(test_run("./hostprof record -q -o %s -- xz -6 -T1 -k -f %s/input.txt", f->out, f->dir), 0);
+	struct profile *p = test_read_profile(f->out);
+	uint64_t total = test_total_samples(p);
+	/* Stripped: names come from .dynsym only. liblzma's exported entry points and libc's start-up must be on
+	 * the stacks, below them frames without symbols named lib+0xOFFSET. */
+	uint64_t through_lzma = test_samples_with_function(p, "lzma_code");
+	const char *roots[] = { "__libc_start_main" };
+	uint64_t complete = test_samples_complete_to(p, roots, 1);
+	fprintf(stderr, "xz: %llu samples, %.1f%% through lzma_code, %.1f%% complete to __libc_start_main\n",
+		(unsigned long long)total, share(through_lzma, total), share(complete, total));
+	assert_true(total > 100);
+	assert_true(share(through_lzma, total) > 80.0);
+	assert_true(share(complete, total) > 95.0);
+	profile_free(p);
+}
+
+static void test_errors_are_one_line(void **state)
+{
+	struct fixture_state *f = *state;
+	assert_int_not_equal(test_run("./hostprof record -q -o %s -p 2147483646 2>%s/err", f->out, f->dir), 0);
+	assert_int_equal(test_run("grep -q 'no such process' %s/err", f->dir), 0);
+	assert_int_not_equal(test_run("./hostprof report %s/missing.msgpack 2>%s/err", f->dir, f->dir), 0);
+	assert_int_equal(test_run("test $(wc -l < %s/err) -eq 1", f->dir), 0);
+	assert_int_not_equal(test_run("./hostprof record --stack-size 100 -- true 2>%s/err", f->dir), 0);
+	assert_int_equal(test_run("grep -q 'multiple of 8' %s/err", f->dir), 0);
+	assert_int_not_equal(test_run("./hostprof record -q -o %s -- /nonexistent/cmd 2>%s/err", f->out, f->dir), 0);
+	assert_int_equal(test_run("grep -q 'cannot run' %s/err", f->dir), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_split_paths_shares, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_threads_all_seen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shared_library, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_attach_running_process, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_distro_binary_xz, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_errors_are_one_line, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("record (integration)", tests, NULL, NULL);
+}

@@ -1,0 +1,163 @@
+/* testlib.c — see testlib.h. */
+#include "tests/lib/testlib.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#define MAX_NAMES 1024
+
+const char *test_fixture_path(const char *name, char *buf, size_t len)
+{
+	const char *build = getenv("BUILD");
+	snprintf(buf, len, "%s/fixtures/%s", build && *build ? build : "build", name);
+	return buf;
+}
+
+char *test_mkdtemp(void)
+{
+	char *dir = strdup("/tmp/hostprof-test-XXXXXX");
+	if (!dir || !mkdtemp(dir)) {
+		free(dir);
+		return NULL;
+	}
+	return dir;
+}
+
+void test_rmdir_rf(const char *dir)
+{
+	char cmd[512];
+	if (!dir || strncmp(dir, "/tmp/hostprof-test-", 19) != 0)
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "testlib: could not remove %s\n", dir);
+}
+
+int test_run(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "+ %s\n", cmd);
+	int status = system(cmd);
+	if (status == -1 || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+struct profile *test_read_profile(const char *path)
+{
+	struct profile *p = NULL;
+	char err[256] = "";
+	int rc = profile_read_file(path, &p, err, sizeof(err));
+	if (rc < 0)
+		fail_msg("cannot read profile %s: %s", path, err);
+	return p;
+}
+
+size_t test_stack_functions(const struct profile *p, uint32_t stack, const char **names, size_t max)
+{
+	const struct profile_stack *st = &p->stacks.items[stack];
+	size_t n = 0;
+	for (uint32_t i = st->nlocations; i-- > 0;) {
+		const struct profile_location *loc = &p->locations.items[st->locations[i]];
+		for (uint32_t j = loc->nlines; j-- > 0 && n < max;) {
+			const struct profile_function *f = &p->functions.items[loc->lines[j].function];
+			names[n++] = profile_string(p, f->name);
+		}
+	}
+	return n;
+}
+
+uint64_t test_total_samples(const struct profile *p)
+{
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < p->samples.count; i++)
+		total += p->samples.items[i].count;
+	return total;
+}
+
+static int has_chain(const char **names, size_t n, const char *const *chain, size_t nchain)
+{
+	for (size_t start = 0; start + nchain <= n; start++) {
+		size_t k = 0;
+		while (k < nchain && strcmp(names[start + k], chain[k]) == 0)
+			k++;
+		if (k == nchain)
+			return 1;
+	}
+	return 0;
+}
+
+uint64_t test_samples_with_chain(const struct profile *p, const char *const *chain, size_t nchain)
+{
+	const char *names[MAX_NAMES];
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		size_t n = test_stack_functions(p, p->samples.items[i].stack, names, MAX_NAMES);
+		if (has_chain(names, n, chain, nchain))
+			total += p->samples.items[i].count;
+	}
+	return total;
+}
+
+uint64_t test_samples_with_function(const struct profile *p, const char *name)
+{
+	return test_samples_with_chain(p, &name, 1);
+}
+
+static int stack_has_error(const struct profile *p, uint32_t stack)
+{
+	const struct profile_stack *st = &p->stacks.items[stack];
+	for (uint32_t i = 0; i < st->nlocations; i++) {
+		if (p->locations.items[st->locations[i]].frame_kind & PROFILE_FRAME_ERROR)
+			return 1;
+	}
+	return 0;
+}
+
+uint64_t test_samples_complete_to(const struct profile *p, const char *const *roots, size_t nroots)
+{
+	const char *names[MAX_NAMES];
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_sample *s = &p->samples.items[i];
+		if (stack_has_error(p, s->stack))
+			continue;
+		size_t n = test_stack_functions(p, s->stack, names, MAX_NAMES);
+		int found = 0;
+		for (size_t j = 0; j < n && !found; j++) {
+			for (size_t r = 0; r < nroots && !found; r++)
+				found = strcmp(names[j], roots[r]) == 0;
+		}
+		if (found)
+			total += s->count;
+	}
+	return total;
+}
+
+size_t test_distinct_tids(const struct profile *p, const char *prefix)
+{
+	int32_t seen[4096];
+	size_t n = 0;
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_sample *s = &p->samples.items[i];
+		const char *tname = profile_string(p, s->thread_name);
+		if (prefix && strncmp(tname, prefix, strlen(prefix)) != 0)
+			continue;
+		size_t j = 0;
+		while (j < n && seen[j] != s->tid)
+			j++;
+		if (j == n && n < 4096)
+			seen[n++] = s->tid;
+	}
+	return n;
+}

@@ -1,0 +1,43 @@
+/*
+ * testlib.h — helpers for hostprof's integration tests: running commands and querying a profile.
+ *
+ * Paths: tests run from the repository root; fixtures live in $BUILD/fixtures (BUILD defaults to "build").
+ * Function names in queries are compared against each location line's function name; stacks are walked from
+ * the root (outermost frame) to the leaf, inline frames expanded outer first.
+ */
+#ifndef HOSTPROF_TESTLIB_H
+#define HOSTPROF_TESTLIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "src/profile.h"
+
+/* "$BUILD/fixtures/name" in a static buffer of the caller's. */
+const char *test_fixture_path(const char *name, char *buf, size_t len);
+/* A fresh temporary directory (removed by test_rmdir_rf). */
+char *test_mkdtemp(void);
+void test_rmdir_rf(const char *dir);
+
+/* Run a shell command line; returns its exit status (or -1). Output goes to the test's output. */
+int test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Read a profile or fail the test with the reader's message. */
+struct profile *test_read_profile(const char *path);
+
+/* Root-first function names of a stack (inline frames expanded, outer first); returns the count. */
+size_t test_stack_functions(const struct profile *p, uint32_t stack, const char **names, size_t max);
+
+/* Sum of counts over all samples, or over samples matching (pid == 0 means any). */
+uint64_t test_total_samples(const struct profile *p);
+/* Samples whose stack contains the names as a contiguous root-to-leaf call chain. */
+uint64_t test_samples_with_chain(const struct profile *p, const char *const *chain, size_t n);
+/* Samples whose stack contains function name anywhere. */
+uint64_t test_samples_with_function(const struct profile *p, const char *name);
+/* Samples whose stack has no error frame and reaches one of the root names (e.g. "main", "start_thread"). */
+uint64_t test_samples_complete_to(const struct profile *p, const char *const *roots, size_t nroots);
+/* Distinct tids (and thread names containing prefix) seen in samples. */
+size_t test_distinct_tids(const struct profile *p, const char *thread_name_prefix);
+
+#endif

@@ -1,0 +1,180 @@
+/* Unit tests for src/procmgr.c and src/execinfo.c: mapping bookkeeping, fork/exec, lazy file opening. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "src/procmgr.h"
+
+struct pm_state {
+	struct execinfo_mgr *em;
+	struct procmgr *pm;
+};
+
+static int setup(void **state)
+{
+	struct pm_state *s = calloc(1, sizeof(*s));
+	s->em = execinfo_mgr_new();
+	s->pm = procmgr_new(s->em);
+	*state = s;
+	return s->pm ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	struct pm_state *s = *state;
+	procmgr_free(s->pm);
+	assert_int_equal(execinfo_mgr_count(s->em), 0); /* every reference was given back */
+	execinfo_mgr_free(s->em);
+	free(s);
+	return 0;
+}
+
+/* A pid that cannot exist, so nothing is seeded from /proc. */
+#define FAKE_PID 2147483600
+
+static void mmap2(struct procmgr *pm, pid_t pid, uint64_t start, uint64_t len, uint64_t pgoff, const char *path)
+{
+	struct perf_mmap2 m = { .pid = (uint32_t)pid, .tid = (uint32_t)pid, .addr = start, .len = len,
+				.pgoff = pgoff, .ino = 1, .filename = path };
+	procmgr_on_mmap2(pm, &m);
+}
+
+static void test_parse_maps_line(void **state)
+{
+	(void)state;
+	char line[] = "7f1c2a400000-7f1c2a428000 r-xp 00028000 08:01 1234567    /usr/lib/libc.so.6\n";
+	struct mapping m;
+	int exec;
+	const char *path;
+	assert_int_equal(procmgr_parse_maps_line(line, &m, &exec, &path), 0);
+	assert_int_equal(m.start, 0x7f1c2a400000);
+	assert_int_equal(m.end, 0x7f1c2a428000);
+	assert_int_equal(m.pgoff, 0x28000);
+	assert_int_equal(m.ino, 1234567);
+	assert_true(exec);
+	assert_string_equal(path, "/usr/lib/libc.so.6");
+	char anon[] = "7ffd1000-7ffd2000 rw-p 00000000 00:00 0 \n";
+	assert_int_equal(procmgr_parse_maps_line(anon, &m, &exec, &path), 0);
+	assert_false(exec);
+	assert_string_equal(path, "");
+	char bad[] = "garbage line\n";
+	assert_int_equal(procmgr_parse_maps_line(bad, &m, &exec, &path), -EINVAL);
+}
+
+static void test_mmap_overlap_and_split(void **state)
+{
+	struct pm_state *s = *state;
+	struct process *p = procmgr_get(s->pm, FAKE_PID);
+	assert_non_null(p);
+	assert_int_equal(p->nmaps, 0);
+	mmap2(s->pm, FAKE_PID, 0x10000, 0x10000, 0, "/a");
+	mmap2(s->pm, FAKE_PID, 0x30000, 0x1000, 0, "/c");
+	assert_int_equal(p->nmaps, 2);
+	/* A new mapping in the middle of /a splits it in two and keeps the file offsets right. */
+	mmap2(s->pm, FAKE_PID, 0x14000, 0x1000, 0, "/b");
+	assert_int_equal(p->nmaps, 4);
+	struct mapping *m = procmgr_find_mapping(s->pm, p, 0x16000, 0);
+	assert_non_null(m);
+	assert_string_equal(m->path, "/a");
+	assert_int_equal(m->start, 0x15000);
+	assert_int_equal(m->pgoff, 0x5000);
+	assert_string_equal(procmgr_find_mapping(s->pm, p, 0x14800, 0)->path, "/b");
+	assert_int_equal(procmgr_find_mapping(s->pm, p, 0x13fff, 0)->end, 0x14000);
+	assert_null(procmgr_find_mapping(s->pm, p, 0x20000, 0));
+	/* Replacing a whole range drops what it covers. */
+	mmap2(s->pm, FAKE_PID, 0x10000, 0x21000, 0, "/d");
+	assert_int_equal(p->nmaps, 1);
+	assert_string_equal(procmgr_find_mapping(s->pm, p, 0x30800, 0)->path, "/d");
+}
+
+static void test_fork_exec_exit(void **state)
+{
+	struct pm_state *s = *state;
+	mmap2(s->pm, FAKE_PID, 0x10000, 0x1000, 0, "/parent");
+	struct perf_task fork = { .pid = FAKE_PID + 1, .ppid = FAKE_PID, .tid = FAKE_PID + 1, .ptid = FAKE_PID };
+	procmgr_on_fork(s->pm, &fork);
+	struct process *child = procmgr_get(s->pm, FAKE_PID + 1);
+	assert_int_equal(child->nmaps, 1);
+	assert_string_equal(child->maps[0].path, "/parent");
+
+	struct perf_comm exec = { .pid = FAKE_PID + 1, .tid = FAKE_PID + 1, .exec = 1, .comm = "newprog" };
+	procmgr_on_comm(s->pm, &exec);
+	assert_int_equal(child->nmaps, 0);
+	assert_string_equal(child->comm, "newprog");
+	assert_string_equal(procmgr_thread_name(s->pm, child, FAKE_PID + 1), "newprog");
+
+	assert_int_equal(procmgr_count(s->pm), 2);
+	struct perf_task exit = fork;
+	procmgr_on_exit(s->pm, &exit);
+	procmgr_reap(s->pm);
+	assert_int_equal(procmgr_count(s->pm), 2); /* kept while other rings may still hold its samples */
+	procmgr_reap(s->pm);
+	procmgr_reap(s->pm);
+	assert_int_equal(procmgr_count(s->pm), 1);
+}
+
+static int data_marker = 5;
+
+__attribute__((noinline)) static int marker_function(int x)
+{
+	return x * 3 + 1;
+}
+
+static void test_self_mapping_and_bias(void **state)
+{
+	struct pm_state *s = *state;
+	struct process *p = procmgr_get(s->pm, getpid());
+	assert_non_null(p);
+	uint64_t addr = (uint64_t)(uintptr_t)&marker_function;
+	struct mapping *m = procmgr_find_mapping(s->pm, p, addr, 1);
+	assert_non_null(m);
+	struct execinfo *e = procmgr_mapping_exe(s->pm, p, m);
+	assert_non_null(e);
+	Dl_info info;
+	assert_true(dladdr(&marker_function, &info) != 0);
+	/* A PIE's first segment is at virtual address 0, so the bias is its load base. */
+	assert_int_equal(m->bias, (uint64_t)(uintptr_t)info.dli_fbase);
+	assert_true(execinfo_contains_va(e, addr - m->bias));
+
+	/* Another mapping of the same file (its data segment) shares the one entry. */
+	struct mapping *data = procmgr_find_mapping(s->pm, p, (uint64_t)(uintptr_t)&data_marker, 1);
+	assert_non_null(data);
+	assert_ptr_not_equal(data, m);
+	assert_ptr_equal(procmgr_mapping_exe(s->pm, p, data), e);
+	assert_int_equal(data->bias, m->bias);
+	data_marker++;
+	assert_int_equal(marker_function(1), 4);
+}
+
+static void test_vdso_image(void **state)
+{
+	struct pm_state *s = *state;
+	struct process *p = procmgr_get(s->pm, getpid());
+	for (unsigned i = 0; i < p->nmaps; i++) {
+		if (strcmp(p->maps[i].path, "[vdso]") != 0)
+			continue;
+		struct execinfo *e = procmgr_mapping_exe(s->pm, p, &p->maps[i]);
+		assert_non_null(e);
+		assert_true(execinfo_contains_va(e, p->maps[i].start + 16 - p->maps[i].bias));
+		return;
+	}
+	fail_msg("no [vdso] mapping in /proc/self/maps");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_maps_line),
+		cmocka_unit_test_setup_teardown(test_mmap_overlap_and_split, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_exec_exit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_self_mapping_and_bias, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_vdso_image, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("procmgr", tests, NULL, NULL);
+}

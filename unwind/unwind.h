@@ -1,0 +1,75 @@
+/*
+ * unwind.h — types shared by hostprof's unwinders.
+ *
+ * An unwinder turns one perf sample (user registers + a copy of the user stack, taken by the kernel at sample
+ * time) into a list of absolute instruction addresses, leaf first. It never touches the live process: the only
+ * memory it reads is the stack copy and the read-only contents of the ELF files mapped into the process, which
+ * the caller exposes through `struct unwind_module`.
+ *
+ * This header and the rest of unwind/ never include src/ headers: the caller describes the process through the
+ * callbacks below.
+ */
+#ifndef HOSTPROF_UNWIND_H
+#define HOSTPROF_UNWIND_H
+
+#include <gelf.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* x86_64 registers in the order of the kernel's perf_regs (asm/perf_regs.h), as found in a sample when
+ * sample_regs_user asks for them. */
+enum unwind_reg {
+	UNWIND_REG_AX, UNWIND_REG_BX, UNWIND_REG_CX, UNWIND_REG_DX, UNWIND_REG_SI, UNWIND_REG_DI,
+	UNWIND_REG_BP, UNWIND_REG_SP, UNWIND_REG_IP, UNWIND_REG_FLAGS, UNWIND_REG_CS, UNWIND_REG_SS,
+	UNWIND_REG_DS, UNWIND_REG_ES, UNWIND_REG_FS, UNWIND_REG_GS,
+	UNWIND_REG_R8, UNWIND_REG_R9, UNWIND_REG_R10, UNWIND_REG_R11, UNWIND_REG_R12, UNWIND_REG_R13,
+	UNWIND_REG_R14, UNWIND_REG_R15,
+	UNWIND_NREGS
+};
+
+/* The sample_regs_user mask hostprof asks for: the general-purpose registers and IP, not segments or flags. */
+#define UNWIND_SAMPLE_REGS_MASK \
+	(((1ULL << (UNWIND_REG_IP + 1)) - 1) | (0xffULL << UNWIND_REG_R8))
+
+/* One sample's user state. regs[] is indexed by enum unwind_reg; registers absent from the sample are 0. */
+struct unwind_sample {
+	uint64_t regs[UNWIND_NREGS];
+	const uint8_t *stack;	/* copy of user memory starting at regs[UNWIND_REG_SP] */
+	size_t stack_size;	/* bytes valid in stack (the kernel's dyn_size) */
+};
+
+/* A file-backed executable mapping of the sampled process, as the caller knows it. */
+struct unwind_module {
+	uint64_t start, end;	/* runtime address range [start, end) of this mapping */
+	uint64_t pgoff;		/* file offset mapped at start */
+	uint64_t bias;		/* runtime address minus ELF virtual address for this file in this process */
+	Elf *elf;		/* open ELF image, owned by the caller; NULL if the file could not be read */
+	const void *cache_key;	/* stable identity of the file (e.g. its executable-info); unwinders may key
+				 * per-file caches on it until unwind_*_forget(key) is called */
+};
+
+/* Callbacks through which an unwinder sees the process. */
+struct unwind_process {
+	/* Fill *mod with the executable mapping containing addr. Returns 0, or -ENOENT when none does. */
+	int (*find_module)(void *ctx, uint64_t addr, struct unwind_module *mod);
+	void *ctx;
+};
+
+/* How an unwind ended. */
+enum unwind_status {
+	UNWIND_COMPLETE,	/* reached the outermost frame (_start, thread entry, undefined return address) */
+	UNWIND_TRUNCATED,	/* stopped early: stack copy exhausted, no unwind info, bad CFA, frame limit */
+	UNWIND_UNKNOWN_LEAF,	/* the sampled IP is not in any known mapping */
+};
+
+#define UNWIND_FRAME_SIGNAL 0x1	/* this frame was interrupted by a signal: its IP is exact, not a return address */
+
+struct unwind_frame {
+	uint64_t ip;		/* absolute address; for callers this is the return address as found on the stack */
+	uint32_t flags;		/* UNWIND_FRAME_* */
+};
+
+/* Upper bound on frames any unwinder returns for one sample. */
+#define UNWIND_MAX_FRAMES 256
+
+#endif

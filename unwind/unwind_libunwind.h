@@ -1,0 +1,36 @@
+/*
+ * unwind_libunwind.h — the reference unwinder: libunwind remote unwinding over a copied stack.
+ *
+ * libunwind is driven through custom accessors, as perf does: registers come from the sample, memory from the
+ * stack copy and, outside it, from the mapped ELF files; unwind information is located in the module's
+ * .eh_frame_hdr (or a table built from .eh_frame when the header is missing). It is correct rather than fast
+ * and serves as the oracle for the fast unwinders.
+ *
+ * Ownership: an unwind_libunwind is created by unwind_libunwind_new() and freed by unwind_libunwind_free().
+ * It caches per-file data keyed by unwind_module.cache_key; call unwind_libunwind_forget() before such a key's
+ * Elf is closed. Not thread-safe: use one instance per thread.
+ */
+#ifndef HOSTPROF_UNWIND_LIBUNWIND_H
+#define HOSTPROF_UNWIND_LIBUNWIND_H
+
+#include "unwind/unwind.h"
+
+struct unwind_libunwind;
+
+/* Returns NULL with errno set on failure. */
+struct unwind_libunwind *unwind_libunwind_new(void);
+void unwind_libunwind_free(struct unwind_libunwind *u);
+
+/* Drop everything cached for this file key. */
+void unwind_libunwind_forget(struct unwind_libunwind *u, const void *cache_key);
+
+/*
+ * Unwind one sample. Writes at most max frames into frames[], leaf first (frames[0].ip is the sampled IP),
+ * stores how the walk ended in *status, and returns the number of frames written (>= 0). A negative return is
+ * an internal error (-ENOMEM); a stack that merely cannot be unwound further is not an error.
+ */
+int unwind_libunwind_unwind(struct unwind_libunwind *u, const struct unwind_process *proc,
+			    const struct unwind_sample *sample, struct unwind_frame *frames, size_t max,
+			    enum unwind_status *status);
+
+#endif
