@@ -48,6 +48,7 @@ struct record_run {
 	pid_t child;
 	int child_status;
 	int child_exited;
+	struct rusage child_usage;	/* the command's own CPU time, once it exited */
 	uint64_t start_unix_ns, start_mono_ns, end_mono_ns;
 };
 
@@ -309,7 +310,7 @@ static int open_targets(struct record_run *r, int *go_fd)
 static int targets_alive(struct record_run *r)
 {
 	if (r->o->command) {
-		if (!r->child_exited && waitpid(r->child, &r->child_status, WNOHANG) == r->child)
+		if (!r->child_exited && wait4(r->child, &r->child_status, WNOHANG, &r->child_usage) == r->child)
 			r->child_exited = 1;
 		return !r->child_exited;
 	}
@@ -384,20 +385,28 @@ static int write_profile(struct record_run *r)
 	return err;
 }
 
+static double cpu_seconds(const struct rusage *ru)
+{
+	return (double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec / 1e6 + (double)ru->ru_stime.tv_sec +
+	       ru->ru_stime.tv_usec / 1e6;
+}
+
 static void print_summary(struct record_run *r)
 {
 	const struct session_stats *st = session_stats(r->session);
 	double secs = (double)(r->end_mono_ns - r->start_mono_ns) / 1e9;
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	double cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-		     ru.ru_stime.tv_usec / 1e6;
+	double n = st->samples ? (double)st->samples : 1.0;
+	struct rusage self;
+	getrusage(RUSAGE_SELF, &self);
 	fprintf(stderr,
-		"hostprof: %llu samples in %.2f s (%llu lost), %u processes, %.1f%% unwound completely, "
-		"%.1f us per sample unwinding, hostprof CPU %.3f s; wrote %s\n",
+		"hostprof: %llu samples in %.2f s (%llu lost), %u processes, %.1f%% unwound completely; "
+		"unwinding %.1f us/sample, handling %.1f us/sample, hostprof CPU %.3f s",
 		(unsigned long long)st->samples, secs, (unsigned long long)st->lost, session_processes(r->session),
-		st->samples ? 100.0 * (double)st->complete / (double)st->samples : 0.0,
-		st->samples ? (double)st->unwind_ns / 1e3 / (double)st->samples : 0.0, cpu, r->o->output);
+		100.0 * (double)st->complete / n, (double)st->unwind_ns / 1e3 / n, (double)st->handle_ns / 1e3 / n,
+		cpu_seconds(&self));
+	if (r->child_exited)
+		fprintf(stderr, ", command CPU %.3f s", cpu_seconds(&r->child_usage));
+	fprintf(stderr, "; wrote %s\n", r->o->output);
 }
 
 static int child_exit_code(const struct record_run *r)
@@ -420,7 +429,7 @@ static void reap_child(struct record_run *r)
 	if (r->child > 0 && !r->child_exited) {
 		/* Interrupted: the command got the same Ctrl-C from the terminal; wait so it is not left behind. */
 		kill(r->child, SIGTERM);
-		if (waitpid(r->child, &r->child_status, 0) == r->child)
+		if (wait4(r->child, &r->child_status, 0, &r->child_usage) == r->child)
 			r->child_exited = 1;
 	}
 }

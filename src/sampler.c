@@ -99,7 +99,8 @@ static void build_attr(struct sampler *s, uint32_t type, uint64_t config)
 	a->exclude_kernel = !s->opts.kernel;
 	a->exclude_hv = 1;
 	a->exclude_callchain_user = 1; /* we unwind user stacks ourselves */
-	a->mmap2 = 1;
+	a->mmap = 1; /* the kernel emits no mmap events at all unless some event sets mmap */
+	a->mmap2 = 1;  /* ... and then writes them in the MMAP2 layout */
 	a->comm = 1;
 	a->comm_exec = 1;
 	a->task = 1;

@@ -174,6 +174,125 @@ static void test_attach_running_process(void **state)
 	profile_free(p);
 }
 
+
+static int count_kernel_samples(const struct profile *p)
+{
+	int n = 0;
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_stack *st = &p->stacks.items[p->samples.items[i].stack];
+		if (st->nlocations && p->locations.items[st->locations[0]].frame_kind == PROFILE_FRAME_KERNEL)
+			n += (int)p->samples.items[i].count;
+	}
+	return n;
+}
+
+static void test_system_wide(void **state)
+{
+	struct fixture_state *f = *state;
+	char fixture[256];
+	if (!perf_available())
+		skip();
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP: -a needs root\n");
+		skip();
+	}
+	char *argv[] = { (char *)test_fixture_path("split_paths", fixture, sizeof(fixture)), "3", NULL };
+	pid_t pid = spawn_fixture(argv);
+	int rc = test_run("./hostprof record -q -a -d 1.5 -o %s", f->out);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	assert_int_equal(rc, 0);
+	struct profile *p = test_read_profile(f->out);
+	const char *a[] = { "main", "path_a", "leaf_a" };
+	uint64_t in_fixture = test_samples_with_chain(p, a, ARRAY_LEN(a));
+	fprintf(stderr, "-a: %llu samples, %llu in main->path_a->leaf_a, %d with kernel frames\n",
+		(unsigned long long)test_total_samples(p), (unsigned long long)in_fixture, count_kernel_samples(p));
+	assert_true(in_fixture > 500); /* about 75 percent of 1.5 s at 999 Hz */
+	profile_free(p);
+}
+
+static void test_kernel_frames_symbolized(void **state)
+{
+	struct fixture_state *f = *state;
+	if (!perf_available())
+		skip();
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP: kernel call chains need root here\n");
+		skip();
+	}
+	/* dd spends most of its time in read/write system calls. */
+	assert_int_equal(test_run("./hostprof record -q -o %s -- dd if=/dev/zero of=/dev/null bs=512 count=2000000 "
+				  "status=none", f->out), 0);
+	struct profile *p = test_read_profile(f->out);
+	int kernel = count_kernel_samples(p);
+	uint64_t total = test_total_samples(p);
+	fprintf(stderr, "dd: %d of %llu samples have kernel frames\n", kernel, (unsigned long long)total);
+	assert_true(kernel > (int)(total / 4));
+	/* Kernel locations are named from kallsyms: some frame must be a read or write syscall path. */
+	int named = 0;
+	for (uint32_t i = 1; i < p->locations.count; i++) {
+		const struct profile_location *l = &p->locations.items[i];
+		if (l->frame_kind != PROFILE_FRAME_KERNEL || !l->nlines)
+			continue;
+		const char *name = profile_string(p, p->functions.items[l->lines[0].function].name);
+		named += strstr(name, "read") != NULL || strstr(name, "write") != NULL;
+	}
+	assert_true(named > 0);
+	profile_free(p);
+}
+
+static void test_sigint_still_writes(void **state)
+{
+	struct fixture_state *f = *state;
+	char fixture[256];
+	if (!perf_available())
+		skip();
+	char *fargv[] = { (char *)test_fixture_path("threads", fixture, sizeof(fixture)), "0", "2", NULL };
+	pid_t target = spawn_fixture(fargv);
+	usleep(200 * 1000);
+	char pidarg[32];
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)target);
+	char *hargv[] = { "./hostprof", "record", "-q", "-o", f->out, "-p", pidarg, NULL };
+	pid_t prof = spawn_fixture(hargv);
+	sleep(1);
+	kill(prof, SIGINT);
+	int status = 0;
+	waitpid(prof, &status, 0);
+	kill(target, SIGKILL);
+	waitpid(target, NULL, 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	struct profile *p = test_read_profile(f->out);
+	assert_true(test_total_samples(p) > 500); /* two busy threads for ~0.8 s at 999 Hz */
+	profile_free(p);
+}
+
+static void test_unprivileged_own_command(void **state)
+{
+	struct fixture_state *f = *state;
+	char fixture[256];
+	int paranoid = 2;
+	FILE *pf = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+	if (pf) {
+		if (fscanf(pf, "%d", &paranoid) != 1)
+			paranoid = 2;
+		fclose(pf);
+	}
+	if (geteuid() != 0 || paranoid > 2 || test_run("command -v setpriv >/dev/null") != 0) {
+		fprintf(stderr, "SKIP: needs root to drop to an unprivileged user, setpriv, and paranoid <= 2\n");
+		skip();
+	}
+	assert_int_equal(test_run("chmod 777 %s", f->dir), 0);
+	assert_int_equal(test_run("setpriv --reuid=65534 --regid=65534 --clear-groups ./hostprof record -q -o %s "
+				  "-- %s 1", f->out,
+				  test_fixture_path("split_paths", fixture, sizeof(fixture))), 0);
+	struct profile *p = test_read_profile(f->out);
+	const char *a[] = { "main", "path_a", "leaf_a" };
+	assert_true(test_samples_with_chain(p, a, ARRAY_LEN(a)) > 300);
+	assert_int_equal(count_kernel_samples(p), 0);
+	profile_free(p);
+}
+
 static void test_distro_binary_xz(void **state)
 {
 	struct fixture_state *f = *state;
@@ -220,6 +339,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_threads_all_seen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shared_library, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_attach_running_process, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_system_wide, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kernel_frames_symbolized, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sigint_still_writes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unprivileged_own_command, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_distro_binary_xz, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_errors_are_one_line, setup, teardown),
 	};

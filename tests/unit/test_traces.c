@@ -1,0 +1,125 @@
+/* Unit tests for src/traces.c: known-trace cache, counts per (pid, tid, trace), stack-trace IDs, profile build. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "src/traces.h"
+
+struct tr_state {
+	struct execinfo_mgr *em;
+	struct execinfo *self;
+	struct traces *t;
+};
+
+static int setup(void **state)
+{
+	struct tr_state *s = calloc(1, sizeof(*s));
+	struct trace_kernel k = { .text_start = 0xffffffff81000000ULL };
+	fileid_from_build_id_hex("f8e1cf0f60558098edaec164ac7749df", &k.file_id);
+	s->em = execinfo_mgr_new();
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	assert_int_equal(execinfo_acquire_fd(s->em, fd, "/proc/self/exe", &s->self), 0);
+	s->t = traces_new(s->em, &k);
+	*state = s;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct tr_state *s = *state;
+	traces_free(s->t);
+	execinfo_release(s->em, s->self);
+	assert_int_equal(execinfo_mgr_count(s->em), 0);
+	execinfo_mgr_free(s->em);
+	free(s);
+	return 0;
+}
+
+static void test_counts_and_dedup(void **state)
+{
+	struct tr_state *s = *state;
+	struct trace_frame f[3] = {
+		{ .exe = s->self, .address = 0x1234, .kind = PROFILE_FRAME_NATIVE },
+		{ .exe = s->self, .address = 0x2000, .kind = PROFILE_FRAME_NATIVE },
+		{ .exe = NULL, .address = TRACE_ERROR_TRUNCATED, .kind = PROFILE_FRAME_ERROR },
+	};
+	assert_int_equal(traces_add(s->t, 10, 11, "prog", "t1", f, 3, 1000), 0);
+	assert_int_equal(traces_add(s->t, 10, 11, "prog", "t1", f, 3, 1000), 0);
+	assert_int_equal(traces_add(s->t, 10, 12, "prog", "t2", f, 3, 1000), 0);
+	assert_int_equal(traces_add(s->t, 10, 12, "prog", "t2", f, 2, 1000), 0);
+	assert_int_equal(traces_count(s->t), 2);
+	assert_int_equal(traces_keys(s->t), 3);
+
+	struct profile *p = profile_new();
+	assert_int_equal(traces_build_profile(s->t, p), 0);
+	uint64_t total = 0, ns = 0;
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		total += p->samples.items[i].count;
+		ns += p->samples.items[i].cpu_ns;
+	}
+	assert_int_equal(total, 4);
+	assert_int_equal(ns, 4000);
+	/* Each stack carries the ID the trace handler computed for its frames. */
+	struct trace_id id3, id2;
+	traces_hash(s->t, f, 3, &id3);
+	traces_hash(s->t, f, 2, &id2);
+	int found3 = 0, found2 = 0;
+	for (uint32_t i = 1; i < p->stacks.count; i++) {
+		const struct profile_stack *st = &p->stacks.items[i];
+		found3 |= st->nlocations == 3 && memcmp(st->trace_id, id3.bytes, 16) == 0;
+		found2 |= st->nlocations == 2 && memcmp(st->trace_id, id2.bytes, 16) == 0;
+		if (st->nlocations == 3) {
+			const struct profile_location *err = &p->locations.items[st->locations[2]];
+			assert_true(err->frame_kind & PROFILE_FRAME_ERROR);
+			assert_string_equal(profile_string(p, p->functions.items[err->lines[0].function].name),
+					    "[truncated]");
+			const struct profile_location *leaf = &p->locations.items[st->locations[0]];
+			assert_int_equal(leaf->address, 0x1234);
+			const struct profile_mapping *m = &p->mappings.items[leaf->mapping];
+			assert_memory_equal(m->file_id, s->self->file_id.bytes, 16);
+		}
+	}
+	assert_true(found3 && found2);
+	profile_free(p);
+}
+
+static void test_trace_id_rules(void **state)
+{
+	struct tr_state *s = *state;
+	/* A kernel frame hashes as the kernel FileID and its address - 1 - _text. */
+	struct trace_frame k = { .address = 0xffffffff81000000ULL + 0x101, .kind = PROFILE_FRAME_KERNEL };
+	struct trace_id got, want;
+	traces_hash(s->t, &k, 1, &got);
+	struct trace_hasher h;
+	struct file_id kid;
+	fileid_from_build_id_hex("f8e1cf0f60558098edaec164ac7749df", &kid);
+	trace_hash_init(&h);
+	trace_hash_frame(&h, &kid, 0x100);
+	trace_hash_finish(&h, &want);
+	assert_memory_equal(got.bytes, want.bytes, 16);
+
+	/* Order matters and the frame kind does not. */
+	struct trace_frame a[2] = { { .exe = s->self, .address = 1, .kind = PROFILE_FRAME_NATIVE },
+				    { .exe = s->self, .address = 2, .kind = PROFILE_FRAME_NATIVE } };
+	struct trace_frame b[2] = { a[1], a[0] };
+	struct trace_id ia, ib;
+	traces_hash(s->t, a, 2, &ia);
+	traces_hash(s->t, b, 2, &ib);
+	assert_memory_not_equal(ia.bytes, ib.bytes, 16);
+	a[0].kind = PROFILE_FRAME_GO;
+	traces_hash(s->t, a, 2, &ib);
+	assert_memory_equal(ia.bytes, ib.bytes, 16);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_counts_and_dedup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_trace_id_rules, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("traces", tests, NULL, NULL);
+}
