@@ -4,8 +4,10 @@
 
 CC       ?= cc
 BUILD    ?= build
-CFLAGS   ?= -O2 -g
-CFLAGS   += -Wall -Wextra -std=gnu11 -D_GNU_SOURCE -I. -MMD -MP
+OPTFLAGS ?= -O2 -g
+CFLAGS   := $(OPTFLAGS) -Wall -Wextra -std=gnu11 -D_GNU_SOURCE -I. -MMD -MP $(EXTRA_CFLAGS)
+# The program; the sanitizer build keeps its own copy in its build tree.
+BIN      ?= hostprof
 LDFLAGS  ?=
 
 # pkg-config module -> Debian package that provides it.
@@ -19,7 +21,7 @@ LIB_MODULES  := $(filter-out cmocka,$(PKG_MODULES))
 
 HAVE_PKGCONFIG := $(shell command -v pkg-config >/dev/null 2>&1 && echo yes)
 ifeq ($(HAVE_PKGCONFIG),yes)
-MISSING := $(foreach d,$(DEP_MODULES),$(if $(shell pkg-config --exists $(word 1,$(subst :, ,$(d))) && echo ok),,$(d)))
+MISSING := $(strip $(foreach d,$(DEP_MODULES),$(if $(shell pkg-config --exists $(word 1,$(subst :, ,$(d))) && echo ok),,$(d))))
 else
 MISSING := pkg-config:pkg-config
 endif
@@ -49,7 +51,7 @@ WORKLOAD_BINS := $(patsubst bench/workloads/%.c,$(BUILD)/workloads/%,$(wildcard 
 
 .PHONY: all deps deps-check deps-auto run check check-asan test fixtures bench clean install
 
-all: deps-check hostprof
+all: deps-check $(BIN)
 
 deps-check:
 ifneq ($(MISSING),)
@@ -68,7 +70,7 @@ ifneq ($(MISSING),)
 	$(MAKE) deps
 endif
 
-hostprof: $(MAIN_OBJ) $(LIB_OBJS)
+$(BIN): $(MAIN_OBJ) $(LIB_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DEP_LIBS)
 
 $(BUILD)/%.o: %.c
@@ -103,24 +105,24 @@ fixtures: $(FIXTURE_BINS) $(BUILD)/fixtures/libfixture_shared.so
 
 # The main job on a bundled workload: profile it and print the report.
 run: deps-auto
-	$(MAKE) hostprof $(WORKLOAD_BINS)
-	./hostprof record -o $(BUILD)/run.msgpack -- $(BUILD)/workloads/compress_words
-	./hostprof report $(BUILD)/run.msgpack
+	$(MAKE) $(BIN) $(WORKLOAD_BINS)
+	./$(BIN) record -o $(BUILD)/run.msgpack -- $(BUILD)/workloads/compress_words
+	./$(BIN) report $(BUILD)/run.msgpack
 
 check: deps-auto
-	$(MAKE) hostprof $(UNIT_BINS) $(INTEG_BINS) fixtures
-	BUILD=$(BUILD) tests/run-tests $(UNIT_BINS) $(INTEG_BINS)
+	$(MAKE) $(BIN) $(UNIT_BINS) $(INTEG_BINS) fixtures
+	BUILD=$(BUILD) HOSTPROF=./$(BIN) tests/run-tests $(UNIT_BINS) $(INTEG_BINS)
 
 test: check
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build tree.
 check-asan: deps-auto
-	$(MAKE) check BUILD=build-asan \
-	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+	$(MAKE) check BUILD=build-asan BIN=build-asan/hostprof \
+	  OPTFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 
 bench: deps-auto
-	$(MAKE) hostprof $(WORKLOAD_BINS) fixtures
-	BUILD=$(BUILD) bench/run-bench
+	$(MAKE) $(BIN) $(WORKLOAD_BINS) fixtures
+	BUILD=$(BUILD) HOSTPROF=./$(BIN) bench/run-bench
 
 PREFIX  ?= /usr/local
 DESTDIR ?=

@@ -298,7 +298,6 @@ int execinfo_contains_va(const struct execinfo *e, uint64_t va)
 struct symbolizer *execinfo_symbolizer(struct execinfo *e)
 {
 	int err;
-	char path[64];
 
 	if (e->symbolizer || e->symbolizer_failed)
 		return e->symbolizer;
@@ -312,9 +311,9 @@ struct symbolizer *execinfo_symbolizer(struct execinfo *e)
 		}
 	}
 	if (fd >= 0) {
-		/* The file may have been replaced or deleted since: symbolize the very file we hashed. */
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		e->symbolizer = symbolizer_open(path, fd, &err);
+		/* The file may have been replaced or deleted since: symbolize the very file we hashed (fd); the path
+		 * only serves to find a .gnu_debuglink file beside it. */
+		e->symbolizer = symbolizer_open(e->path, fd, &err);
 		if (fd != e->fd)
 			close(fd);
 	}

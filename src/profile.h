@@ -125,7 +125,10 @@ int profile_add_mapping(struct profile *p, const struct profile_mapping *m, uint
 int profile_add_function(struct profile *p, const struct profile_function *f, uint32_t *index);
 /* Locations are keyed by (mapping, address, frame_kind); lines are copied when the location is new. */
 int profile_add_location(struct profile *p, const struct profile_location *l, uint32_t *index);
-/* Stacks are keyed by trace_id. */
+/*
+ * Stacks are keyed by trace_id and their location list: the same ID with different locations (e.g. one file
+ * mapped under two paths) stays two stacks rather than silently losing one.
+ */
 int profile_add_stack(struct profile *p, const struct profile_stack *s, uint32_t *index);
 int profile_add_link(struct profile *p, const struct profile_link *l, uint32_t *index);
 /* Samples with equal (stack, pid, tid, comm, thread_name, link) are merged: counts and cpu_ns add up. */
@@ -134,16 +137,28 @@ int profile_add_sample(struct profile *p, const struct profile_sample *s);
 /* The string at index i, "" when out of range. */
 const char *profile_string(const struct profile *p, uint32_t i);
 
-/* Write p to path atomically: a temporary file in the same directory, fsync, rename. */
+/* Look a string up without adding it: 0 and *index set, or -ENOENT. NULL and "" are index 0. */
+int profile_find_string(const struct profile *p, const char *s, uint32_t *index);
+
+/*
+ * Write p to path atomically: "<path>.tmp.XXXXXX" in the same directory (mode 0666 minus the umask), fsync,
+ * rename. On failure the temporary file is removed, path is untouched, and a negative errno is returned.
+ */
 int profile_write_file(const struct profile *p, const char *path);
 
 /*
  * Read path into a new profile (several top-level maps are merged into one). On failure returns a negative
- * errno and writes a one-line reason into errbuf ("bad.msgpack: not a hostprof profile", ...).
+ * errno and writes a one-line reason into errbuf ("bad.msgpack: not a hostprof profile", ...): -EINVAL for a
+ * file that is not a hostprof profile, -EBADMSG for a corrupt or truncated one, -EPROTONOSUPPORT for another
+ * major format version, or the errno of a failed open/read/allocation.
  */
 int profile_read_file(const char *path, struct profile **out, char *errbuf, size_t errlen);
 
-/* Merge src into dst, re-interning its tables and adding its samples and counters. */
+/*
+ * Merge src into dst, re-interning its tables and adding its samples and counters. Only the strings src's
+ * elements reference are carried over. The time span grows to cover both; other info fields keep dst's value
+ * when set. src must be a different profile whose indices are valid.
+ */
 int profile_merge(struct profile *dst, const struct profile *src);
 
 #endif

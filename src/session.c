@@ -243,7 +243,8 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 	int nu = unwind_libunwind_unwind(s->unwinder, &up, &us, s->uframes, UNWIND_MAX_FRAMES, &st);
 	s->stats.unwind_ns += monotonic_ns() - t0;
 	for (int i = 0; i < nu; i++) {
-		int is_return = i > 0 && !(s->uframes[i - 1].flags & UNWIND_FRAME_SIGNAL);
+		/* Every caller frame holds a return address, except one a signal interrupted: its IP is exact. */
+		int is_return = i > 0 && !(s->uframes[i].flags & UNWIND_FRAME_SIGNAL);
 		if (!user_frame(&c, &s->uframes[i], is_return, &out[n])) {
 			/* Code outside any file (JIT, a vanished mapping): the stack cannot be named past it. */
 			st = i == 0 ? UNWIND_UNKNOWN_LEAF : UNWIND_TRUNCATED;

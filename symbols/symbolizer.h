@@ -3,7 +3,12 @@
  *
  * Function names come from .symtab, else .dynsym (libelf, through libdwfl), also from a separate debug file
  * found by build-id or .gnu_debuglink; file:line and inlined frames from DWARF when present (libdw).
- * Addresses are ELF virtual addresses of the file (not runtime addresses).
+ * Addresses are ELF virtual addresses of the file (not runtime addresses). C++ names are demangled when
+ * libstdc++ is installed (symbols/demangle.h).
+ *
+ * Separate debug files: /usr/lib/debug/.build-id/xx/yyyy.debug; else the .gnu_debuglink name (a plain file
+ * name, never a path) next to the file, in its .debug/ or under /usr/lib/debug/<its directory>, used only if
+ * its build-id matches and no user but root or us can write it. A file without a build-id gets none.
  *
  * Ownership: symbolizer_open() returns a handle that owns its own file descriptor and memory; all strings it
  * returns stay valid until symbolizer_free(). Not thread-safe.
@@ -26,16 +31,21 @@ struct symbol_frame {
 };
 
 /*
- * Open path for symbolization. display_name is used in messages. fd, when >= 0, is an open descriptor of the
- * same file (duplicated, the caller keeps its own). Returns NULL and sets *err to a negative errno (or
- * -ENOEXEC for a file that is not a usable ELF).
+ * Open path for symbolization. fd, when >= 0, is an open descriptor of the same file (duplicated, the caller
+ * keeps its own) and path is then only used to find a .gnu_debuglink file next to it. Returns NULL and sets
+ * *err to a negative errno (-ENOEXEC for a file that is not a usable ELF executable or shared object:
+ * corrupt, truncated, relocatable, without loadable segments).
  */
 struct symbolizer *symbolizer_open(const char *path, int fd, int *err);
 void symbolizer_free(struct symbolizer *s);
 
 /*
  * Symbolize elf_va. Fills at most max frames, innermost inlined function first and the physical function
- * last, and returns how many (0 when nothing is known: no symbol covers the address).
+ * last, and returns how many (0 when nothing is known: no symbol covers the address). A chain longer than
+ * max keeps its innermost frames. The physical function is named by the ELF symbol covering the address, else
+ * by DWARF, else by a sizeless symbol (assembly label) before it in the same code section. Of aliases (malloc,
+ * __libc_malloc) the plainest name is given, without a symbol version ("@GLIBC_2.2.5"). Results are remembered
+ * per address.
  */
 int symbolizer_lookup(struct symbolizer *s, uint64_t elf_va, struct symbol_frame *frames, size_t max);
 

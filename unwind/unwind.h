@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct stack_deltas;
+
 /* x86_64 registers in the order of the kernel's perf_regs (asm/perf_regs.h), as found in a sample when
  * sample_regs_user asks for them. */
 enum unwind_reg {
@@ -46,6 +48,8 @@ struct unwind_module {
 	Elf *elf;		/* open ELF image, owned by the caller; NULL if the file could not be read */
 	const void *cache_key;	/* stable identity of the file (e.g. its executable-info); unwinders may key
 				 * per-file caches on it until unwind_*_forget(key) is called */
+	const struct stack_deltas *deltas; /* the file's stack-delta table (unwind/stack_deltas.h), built once
+				 * per file and owned by the caller; NULL lets unwind_deltas build its own */
 };
 
 /* Callbacks through which an unwinder sees the process. */

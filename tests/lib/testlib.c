@@ -19,6 +19,16 @@ const char *test_fixture_path(const char *name, char *buf, size_t len)
 	return buf;
 }
 
+const char *test_hostprof(void)
+{
+	const char *bin = getenv("HOSTPROF");
+	if (!bin || !*bin) {
+		setenv("HOSTPROF", "./hostprof", 1);
+		bin = getenv("HOSTPROF");
+	}
+	return bin;
+}
+
 char *test_mkdtemp(void)
 {
 	char *dir = strdup("/tmp/hostprof-test-XXXXXX");
@@ -43,6 +53,7 @@ int test_run(const char *fmt, ...)
 {
 	char cmd[4096];
 	va_list ap;
+	test_hostprof(); /* commands refer to "$HOSTPROF" */
 	va_start(ap, fmt);
 	vsnprintf(cmd, sizeof(cmd), fmt, ap);
 	va_end(ap);

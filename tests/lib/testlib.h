@@ -16,6 +16,8 @@
 
 /* "$BUILD/fixtures/name" in a static buffer of the caller's. */
 const char *test_fixture_path(const char *name, char *buf, size_t len);
+/* The hostprof binary under test: $HOSTPROF, else ./hostprof (exported so commands can use "$HOSTPROF"). */
+const char *test_hostprof(void);
 /* A fresh temporary directory (removed by test_rmdir_rf). */
 char *test_mkdtemp(void);
 void test_rmdir_rf(const char *dir);

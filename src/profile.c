@@ -1,0 +1,670 @@
+/*
+ * profile.c — the in-memory profile: tables, interning builder, merge. See profile.h.
+ *
+ * Every dictionary table has a hash index (profile_impl.h) keyed by the element's content, so adding an element
+ * costs one hash and, usually, one comparison. Element 0 of each table is the zero value and is indexed too, so
+ * interning a zero value yields index 0 as the data model requires.
+ */
+#include "src/profile.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/profile_impl.h"
+
+struct profile_index {
+	struct profile_hindex strings, mappings, functions, locations, stacks, links, samples;
+};
+
+/* --- hashing and the index --------------------------------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+uint64_t profile_hash_u64(uint64_t h, uint64_t v)
+{
+	return mix64(h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)));
+}
+
+uint64_t profile_hash_bytes(uint64_t h, const void *data, size_t len)
+{
+	const uint8_t *b = data;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	return mix64(h ^ len);
+}
+
+uint64_t profile_hash_str(uint64_t h, const char *s)
+{
+	return profile_hash_bytes(h, s, strlen(s));
+}
+
+bool profile_hindex_find(const struct profile_hindex *h, uint64_t hash, profile_heq_fn eq, const void *table,
+			 const void *key, uint32_t *index)
+{
+	if (!h->slots)
+		return false;
+	for (uint32_t pos = (uint32_t)hash & h->mask;; pos = (pos + 1) & h->mask) {
+		const struct profile_hslot *s = &h->slots[pos];
+		if (!s->full)
+			return false;
+		if (s->hash == hash && eq(table, s->index, key)) {
+			*index = s->index;
+			return true;
+		}
+	}
+}
+
+static void hindex_place(struct profile_hslot *slots, uint32_t mask, uint64_t hash, uint32_t index)
+{
+	uint32_t pos = (uint32_t)hash & mask;
+	while (slots[pos].full)
+		pos = (pos + 1) & mask;
+	slots[pos] = (struct profile_hslot){ .hash = hash, .index = index, .full = 1 };
+}
+
+/* Keep the load at most 1/2 so probe sequences stay short. */
+static int hindex_grow(struct profile_hindex *h)
+{
+	uint64_t cap = h->slots ? (uint64_t)h->mask + 1 : 0;
+	if (h->slots && (uint64_t)(h->used + 1) * 2 <= cap)
+		return 0;
+	uint64_t ncap = cap ? cap * 2 : 64;
+	if (ncap > (1ULL << 31))
+		return -ENOMEM;
+	struct profile_hslot *slots = calloc(ncap, sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < cap; i++) {
+		if (h->slots[i].full)
+			hindex_place(slots, (uint32_t)(ncap - 1), h->slots[i].hash, h->slots[i].index);
+	}
+	free(h->slots);
+	h->slots = slots;
+	h->mask = (uint32_t)(ncap - 1);
+	return 0;
+}
+
+int profile_hindex_insert(struct profile_hindex *h, uint64_t hash, uint32_t index)
+{
+	int err = hindex_grow(h);
+	if (err < 0)
+		return err;
+	hindex_place(h->slots, h->mask, hash, index);
+	h->used++;
+	return 0;
+}
+
+void profile_hindex_free(struct profile_hindex *h)
+{
+	free(h->slots);
+	*h = (struct profile_hindex){ 0 };
+}
+
+int profile_grow(void **items, uint32_t *cap, uint64_t need, size_t elem_size)
+{
+	if (need <= *cap)
+		return 0;
+	if (need >= UINT32_MAX)
+		return -EOVERFLOW;
+	uint64_t ncap = *cap ? *cap : 16;
+	while (ncap < need)
+		ncap *= 2;
+	if (ncap >= UINT32_MAX)
+		ncap = UINT32_MAX - 1;
+	void *n = realloc(*items, ncap * elem_size);
+	if (!n)
+		return -ENOMEM;
+	memset((char *)n + (size_t)*cap * elem_size, 0, (ncap - *cap) * elem_size);
+	*items = n;
+	*cap = (uint32_t)ncap;
+	return 0;
+}
+
+/* --- element hashing and equality -------------------------------------------------------------------------- */
+
+static uint64_t hash_mapping(const struct profile_mapping *m)
+{
+	uint64_t h = profile_hash_bytes(PROFILE_HASH_SEED, m->file_id, sizeof(m->file_id));
+	h = profile_hash_u64(h, m->build_id);
+	h = profile_hash_u64(h, m->filename);
+	h = profile_hash_u64(h, m->memory_start);
+	h = profile_hash_u64(h, m->memory_limit);
+	return profile_hash_u64(h, m->file_offset);
+}
+
+static bool mapping_eq(const void *table, uint32_t i, const void *key)
+{
+	const struct profile_mapping *a = &((const struct profile *)table)->mappings.items[i], *b = key;
+	return memcmp(a->file_id, b->file_id, sizeof(a->file_id)) == 0 && a->build_id == b->build_id &&
+	       a->filename == b->filename && a->memory_start == b->memory_start &&
+	       a->memory_limit == b->memory_limit && a->file_offset == b->file_offset;
+}
+
+static uint64_t hash_function(const struct profile_function *f)
+{
+	return profile_hash_u64(profile_hash_u64(PROFILE_HASH_SEED, f->name), f->filename);
+}
+
+static bool function_eq(const void *table, uint32_t i, const void *key)
+{
+	const struct profile_function *a = &((const struct profile *)table)->functions.items[i], *b = key;
+	return a->name == b->name && a->filename == b->filename;
+}
+
+static uint64_t hash_location(const struct profile_location *l)
+{
+	uint64_t h = profile_hash_u64(PROFILE_HASH_SEED, l->mapping);
+	return profile_hash_u64(profile_hash_u64(h, l->address), l->frame_kind);
+}
+
+static bool location_eq(const void *table, uint32_t i, const void *key)
+{
+	const struct profile_location *a = &((const struct profile *)table)->locations.items[i], *b = key;
+	return a->mapping == b->mapping && a->address == b->address && a->frame_kind == b->frame_kind;
+}
+
+static uint64_t hash_stack(const struct profile_stack *s)
+{
+	uint64_t h = profile_hash_bytes(PROFILE_HASH_SEED, s->trace_id, sizeof(s->trace_id));
+	return profile_hash_bytes(h, s->locations, (size_t)s->nlocations * sizeof(*s->locations));
+}
+
+static bool stack_eq(const void *table, uint32_t i, const void *key)
+{
+	const struct profile_stack *a = &((const struct profile *)table)->stacks.items[i], *b = key;
+	return memcmp(a->trace_id, b->trace_id, sizeof(a->trace_id)) == 0 && a->nlocations == b->nlocations &&
+	       (a->nlocations == 0 || memcmp(a->locations, b->locations, a->nlocations * sizeof(*a->locations)) == 0);
+}
+
+static uint64_t hash_link(const struct profile_link *l)
+{
+	uint64_t h = profile_hash_bytes(PROFILE_HASH_SEED, l->trace_id, sizeof(l->trace_id));
+	return profile_hash_bytes(h, l->span_id, sizeof(l->span_id));
+}
+
+static bool link_eq(const void *table, uint32_t i, const void *key)
+{
+	const struct profile_link *a = &((const struct profile *)table)->links.items[i], *b = key;
+	return memcmp(a, b, sizeof(*a)) == 0;
+}
+
+static uint64_t hash_sample(const struct profile_sample *s)
+{
+	uint64_t h = profile_hash_u64(PROFILE_HASH_SEED, s->stack);
+	h = profile_hash_u64(h, (uint32_t)s->pid);
+	h = profile_hash_u64(h, (uint32_t)s->tid);
+	h = profile_hash_u64(h, s->comm);
+	h = profile_hash_u64(h, s->thread_name);
+	return profile_hash_u64(h, s->link);
+}
+
+static bool sample_eq(const void *table, uint32_t i, const void *key)
+{
+	const struct profile_sample *a = &((const struct profile *)table)->samples.items[i], *b = key;
+	return a->stack == b->stack && a->pid == b->pid && a->tid == b->tid && a->comm == b->comm &&
+	       a->thread_name == b->thread_name && a->link == b->link;
+}
+
+static bool string_eq(const void *table, uint32_t i, const void *key)
+{
+	return strcmp(((const struct profile *)table)->strings.items[i], key) == 0;
+}
+
+/* --- life cycle -------------------------------------------------------------------------------------------- */
+
+/* Element 0 of every dictionary table: the zero value, indexed so that interning a zero value returns 0. */
+static int add_zero_elements(struct profile *p)
+{
+	struct profile_index *x = p->index;
+	int err;
+	if ((err = PROFILE_TABLE_RESERVE(p->strings, 1)) < 0 || (err = PROFILE_TABLE_RESERVE(p->mappings, 1)) < 0 ||
+	    (err = PROFILE_TABLE_RESERVE(p->functions, 1)) < 0 || (err = PROFILE_TABLE_RESERVE(p->locations, 1)) < 0 ||
+	    (err = PROFILE_TABLE_RESERVE(p->stacks, 1)) < 0 || (err = PROFILE_TABLE_RESERVE(p->links, 1)) < 0)
+		return err;
+	if (!(p->strings.items[0] = strdup("")))
+		return -ENOMEM;
+	p->strings.count = p->mappings.count = p->functions.count = 1;
+	p->locations.count = p->stacks.count = p->links.count = 1;
+	if ((err = profile_hindex_insert(&x->strings, profile_hash_str(PROFILE_HASH_SEED, ""), 0)) < 0 ||
+	    (err = profile_hindex_insert(&x->mappings, hash_mapping(&p->mappings.items[0]), 0)) < 0 ||
+	    (err = profile_hindex_insert(&x->functions, hash_function(&p->functions.items[0]), 0)) < 0 ||
+	    (err = profile_hindex_insert(&x->locations, hash_location(&p->locations.items[0]), 0)) < 0 ||
+	    (err = profile_hindex_insert(&x->stacks, hash_stack(&p->stacks.items[0]), 0)) < 0 ||
+	    (err = profile_hindex_insert(&x->links, hash_link(&p->links.items[0]), 0)) < 0)
+		return err;
+	return 0;
+}
+
+struct profile *profile_new(void)
+{
+	struct profile *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->index = calloc(1, sizeof(*p->index));
+	if (!p->index || add_zero_elements(p) < 0) {
+		profile_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static void free_index(struct profile_index *x)
+{
+	if (!x)
+		return;
+	profile_hindex_free(&x->strings);
+	profile_hindex_free(&x->mappings);
+	profile_hindex_free(&x->functions);
+	profile_hindex_free(&x->locations);
+	profile_hindex_free(&x->stacks);
+	profile_hindex_free(&x->links);
+	profile_hindex_free(&x->samples);
+	free(x);
+}
+
+static void free_info(struct profile_info *i)
+{
+	free(i->producer);
+	free(i->hostname);
+	free(i->host_id);
+	free(i->kernel);
+	free(i->event);
+	free(i->unwinder);
+}
+
+void profile_free(struct profile *p)
+{
+	if (!p)
+		return;
+	free_info(&p->info);
+	for (uint32_t i = 0; i < p->strings.count; i++)
+		free(p->strings.items[i]);
+	for (uint32_t i = 0; i < p->locations.count; i++)
+		free(p->locations.items[i].lines);
+	for (uint32_t i = 0; i < p->stacks.count; i++)
+		free(p->stacks.items[i].locations);
+	free(p->strings.items);
+	free(p->mappings.items);
+	free(p->functions.items);
+	free(p->locations.items);
+	free(p->stacks.items);
+	free(p->links.items);
+	free(p->samples.items);
+	free_index(p->index);
+	free(p);
+}
+
+int profile_set_info_string(struct profile *p, char **field, const char *value)
+{
+	(void)p;
+	char *copy = NULL;
+	if (value && !(copy = strdup(value)))
+		return -ENOMEM;
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+const char *profile_string(const struct profile *p, uint32_t i)
+{
+	return i < p->strings.count && p->strings.items[i] ? p->strings.items[i] : "";
+}
+
+/* --- interning --------------------------------------------------------------------------------------------- */
+
+int profile_find_string(const struct profile *p, const char *s, uint32_t *index)
+{
+	if (!s || !*s) {
+		*index = 0;
+		return 0;
+	}
+	if (!p->index)
+		return -EINVAL;
+	uint64_t h = profile_hash_str(PROFILE_HASH_SEED, s);
+	return profile_hindex_find(&p->index->strings, h, string_eq, p, s, index) ? 0 : -ENOENT;
+}
+
+int profile_add_string(struct profile *p, const char *s, uint32_t *index)
+{
+	int err = profile_find_string(p, s, index);
+	if (err != -ENOENT)
+		return err;
+	char *copy = strdup(s);
+	if (!copy || (err = PROFILE_TABLE_RESERVE(p->strings, p->strings.count + 1)) < 0 ||
+	    (err = profile_hindex_insert(&p->index->strings, profile_hash_str(PROFILE_HASH_SEED, s),
+					 p->strings.count)) < 0) {
+		free(copy);
+		return err ? err : -ENOMEM;
+	}
+	*index = p->strings.count;
+	p->strings.items[p->strings.count++] = copy;
+	return 0;
+}
+
+/*
+ * The common tail of profile_add_*: look key up, else append it (elem_size bytes) and index it. The table's
+ * storage is passed as its parts because each table is its own anonymous struct type.
+ */
+struct table_ref {
+	void **items;
+	uint32_t *count, *cap;
+	size_t elem_size;
+	struct profile_hindex *index;
+	profile_heq_fn eq;
+};
+
+static int intern(struct profile *p, const struct table_ref *t, const void *key, uint64_t hash, uint32_t *index,
+		  bool *added)
+{
+	int err;
+	*added = false;
+	if (profile_hindex_find(t->index, hash, t->eq, p, key, index))
+		return 0;
+	if ((err = profile_grow(t->items, t->cap, (uint64_t)*t->count + 1, t->elem_size)) < 0 ||
+	    (err = profile_hindex_insert(t->index, hash, *t->count)) < 0)
+		return err;
+	memcpy((char *)*t->items + (size_t)*t->count * t->elem_size, key, t->elem_size);
+	*index = (*t->count)++;
+	*added = true;
+	return 0;
+}
+
+#define TABLE_REF(p, table, hidx, eqfn)                                                                      \
+	((struct table_ref){ (void **)&(p)->table.items, &(p)->table.count, &(p)->table.cap,                 \
+			     sizeof(*(p)->table.items), &(p)->index->hidx, (eqfn) })
+
+int profile_add_mapping(struct profile *p, const struct profile_mapping *m, uint32_t *index)
+{
+	bool added;
+	if (!p->index)
+		return -EINVAL;
+	if (m->build_id >= p->strings.count || m->filename >= p->strings.count)
+		return -EINVAL;
+	return intern(p, &TABLE_REF(p, mappings, mappings, mapping_eq), m, hash_mapping(m), index, &added);
+}
+
+int profile_add_function(struct profile *p, const struct profile_function *f, uint32_t *index)
+{
+	bool added;
+	if (!p->index)
+		return -EINVAL;
+	if (f->name >= p->strings.count || f->filename >= p->strings.count)
+		return -EINVAL;
+	return intern(p, &TABLE_REF(p, functions, functions, function_eq), f, hash_function(f), index, &added);
+}
+
+static bool lines_valid(const struct profile *p, const struct profile_location *l)
+{
+	if (l->nlines && !l->lines)
+		return false;
+	for (uint32_t i = 0; i < l->nlines; i++) {
+		if (l->lines[i].function >= p->functions.count)
+			return false;
+	}
+	return true;
+}
+
+int profile_add_location(struct profile *p, const struct profile_location *l, uint32_t *index)
+{
+	struct profile_location copy = *l;
+	bool added;
+	int err;
+	if (!p->index)
+		return -EINVAL;
+	if (l->mapping >= p->mappings.count || !lines_valid(p, l))
+		return -EINVAL;
+	copy.lines = NULL;
+	if (l->nlines && !(copy.lines = malloc(l->nlines * sizeof(*l->lines))))
+		return -ENOMEM;
+	if (l->nlines)
+		memcpy(copy.lines, l->lines, l->nlines * sizeof(*l->lines));
+	err = intern(p, &TABLE_REF(p, locations, locations, location_eq), &copy, hash_location(l), index, &added);
+	if (!added)
+		free(copy.lines);
+	return err;
+}
+
+int profile_add_stack(struct profile *p, const struct profile_stack *s, uint32_t *index)
+{
+	struct profile_stack copy = *s;
+	bool added;
+	int err;
+	if (!p->index)
+		return -EINVAL;
+	if (s->nlocations && !s->locations)
+		return -EINVAL;
+	for (uint32_t i = 0; i < s->nlocations; i++) {
+		if (s->locations[i] >= p->locations.count)
+			return -EINVAL;
+	}
+	copy.locations = NULL;
+	if (s->nlocations && !(copy.locations = malloc(s->nlocations * sizeof(*s->locations))))
+		return -ENOMEM;
+	if (s->nlocations)
+		memcpy(copy.locations, s->locations, s->nlocations * sizeof(*s->locations));
+	err = intern(p, &TABLE_REF(p, stacks, stacks, stack_eq), &copy, hash_stack(s), index, &added);
+	if (!added)
+		free(copy.locations);
+	return err;
+}
+
+int profile_add_link(struct profile *p, const struct profile_link *l, uint32_t *index)
+{
+	bool added;
+	if (!p->index)
+		return -EINVAL;
+	return intern(p, &TABLE_REF(p, links, links, link_eq), l, hash_link(l), index, &added);
+}
+
+int profile_add_sample(struct profile *p, const struct profile_sample *s)
+{
+	uint32_t index;
+	bool added;
+	int err;
+	if (!p->index)
+		return -EINVAL;
+	if (s->stack >= p->stacks.count || s->comm >= p->strings.count || s->thread_name >= p->strings.count ||
+	    s->link >= p->links.count)
+		return -EINVAL;
+	err = intern(p, &TABLE_REF(p, samples, samples, sample_eq), s, hash_sample(s), &index, &added);
+	if (err == 0 && !added) {
+		p->samples.items[index].count += s->count;
+		p->samples.items[index].cpu_ns += s->cpu_ns;
+	}
+	return err;
+}
+
+/* --- merge ------------------------------------------------------------------------------------------------- */
+
+/* src index -> dst index, per table; element 0 always maps to 0. */
+struct merge_maps {
+	uint32_t *strings, *mappings, *functions, *locations, *stacks, *links;
+	uint32_t *scratch;	/* remapped lines' functions or a stack's locations */
+	uint32_t scratch_cap;
+	struct profile_line *lines;
+	uint32_t lines_cap;
+};
+
+static void merge_maps_free(struct merge_maps *m)
+{
+	free(m->strings);
+	free(m->mappings);
+	free(m->functions);
+	free(m->locations);
+	free(m->stacks);
+	free(m->links);
+	free(m->scratch);
+	free(m->lines);
+}
+
+static int merge_maps_alloc(struct merge_maps *m, const struct profile *src)
+{
+	m->strings = calloc(src->strings.count ? src->strings.count : 1, sizeof(uint32_t));
+	m->mappings = calloc(src->mappings.count ? src->mappings.count : 1, sizeof(uint32_t));
+	m->functions = calloc(src->functions.count ? src->functions.count : 1, sizeof(uint32_t));
+	m->locations = calloc(src->locations.count ? src->locations.count : 1, sizeof(uint32_t));
+	m->stacks = calloc(src->stacks.count ? src->stacks.count : 1, sizeof(uint32_t));
+	m->links = calloc(src->links.count ? src->links.count : 1, sizeof(uint32_t));
+	if (!m->strings || !m->mappings || !m->functions || !m->locations || !m->stacks || !m->links)
+		return -ENOMEM;
+	return 0;
+}
+
+/*
+ * Strings that src's elements reference, in src's order: a reader's scratch profile also holds the attribute
+ * keys of the file, which would otherwise become orphans in every profile read.
+ */
+static int merge_strings(struct profile *dst, const struct profile *src, struct merge_maps *m)
+{
+	uint8_t *used = calloc(src->strings.count ? src->strings.count : 1, 1);
+	int err = 0;
+	if (!used)
+		return -ENOMEM;
+	for (uint32_t i = 1; i < src->mappings.count; i++)
+		used[src->mappings.items[i].build_id] = used[src->mappings.items[i].filename] = 1;
+	for (uint32_t i = 1; i < src->functions.count; i++)
+		used[src->functions.items[i].name] = used[src->functions.items[i].filename] = 1;
+	for (uint32_t i = 0; i < src->samples.count; i++)
+		used[src->samples.items[i].comm] = used[src->samples.items[i].thread_name] = 1;
+	for (uint32_t i = 1; i < src->strings.count && err == 0; i++) {
+		if (used[i])
+			err = profile_add_string(dst, profile_string(src, i), &m->strings[i]);
+	}
+	free(used);
+	return err;
+}
+
+static int merge_dictionary_flat(struct profile *dst, const struct profile *src, struct merge_maps *m)
+{
+	int err;
+	if ((err = merge_strings(dst, src, m)) < 0)
+		return err;
+	for (uint32_t i = 1; i < src->mappings.count; i++) {
+		struct profile_mapping x = src->mappings.items[i];
+		x.build_id = m->strings[x.build_id];
+		x.filename = m->strings[x.filename];
+		if ((err = profile_add_mapping(dst, &x, &m->mappings[i])) < 0)
+			return err;
+	}
+	for (uint32_t i = 1; i < src->functions.count; i++) {
+		struct profile_function x = src->functions.items[i];
+		x.name = m->strings[x.name];
+		x.filename = m->strings[x.filename];
+		if ((err = profile_add_function(dst, &x, &m->functions[i])) < 0)
+			return err;
+	}
+	for (uint32_t i = 1; i < src->links.count; i++) {
+		if ((err = profile_add_link(dst, &src->links.items[i], &m->links[i])) < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int merge_locations(struct profile *dst, const struct profile *src, struct merge_maps *m)
+{
+	int err;
+	for (uint32_t i = 1; i < src->locations.count; i++) {
+		struct profile_location x = src->locations.items[i];
+		if ((err = profile_grow((void **)&m->lines, &m->lines_cap, x.nlines, sizeof(*m->lines))) < 0)
+			return err;
+		for (uint32_t j = 0; j < x.nlines; j++) {
+			m->lines[j].function = m->functions[x.lines[j].function];
+			m->lines[j].line = x.lines[j].line;
+		}
+		x.lines = m->lines;
+		x.mapping = m->mappings[x.mapping];
+		if ((err = profile_add_location(dst, &x, &m->locations[i])) < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int merge_stacks(struct profile *dst, const struct profile *src, struct merge_maps *m)
+{
+	int err;
+	for (uint32_t i = 1; i < src->stacks.count; i++) {
+		struct profile_stack x = src->stacks.items[i];
+		if ((err = profile_grow((void **)&m->scratch, &m->scratch_cap, x.nlocations, sizeof(uint32_t))) < 0)
+			return err;
+		for (uint32_t j = 0; j < x.nlocations; j++)
+			m->scratch[j] = m->locations[x.locations[j]];
+		x.locations = m->scratch;
+		if ((err = profile_add_stack(dst, &x, &m->stacks[i])) < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int merge_samples(struct profile *dst, const struct profile *src, const struct merge_maps *m)
+{
+	for (uint32_t i = 0; i < src->samples.count; i++) {
+		struct profile_sample x = src->samples.items[i];
+		x.stack = m->stacks[x.stack];
+		x.comm = m->strings[x.comm];
+		x.thread_name = m->strings[x.thread_name];
+		x.link = m->links[x.link];
+		int err = profile_add_sample(dst, &x);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int merge_info_string(struct profile *dst, char **d, const char *s)
+{
+	return !*d && s ? profile_set_info_string(dst, d, s) : 0;
+}
+
+/* Counters add up; the time span covers both; the first profile's descriptive fields win. */
+static int merge_info(struct profile *dst, const struct profile_info *s)
+{
+	struct profile_info *d = &dst->info;
+	int err;
+	if (!d->start_unix_ns && !d->duration_ns) {
+		d->start_unix_ns = s->start_unix_ns;
+		d->duration_ns = s->duration_ns;
+	} else if (d->start_unix_ns && s->start_unix_ns) {
+		uint64_t start = d->start_unix_ns < s->start_unix_ns ? d->start_unix_ns : s->start_unix_ns;
+		uint64_t dend = d->start_unix_ns + d->duration_ns, send = s->start_unix_ns + s->duration_ns;
+		d->duration_ns = (dend > send ? dend : send) - start;
+		d->start_unix_ns = start;
+	}
+	d->period_ns = d->period_ns ? d->period_ns : s->period_ns;
+	d->frequency_hz = d->frequency_hz ? d->frequency_hz : s->frequency_hz;
+	d->samples += s->samples;
+	d->lost += s->lost;
+	d->unwound_complete += s->unwound_complete;
+	d->truncated += s->truncated;
+	d->unknown += s->unknown;
+	if ((err = merge_info_string(dst, &d->producer, s->producer)) < 0 ||
+	    (err = merge_info_string(dst, &d->hostname, s->hostname)) < 0 ||
+	    (err = merge_info_string(dst, &d->host_id, s->host_id)) < 0 ||
+	    (err = merge_info_string(dst, &d->kernel, s->kernel)) < 0 ||
+	    (err = merge_info_string(dst, &d->event, s->event)) < 0 ||
+	    (err = merge_info_string(dst, &d->unwinder, s->unwinder)) < 0)
+		return err;
+	return 0;
+}
+
+int profile_merge(struct profile *dst, const struct profile *src)
+{
+	struct merge_maps m = { 0 };
+	int err;
+	if (dst == src || !dst->index)
+		return -EINVAL;
+	if ((err = merge_maps_alloc(&m, src)) == 0 && (err = merge_dictionary_flat(dst, src, &m)) == 0 &&
+	    (err = merge_locations(dst, src, &m)) == 0 && (err = merge_stacks(dst, src, &m)) == 0 &&
+	    (err = merge_samples(dst, src, &m)) == 0)
+		err = merge_info(dst, &src->info);
+	merge_maps_free(&m);
+	return err;
+}

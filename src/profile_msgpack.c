@@ -1,0 +1,1678 @@
+/*
+ * profile_msgpack.c — profile_write_file() and profile_read_file(): the msgpack encoding of a profile, whose
+ * schema man/hostprof-profile.5 specifies. In short: every message is a msgpack map keyed by the OpenTelemetry
+ * protobuf field numbers (profiles/v1development 1.11.0); the top level is {0: header, 1: resource profiles,
+ * 2: dictionary}; hostprof's own fields use keys >= 100 (PROFILE_EXT_*).
+ *
+ * Writing maps the in-memory model onto OTel: pid and comm become one ResourceProfiles per (pid, comm), tid and
+ * thread name become sample attributes, FileID and build-id become mapping attributes. Reading maps them back,
+ * decoding each top-level map into a scratch profile that keeps the file's indices, checking every index, then
+ * merging it into the result.
+ *
+ * Input is untrusted: every object is size-checked before msgpack-c sees it (scan_object), every index is
+ * checked against its table, and every failure is a negative errno with a one-line message. Not thread-safe.
+ */
+#include "src/profile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <msgpack.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "src/profile_impl.h"
+
+/* Top level (ProfilesData plus the header) and ProfilesDictionary keys. */
+#define KEY_HEADER 0
+#define KEY_RESOURCE_PROFILES 1
+#define KEY_DICTIONARY 2
+#define DICT_MAPPINGS 1
+#define DICT_LOCATIONS 2
+#define DICT_FUNCTIONS 3
+#define DICT_LINKS 4
+#define DICT_STRINGS 5
+#define DICT_ATTRIBUTES 6
+#define DICT_STACKS 7
+
+/* hostprof extensions: keys >= 100, never OTel field numbers. */
+#define PROFILE_EXT_FRAME_KIND 100	/* Location: enum profile_frame_kind */
+#define PROFILE_EXT_TRACE_ID 100	/* Stack: 16-byte stack-trace ID (bin) */
+#define PROFILE_EXT_CPU_NS 100		/* Sample: sum of the samples' periods, ns */
+
+/* Attribute keys hostprof writes into the attribute table (OTel semantic conventions). */
+enum attr_key {
+	ATTR_HTLHASH,
+	ATTR_GNU_BUILD_ID,
+	ATTR_FRAME_TYPE,
+	ATTR_THREAD_ID,
+	ATTR_THREAD_NAME,
+	ATTR_NKEYS,	/* also: a key hostprof does not use */
+};
+
+static const char *const attr_key_names[ATTR_NKEYS] = {
+	[ATTR_HTLHASH] = "process.executable.build_id.htlhash",
+	[ATTR_GNU_BUILD_ID] = "process.executable.build_id.gnu",
+	[ATTR_FRAME_TYPE] = "profile.frame.type",
+	[ATTR_THREAD_ID] = "thread.id",
+	[ATTR_THREAD_NAME] = "thread.name",
+};
+
+#define RESOURCE_PID "process.pid"
+#define RESOURCE_COMM "process.executable.name"
+
+static const struct {
+	const char *name;
+	uint8_t kind;
+} frame_types[] = {
+	{ "native", PROFILE_FRAME_NATIVE },
+	{ "kernel", PROFILE_FRAME_KERNEL },
+	{ "go", PROFILE_FRAME_GO },
+	{ "abort", PROFILE_FRAME_ERROR },	/* the ebpf-profiler's name for error frames */
+};
+
+static const char *frame_type_name(uint8_t kind)
+{
+	if (kind & PROFILE_FRAME_ERROR)
+		return "abort";
+	for (size_t i = 0; i < sizeof(frame_types) / sizeof(frame_types[0]); i++) {
+		if (frame_types[i].kind == kind)
+			return frame_types[i].name;
+	}
+	return NULL;
+}
+
+/* ============================================ writing ====================================================== */
+
+struct wattr {
+	uint8_t key;		/* enum attr_key */
+	bool is_int;
+	int64_t ival;
+	const char *sval;	/* a string of the profile, a frame type name or one of the writer's hex strings */
+};
+
+/* Value-type strings the Profile message needs. */
+enum { VT_SAMPLES, VT_COUNT, VT_CPU, VT_NANOSECONDS, VT_N };
+static const char *const value_type_names[VT_N] = { "samples", "count", "cpu", "nanoseconds" };
+
+struct writer {
+	const struct profile *p;
+	msgpack_packer pk;
+	FILE *f;
+	int err;		/* first write error, sticky */
+
+	/* Strings written after the profile's own, for attribute keys and value types it does not hold. */
+	const char *extra[ATTR_NKEYS + VT_N];
+	uint32_t nextra;
+	uint32_t key_str[ATTR_NKEYS], vt_str[VT_N];
+
+	/* The attribute table; element 0 is the zero value and is not indexed. */
+	struct wattr *attrs;
+	uint32_t nattrs, attrs_cap;
+	struct profile_hindex attr_index;
+	char (*hex)[33];		/* per mapping: FileID as hex */
+	uint32_t (*mapping_attrs)[2];	/* per mapping: htlhash, gnu (0 = absent) */
+	uint32_t *location_attr;	/* per location: frame type (0 = absent) */
+	uint32_t (*sample_attrs)[2];	/* per sample: thread.id, thread.name */
+
+	/* Samples grouped by (pid, comm), one ResourceProfiles each, in order of first appearance. */
+	uint32_t *group_rep, ngroups, groups_cap;
+	struct profile_hindex group_index;
+	uint32_t *group_start;		/* ngroups + 1 offsets into order */
+	uint32_t *order;		/* sample indices, grouped */
+};
+
+static uint64_t hash_wattr(const struct wattr *a)
+{
+	uint64_t h = profile_hash_u64(profile_hash_u64(PROFILE_HASH_SEED, a->key), a->is_int);
+	return a->is_int ? profile_hash_u64(h, (uint64_t)a->ival) : profile_hash_str(h, a->sval);
+}
+
+static bool wattr_eq(const void *table, uint32_t i, const void *key)
+{
+	const struct wattr *a = &((const struct writer *)table)->attrs[i], *b = key;
+	return a->key == b->key && a->is_int == b->is_int &&
+	       (a->is_int ? a->ival == b->ival : strcmp(a->sval, b->sval) == 0);
+}
+
+static int add_attr(struct writer *w, uint8_t key, bool is_int, int64_t ival, const char *sval, uint32_t *index)
+{
+	struct wattr a = { .key = key, .is_int = is_int, .ival = ival, .sval = sval };
+	uint64_t h = hash_wattr(&a);
+	int err;
+	if (profile_hindex_find(&w->attr_index, h, wattr_eq, w, &a, index))
+		return 0;
+	if ((err = profile_grow((void **)&w->attrs, &w->attrs_cap, (uint64_t)w->nattrs + 1, sizeof(a))) < 0 ||
+	    (err = profile_hindex_insert(&w->attr_index, h, w->nattrs)) < 0)
+		return err;
+	w->attrs[w->nattrs] = a;
+	*index = w->nattrs++;
+	return 0;
+}
+
+static void prepare_strings(struct writer *w)
+{
+	for (int k = 0; k < ATTR_NKEYS + VT_N; k++) {
+		const char *s = k < ATTR_NKEYS ? attr_key_names[k] : value_type_names[k - ATTR_NKEYS];
+		uint32_t *index = k < ATTR_NKEYS ? &w->key_str[k] : &w->vt_str[k - ATTR_NKEYS];
+		if (profile_find_string(w->p, s, index) != 0) {
+			*index = w->p->strings.count + w->nextra;
+			w->extra[w->nextra++] = s;
+		}
+	}
+}
+
+static int prepare_mapping_attrs(struct writer *w)
+{
+	static const uint8_t zero_id[16];
+	const struct profile *p = w->p;
+	int err;
+	for (uint32_t i = 1; i < p->mappings.count; i++) {
+		const struct profile_mapping *m = &p->mappings.items[i];
+		if (memcmp(m->file_id, zero_id, 16) != 0) {
+			for (int b = 0; b < 16; b++)
+				snprintf(w->hex[i] + 2 * b, 3, "%02x", m->file_id[b]);
+			if ((err = add_attr(w, ATTR_HTLHASH, false, 0, w->hex[i], &w->mapping_attrs[i][0])) < 0)
+				return err;
+		}
+		if (m->build_id &&
+		    (err = add_attr(w, ATTR_GNU_BUILD_ID, false, 0, profile_string(p, m->build_id),
+				    &w->mapping_attrs[i][1])) < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int prepare_location_attrs(struct writer *w)
+{
+	const struct profile *p = w->p;
+	for (uint32_t i = 1; i < p->locations.count; i++) {
+		const char *type = frame_type_name(p->locations.items[i].frame_kind);
+		int err = type ? add_attr(w, ATTR_FRAME_TYPE, false, 0, type, &w->location_attr[i]) : 0;
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+static uint64_t hash_group(const struct profile_sample *s)
+{
+	return profile_hash_u64(profile_hash_u64(PROFILE_HASH_SEED, (uint32_t)s->pid), s->comm);
+}
+
+static bool group_eq(const void *table, uint32_t g, const void *key)
+{
+	const struct writer *w = table;
+	const struct profile_sample *a = &w->p->samples.items[w->group_rep[g]], *b = key;
+	return a->pid == b->pid && a->comm == b->comm;
+}
+
+/* Group samples by (pid, comm) with a counting sort that keeps their order within a group. */
+static int prepare_groups(struct writer *w, uint32_t *group_of)
+{
+	const struct profile *p = w->p;
+	int err;
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_sample *s = &p->samples.items[i];
+		uint64_t h = hash_group(s);
+		if (profile_hindex_find(&w->group_index, h, group_eq, w, s, &group_of[i]))
+			continue;
+		if ((err = profile_grow((void **)&w->group_rep, &w->groups_cap, (uint64_t)w->ngroups + 1,
+					sizeof(uint32_t))) < 0 ||
+		    (err = profile_hindex_insert(&w->group_index, h, w->ngroups)) < 0)
+			return err;
+		w->group_rep[w->ngroups] = i;
+		group_of[i] = w->ngroups++;
+	}
+	if (!(w->group_start = calloc((size_t)w->ngroups + 1, sizeof(uint32_t))))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->samples.count; i++)
+		w->group_start[group_of[i] + 1]++;
+	for (uint32_t g = 0; g < w->ngroups; g++)
+		w->group_start[g + 1] += w->group_start[g];
+	for (uint32_t i = 0; i < p->samples.count; i++)
+		w->order[w->group_start[group_of[i]]++] = i;
+	for (uint32_t g = w->ngroups; g > 0; g--)
+		w->group_start[g] = w->group_start[g - 1];
+	w->group_start[0] = 0;
+	return 0;
+}
+
+static int prepare_sample_attrs(struct writer *w)
+{
+	const struct profile *p = w->p;
+	int err;
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_sample *s = &p->samples.items[i];
+		if ((err = add_attr(w, ATTR_THREAD_ID, true, s->tid, NULL, &w->sample_attrs[i][0])) < 0)
+			return err;
+		if (s->thread_name && (err = add_attr(w, ATTR_THREAD_NAME, false, 0, profile_string(p, s->thread_name),
+						      &w->sample_attrs[i][1])) < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int writer_prepare(struct writer *w)
+{
+	const struct profile *p = w->p;
+	uint32_t nsamples = p->samples.count ? p->samples.count : 1;
+	uint32_t *group_of = calloc(nsamples, sizeof(uint32_t));
+	int err;
+	w->hex = calloc(p->mappings.count, sizeof(*w->hex));
+	w->mapping_attrs = calloc(p->mappings.count, sizeof(*w->mapping_attrs));
+	w->location_attr = calloc(p->locations.count, sizeof(*w->location_attr));
+	w->sample_attrs = calloc(nsamples, sizeof(*w->sample_attrs));
+	w->order = calloc(nsamples, sizeof(*w->order));
+	if (!group_of || !w->hex || !w->mapping_attrs || !w->location_attr || !w->sample_attrs || !w->order ||
+	    profile_grow((void **)&w->attrs, &w->attrs_cap, 1, sizeof(*w->attrs)) < 0) {
+		free(group_of);
+		return -ENOMEM;
+	}
+	w->nattrs = 1;
+	prepare_strings(w);
+	if ((err = prepare_mapping_attrs(w)) == 0 && (err = prepare_location_attrs(w)) == 0 &&
+	    (err = prepare_sample_attrs(w)) == 0)
+		err = prepare_groups(w, group_of);
+	free(group_of);
+	return err;
+}
+
+static void writer_free(struct writer *w)
+{
+	free(w->attrs);
+	profile_hindex_free(&w->attr_index);
+	free(w->hex);
+	free(w->mapping_attrs);
+	free(w->location_attr);
+	free(w->sample_attrs);
+	free(w->group_rep);
+	profile_hindex_free(&w->group_index);
+	free(w->group_start);
+	free(w->order);
+}
+
+/* --- packing: errors are caught once, by the output callback, so pack calls are not checked one by one --- */
+
+static void pack_str(msgpack_packer *pk, const char *s)
+{
+	s = s ? s : "";
+	msgpack_pack_str_with_body(pk, s, strlen(s));
+}
+
+static void pack_key_uint(msgpack_packer *pk, uint64_t key, uint64_t v)
+{
+	msgpack_pack_uint64(pk, key);
+	msgpack_pack_uint64(pk, v);
+}
+
+static void pack_skey_uint(msgpack_packer *pk, const char *key, uint64_t v)
+{
+	pack_str(pk, key);
+	msgpack_pack_uint64(pk, v);
+}
+
+static void pack_skey_str(msgpack_packer *pk, const char *key, const char *v)
+{
+	pack_str(pk, key);
+	pack_str(pk, v);
+}
+
+static void pack_header(struct writer *w)
+{
+	msgpack_packer *pk = &w->pk;
+	const struct profile_info *i = &w->p->info;
+	msgpack_pack_map(pk, 6);
+	pack_skey_str(pk, "format", PROFILE_FORMAT_NAME);
+	pack_str(pk, "version");
+	msgpack_pack_array(pk, 2);
+	msgpack_pack_uint64(pk, PROFILE_FORMAT_MAJOR);
+	msgpack_pack_uint64(pk, PROFILE_FORMAT_MINOR);
+	pack_skey_str(pk, "otel_proto", PROFILE_OTEL_PROTO);
+	pack_skey_str(pk, "producer", i->producer);
+	pack_str(pk, "host");
+	msgpack_pack_map(pk, 3);
+	pack_skey_str(pk, "hostname", i->hostname);
+	pack_skey_str(pk, "host.id", i->host_id);
+	pack_skey_str(pk, "kernel", i->kernel);
+	pack_str(pk, "stats");
+	msgpack_pack_map(pk, 11);
+	pack_skey_uint(pk, "samples", i->samples);
+	pack_skey_uint(pk, "lost", i->lost);
+	pack_skey_uint(pk, "unwound_complete", i->unwound_complete);
+	pack_skey_uint(pk, "truncated", i->truncated);
+	pack_skey_uint(pk, "unknown", i->unknown);
+	pack_skey_uint(pk, "frequency_hz", i->frequency_hz);
+	pack_skey_str(pk, "event", i->event);
+	pack_skey_str(pk, "unwinder", i->unwinder);
+	pack_skey_uint(pk, "start_unix_ns", i->start_unix_ns);
+	pack_skey_uint(pk, "duration_ns", i->duration_ns);
+	pack_skey_uint(pk, "period_ns", i->period_ns);
+}
+
+static void pack_attr_indices(msgpack_packer *pk, uint64_t key, const uint32_t *idx, int n)
+{
+	int count = 0;
+	for (int i = 0; i < n; i++)
+		count += idx[i] != 0;
+	if (!count)
+		return;
+	msgpack_pack_uint64(pk, key);
+	msgpack_pack_array(pk, count);
+	for (int i = 0; i < n; i++) {
+		if (idx[i])
+			msgpack_pack_uint64(pk, idx[i]);
+	}
+}
+
+static void pack_mappings(struct writer *w)
+{
+	const struct profile *p = w->p;
+	msgpack_packer *pk = &w->pk;
+	msgpack_pack_array(pk, p->mappings.count);
+	msgpack_pack_map(pk, 0);
+	for (uint32_t i = 1; i < p->mappings.count; i++) {
+		const struct profile_mapping *m = &p->mappings.items[i];
+		const uint32_t *a = w->mapping_attrs[i];
+		msgpack_pack_map(pk, (m->memory_start != 0) + (m->memory_limit != 0) + (m->file_offset != 0) +
+					     (m->filename != 0) + (a[0] || a[1]));
+		if (m->memory_start)
+			pack_key_uint(pk, 1, m->memory_start);
+		if (m->memory_limit)
+			pack_key_uint(pk, 2, m->memory_limit);
+		if (m->file_offset)
+			pack_key_uint(pk, 3, m->file_offset);
+		if (m->filename)
+			pack_key_uint(pk, 4, m->filename);
+		pack_attr_indices(pk, 5, a, 2);
+	}
+}
+
+static void pack_lines(msgpack_packer *pk, const struct profile_location *l)
+{
+	msgpack_pack_uint64(pk, 3);
+	msgpack_pack_array(pk, l->nlines);
+	for (uint32_t j = 0; j < l->nlines; j++) {
+		const struct profile_line *line = &l->lines[j];
+		msgpack_pack_map(pk, (line->function != 0) + (line->line != 0));
+		if (line->function)
+			pack_key_uint(pk, 1, line->function);
+		if (line->line) {
+			msgpack_pack_uint64(pk, 2);
+			msgpack_pack_int64(pk, line->line);
+		}
+	}
+}
+
+static void pack_locations(struct writer *w)
+{
+	const struct profile *p = w->p;
+	msgpack_packer *pk = &w->pk;
+	msgpack_pack_array(pk, p->locations.count);
+	msgpack_pack_map(pk, 0);
+	for (uint32_t i = 1; i < p->locations.count; i++) {
+		const struct profile_location *l = &p->locations.items[i];
+		msgpack_pack_map(pk, (l->mapping != 0) + (l->address != 0) + (l->nlines != 0) +
+					     (w->location_attr[i] != 0) + (l->frame_kind != 0));
+		if (l->mapping)
+			pack_key_uint(pk, 1, l->mapping);
+		if (l->address)
+			pack_key_uint(pk, 2, l->address);
+		if (l->nlines)
+			pack_lines(pk, l);
+		pack_attr_indices(pk, 4, &w->location_attr[i], 1);
+		if (l->frame_kind)
+			pack_key_uint(pk, PROFILE_EXT_FRAME_KIND, l->frame_kind);
+	}
+}
+
+static void pack_functions(struct writer *w)
+{
+	const struct profile *p = w->p;
+	msgpack_packer *pk = &w->pk;
+	msgpack_pack_array(pk, p->functions.count);
+	msgpack_pack_map(pk, 0);
+	for (uint32_t i = 1; i < p->functions.count; i++) {
+		const struct profile_function *f = &p->functions.items[i];
+		msgpack_pack_map(pk, (f->name != 0) + (f->filename != 0));
+		if (f->name)
+			pack_key_uint(pk, 1, f->name);
+		if (f->filename)
+			pack_key_uint(pk, 3, f->filename);
+	}
+}
+
+static void pack_links(struct writer *w)
+{
+	const struct profile *p = w->p;
+	msgpack_packer *pk = &w->pk;
+	msgpack_pack_array(pk, p->links.count);
+	for (uint32_t i = 0; i < p->links.count; i++) {
+		const struct profile_link *l = &p->links.items[i];
+		msgpack_pack_map(pk, 2);
+		msgpack_pack_uint64(pk, 1);
+		msgpack_pack_bin_with_body(pk, l->trace_id, sizeof(l->trace_id));
+		msgpack_pack_uint64(pk, 2);
+		msgpack_pack_bin_with_body(pk, l->span_id, sizeof(l->span_id));
+	}
+}
+
+static void pack_strings(struct writer *w)
+{
+	const struct profile *p = w->p;
+	msgpack_pack_array(&w->pk, (size_t)p->strings.count + w->nextra);
+	for (uint32_t i = 0; i < p->strings.count; i++)
+		pack_str(&w->pk, i ? profile_string(p, i) : "");
+	for (uint32_t i = 0; i < w->nextra; i++)
+		pack_str(&w->pk, w->extra[i]);
+}
+
+/* Attribute values are native msgpack values (OTel AnyValue), keys are string indices. */
+static void pack_attributes(struct writer *w)
+{
+	msgpack_packer *pk = &w->pk;
+	msgpack_pack_array(pk, w->nattrs);
+	msgpack_pack_map(pk, 0);
+	for (uint32_t i = 1; i < w->nattrs; i++) {
+		const struct wattr *a = &w->attrs[i];
+		msgpack_pack_map(pk, 2);
+		pack_key_uint(pk, 1, w->key_str[a->key]);
+		msgpack_pack_uint64(pk, 2);
+		if (a->is_int)
+			msgpack_pack_int64(pk, a->ival);
+		else
+			pack_str(pk, a->sval);
+	}
+}
+
+static void pack_stacks(struct writer *w)
+{
+	static const uint8_t zero_id[16];
+	const struct profile *p = w->p;
+	msgpack_packer *pk = &w->pk;
+	msgpack_pack_array(pk, p->stacks.count);
+	for (uint32_t i = 0; i < p->stacks.count; i++) {
+		const struct profile_stack *s = &p->stacks.items[i];
+		bool has_id = memcmp(s->trace_id, zero_id, 16) != 0;
+		msgpack_pack_map(pk, (s->nlocations != 0) + has_id);
+		if (s->nlocations) {
+			msgpack_pack_uint64(pk, 1);
+			msgpack_pack_array(pk, s->nlocations);
+			for (uint32_t j = 0; j < s->nlocations; j++)
+				msgpack_pack_uint64(pk, s->locations[j]);
+		}
+		if (has_id) {
+			msgpack_pack_uint64(pk, PROFILE_EXT_TRACE_ID);
+			msgpack_pack_bin_with_body(pk, s->trace_id, 16);
+		}
+	}
+}
+
+static void pack_dictionary(struct writer *w)
+{
+	msgpack_pack_map(&w->pk, 7);
+	msgpack_pack_uint64(&w->pk, DICT_MAPPINGS);
+	pack_mappings(w);
+	msgpack_pack_uint64(&w->pk, DICT_LOCATIONS);
+	pack_locations(w);
+	msgpack_pack_uint64(&w->pk, DICT_FUNCTIONS);
+	pack_functions(w);
+	msgpack_pack_uint64(&w->pk, DICT_LINKS);
+	pack_links(w);
+	msgpack_pack_uint64(&w->pk, DICT_STRINGS);
+	pack_strings(w);
+	msgpack_pack_uint64(&w->pk, DICT_ATTRIBUTES);
+	pack_attributes(w);
+	msgpack_pack_uint64(&w->pk, DICT_STACKS);
+	pack_stacks(w);
+}
+
+static void pack_sample(struct writer *w, uint32_t i)
+{
+	const struct profile_sample *s = &w->p->samples.items[i];
+	msgpack_packer *pk = &w->pk;
+	msgpack_pack_map(pk, 4 + (s->link != 0));
+	pack_key_uint(pk, 1, s->stack);
+	pack_attr_indices(pk, 2, w->sample_attrs[i], 2);
+	if (s->link)
+		pack_key_uint(pk, 3, s->link);
+	msgpack_pack_uint64(pk, 4);
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_uint64(pk, s->count);
+	pack_key_uint(pk, PROFILE_EXT_CPU_NS, s->cpu_ns);
+}
+
+static void pack_value_type(struct writer *w, uint64_t key, int type, int unit)
+{
+	msgpack_pack_uint64(&w->pk, key);
+	msgpack_pack_map(&w->pk, 2);
+	pack_key_uint(&w->pk, 1, w->vt_str[type]);
+	pack_key_uint(&w->pk, 2, w->vt_str[unit]);
+}
+
+/* One Profile holding the samples of group g. */
+static void pack_profile(struct writer *w, uint32_t g)
+{
+	const struct profile_info *info = &w->p->info;
+	msgpack_packer *pk = &w->pk;
+	msgpack_pack_map(pk, 6);
+	pack_value_type(w, 1, VT_SAMPLES, VT_COUNT);
+	msgpack_pack_uint64(pk, 2);
+	msgpack_pack_array(pk, w->group_start[g + 1] - w->group_start[g]);
+	for (uint32_t k = w->group_start[g]; k < w->group_start[g + 1]; k++)
+		pack_sample(w, w->order[k]);
+	pack_key_uint(pk, 3, info->start_unix_ns);
+	pack_key_uint(pk, 4, info->duration_ns);
+	pack_value_type(w, 5, VT_CPU, VT_NANOSECONDS);
+	pack_key_uint(pk, 6, info->period_ns);
+}
+
+static void pack_resource_profiles(struct writer *w)
+{
+	msgpack_packer *pk = &w->pk;
+	msgpack_pack_array(pk, w->ngroups);
+	for (uint32_t g = 0; g < w->ngroups; g++) {
+		const struct profile_sample *rep = &w->p->samples.items[w->group_rep[g]];
+		msgpack_pack_map(pk, 2);
+		msgpack_pack_uint64(pk, 1);	/* Resource */
+		msgpack_pack_map(pk, 1);
+		msgpack_pack_uint64(pk, 1);	/* attributes, as a map */
+		msgpack_pack_map(pk, 2);
+		pack_str(pk, RESOURCE_PID);
+		msgpack_pack_int64(pk, rep->pid);
+		pack_skey_str(pk, RESOURCE_COMM, profile_string(w->p, rep->comm));
+		msgpack_pack_uint64(pk, 2);	/* scope_profiles */
+		msgpack_pack_array(pk, 1);
+		msgpack_pack_map(pk, 2);
+		msgpack_pack_uint64(pk, 1);	/* InstrumentationScope {1: name} */
+		msgpack_pack_map(pk, 1);
+		msgpack_pack_uint64(pk, 1);
+		pack_str(pk, PROFILE_FORMAT_NAME);
+		msgpack_pack_uint64(pk, 2);	/* profiles */
+		msgpack_pack_array(pk, 1);
+		pack_profile(w, g);
+	}
+}
+
+static int write_cb(void *data, const char *buf, size_t len)
+{
+	struct writer *w = data;
+	if (w->err)
+		return -1;
+	errno = 0;
+	if (len && fwrite(buf, 1, len, w->f) != len) {
+		w->err = errno ? -errno : -EIO;
+		return -1;
+	}
+	return 0;
+}
+
+static void pack_file(struct writer *w)
+{
+	msgpack_packer_init(&w->pk, w, write_cb);
+	msgpack_pack_map(&w->pk, 3);
+	msgpack_pack_uint64(&w->pk, KEY_HEADER);
+	pack_header(w);
+	msgpack_pack_uint64(&w->pk, KEY_RESOURCE_PROFILES);
+	pack_resource_profiles(w);
+	msgpack_pack_uint64(&w->pk, KEY_DICTIONARY);
+	pack_dictionary(w);
+}
+
+/* Pack into fd, flush and fsync it; closes fd. */
+static int write_fd(struct writer *w, int fd)
+{
+	if (!(w->f = fdopen(fd, "w"))) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	setvbuf(w->f, NULL, _IOFBF, 1 << 16);
+	pack_file(w);
+	if (!w->err && fflush(w->f) != 0)
+		w->err = -errno;
+	if (!w->err && fsync(fd) < 0)
+		w->err = -errno;
+	if (fclose(w->f) != 0 && !w->err)
+		w->err = -errno;
+	w->f = NULL;
+	return w->err;
+}
+
+/*
+ * Create "<path>.tmp.XXXXXX" exclusively. Not mkstemp(): that forces mode 0600, and a profile should get the
+ * mode the user's umask gives any new file.
+ */
+static int open_temp(const char *path, char **tmp_out)
+{
+	static const char chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	size_t n = strlen(path);
+	char *tmp = malloc(n + sizeof(".tmp.XXXXXX"));
+	if (!tmp)
+		return -ENOMEM;
+	for (int attempt = 0; attempt < 100; attempt++) {
+		uint8_t rnd[6];
+		if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			uint64_t x = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid() ^ attempt;
+			memcpy(rnd, &x, sizeof(rnd));
+		}
+		memcpy(tmp, path, n);
+		memcpy(tmp + n, ".tmp.", 5);
+		for (int i = 0; i < 6; i++)
+			tmp[n + 5 + i] = chars[rnd[i] % (sizeof(chars) - 1)];
+		tmp[n + 11] = '\0';
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		if (fd >= 0) {
+			*tmp_out = tmp;
+			return fd;
+		}
+		if (errno != EEXIST)
+			break;
+	}
+	int err = errno == EEXIST ? -EEXIST : -errno;
+	free(tmp);
+	return err;
+}
+
+/*
+ * Best effort: make the rename durable. The file is complete and in place whatever happens here, and some file
+ * systems refuse fsync on directories, so errors are ignored.
+ */
+static void sync_parent(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+	if (!dir)
+		return;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
+	}
+	free(dir);
+}
+
+int profile_write_file(const struct profile *p, const char *path)
+{
+	struct writer w = { .p = p };
+	char *tmp = NULL;
+	int err = writer_prepare(&w);
+	if (err == 0) {
+		int fd = open_temp(path, &tmp);
+		err = fd < 0 ? fd : write_fd(&w, fd);
+	}
+	if (err == 0 && rename(tmp, path) < 0)
+		err = -errno;
+	if (err == 0)
+		sync_parent(path);
+	else if (tmp)
+		unlink(tmp);
+	free(tmp);
+	writer_free(&w);
+	return err;
+}
+
+/* ============================================ reading ====================================================== */
+
+/* A decoded attribute-table entry, reduced to what hostprof uses. */
+struct rattr {
+	uint8_t key;		/* enum attr_key; ATTR_NKEYS for keys hostprof ignores */
+	uint8_t frame_kind;	/* profile.frame.type */
+	bool has_file_id;
+	uint8_t file_id[16];	/* htlhash */
+	bool has_int;
+	int64_t ival;		/* thread.id */
+	uint32_t str;		/* scratch-profile string index of a string value */
+};
+
+struct reader {
+	const char *path;
+	char *errbuf;
+	size_t errlen;
+	struct profile *out;	/* the merged result */
+	struct profile *tmp;	/* the top-level map being decoded, with the file's indices */
+	uint32_t nstrings;	/* the file's string table; values appended after it are not referenceable */
+	struct profile_hindex str_index;	/* tmp's strings, so values reuse the file's copy */
+	struct rattr *attrs;
+	uint32_t nattrs;
+	uint32_t nsamples_seen;	/* for messages: samples are numbered across resource profiles */
+};
+
+__attribute__((format(printf, 3, 4))) static int fail(struct reader *r, int err, const char *fmt, ...)
+{
+	if (r->errlen) {
+		int n = snprintf(r->errbuf, r->errlen, "%s: ", r->path);
+		if (n >= 0 && (size_t)n < r->errlen) {
+			va_list ap;
+			va_start(ap, fmt);
+			vsnprintf(r->errbuf + n, r->errlen - n, fmt, ap);
+			va_end(ap);
+		}
+	}
+	return err;
+}
+
+/* --- size check before decoding ----------------------------------------------------------------------------- */
+
+enum scan_result { SCAN_OK, SCAN_TRUNCATED, SCAN_INVALID };
+
+static bool read_be(const uint8_t *buf, size_t len, size_t *pos, int n, uint64_t *v)
+{
+	if (len - *pos < (size_t)n)
+		return false;
+	*v = 0;
+	for (int i = 0; i < n; i++)
+		*v = *v << 8 | buf[(*pos)++];
+	return true;
+}
+
+/* For one header byte: bytes of length prefix (str/bin/ext), of fixed payload, of element count. */
+static enum scan_result classify(uint8_t b, int *len_bytes, int *fixed, int *count_bytes, int *count_mult)
+{
+	static const int8_t fixed_after_c0[32] = {
+		[0x0a] = 4, [0x0b] = 8, [0x0c] = 1, [0x0d] = 2, [0x0e] = 4, [0x0f] = 8,		/* float, uint */
+		[0x10] = 1, [0x11] = 2, [0x12] = 4, [0x13] = 8,					/* int */
+		[0x14] = 2, [0x15] = 3, [0x16] = 5, [0x17] = 9, [0x18] = 17,			/* fixext */
+	};
+	*len_bytes = *fixed = *count_bytes = 0;
+	*count_mult = 1;
+	switch (b) {
+	case 0xc1:
+		return SCAN_INVALID;
+	case 0xc4: case 0xd9: *len_bytes = 1; break;
+	case 0xc5: case 0xda: *len_bytes = 2; break;
+	case 0xc6: case 0xdb: *len_bytes = 4; break;
+	case 0xc7: *len_bytes = 1; *fixed = 1; break;	/* ext: length, then a type byte */
+	case 0xc8: *len_bytes = 2; *fixed = 1; break;
+	case 0xc9: *len_bytes = 4; *fixed = 1; break;
+	case 0xdc: *count_bytes = 2; break;
+	case 0xdd: *count_bytes = 4; break;
+	case 0xde: *count_bytes = 2; *count_mult = 2; break;
+	case 0xdf: *count_bytes = 4; *count_mult = 2; break;
+	default:
+		if (b >= 0xc0 && b <= 0xdf)
+			*fixed = fixed_after_c0[b - 0xc0];
+	}
+	return SCAN_OK;
+}
+
+/*
+ * Walk the msgpack object at buf[*pos] without decoding it: check that it is complete and that no array or map
+ * declares more elements than bytes remain (each element takes at least one). msgpack-c allocates a container's
+ * elements as soon as it reads the count, so without this a 5-byte file could make it allocate gigabytes; with
+ * it, decoding allocates at most a small multiple of the file size.
+ */
+static enum scan_result scan_object(const uint8_t *buf, size_t len, size_t *pos)
+{
+	uint64_t pending = 1, v;
+	size_t p = *pos;
+	while (pending) {
+		int len_bytes, fixed, count_bytes, mult;
+		uint64_t skip = 0, add = 0;
+		if (p >= len)
+			return SCAN_TRUNCATED;
+		uint8_t b = buf[p++];
+		pending--;
+		if (b >= 0x80 && b <= 0x8f) {
+			add = 2u * (b & 0x0f);
+		} else if (b >= 0x90 && b <= 0x9f) {
+			add = b & 0x0f;
+		} else if (b >= 0xa0 && b <= 0xbf) {
+			skip = b & 0x1f;
+		} else if (b >= 0xc0 && b <= 0xdf) {
+			if (classify(b, &len_bytes, &fixed, &count_bytes, &mult) != SCAN_OK)
+				return SCAN_INVALID;
+			skip = (uint64_t)fixed;
+			if (len_bytes && !read_be(buf, len, &p, len_bytes, &v))
+				return SCAN_TRUNCATED;
+			skip += len_bytes ? v : 0;
+			if (count_bytes && !read_be(buf, len, &p, count_bytes, &v))
+				return SCAN_TRUNCATED;
+			add = count_bytes ? v * (uint64_t)mult : 0;
+		}
+		if (skip > len - p)
+			return SCAN_TRUNCATED;
+		p += skip;
+		pending += add;
+		if (pending > len - p)
+			return SCAN_TRUNCATED;
+	}
+	*pos = p;
+	return SCAN_OK;
+}
+
+/* A profile written by hostprof starts with a map whose first key is 0 (the header). */
+static bool looks_like_profile(const uint8_t *buf, size_t len)
+{
+	size_t key = buf[0] >= 0x80 && buf[0] <= 0x8f ? 1 : buf[0] == 0xde ? 3 : buf[0] == 0xdf ? 5 : 0;
+	return key && (len <= key || buf[key] == 0x00);
+}
+
+/* --- typed access to decoded objects ------------------------------------------------------------------------ */
+
+/* fields[k] = the value of integer key keys[k] in map (NULL when absent). Other keys are ignored. */
+static void map_fields(const msgpack_object *map, const uint8_t *keys, int nkeys, const msgpack_object **fields)
+{
+	for (int k = 0; k < nkeys; k++)
+		fields[k] = NULL;
+	for (uint32_t i = 0; i < map->via.map.size; i++) {
+		const msgpack_object_kv *kv = &map->via.map.ptr[i];
+		if (kv->key.type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+			continue;
+		for (int k = 0; k < nkeys; k++) {
+			if (kv->key.via.u64 == keys[k])
+				fields[k] = &kv->val;
+		}
+	}
+}
+
+static const msgpack_object *map_get_str(const msgpack_object *map, const char *key)
+{
+	size_t n = strlen(key);
+	for (uint32_t i = 0; i < map->via.map.size; i++) {
+		const msgpack_object_kv *kv = &map->via.map.ptr[i];
+		if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == n &&
+		    memcmp(kv->key.via.str.ptr, key, n) == 0)
+			return &kv->val;
+	}
+	return NULL;
+}
+
+static bool str_is(const msgpack_object *o, const char *s)
+{
+	return o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(s) &&
+	       memcmp(o->via.str.ptr, s, o->via.str.size) == 0;
+}
+
+#define NO_INDEX UINT32_MAX	/* for places that are not table elements: "dictionary", not "dictionary 0" */
+
+/* "stack 12", or "dictionary" for a NO_INDEX place. */
+static const char *place(char *buf, size_t len, const char *what, uint32_t i)
+{
+	if (i == NO_INDEX)
+		return what;
+	snprintf(buf, len, "%s %u", what, i);
+	return buf;
+}
+
+static int expect_map(struct reader *r, const msgpack_object *o, const char *what, uint32_t i)
+{
+	char at[64];
+	if (o->type != MSGPACK_OBJECT_MAP)
+		return fail(r, -EBADMSG, "corrupt: %s is not a map", place(at, sizeof(at), what, i));
+	return 0;
+}
+
+static int get_uint(struct reader *r, const msgpack_object *o, const char *what, uint32_t i, unsigned key,
+		    uint64_t *v)
+{
+	char at[64];
+	*v = 0;
+	if (!o)
+		return 0;
+	if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+		return fail(r, -EBADMSG, "corrupt: %s: field %u is not an unsigned integer",
+			    place(at, sizeof(at), what, i), key);
+	*v = o->via.u64;
+	return 0;
+}
+
+static int get_int(struct reader *r, const msgpack_object *o, const char *what, uint32_t i, unsigned key,
+		   int64_t *v)
+{
+	char at[64];
+	*v = 0;
+	if (!o)
+		return 0;
+	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+		*v = o->via.i64;
+	else if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
+		*v = (int64_t)o->via.u64;
+	else
+		return fail(r, -EBADMSG, "corrupt: %s: field %u is not an integer", place(at, sizeof(at), what, i),
+			    key);
+	return 0;
+}
+
+/* An index into a table of count elements. */
+static int get_ref(struct reader *r, const msgpack_object *o, const char *what, uint32_t i, unsigned key,
+		   const char *target, uint32_t count, uint32_t *ref)
+{
+	char at[64];
+	uint64_t v;
+	int err = get_uint(r, o, what, i, key, &v);
+	if (err < 0)
+		return err;
+	if (v >= count)
+		return fail(r, -EBADMSG, "corrupt: %s references %s %" PRIu64 " of %u",
+			    place(at, sizeof(at), what, i), target, v, count);
+	*ref = (uint32_t)v;
+	return 0;
+}
+
+/* An array field; absent means empty. */
+static int get_array(struct reader *r, const msgpack_object *o, const char *what, uint32_t i, unsigned key,
+		     const msgpack_object_array **a)
+{
+	char at[64];
+	static const msgpack_object_array empty;
+	*a = &empty;
+	if (!o)
+		return 0;
+	if (o->type != MSGPACK_OBJECT_ARRAY)
+		return fail(r, -EBADMSG, "corrupt: %s: field %u is not an array", place(at, sizeof(at), what, i),
+			    key);
+	*a = &o->via.array;
+	return 0;
+}
+
+static int get_bin(struct reader *r, const msgpack_object *o, const char *what, uint32_t i, unsigned key,
+		   uint8_t *out, uint32_t size)
+{
+	char at[64];
+	memset(out, 0, size);
+	if (!o)
+		return 0;
+	if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != size)
+		return fail(r, -EBADMSG, "corrupt: %s: field %u is not %u bytes of bin",
+			    place(at, sizeof(at), what, i), key, size);
+	memcpy(out, o->via.bin.ptr, size);
+	return 0;
+}
+
+/* Copy a msgpack string into a new C string (an embedded NUL ends it). */
+static char *dup_str(const msgpack_object *o)
+{
+	return strndup(o->via.str.ptr, o->via.str.size);
+}
+
+static bool tmp_string_eq(const void *table, uint32_t i, const void *key)
+{
+	return strcmp(profile_string(table, i), key) == 0;
+}
+
+static int index_tmp_string(struct reader *r, uint32_t i)
+{
+	uint64_t h = profile_hash_str(PROFILE_HASH_SEED, profile_string(r->tmp, i));
+	int err = profile_hindex_insert(&r->str_index, h, i);
+	return err < 0 ? fail(r, err, "%s", strerror(-err)) : 0;
+}
+
+/*
+ * The string-table index of an attribute or resource value (native msgpack strings in the file): the file's
+ * own entry when it has one, as hostprof's writer ensures, so a round trip keeps string indices; else a new one.
+ */
+static int tmp_add_string(struct reader *r, const msgpack_object *o, uint32_t *index)
+{
+	struct profile *t = r->tmp;
+	char *s;
+	int err;
+	*index = 0;
+	if (o->via.str.size == 0)
+		return 0;
+	if (!(s = dup_str(o)))
+		return fail(r, -ENOMEM, "%s", strerror(ENOMEM));
+	if (!*s || profile_hindex_find(&r->str_index, profile_hash_str(PROFILE_HASH_SEED, s), tmp_string_eq, t, s,
+				       index)) {
+		free(s);
+		return 0;
+	}
+	if ((err = PROFILE_TABLE_RESERVE(t->strings, (uint64_t)t->strings.count + 1)) < 0) {
+		free(s);
+		return fail(r, err, "%s", strerror(-err));
+	}
+	*index = t->strings.count;
+	t->strings.items[t->strings.count++] = s;
+	return index_tmp_string(r, *index);
+}
+
+/* --- header ------------------------------------------------------------------------------------------------- */
+
+static int header_string(struct reader *r, const msgpack_object *map, const char *key, char **field)
+{
+	const msgpack_object *o = map_get_str(map, key);
+	if (!o)
+		return 0;
+	if (o->type != MSGPACK_OBJECT_STR)
+		return fail(r, -EBADMSG, "corrupt: header field \"%s\" is not a string", key);
+	if (o->via.str.size == 0)
+		return 0;
+	free(*field);
+	if (!(*field = dup_str(o)))
+		return fail(r, -ENOMEM, "%s", strerror(ENOMEM));
+	return 0;
+}
+
+static int header_uint(struct reader *r, const msgpack_object *map, const char *key, uint64_t *v)
+{
+	const msgpack_object *o = map_get_str(map, key);
+	if (!o)
+		return 0;
+	if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+		return fail(r, -EBADMSG, "corrupt: header field \"%s\" is not an unsigned integer", key);
+	*v = o->via.u64;
+	return 0;
+}
+
+static int check_version(struct reader *r, const msgpack_object *h)
+{
+	const msgpack_object *v = map_get_str(h, "version");
+	uint64_t major = 0, minor = 0;
+	if (v && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+		major = v->via.u64;
+	} else if (v && v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size >= 1 &&
+		   v->via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+		major = v->via.array.ptr[0].via.u64;
+		if (v->via.array.size >= 2 && v->via.array.ptr[1].type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+			minor = v->via.array.ptr[1].via.u64;
+	} else {
+		return fail(r, -EBADMSG, "corrupt: the header has no valid \"version\"");
+	}
+	if (major != PROFILE_FORMAT_MAJOR)
+		return fail(r, -EPROTONOSUPPORT,
+			    "profile format version %" PRIu64 ".%" PRIu64 " is not supported (this hostprof reads "
+			    "version %d.x)", major, minor, PROFILE_FORMAT_MAJOR);
+	return 0;
+}
+
+static int read_header(struct reader *r, const msgpack_object *h)
+{
+	struct profile_info *i = &r->tmp->info;
+	const msgpack_object *format = h->type == MSGPACK_OBJECT_MAP ? map_get_str(h, "format") : NULL;
+	const msgpack_object *host, *stats;
+	int err;
+	if (!format || !str_is(format, PROFILE_FORMAT_NAME))
+		return fail(r, -EINVAL, "not a hostprof profile");
+	if ((err = check_version(r, h)) < 0 || (err = header_string(r, h, "producer", &i->producer)) < 0)
+		return err;
+	if ((host = map_get_str(h, "host")) && host->type == MSGPACK_OBJECT_MAP &&
+	    ((err = header_string(r, host, "hostname", &i->hostname)) < 0 ||
+	     (err = header_string(r, host, "host.id", &i->host_id)) < 0 ||
+	     (err = header_string(r, host, "kernel", &i->kernel)) < 0))
+		return err;
+	if (!(stats = map_get_str(h, "stats")) || stats->type != MSGPACK_OBJECT_MAP)
+		return 0;
+	if ((err = header_uint(r, stats, "samples", &i->samples)) < 0 ||
+	    (err = header_uint(r, stats, "lost", &i->lost)) < 0 ||
+	    (err = header_uint(r, stats, "unwound_complete", &i->unwound_complete)) < 0 ||
+	    (err = header_uint(r, stats, "truncated", &i->truncated)) < 0 ||
+	    (err = header_uint(r, stats, "unknown", &i->unknown)) < 0 ||
+	    (err = header_uint(r, stats, "frequency_hz", &i->frequency_hz)) < 0 ||
+	    (err = header_uint(r, stats, "start_unix_ns", &i->start_unix_ns)) < 0 ||
+	    (err = header_uint(r, stats, "duration_ns", &i->duration_ns)) < 0 ||
+	    (err = header_uint(r, stats, "period_ns", &i->period_ns)) < 0 ||
+	    (err = header_string(r, stats, "event", &i->event)) < 0 ||
+	    (err = header_string(r, stats, "unwinder", &i->unwinder)) < 0)
+		return err;
+	return 0;
+}
+
+/* --- dictionary --------------------------------------------------------------------------------------------- */
+
+/* Allocate a scratch table of max(n, 1) zeroed elements: element 0 is the zero value whatever the file holds. */
+static int alloc_table(struct reader *r, void **items, uint32_t *count, uint32_t *cap, uint32_t n, size_t size)
+{
+	uint32_t c = n ? n : 1;
+	if (!(*items = calloc(c, size)))
+		return fail(r, -ENOMEM, "%s", strerror(ENOMEM));
+	*count = *cap = c;
+	return 0;
+}
+
+#define ALLOC_TABLE(r, t, n) alloc_table((r), (void **)&(t).items, &(t).count, &(t).cap, (n), sizeof(*(t).items))
+
+static int read_strings(struct reader *r, const msgpack_object_array *a)
+{
+	int err = ALLOC_TABLE(r, r->tmp->strings, a->size);
+	r->nstrings = r->tmp->strings.count;
+	for (uint32_t i = 1; err == 0 && i < a->size; i++) {
+		if (a->ptr[i].type != MSGPACK_OBJECT_STR)
+			return fail(r, -EBADMSG, "corrupt: string %u is not a string", i);
+		if (!(r->tmp->strings.items[i] = dup_str(&a->ptr[i])))
+			return fail(r, -ENOMEM, "%s", strerror(ENOMEM));
+		if ((err = index_tmp_string(r, i)) < 0)
+			return err;
+	}
+	return err;
+}
+
+static bool parse_hex16(const msgpack_object *o, uint8_t *out)
+{
+	if (o->type != MSGPACK_OBJECT_STR || o->via.str.size != 32)
+		return false;
+	for (int i = 0; i < 32; i++) {
+		char c = o->via.str.ptr[i];
+		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+			c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+		if (v < 0)
+			return false;
+		out[i / 2] = (uint8_t)(i % 2 ? out[i / 2] | v : v << 4);
+	}
+	return true;
+}
+
+/* Values of the wrong type are ignored: attributes are descriptive, and other producers may differ. */
+static int decode_attr_value(struct reader *r, struct rattr *a, const msgpack_object *v)
+{
+	bool is_str = v->type == MSGPACK_OBJECT_STR;
+	switch (a->key) {
+	case ATTR_HTLHASH:
+		a->has_file_id = parse_hex16(v, a->file_id);
+		return 0;
+	case ATTR_GNU_BUILD_ID:
+	case ATTR_THREAD_NAME:
+		return is_str ? tmp_add_string(r, v, &a->str) : 0;
+	case ATTR_FRAME_TYPE:
+		for (size_t k = 0; is_str && k < sizeof(frame_types) / sizeof(frame_types[0]); k++) {
+			if (str_is(v, frame_types[k].name))
+				a->frame_kind = frame_types[k].kind;
+		}
+		return 0;
+	case ATTR_THREAD_ID:
+		if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER || v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+			a->has_int = true;
+			a->ival = v->via.i64;
+		}
+		return 0;
+	}
+	return 0;
+}
+
+static int read_attributes(struct reader *r, const msgpack_object_array *a)
+{
+	static const uint8_t keys[] = { 1, 2 };
+	r->nattrs = a->size ? a->size : 1;
+	if (!(r->attrs = calloc(r->nattrs, sizeof(*r->attrs))))
+		return fail(r, -ENOMEM, "%s", strerror(ENOMEM));
+	r->attrs[0].key = ATTR_NKEYS;
+	for (uint32_t i = 1; i < a->size; i++) {
+		const msgpack_object *f[2];
+		struct rattr *at = &r->attrs[i];
+		uint32_t key;
+		int err;
+		if ((err = expect_map(r, &a->ptr[i], "attribute", i)) < 0)
+			return err;
+		map_fields(&a->ptr[i], keys, 2, f);
+		if ((err = get_ref(r, f[0], "attribute", i, 1, "string", r->nstrings, &key)) < 0)
+			return err;
+		at->key = ATTR_NKEYS;
+		for (int k = 0; k < ATTR_NKEYS; k++) {
+			if (strcmp(profile_string(r->tmp, key), attr_key_names[k]) == 0)
+				at->key = (uint8_t)k;
+		}
+		if (f[1] && (err = decode_attr_value(r, at, f[1])) < 0)
+			return err;
+	}
+	return 0;
+}
+
+/* The attributes an element lists, each bound-checked. */
+static int get_attrs(struct reader *r, const msgpack_object *o, const char *what, uint32_t i, unsigned key,
+		     const struct rattr **out, uint32_t max, uint32_t *n)
+{
+	const msgpack_object_array *a;
+	int err = get_array(r, o, what, i, key, &a);
+	*n = 0;
+	for (uint32_t k = 0; err == 0 && k < a->size; k++) {
+		uint32_t idx = 0;
+		if ((err = get_ref(r, &a->ptr[k], what, i, key, "attribute", r->nattrs, &idx)) < 0)
+			return err;
+		if (*n < max)
+			out[(*n)++] = &r->attrs[idx];
+	}
+	return err;
+}
+
+#define MAX_ELEMENT_ATTRS 16	/* more than any element needs; extra ones are checked but not used */
+
+static int read_mapping(struct reader *r, const msgpack_object *o, uint32_t i, struct profile_mapping *m)
+{
+	static const uint8_t keys[] = { 1, 2, 3, 4, 5 };
+	const msgpack_object *f[5];
+	const struct rattr *at[MAX_ELEMENT_ATTRS];
+	uint32_t nat;
+	int err;
+	if ((err = expect_map(r, o, "mapping", i)) < 0)
+		return err;
+	map_fields(o, keys, 5, f);
+	if ((err = get_uint(r, f[0], "mapping", i, 1, &m->memory_start)) < 0 ||
+	    (err = get_uint(r, f[1], "mapping", i, 2, &m->memory_limit)) < 0 ||
+	    (err = get_uint(r, f[2], "mapping", i, 3, &m->file_offset)) < 0 ||
+	    (err = get_ref(r, f[3], "mapping", i, 4, "string", r->nstrings, &m->filename)) < 0 ||
+	    (err = get_attrs(r, f[4], "mapping", i, 5, at, MAX_ELEMENT_ATTRS, &nat)) < 0)
+		return err;
+	for (uint32_t k = 0; k < nat; k++) {
+		if (at[k]->key == ATTR_HTLHASH && at[k]->has_file_id)
+			memcpy(m->file_id, at[k]->file_id, 16);
+		else if (at[k]->key == ATTR_GNU_BUILD_ID)
+			m->build_id = at[k]->str;
+	}
+	return 0;
+}
+
+static int read_mappings(struct reader *r, const msgpack_object_array *a)
+{
+	int err = ALLOC_TABLE(r, r->tmp->mappings, a->size);
+	for (uint32_t i = 1; err == 0 && i < a->size; i++)
+		err = read_mapping(r, &a->ptr[i], i, &r->tmp->mappings.items[i]);
+	return err;
+}
+
+static int read_functions(struct reader *r, const msgpack_object_array *a)
+{
+	static const uint8_t keys[] = { 1, 3 };
+	uint32_t nstrings = r->nstrings;
+	int err = ALLOC_TABLE(r, r->tmp->functions, a->size);
+	for (uint32_t i = 1; err == 0 && i < a->size; i++) {
+		struct profile_function *fn = &r->tmp->functions.items[i];
+		const msgpack_object *f[2];
+		if ((err = expect_map(r, &a->ptr[i], "function", i)) < 0)
+			return err;
+		map_fields(&a->ptr[i], keys, 2, f);
+		if ((err = get_ref(r, f[0], "function", i, 1, "string", nstrings, &fn->name)) == 0)
+			err = get_ref(r, f[1], "function", i, 3, "string", nstrings, &fn->filename);
+	}
+	return err;
+}
+
+static int read_lines(struct reader *r, const msgpack_object *o, uint32_t i, struct profile_location *l)
+{
+	static const uint8_t keys[] = { 1, 2 };
+	const msgpack_object_array *a;
+	int err = get_array(r, o, "location", i, 3, &a);
+	if (err < 0 || a->size == 0)
+		return err;
+	if (!(l->lines = calloc(a->size, sizeof(*l->lines))))
+		return fail(r, -ENOMEM, "%s", strerror(ENOMEM));
+	l->nlines = a->size;
+	for (uint32_t k = 0; k < a->size; k++) {
+		const msgpack_object *f[2];
+		if (a->ptr[k].type != MSGPACK_OBJECT_MAP)
+			return fail(r, -EBADMSG, "corrupt: location %u: line %u is not a map", i, k);
+		map_fields(&a->ptr[k], keys, 2, f);
+		if ((err = get_ref(r, f[0], "location", i, 3, "function", r->tmp->functions.count,
+				   &l->lines[k].function)) < 0 ||
+		    (err = get_int(r, f[1], "location", i, 3, &l->lines[k].line)) < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int read_location(struct reader *r, const msgpack_object *o, uint32_t i, struct profile_location *l)
+{
+	static const uint8_t keys[] = { 1, 2, 3, 4, PROFILE_EXT_FRAME_KIND };
+	const msgpack_object *f[5];
+	const struct rattr *at[MAX_ELEMENT_ATTRS];
+	uint32_t nat;
+	uint64_t kind;
+	int err;
+	if ((err = expect_map(r, o, "location", i)) < 0)
+		return err;
+	map_fields(o, keys, 5, f);
+	if ((err = get_ref(r, f[0], "location", i, 1, "mapping", r->tmp->mappings.count, &l->mapping)) < 0 ||
+	    (err = get_uint(r, f[1], "location", i, 2, &l->address)) < 0 ||
+	    (err = read_lines(r, f[2], i, l)) < 0 ||
+	    (err = get_attrs(r, f[3], "location", i, 4, at, MAX_ELEMENT_ATTRS, &nat)) < 0 ||
+	    (err = get_uint(r, f[4], "location", i, PROFILE_EXT_FRAME_KIND, &kind)) < 0)
+		return err;
+	if (kind > UINT8_MAX)
+		return fail(r, -EBADMSG, "corrupt: location %u: frame kind %" PRIu64 " is out of range", i, kind);
+	for (uint32_t k = 0; k < nat && !f[4]; k++) {
+		if (at[k]->key == ATTR_FRAME_TYPE)
+			kind = at[k]->frame_kind;
+	}
+	l->frame_kind = (uint8_t)kind;
+	return 0;
+}
+
+static int read_locations(struct reader *r, const msgpack_object_array *a)
+{
+	int err = ALLOC_TABLE(r, r->tmp->locations, a->size);
+	for (uint32_t i = 1; err == 0 && i < a->size; i++)
+		err = read_location(r, &a->ptr[i], i, &r->tmp->locations.items[i]);
+	return err;
+}
+
+static int read_links(struct reader *r, const msgpack_object_array *a)
+{
+	static const uint8_t keys[] = { 1, 2 };
+	int err = ALLOC_TABLE(r, r->tmp->links, a->size);
+	for (uint32_t i = 1; err == 0 && i < a->size; i++) {
+		struct profile_link *l = &r->tmp->links.items[i];
+		const msgpack_object *f[2];
+		if ((err = expect_map(r, &a->ptr[i], "link", i)) < 0)
+			return err;
+		map_fields(&a->ptr[i], keys, 2, f);
+		if ((err = get_bin(r, f[0], "link", i, 1, l->trace_id, 16)) == 0)
+			err = get_bin(r, f[1], "link", i, 2, l->span_id, 8);
+	}
+	return err;
+}
+
+static int read_stack(struct reader *r, const msgpack_object *o, uint32_t i, struct profile_stack *s)
+{
+	static const uint8_t keys[] = { 1, PROFILE_EXT_TRACE_ID };
+	const msgpack_object *f[2];
+	const msgpack_object_array *a;
+	int err;
+	if ((err = expect_map(r, o, "stack", i)) < 0)
+		return err;
+	map_fields(o, keys, 2, f);
+	if ((err = get_bin(r, f[1], "stack", i, PROFILE_EXT_TRACE_ID, s->trace_id, 16)) < 0 ||
+	    (err = get_array(r, f[0], "stack", i, 1, &a)) < 0 || a->size == 0)
+		return err;
+	if (!(s->locations = calloc(a->size, sizeof(*s->locations))))
+		return fail(r, -ENOMEM, "%s", strerror(ENOMEM));
+	s->nlocations = a->size;
+	for (uint32_t k = 0; k < a->size; k++) {
+		if ((err = get_ref(r, &a->ptr[k], "stack", i, 1, "location", r->tmp->locations.count,
+				   &s->locations[k])) < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int read_stacks(struct reader *r, const msgpack_object_array *a)
+{
+	int err = ALLOC_TABLE(r, r->tmp->stacks, a->size);
+	for (uint32_t i = 1; err == 0 && i < a->size; i++)
+		err = read_stack(r, &a->ptr[i], i, &r->tmp->stacks.items[i]);
+	return err;
+}
+
+/* Tables are read in dependency order: strings, attributes, mappings, functions, locations, links, stacks. */
+static int read_dictionary(struct reader *r, const msgpack_object *d)
+{
+	static const uint8_t keys[] = { DICT_MAPPINGS, DICT_LOCATIONS, DICT_FUNCTIONS, DICT_LINKS,
+					DICT_STRINGS,  DICT_ATTRIBUTES, DICT_STACKS };
+	const msgpack_object *f[7] = { 0 };
+	const msgpack_object_array *t[7];
+	int err;
+	if (d && d->type != MSGPACK_OBJECT_MAP)
+		return fail(r, -EBADMSG, "corrupt: the dictionary is not a map");
+	if (d)
+		map_fields(d, keys, 7, f);
+	for (int k = 0; k < 7; k++) {
+		if ((err = get_array(r, f[k], "dictionary", NO_INDEX, keys[k], &t[k])) < 0)
+			return err;
+	}
+	if ((err = read_strings(r, t[4])) < 0 || (err = read_attributes(r, t[5])) < 0 ||
+	    (err = read_mappings(r, t[0])) < 0 || (err = read_functions(r, t[2])) < 0 ||
+	    (err = read_locations(r, t[1])) < 0 || (err = read_links(r, t[3])) < 0 || (err = read_stacks(r, t[6])) < 0)
+		return err;
+	return 0;
+}
+
+/* --- resource profiles -------------------------------------------------------------------------------------- */
+
+struct resource {
+	int32_t pid;
+	uint32_t comm;
+};
+
+static int read_sample(struct reader *r, const msgpack_object *o, const struct resource *res)
+{
+	static const uint8_t keys[] = { 1, 2, 3, 4, PROFILE_EXT_CPU_NS };
+	const msgpack_object *f[5];
+	const struct rattr *at[MAX_ELEMENT_ATTRS];
+	const msgpack_object_array *values;
+	struct profile_sample s = { .pid = res->pid, .comm = res->comm };
+	struct profile *t = r->tmp;
+	uint32_t i = r->nsamples_seen++, nat;
+	int err;
+	if ((err = expect_map(r, o, "sample", i)) < 0)
+		return err;
+	map_fields(o, keys, 5, f);
+	if ((err = get_ref(r, f[0], "sample", i, 1, "stack", t->stacks.count, &s.stack)) < 0 ||
+	    (err = get_attrs(r, f[1], "sample", i, 2, at, MAX_ELEMENT_ATTRS, &nat)) < 0 ||
+	    (err = get_ref(r, f[2], "sample", i, 3, "link", t->links.count, &s.link)) < 0 ||
+	    (err = get_array(r, f[3], "sample", i, 4, &values)) < 0 ||
+	    (values->size && (err = get_uint(r, &values->ptr[0], "sample", i, 4, &s.count)) < 0) ||
+	    (err = get_uint(r, f[4], "sample", i, PROFILE_EXT_CPU_NS, &s.cpu_ns)) < 0)
+		return err;
+	for (uint32_t k = 0; k < nat; k++) {
+		if (at[k]->key == ATTR_THREAD_ID && at[k]->has_int)
+			s.tid = (int32_t)at[k]->ival;
+		else if (at[k]->key == ATTR_THREAD_NAME)
+			s.thread_name = at[k]->str;
+	}
+	if ((err = PROFILE_TABLE_RESERVE(t->samples, (uint64_t)t->samples.count + 1)) < 0)
+		return fail(r, err, "%s", strerror(-err));
+	t->samples.items[t->samples.count++] = s;
+	return 0;
+}
+
+static int read_resource(struct reader *r, const msgpack_object *o, struct resource *res)
+{
+	static const uint8_t keys[] = { 1 };
+	const msgpack_object *attrs, *v;
+	*res = (struct resource){ 0 };
+	if (!o)
+		return 0;
+	if (o->type != MSGPACK_OBJECT_MAP)
+		return fail(r, -EBADMSG, "corrupt: a resource is not a map");
+	map_fields(o, keys, 1, &attrs);
+	if (!attrs || attrs->type != MSGPACK_OBJECT_MAP)
+		return 0;
+	if ((v = map_get_str(attrs, RESOURCE_PID))) {
+		if ((v->type != MSGPACK_OBJECT_POSITIVE_INTEGER && v->type != MSGPACK_OBJECT_NEGATIVE_INTEGER) ||
+		    v->via.i64 < INT32_MIN || v->via.i64 > INT32_MAX)
+			return fail(r, -EBADMSG, "corrupt: resource attribute " RESOURCE_PID " is not a pid");
+		res->pid = (int32_t)v->via.i64;
+	}
+	if ((v = map_get_str(attrs, RESOURCE_COMM)) && v->type == MSGPACK_OBJECT_STR)
+		return tmp_add_string(r, v, &res->comm);
+	return 0;
+}
+
+static int read_profile_samples(struct reader *r, const msgpack_object *profile, const struct resource *res)
+{
+	static const uint8_t keys[] = { 2 };
+	const msgpack_object *f;
+	const msgpack_object_array *samples;
+	int err;
+	if (profile->type != MSGPACK_OBJECT_MAP)
+		return fail(r, -EBADMSG, "corrupt: a profile is not a map");
+	map_fields(profile, keys, 1, &f);
+	if ((err = get_array(r, f, "profile", NO_INDEX, 2, &samples)) < 0)
+		return err;
+	for (uint32_t i = 0; i < samples->size; i++) {
+		if ((err = read_sample(r, &samples->ptr[i], res)) < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int read_scope_profiles(struct reader *r, const msgpack_object *sp, const struct resource *res)
+{
+	static const uint8_t keys[] = { 2 };
+	const msgpack_object *f;
+	const msgpack_object_array *profiles;
+	int err;
+	if (sp->type != MSGPACK_OBJECT_MAP)
+		return fail(r, -EBADMSG, "corrupt: a scope profile is not a map");
+	map_fields(sp, keys, 1, &f);
+	if ((err = get_array(r, f, "scope profile", NO_INDEX, 2, &profiles)) < 0)
+		return err;
+	for (uint32_t i = 0; i < profiles->size; i++) {
+		if ((err = read_profile_samples(r, &profiles->ptr[i], res)) < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int read_resource_profiles(struct reader *r, const msgpack_object *o)
+{
+	static const uint8_t keys[] = { 1, 2 };
+	const msgpack_object_array *rps, *scopes;
+	int err;
+	if ((err = get_array(r, o, "top-level map", NO_INDEX, KEY_RESOURCE_PROFILES, &rps)) < 0)
+		return err;
+	for (uint32_t i = 0; i < rps->size; i++) {
+		const msgpack_object *f[2];
+		struct resource res;
+		if ((err = expect_map(r, &rps->ptr[i], "resource profile", i)) < 0)
+			return err;
+		map_fields(&rps->ptr[i], keys, 2, f);
+		if ((err = read_resource(r, f[0], &res)) < 0 ||
+		    (err = get_array(r, f[1], "resource profile", i, 2, &scopes)) < 0)
+			return err;
+		for (uint32_t k = 0; k < scopes->size; k++) {
+			if ((err = read_scope_profiles(r, &scopes->ptr[k], &res)) < 0)
+				return err;
+		}
+	}
+	return 0;
+}
+
+/* --- top level ---------------------------------------------------------------------------------------------- */
+
+static int read_top_map(struct reader *r, const msgpack_object *root)
+{
+	static const uint8_t keys[] = { KEY_HEADER, KEY_RESOURCE_PROFILES, KEY_DICTIONARY };
+	const msgpack_object *f[3];
+	int err;
+	if (root->type != MSGPACK_OBJECT_MAP)
+		return fail(r, -EINVAL, "not a hostprof profile");
+	map_fields(root, keys, 3, f);
+	if (!f[0])
+		return fail(r, -EINVAL, "not a hostprof profile");
+	if ((err = read_header(r, f[0])) < 0 || (err = read_dictionary(r, f[2])) < 0 ||
+	    (err = read_resource_profiles(r, f[1])) < 0)
+		return err;
+	if ((err = profile_merge(r->out, r->tmp)) < 0)
+		return fail(r, err, "%s", strerror(-err));
+	return 0;
+}
+
+static int decode_object(struct reader *r, const uint8_t *data, size_t len)
+{
+	msgpack_unpacked u;
+	size_t off = 0;
+	int err;
+	msgpack_unpacked_init(&u);
+	switch (msgpack_unpack_next(&u, (const char *)data, len, &off)) {
+	case MSGPACK_UNPACK_SUCCESS:
+		if (!(r->tmp = calloc(1, sizeof(*r->tmp))))
+			err = fail(r, -ENOMEM, "%s", strerror(ENOMEM));
+		else
+			err = read_top_map(r, &u.data);
+		break;
+	case MSGPACK_UNPACK_NOMEM_ERROR:	/* also what msgpack-c says when nesting exceeds its stack */
+		err = fail(r, -EBADMSG, "corrupt: msgpack nested too deeply (or out of memory)");
+		break;
+	default:
+		err = fail(r, -EBADMSG, "corrupt: invalid msgpack");
+		break;
+	}
+	msgpack_unpacked_destroy(&u);
+	profile_free(r->tmp);
+	r->tmp = NULL;
+	free(r->attrs);
+	r->attrs = NULL;
+	r->nattrs = 0;
+	profile_hindex_free(&r->str_index);
+	return err;
+}
+
+/* Decode each top-level map in turn, merging it into r->out. */
+static int read_buffer(struct reader *r, const uint8_t *buf, size_t len)
+{
+	size_t pos = 0;
+	if (len == 0)
+		return fail(r, -EINVAL, "not a hostprof profile (empty file)");
+	while (pos < len) {
+		size_t start = pos;
+		enum scan_result s = scan_object(buf, len, &pos);
+		if (s != SCAN_OK && start == 0 && !looks_like_profile(buf, len))
+			return fail(r, -EINVAL, "not a hostprof profile");
+		if (s == SCAN_TRUNCATED)
+			return fail(r, -EBADMSG, "truncated: the profile ends before its data does (%zu bytes)", len);
+		if (s == SCAN_INVALID)
+			return fail(r, -EBADMSG, "corrupt: invalid msgpack after byte %zu", start);
+		int err = decode_object(r, buf + start, pos - start);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+/* Far above any real profile (1e5 stacks take about 10 MiB); stops `report /dev/zero` from eating memory. */
+#define PROFILE_READ_MAX ((size_t)1 << 30)
+
+static int read_all(int fd, uint8_t **out, size_t *len)
+{
+	struct stat st;
+	size_t cap = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : 65536;
+	if (cap > PROFILE_READ_MAX + 1)
+		return -EFBIG;
+	uint8_t *buf = malloc(cap);
+	*len = 0;
+	for (;;) {
+		if (!buf)
+			return -ENOMEM;
+		if (*len == cap) {
+			size_t ncap = cap * 2 > PROFILE_READ_MAX + 1 ? PROFILE_READ_MAX + 1 : cap * 2;
+			uint8_t *n = cap > PROFILE_READ_MAX ? NULL : realloc(buf, ncap);
+			if (!n) {
+				free(buf);
+				return cap > PROFILE_READ_MAX ? -EFBIG : -ENOMEM;
+			}
+			buf = n;
+			cap = ncap;
+		}
+		ssize_t got = read(fd, buf + *len, cap - *len);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			int err = -errno;
+			free(buf);
+			return err;
+		}
+		if (got == 0)
+			break;
+		*len += (size_t)got;
+	}
+	*out = buf;
+	return 0;
+}
+
+int profile_read_file(const char *path, struct profile **out, char *errbuf, size_t errlen)
+{
+	struct reader r = { .path = path, .errbuf = errbuf, .errlen = errlen };
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int err;
+	*out = NULL;
+	if (errlen)
+		errbuf[0] = '\0';
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		return fail(&r, err, "%s", strerror(-err));
+	}
+	err = read_all(fd, &buf, &len);
+	close(fd);
+	if (err < 0)
+		return fail(&r, err, "%s", strerror(-err));
+	if (!(r.out = profile_new())) {
+		free(buf);
+		return fail(&r, -ENOMEM, "%s", strerror(ENOMEM));
+	}
+	err = read_buffer(&r, buf, len);
+	free(buf);
+	if (err < 0) {
+		profile_free(r.out);
+		return err;
+	}
+	*out = r.out;
+	return 0;
+}

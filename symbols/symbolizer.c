@@ -1,0 +1,719 @@
+/*
+ * symbolizer.c — names, files and lines for ELF virtual addresses, through libdwfl (see symbolizer.h).
+ *
+ * The file is reported to libdwfl as one module placed at its link-time addresses (bias 0), so ELF virtual
+ * addresses are module addresses. libdwfl brings .symtab/.dynsym/.gnu_debugdata, separate debug files and
+ * DWARF; this file adds what a profiler reading hostile files needs on top of it:
+ *  - the main file is read with pread (ELF_C_READ), never mmap'd, and its headers are checked against its
+ *    size: a process truncating a library it mapped must not kill the profiler with SIGBUS;
+ *  - separate debug files: by build-id under /usr/lib/debug, or by .gnu_debuglink only as a plain file name,
+ *    only if no other user can write the file, and only if its build-id matches (libdwfl's standard search
+ *    follows "../" in the link name, opens FIFOs and, without a build-id or CRC, accepts any file);
+ *  - the scope walk for inline frames is iterative with a bounded depth (libdw's walkers recurse once per
+ *    DIE nesting level, which the file controls);
+ *  - a symbol is returned only for an address it covers.
+ */
+#include "symbols/symbolizer.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "symbols/demangle.h"
+
+#define DEBUG_ROOT "/usr/lib/debug"
+#define BUILD_ID_MAX 64		/* libdwfl's own limit; real ones are 20 bytes */
+#define SCOPE_DEPTH_MAX 64	/* DIE nesting levels searched below a CU */
+#define NAME_LEN_MAX 4096	/* longer names (hostile or absurd templates) are cut */
+#define CACHE_MAX (1u << 16)	/* addresses remembered; the cache is emptied when full */
+
+/* Interned strings: every string handed out is a copy owned here, alive until symbolizer_free(). */
+struct strtab {
+	char **slot;
+	size_t cap;		/* power of two, or 0 */
+	size_t used;
+};
+
+/*
+ * Lookups remembered per address: libdwfl scans the whole symbol table for each one, and a profile asks for
+ * the same return addresses again in every new trace that passes through them.
+ */
+struct cached_lookup {
+	uint64_t addr;
+	bool used;
+	int n;
+	struct symbol_frame *frames;	/* n frames, the full chain */
+};
+
+struct lookup_cache {
+	struct cached_lookup *slot;
+	size_t cap;		/* power of two, or 0 */
+	size_t used;
+};
+
+struct symbolizer {
+	Dwfl_Callbacks callbacks;	/* libdwfl keeps a pointer to it */
+	char debug_root[sizeof(DEBUG_ROOT)];
+	char *debuginfo_path;		/* what callbacks.debuginfo_path points to: debug_root */
+	Dwfl *dwfl;
+	Dwfl_Module *mod;
+	Elf *elf;			/* the main file, until libdwfl takes it over (find_main_elf) */
+	int fd;				/* its descriptor, likewise */
+	dev_t dev;			/* identity of the main file, which is never its own debug file */
+	ino_t ino;
+	GElf_Addr start, end;		/* the span of its PT_LOAD segments */
+	char *dir;			/* its directory, for .gnu_debuglink; NULL if unknown */
+	struct strtab strings;
+	struct lookup_cache cache;
+	struct demangler *demangler;
+};
+
+/* How sure we are that a symbol names the function at an address. */
+enum evidence { NO_SYMBOL, SIZELESS_SYMBOL, COVERING_SYMBOL };
+
+struct symbol {
+	const char *name;
+	enum evidence evidence;
+};
+
+/* ---- interned strings ---- */
+
+static uint64_t hash_bytes(const char *s, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static char **strtab_find(char **slot, size_t cap, const char *s, size_t len)
+{
+	size_t mask = cap - 1;
+	for (size_t i = hash_bytes(s, len) & mask;; i = (i + 1) & mask)
+		if (!slot[i] || (strncmp(slot[i], s, len) == 0 && slot[i][len] == '\0'))
+			return &slot[i];
+}
+
+static int strtab_grow(struct strtab *t)
+{
+	size_t cap = t->cap ? 2 * t->cap : 256;
+	char **slot = calloc(cap, sizeof(*slot));
+	if (!slot)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->cap; i++)
+		if (t->slot[i])
+			*strtab_find(slot, cap, t->slot[i], strlen(t->slot[i])) = t->slot[i];
+	free(t->slot);
+	t->slot = slot;
+	t->cap = cap;
+	return 0;
+}
+
+/* The interned copy of the first len bytes of s (cut to NAME_LEN_MAX); NULL for NULL or when out of memory. */
+static const char *intern_n(struct strtab *t, const char *s, size_t len)
+{
+	if (!s || (2 * (t->used + 1) > t->cap && strtab_grow(t) < 0))
+		return NULL;
+	len = strnlen(s, len < NAME_LEN_MAX ? len : NAME_LEN_MAX);
+	char **slot = strtab_find(t->slot, t->cap, s, len);
+	if (!*slot) {
+		if (!(*slot = strndup(s, len)))
+			return NULL;
+		t->used++;
+	}
+	return *slot;
+}
+
+static const char *intern(struct strtab *t, const char *s)
+{
+	return intern_n(t, s, NAME_LEN_MAX);
+}
+
+static void strtab_free(struct strtab *t)
+{
+	for (size_t i = 0; i < t->cap; i++)
+		free(t->slot[i]);
+	free(t->slot);
+}
+
+/* ---- remembered lookups ---- */
+
+static struct cached_lookup *cache_find(struct cached_lookup *slot, size_t cap, uint64_t addr)
+{
+	size_t mask = cap - 1;
+	for (size_t i = (addr * 0x9e3779b97f4a7c15ull) >> 20 & mask;; i = (i + 1) & mask)
+		if (!slot[i].used || slot[i].addr == addr)
+			return &slot[i];
+}
+
+static const struct cached_lookup *cache_get(const struct lookup_cache *c, uint64_t addr)
+{
+	const struct cached_lookup *e = c->cap ? cache_find(c->slot, c->cap, addr) : NULL;
+	return e && e->used ? e : NULL;
+}
+
+static void cache_clear(struct lookup_cache *c)
+{
+	for (size_t i = 0; i < c->cap; i++)
+		free(c->slot[i].frames);
+	if (c->cap)
+		memset(c->slot, 0, c->cap * sizeof(*c->slot));
+	c->used = 0;
+}
+
+static int cache_grow(struct lookup_cache *c)
+{
+	size_t cap = c->cap ? 2 * c->cap : 1024;
+	struct cached_lookup *slot = calloc(cap, sizeof(*slot));
+	if (!slot)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->cap; i++)
+		if (c->slot[i].used)
+			*cache_find(slot, cap, c->slot[i].addr) = c->slot[i];
+	free(c->slot);
+	c->slot = slot;
+	c->cap = cap;
+	return 0;
+}
+
+/* Remembers a lookup; when memory is short it is simply not remembered. */
+static void cache_put(struct lookup_cache *c, uint64_t addr, const struct symbol_frame *frames, int n)
+{
+	struct symbol_frame *copy = NULL;
+	if (c->used >= CACHE_MAX)
+		cache_clear(c);
+	if ((2 * (c->used + 1) > c->cap && cache_grow(c) < 0) || (n > 0 && !(copy = malloc(n * sizeof(*copy)))))
+		return;
+	if (n > 0)
+		memcpy(copy, frames, n * sizeof(*copy));
+	*cache_find(c->slot, c->cap, addr) = (struct cached_lookup){ addr, true, n, copy };
+	c->used++;
+}
+
+static void cache_free(struct lookup_cache *c)
+{
+	cache_clear(c);
+	free(c->slot);
+}
+
+/* A function name as shown to users: demangled if it can be, without a symbol version ("@GLIBC_2.2.5"). */
+static const char *display_name(struct symbolizer *s, const char *raw)
+{
+	char *demangled = demangle(s->demangler, raw);
+	const char *at = raw ? strchr(raw, '@') : NULL;
+	if (!demangled)
+		return intern_n(&s->strings, raw, at && at > raw ? (size_t)(at - raw) : NAME_LEN_MAX);
+	const char *name = intern(&s->strings, demangled);
+	free(demangled);
+	return name;
+}
+
+/* ---- opening and checking the main file ---- */
+
+static bool fits(uint64_t offset, uint64_t len, uint64_t size)
+{
+	return offset <= size && len <= size - offset;
+}
+
+/* The section headers, and every section with file contents, lie inside the file. */
+static int check_sections(Elf *elf, const GElf_Ehdr *eh, uint64_t size)
+{
+	size_t n;
+	if (elf_getshdrnum(elf, &n) != 0)
+		return -ENOEXEC;
+	/* libelf takes a section header table cut short by the end of the file for no sections at all. */
+	if (eh->e_shoff != 0 && (n == 0 || !fits(eh->e_shoff, (uint64_t)n * eh->e_shentsize, size)))
+		return -ENOEXEC;
+	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_NOBITS && !fits(sh.sh_offset, sh.sh_size, size)))
+			return -ENOEXEC;
+	}
+	return 0;
+}
+
+/* The address span of the PT_LOAD segments, which must lie inside the file. */
+static int load_span(Elf *elf, const GElf_Ehdr *eh, uint64_t size, GElf_Addr *start, GElf_Addr *end)
+{
+	size_t n;
+	bool first = true;
+	if (elf_getphdrnum(elf, &n) != 0 || !fits(eh->e_phoff, (uint64_t)n * eh->e_phentsize, size))
+		return -ENOEXEC;
+	*start = *end = 0;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, i, &ph))
+			return -ENOEXEC;
+		if (ph.p_type != PT_LOAD)
+			continue;
+		if (!fits(ph.p_offset, ph.p_filesz, size) || ph.p_vaddr + ph.p_memsz < ph.p_vaddr)
+			return -ENOEXEC;
+		if (first)	/* computed as libdwfl does, so that its bias comes out 0 */
+			*start = ph.p_vaddr & -ph.p_align;
+		first = false;
+		if (ph.p_vaddr + ph.p_memsz > *end)
+			*end = ph.p_vaddr + ph.p_memsz;
+	}
+	return *end > *start ? 0 : -ENOEXEC;
+}
+
+static int check_elf(struct symbolizer *s, uint64_t size)
+{
+	GElf_Ehdr eh;
+	if (elf_kind(s->elf) != ELF_K_ELF || !gelf_getehdr(s->elf, &eh))
+		return -ENOEXEC;
+	if (eh.e_type != ET_EXEC && eh.e_type != ET_DYN)
+		return -ENOEXEC;	/* relocatable objects and cores are never mapped code */
+	int err = check_sections(s->elf, &eh, size);
+	return err < 0 ? err : load_span(s->elf, &eh, size, &s->start, &s->end);
+}
+
+static int open_main(struct symbolizer *s, const char *path, int fd)
+{
+	struct stat st;
+	if (fd < 0 && !path)
+		return -EINVAL;
+	/* O_NONBLOCK: a FIFO by that name must fail the S_ISREG check below, not block us. */
+	s->fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (s->fd < 0 || fstat(s->fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -ENOEXEC;
+	s->dev = st.st_dev;
+	s->ino = st.st_ino;
+	elf_version(EV_CURRENT);
+	s->elf = elf_begin(s->fd, ELF_C_READ, NULL);
+	return s->elf ? check_elf(s, (uint64_t)st.st_size) : -ENOEXEC;
+}
+
+/* The directory of path with symlinks resolved, where .gnu_debuglink files may sit; NULL if unknown. */
+static char *main_dir(const char *path)
+{
+	char *real = path ? realpath(path, NULL) : NULL;
+	char *slash = real ? strrchr(real, '/') : NULL;
+	if (!slash) {
+		free(real);
+		return NULL;
+	}
+	*slash = '\0';
+	return real;
+}
+
+/* ---- libdwfl callbacks ---- */
+
+/* Hands libdwfl the main file opened by open_main(): libdwfl would mmap it if it opened it itself. */
+static int find_main_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base, char **file_name,
+			 Elf **elfp)
+{
+	(void)mod, (void)name, (void)base, (void)file_name;
+	struct symbolizer *s = *userdata;
+	if (!s) {
+		*elfp = NULL;
+		return -1;
+	}
+	int fd = s->fd;
+	*elfp = s->elf;
+	s->elf = NULL;
+	s->fd = -1;
+	return fd;
+}
+
+/* A debug link is used only as a plain file name, never as a path. */
+static bool plain_file_name(const char *name)
+{
+	size_t len = strnlen(name, NAME_MAX + 1);
+	return len > 0 && len <= NAME_MAX && !strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+/* libdwfl mmaps debug files: take only files no other user can write, so none can truncate them under us. */
+static bool trusted_debug_file(const struct symbolizer *s, const struct stat *st)
+{
+	return S_ISREG(st->st_mode) && !(st->st_dev == s->dev && st->st_ino == s->ino) &&
+	       (st->st_uid == 0 || st->st_uid == geteuid()) && !(st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
+static bool has_build_id(int fd, const unsigned char *id, int id_len)
+{
+	const void *got;
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	bool same = elf && dwelf_elf_gnu_build_id(elf, &got) == id_len && memcmp(got, id, (size_t)id_len) == 0;
+	elf_end(elf);
+	return same;
+}
+
+static int open_debug_candidate(const struct symbolizer *s, const char *path, const unsigned char *id, int id_len)
+{
+	struct stat st;
+	/* O_NOFOLLOW and O_NONBLOCK: a symlink or FIFO planted under the link's name leads nowhere. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) == 0 && trusted_debug_file(s, &st) && has_build_id(fd, id, id_len))
+		return fd;
+	close(fd);
+	return -1;
+}
+
+/* Where gdb and libdwfl look: next to the file, in its .debug/, and under /usr/lib/debug/<its directory>. */
+static int find_by_debuglink(struct symbolizer *s, const unsigned char *id, int id_len, const char *link,
+			     char **debug_name)
+{
+	static const char *const formats[] = { "%s/%s", "%s/.debug/%s", DEBUG_ROOT "%s/%s" };
+	if (!link || !s->dir || !plain_file_name(link))
+		return -1;
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		char *candidate;
+		if (asprintf(&candidate, formats[i], s->dir, link) < 0)
+			return -1;
+		int fd = open_debug_candidate(s, candidate, id, id_len);
+		if (fd >= 0) {
+			*debug_name = candidate;
+			return fd;
+		}
+		free(candidate);
+	}
+	return -1;
+}
+
+/*
+ * Called for the separate debug file and for a dwz alternate file. Without a build-id nothing proves that a
+ * file found by name belongs to this one (a CRC would mean reading all of it), so none is looked for.
+ */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			  const char *file_name, const char *debuglink, GElf_Word crc, char **debug_name)
+{
+	const unsigned char *id;
+	GElf_Addr id_vaddr;
+	int id_len = dwfl_module_build_id(mod, &id, &id_vaddr);
+	if (id_len <= 0 || id_len > BUILD_ID_MAX)
+		return -1;
+	int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink, crc, debug_name);
+	if (fd >= 0 || !*userdata)
+		return fd;
+	return find_by_debuglink(*userdata, id, id_len, debuglink, debug_name);
+}
+
+static int report(struct symbolizer *s, const char *path)
+{
+	void **userdata;
+	GElf_Addr bias;
+
+	memcpy(s->debug_root, DEBUG_ROOT, sizeof(DEBUG_ROOT));
+	s->debuginfo_path = s->debug_root;
+	s->callbacks = (Dwfl_Callbacks){
+		.find_elf = find_main_elf,
+		.find_debuginfo = find_debuginfo,
+		.debuginfo_path = &s->debuginfo_path,
+	};
+	if (!(s->dwfl = dwfl_begin(&s->callbacks)))
+		return -ENOMEM;
+	dwfl_report_begin(s->dwfl);
+	s->mod = dwfl_report_module(s->dwfl, path ? path : "", s->start, s->end);
+	if (dwfl_report_end(s->dwfl, NULL, NULL) != 0 || !s->mod)
+		return -ENOMEM;
+	dwfl_module_info(s->mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+	*userdata = s;
+	/* Opens the ELF now (find_main_elf), so that lookups never meet a half-usable module. */
+	if (!dwfl_module_getelf(s->mod, &bias) || bias != 0)
+		return -ENOEXEC;
+	return 0;
+}
+
+struct symbolizer *symbolizer_open(const char *path, int fd, int *err)
+{
+	int e = -ENOMEM;
+	struct symbolizer *s = calloc(1, sizeof(*s));
+	if (!s)
+		goto fail;
+	s->fd = -1;
+	if ((e = open_main(s, path, fd)) < 0)
+		goto fail;
+	s->dir = main_dir(path);
+	e = -ENOMEM;
+	if (!(s->demangler = demangler_new()) || (e = report(s, path)) < 0)
+		goto fail;
+	return s;
+fail:
+	symbolizer_free(s);
+	if (err)
+		*err = e;
+	return NULL;
+}
+
+void symbolizer_free(struct symbolizer *s)
+{
+	if (!s)
+		return;
+	if (s->dwfl)
+		dwfl_end(s->dwfl);
+	if (s->elf)
+		elf_end(s->elf);
+	if (s->fd >= 0)
+		close(s->fd);
+	strtab_free(&s->strings);
+	cache_free(&s->cache);
+	demangler_free(s->demangler);
+	free(s->dir);
+	free(s);
+}
+
+/* ---- lookups ---- */
+
+static bool in_code(struct symbolizer *s, GElf_Addr va)
+{
+	Dwarf_Addr offset = va, bias;
+	GElf_Shdr sh;
+	Elf_Scn *scn = dwfl_module_address_section(s->mod, &offset, &bias);
+	return scn && gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_EXECINSTR);
+}
+
+/* How plainly a symbol name reads: leading underscores, and worse, a version ("shm_open@GLIBC_2.2.5"). */
+static int name_noise(const char *name)
+{
+	int n = 0;
+	while (name[n] == '_')
+		n++;
+	return strchr(name, '@') ? n + 1000 : n;
+}
+
+/*
+ * Among aliases of the chosen symbol (same address, size, type and binding, like malloc and __libc_malloc),
+ * the plainest name is the one users know. Mangled names have no such aliases.
+ */
+static const char *best_alias(Dwfl_Module *mod, GElf_Addr addr, const GElf_Sym *chosen, const char *name)
+{
+	if (name_noise(name) == 0 || (name[0] == '_' && (name[1] == 'Z' || name[1] == 'R')))
+		return name;
+	int n = dwfl_module_getsymtab(mod);
+	for (int i = 1; i < n && name_noise(name) > 0; i++) {
+		GElf_Sym sym;
+		GElf_Addr sym_addr;
+		const char *alias = dwfl_module_getsym_info(mod, i, &sym, &sym_addr, NULL, NULL, NULL);
+		if (alias && *alias && sym_addr == addr && sym.st_size == chosen->st_size &&
+		    sym.st_info == chosen->st_info && name_noise(alias) < name_noise(name))
+			name = alias;
+	}
+	return name;
+}
+
+/*
+ * The ELF symbol for va. A sized symbol counts only if it covers va. A sizeless one (hand-written assembly)
+ * is what libdwfl offers only when it lies in the same section as va with no sized symbol ending in between;
+ * we also want that section to hold code, and DWARF, when it covers va, is preferred to it by the caller.
+ */
+static struct symbol find_symbol(struct symbolizer *s, GElf_Addr va)
+{
+	struct symbol out = { NULL, NO_SYMBOL };
+	GElf_Off offset;
+	GElf_Sym sym;
+	const char *name = dwfl_module_addrinfo(s->mod, va, &offset, &sym, NULL, NULL, NULL);
+	if (!name || !*name)
+		return out;
+	if (sym.st_size > 0 && offset < sym.st_size)
+		out.evidence = COVERING_SYMBOL;
+	else if (sym.st_size == 0 && in_code(s, va))
+		out.evidence = SIZELESS_SYMBOL;
+	else
+		return out;
+	out.name = display_name(s, best_alias(s->mod, va - offset, &sym, name));
+	return out;
+}
+
+/* Children of these may define functions though they have no address ranges of their own. */
+static bool is_container(int tag)
+{
+	switch (tag) {
+	case DW_TAG_namespace:
+	case DW_TAG_module:
+	case DW_TAG_class_type:
+	case DW_TAG_structure_type:
+	case DW_TAG_union_type:
+		return true;
+	}
+	return false;
+}
+
+/* Scopes with address ranges: entered only when they contain the address. */
+static bool is_code_scope(int tag)
+{
+	switch (tag) {
+	case DW_TAG_subprogram:
+	case DW_TAG_inlined_subroutine:
+	case DW_TAG_entry_point:
+	case DW_TAG_lexical_block:
+	case DW_TAG_try_block:
+	case DW_TAG_catch_block:
+	case DW_TAG_with_stmt:
+		return true;
+	}
+	return false;
+}
+
+static bool is_function(int tag)
+{
+	return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine || tag == DW_TAG_entry_point;
+}
+
+/*
+ * The function DIEs (physical subprogram, then the inlined instances) containing pc, outermost first.
+ * path[d] is the DIE being looked at d levels below the CU; floor is the level just inside the innermost
+ * scope found to contain pc, past which we never climb back.
+ */
+static int function_scopes(Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die *funcs, int max)
+{
+	Dwarf_Die path[SCOPE_DEPTH_MAX];
+	int depth = 0, floor = 0, n = 0;
+
+	if (dwarf_child(cu, &path[0]) != 0)
+		return 0;
+	for (;;) {
+		Dwarf_Die *die = &path[depth];
+		int tag = dwarf_tag(die);
+		bool enter = false;
+		if (is_code_scope(tag) && dwarf_haspc(die, pc) == 1) {
+			if (is_function(tag) && n < max)
+				funcs[n++] = *die;
+			floor = depth + 1;
+			enter = true;
+		} else if (is_container(tag) && dwarf_haschildren(die) > 0) {
+			enter = true;
+		}
+		if (enter && depth + 1 < SCOPE_DEPTH_MAX && dwarf_child(die, &path[depth + 1]) == 0) {
+			depth++;
+			continue;
+		}
+		if (floor == depth + 1)
+			return n;	/* the innermost scope holding pc has nothing inside */
+		while (dwarf_siblingof(&path[depth], &path[depth]) != 0) {
+			if (depth == floor)
+				return n;
+			depth--;	/* out of a container that did not hold pc */
+		}
+	}
+}
+
+/* DWARF's name for a function DIE (following abstract origins): demangled linkage name, else DW_AT_name. */
+static const char *die_name(struct symbolizer *s, Dwarf_Die *die)
+{
+	Dwarf_Attribute attr;
+	const char *linkage = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+	if (!linkage)
+		linkage = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+	char *demangled = demangle(s->demangler, linkage);
+	if (demangled) {
+		const char *name = intern(&s->strings, demangled);
+		free(demangled);
+		return name;
+	}
+	const char *name = dwarf_diename(die);
+	return intern(&s->strings, name ? name : linkage);
+}
+
+struct position {
+	const char *file;	/* not interned yet */
+	int line;
+};
+
+/* Source position of pc itself, from the line table. */
+static struct position line_at(Dwarf_Die *cu, Dwarf_Addr pc)
+{
+	struct position pos = { NULL, 0 };
+	Dwarf_Line *line = cu ? dwarf_getsrc_die(cu, pc) : NULL;
+	if (line && dwarf_lineno(line, &pos.line) == 0) {
+		pos.file = dwarf_linesrc(line, NULL, NULL);
+		if (pos.line < 0)
+			pos.line = 0;
+	}
+	return pos;
+}
+
+/* Where an inlined instance was called from: the position of the frame that contains it. */
+static struct position call_site(Dwarf_Die *die, Dwarf_Files *files, size_t nfiles)
+{
+	struct position pos = { NULL, 0 };
+	Dwarf_Attribute attr;
+	Dwarf_Word v;
+	if (files && dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &v) == 0 && v < nfiles)
+		pos.file = dwarf_filesrc(files, v, NULL, NULL);
+	if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &v) == 0 && v <= INT_MAX)
+		pos.line = (int)v;
+	return pos;
+}
+
+static void set_frame(struct symbolizer *s, struct symbol_frame *f, const char *function, struct position pos,
+		      int inlined)
+{
+	f->function = function;
+	f->file = intern(&s->strings, pos.file);
+	f->line = pos.line;
+	f->inlined = inlined;
+}
+
+/* Frames for the function DIEs funcs[0..n) (outermost first), emitted innermost first. */
+static size_t inline_frames(struct symbolizer *s, Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die *funcs, int n,
+			    const char *physical_name, struct symbol_frame *frames, size_t max)
+{
+	Dwarf_Files *files = NULL;
+	size_t nfiles = 0, out = 0;
+	struct position pos = line_at(cu, pc);
+
+	if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
+		files = NULL;
+	for (int i = n - 1; i >= 0 && out < max; i--) {
+		const char *name = i == 0 && physical_name ? physical_name : die_name(s, &funcs[i]);
+		set_frame(s, &frames[out++], name, pos, i > 0);
+		pos = call_site(&funcs[i], files, nfiles);
+	}
+	return out;
+}
+
+static int lookup_uncached(struct symbolizer *s, uint64_t elf_va, struct symbol_frame *frames, size_t max)
+{
+	Dwarf_Die funcs[SCOPE_DEPTH_MAX];
+	Dwarf_Addr bias = 0;
+	struct symbol sym = find_symbol(s, elf_va);
+	Dwarf_Die *cu = dwfl_module_addrdie(s->mod, elf_va, &bias);
+	int n = cu ? function_scopes(cu, elf_va - bias, funcs, SCOPE_DEPTH_MAX) : 0;
+	if (n > 0) {
+		const char *physical = sym.evidence == COVERING_SYMBOL ? sym.name : NULL;
+		return (int)inline_frames(s, cu, elf_va - bias, funcs, n, physical, frames, max);
+	}
+	if (sym.evidence == NO_SYMBOL)
+		return 0;
+	set_frame(s, &frames[0], sym.name, line_at(cu, elf_va - bias), 0);
+	return 1;
+}
+
+int symbolizer_lookup(struct symbolizer *s, uint64_t elf_va, struct symbol_frame *frames, size_t max)
+{
+	struct symbol_frame chain[SCOPE_DEPTH_MAX];
+	const struct symbol_frame *found = chain;
+	int n;
+
+	if (!s || !frames || max == 0)
+		return 0;
+	const struct cached_lookup *hit = cache_get(&s->cache, elf_va);
+	if (hit) {
+		n = hit->n;
+		found = hit->frames;
+	} else {
+		n = lookup_uncached(s, elf_va, chain, SCOPE_DEPTH_MAX);
+		cache_put(&s->cache, elf_va, chain, n);
+	}
+	if ((size_t)n > max)
+		n = (int)max;	/* the innermost frames */
+	if (n > 0)
+		memcpy(frames, found, (size_t)n * sizeof(*frames));
+	return n;
+}

@@ -1,0 +1,1057 @@
+/*
+ * Unit tests for src/profile.c and src/profile_msgpack.c: interning, merge, the msgpack round trip, hostile
+ * input and atomic writes. Hand-crafted files are built with msgpack-c, never by hand.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <msgpack.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/profile.h"
+
+/* --- fixtures ----------------------------------------------------------------------------------------------- */
+
+struct tmpdir {
+	char path[64];
+};
+
+static void tmpdir_make(struct tmpdir *d)
+{
+	snprintf(d->path, sizeof(d->path), "/tmp/hostprof-tprofile-XXXXXX");
+	assert_non_null(mkdtemp(d->path));
+}
+
+static void tmpdir_file(const struct tmpdir *d, const char *name, char *out, size_t len)
+{
+	snprintf(out, len, "%s/%s", d->path, name);
+}
+
+static void tmpdir_remove(const struct tmpdir *d)
+{
+	DIR *dir = opendir(d->path);
+	struct dirent *e;
+	char path[512];
+	assert_non_null(dir);
+	while ((e = readdir(dir))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", d->path, e->d_name);
+		if (unlink(path) < 0)
+			rmdir(path);
+	}
+	closedir(dir);
+	rmdir(d->path);
+}
+
+/* Number of directory entries whose name contains ".tmp.". */
+static int count_temp_files(const char *dirpath)
+{
+	DIR *dir = opendir(dirpath);
+	struct dirent *e;
+	int n = 0;
+	assert_non_null(dir);
+	while ((e = readdir(dir)))
+		n += strstr(e->d_name, ".tmp.") != NULL;
+	closedir(dir);
+	return n;
+}
+
+static void write_bytes(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+}
+
+static uint8_t *read_bytes(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	*len = (size_t)ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *buf = malloc(*len ? *len : 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, *len, f), *len);
+	fclose(f);
+	return buf;
+}
+
+static uint32_t str(struct profile *p, const char *s)
+{
+	uint32_t i;
+	assert_int_equal(profile_add_string(p, s, &i), 0);
+	return i;
+}
+
+static uint32_t func(struct profile *p, const char *name, const char *file)
+{
+	struct profile_function f = { .name = str(p, name), .filename = str(p, file) };
+	uint32_t i;
+	assert_int_equal(profile_add_function(p, &f, &i), 0);
+	return i;
+}
+
+static uint32_t loc(struct profile *p, uint32_t mapping, uint64_t address, uint8_t kind,
+		    const struct profile_line *lines, uint32_t nlines)
+{
+	struct profile_location l = { .mapping = mapping, .address = address, .frame_kind = kind,
+				      .nlines = nlines, .lines = (struct profile_line *)lines };
+	uint32_t i;
+	assert_int_equal(profile_add_location(p, &l, &i), 0);
+	return i;
+}
+
+static uint32_t stack(struct profile *p, uint8_t id, const uint32_t *locs, uint32_t n)
+{
+	struct profile_stack s = { .nlocations = n, .locations = (uint32_t *)locs };
+	uint32_t i;
+	memset(s.trace_id, id, sizeof(s.trace_id));
+	assert_int_equal(profile_add_stack(p, &s, &i), 0);
+	return i;
+}
+
+static void sample(struct profile *p, uint32_t st, int32_t pid, int32_t tid, const char *comm, const char *thread,
+		   uint32_t link, uint64_t count)
+{
+	struct profile_sample s = { .stack = st, .pid = pid, .tid = tid, .comm = str(p, comm),
+				    .thread_name = str(p, thread), .link = link, .count = count,
+				    .cpu_ns = count * 10101010 };
+	assert_int_equal(profile_add_sample(p, &s), 0);
+}
+
+static void set_info(struct profile *p)
+{
+	struct profile_info *i = &p->info;
+	assert_int_equal(profile_set_info_string(p, &i->producer, "hostprof 0.1.0"), 0);
+	assert_int_equal(profile_set_info_string(p, &i->hostname, "box"), 0);
+	assert_int_equal(profile_set_info_string(p, &i->host_id, "0123456789abcdef"), 0);
+	assert_int_equal(profile_set_info_string(p, &i->kernel, "6.1.0-13-amd64"), 0);
+	assert_int_equal(profile_set_info_string(p, &i->event, "cpu-clock"), 0);
+	assert_int_equal(profile_set_info_string(p, &i->unwinder, "libunwind"), 0);
+	i->start_unix_ns = 1700000000123456789ULL;
+	i->duration_ns = 2000000000;
+	i->period_ns = 10101010;
+	i->frequency_hz = 99;
+	i->samples = 7;
+	i->lost = 1;
+	i->unwound_complete = 5;
+	i->truncated = 1;
+	i->unknown = 1;
+}
+
+/* A profile using every table and field: inline lines, kernel, Go, error and unsymbolized frames, links. */
+static struct profile *build_profile(void)
+{
+	struct profile *p = profile_new();
+	assert_non_null(p);
+	set_info(p);
+	struct profile_mapping libc = { .build_id = str(p, "deadbeef00112233"),
+					.filename = str(p, "/usr/lib/libc.so.6"),
+					.memory_start = 0x7f0000000000, .memory_limit = 0x7f0000100000,
+					.file_offset = 0x1000 };
+	struct profile_mapping app = { .filename = str(p, "/opt/app/bin/app") };
+	uint32_t m_libc, m_app;
+	for (int b = 0; b < 16; b++)
+		libc.file_id[b] = (uint8_t)(0x10 + b);
+	app.file_id[15] = 1;
+	assert_int_equal(profile_add_mapping(p, &libc, &m_libc), 0);
+	assert_int_equal(profile_add_mapping(p, &app, &m_app), 0);
+
+	struct profile_line work[] = { { func(p, "helper", "util.h"), 10 }, { func(p, "work", "app.c"), 42 } };
+	struct profile_line main_[] = { { func(p, "main", "app.c"), 7 } };
+	struct profile_line sched[] = { { func(p, "schedule", NULL), 0 } };
+	struct profile_line trunc[] = { { func(p, "[truncated]", NULL), 0 } };
+	struct profile_line go[] = { { func(p, "main.loop", "loop.go"), -3 } };
+	uint32_t l_work = loc(p, m_app, 0x1234, PROFILE_FRAME_NATIVE, work, 2);
+	uint32_t l_main = loc(p, m_app, 0x1100, PROFILE_FRAME_NATIVE, main_, 1);
+	uint32_t l_memcpy = loc(p, m_libc, 0x9abc, PROFILE_FRAME_NATIVE, NULL, 0);
+	uint32_t l_sched = loc(p, 0, 0x5555, PROFILE_FRAME_KERNEL, sched, 1);
+	uint32_t l_trunc = loc(p, 0, 1, PROFILE_FRAME_ERROR, trunc, 1);
+	uint32_t l_go = loc(p, m_app, 0x2000, PROFILE_FRAME_GO, go, 1);
+
+	uint32_t s1 = stack(p, 0xa1, (uint32_t[]){ l_work, l_main }, 2);
+	uint32_t s2 = stack(p, 0xb2, (uint32_t[]){ l_sched, l_memcpy, l_trunc }, 3);
+	uint32_t s3 = stack(p, 0xc3, (uint32_t[]){ l_go, l_main }, 2);
+
+	struct profile_link link = { 0 };
+	uint32_t li;
+	for (int b = 0; b < 16; b++)
+		link.trace_id[b] = (uint8_t)(0xe0 + b);
+	memset(link.span_id, 0x5a, 8);
+	assert_int_equal(profile_add_link(p, &link, &li), 0);
+
+	sample(p, s1, 100, 100, "app", "app", 0, 3);
+	sample(p, s1, 100, 101, "app", "worker-1", li, 2);
+	sample(p, s2, 200, 200, "app2", "", 0, 1);
+	sample(p, s3, 100, 101, "app", "worker-1", 0, 1);
+	return p;
+}
+
+/* --- comparing profiles ------------------------------------------------------------------------------------- */
+
+static void assert_opt_string(const char *a, const char *b)
+{
+	assert_string_equal(a ? a : "", b ? b : "");
+}
+
+static void assert_info_equal(const struct profile_info *a, const struct profile_info *b)
+{
+	assert_opt_string(a->producer, b->producer);
+	assert_opt_string(a->hostname, b->hostname);
+	assert_opt_string(a->host_id, b->host_id);
+	assert_opt_string(a->kernel, b->kernel);
+	assert_opt_string(a->event, b->event);
+	assert_opt_string(a->unwinder, b->unwinder);
+	assert_int_equal(a->start_unix_ns, b->start_unix_ns);
+	assert_int_equal(a->duration_ns, b->duration_ns);
+	assert_int_equal(a->period_ns, b->period_ns);
+	assert_int_equal(a->frequency_hz, b->frequency_hz);
+	assert_int_equal(a->samples, b->samples);
+	assert_int_equal(a->lost, b->lost);
+	assert_int_equal(a->unwound_complete, b->unwound_complete);
+	assert_int_equal(a->truncated, b->truncated);
+	assert_int_equal(a->unknown, b->unknown);
+}
+
+static void assert_dictionary_equal(const struct profile *a, const struct profile *b)
+{
+	assert_int_equal(a->strings.count, b->strings.count);
+	for (uint32_t i = 0; i < a->strings.count; i++)
+		assert_string_equal(profile_string(a, i), profile_string(b, i));
+	assert_int_equal(a->mappings.count, b->mappings.count);
+	for (uint32_t i = 0; i < a->mappings.count; i++) {
+		const struct profile_mapping *x = &a->mappings.items[i], *y = &b->mappings.items[i];
+		assert_memory_equal(x->file_id, y->file_id, 16);
+		assert_int_equal(x->build_id, y->build_id);
+		assert_int_equal(x->filename, y->filename);
+		assert_int_equal(x->memory_start, y->memory_start);
+		assert_int_equal(x->memory_limit, y->memory_limit);
+		assert_int_equal(x->file_offset, y->file_offset);
+	}
+	assert_int_equal(a->functions.count, b->functions.count);
+	assert_memory_equal(a->functions.items, b->functions.items, a->functions.count * sizeof(*a->functions.items));
+	assert_int_equal(a->locations.count, b->locations.count);
+	for (uint32_t i = 0; i < a->locations.count; i++) {
+		const struct profile_location *x = &a->locations.items[i], *y = &b->locations.items[i];
+		assert_int_equal(x->mapping, y->mapping);
+		assert_int_equal(x->address, y->address);
+		assert_int_equal(x->frame_kind, y->frame_kind);
+		assert_int_equal(x->nlines, y->nlines);
+		for (uint32_t j = 0; j < x->nlines; j++) {
+			assert_int_equal(x->lines[j].function, y->lines[j].function);
+			assert_int_equal(x->lines[j].line, y->lines[j].line);
+		}
+	}
+	assert_int_equal(a->stacks.count, b->stacks.count);
+	for (uint32_t i = 0; i < a->stacks.count; i++) {
+		const struct profile_stack *x = &a->stacks.items[i], *y = &b->stacks.items[i];
+		assert_memory_equal(x->trace_id, y->trace_id, 16);
+		assert_int_equal(x->nlocations, y->nlocations);
+		if (x->nlocations)
+			assert_memory_equal(x->locations, y->locations, x->nlocations * sizeof(uint32_t));
+	}
+	assert_int_equal(a->links.count, b->links.count);
+	assert_memory_equal(a->links.items, b->links.items, a->links.count * sizeof(*a->links.items));
+}
+
+static const struct profile_sample *find_sample(const struct profile *p, const struct profile_sample *k)
+{
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_sample *s = &p->samples.items[i];
+		if (s->stack == k->stack && s->pid == k->pid && s->tid == k->tid && s->comm == k->comm &&
+		    s->thread_name == k->thread_name && s->link == k->link)
+			return s;
+	}
+	return NULL;
+}
+
+/* Same dictionary indices; the same samples in any order (the file groups them by process). */
+static void assert_profiles_equal(const struct profile *a, const struct profile *b)
+{
+	assert_info_equal(&a->info, &b->info);
+	assert_dictionary_equal(a, b);
+	assert_int_equal(a->samples.count, b->samples.count);
+	for (uint32_t i = 0; i < a->samples.count; i++) {
+		const struct profile_sample *s = find_sample(b, &a->samples.items[i]);
+		assert_non_null(s);
+		assert_int_equal(s->count, a->samples.items[i].count);
+		assert_int_equal(s->cpu_ns, a->samples.items[i].cpu_ns);
+	}
+}
+
+static struct profile *read_ok(const char *path)
+{
+	struct profile *p = NULL;
+	char err[256] = "";
+	int rc = profile_read_file(path, &p, err, sizeof(err));
+	if (rc < 0)
+		fail_msg("read %s: %d %s", path, rc, err);
+	assert_non_null(p);
+	return p;
+}
+
+/* Read a file that must fail; returns the errno and leaves the message in err. */
+static int read_fails(const char *path, char *err, size_t len)
+{
+	struct profile *p = (struct profile *)1;
+	int rc = profile_read_file(path, &p, err, len);
+	assert_true(rc < 0);
+	assert_null(p);
+	assert_true(strlen(err) > strlen(path));
+	assert_memory_equal(err, path, strlen(path));
+	assert_null(strchr(err, '\n'));
+	return rc;
+}
+
+/* --- builder ------------------------------------------------------------------------------------------------ */
+
+static void test_strings_interned_and_copied(void **state)
+{
+	(void)state;
+	struct profile *p = profile_new();
+	char buf[16] = "hello";
+	uint32_t a, b, c, z;
+	assert_non_null(p);
+	assert_int_equal(p->strings.count, 1);
+	assert_string_equal(profile_string(p, 0), "");
+	assert_int_equal(profile_add_string(p, buf, &a), 0);
+	strcpy(buf, "world");
+	assert_int_equal(profile_add_string(p, "hello", &b), 0);
+	assert_int_equal(profile_add_string(p, buf, &c), 0);
+	assert_int_equal(a, 1);
+	assert_int_equal(b, 1);
+	assert_int_equal(c, 2);
+	assert_string_equal(profile_string(p, a), "hello");
+	assert_int_equal(profile_add_string(p, NULL, &z), 0);
+	assert_int_equal(z, 0);
+	assert_int_equal(profile_add_string(p, "", &z), 0);
+	assert_int_equal(z, 0);
+	assert_string_equal(profile_string(p, 999), "");
+	assert_int_equal(profile_find_string(p, "world", &z), 0);
+	assert_int_equal(z, 2);
+	assert_int_equal(profile_find_string(p, "absent", &z), -ENOENT);
+	assert_int_equal(p->strings.count, 3);
+	profile_free(p);
+}
+
+static void test_tables_interned(void **state)
+{
+	(void)state;
+	struct profile *p = profile_new();
+	struct profile_mapping m = { .filename = str(p, "/lib/x.so"), .memory_start = 1 }, zero_m = { 0 };
+	uint32_t m1, m2, m0, f1, f2;
+	assert_int_equal(profile_add_mapping(p, &m, &m1), 0);
+	assert_int_equal(profile_add_mapping(p, &m, &m2), 0);
+	assert_int_equal(m1, m2);
+	assert_int_equal(profile_add_mapping(p, &zero_m, &m0), 0);
+	assert_int_equal(m0, 0);
+	m.file_id[3] = 9;
+	assert_int_equal(profile_add_mapping(p, &m, &m2), 0);
+	assert_int_not_equal(m1, m2);
+
+	f1 = func(p, "f", "a.c");
+	f2 = func(p, "f", "b.c");
+	assert_int_not_equal(f1, f2);
+	assert_int_equal(func(p, "f", "a.c"), f1);
+
+	/* Locations are keyed by (mapping, address, kind); the first lines win. */
+	struct profile_line l1[] = { { f1, 3 } }, l2[] = { { f2, 4 }, { f1, 5 } };
+	uint32_t a = loc(p, m1, 0x10, PROFILE_FRAME_NATIVE, l1, 1);
+	assert_int_equal(loc(p, m1, 0x10, PROFILE_FRAME_NATIVE, l2, 2), a);
+	assert_int_equal(p->locations.items[a].nlines, 1);
+	assert_int_equal(p->locations.items[a].lines[0].line, 3);
+	l1[0].line = 99;	/* lines were copied */
+	assert_int_equal(p->locations.items[a].lines[0].line, 3);
+	assert_int_not_equal(loc(p, m1, 0x10, PROFILE_FRAME_KERNEL, NULL, 0), a);
+	assert_int_not_equal(loc(p, m2, 0x10, PROFILE_FRAME_NATIVE, NULL, 0), a);
+
+	uint32_t locs[] = { a, a };
+	uint32_t s1 = stack(p, 1, locs, 2);
+	assert_int_equal(stack(p, 1, locs, 2), s1);
+	assert_int_not_equal(stack(p, 2, locs, 2), s1);
+	assert_int_not_equal(stack(p, 1, locs, 1), s1);
+	assert_int_equal(stack(p, 0, NULL, 0), 0);
+
+	struct profile_link link = { .trace_id = { 1 }, .span_id = { 2 } }, zero_l = { 0 };
+	uint32_t k1, k2;
+	assert_int_equal(profile_add_link(p, &link, &k1), 0);
+	assert_int_equal(profile_add_link(p, &link, &k2), 0);
+	assert_int_equal(k1, k2);
+	assert_int_equal(profile_add_link(p, &zero_l, &k2), 0);
+	assert_int_equal(k2, 0);
+	profile_free(p);
+}
+
+static void test_references_checked(void **state)
+{
+	(void)state;
+	struct profile *p = profile_new();
+	uint32_t i, bad = 42;
+	struct profile_mapping m = { .filename = 7 };
+	struct profile_function f = { .name = 7 };
+	struct profile_line line = { .function = 7 };
+	struct profile_location l = { .mapping = 3 }, l2 = { .nlines = 1, .lines = &line };
+	struct profile_stack s = { .nlocations = 1, .locations = &bad };
+	struct profile_sample smp = { .stack = 5 };
+	assert_int_equal(profile_add_mapping(p, &m, &i), -EINVAL);
+	assert_int_equal(profile_add_function(p, &f, &i), -EINVAL);
+	assert_int_equal(profile_add_location(p, &l, &i), -EINVAL);
+	assert_int_equal(profile_add_location(p, &l2, &i), -EINVAL);
+	assert_int_equal(profile_add_stack(p, &s, &i), -EINVAL);
+	assert_int_equal(profile_add_sample(p, &smp), -EINVAL);
+	profile_free(p);
+}
+
+static void test_samples_merged(void **state)
+{
+	(void)state;
+	struct profile *p = profile_new();
+	uint32_t s = stack(p, 1, NULL, 0);
+	sample(p, s, 1, 1, "a", "t", 0, 2);
+	sample(p, s, 1, 1, "a", "t", 0, 3);
+	sample(p, s, 1, 2, "a", "t", 0, 1);
+	sample(p, s, 1, 1, "a", "u", 0, 1);
+	assert_int_equal(p->samples.count, 3);
+	assert_int_equal(p->samples.items[0].count, 5);
+	assert_int_equal(p->samples.items[0].cpu_ns, 5 * 10101010ULL);
+	profile_free(p);
+}
+
+/* 1e5 distinct elements of each kind, then all of them again: fast and deduplicated. */
+static void test_many_elements(void **state)
+{
+	(void)state;
+	struct profile *p = profile_new();
+	enum { N = 100000 };
+	char name[32];
+	for (int round = 0; round < 2; round++) {
+		for (uint32_t i = 0; i < N; i++) {
+			snprintf(name, sizeof(name), "fn_%u", i);
+			struct profile_line line = { func(p, name, "f.c"), i };
+			uint32_t l = loc(p, 0, 0x1000 + i, PROFILE_FRAME_NATIVE, &line, 1);
+			struct profile_stack s = { .nlocations = 1, .locations = &l };
+			uint32_t si;
+			memcpy(s.trace_id, &i, sizeof(i));
+			assert_int_equal(profile_add_stack(p, &s, &si), 0);
+			sample(p, si, 1, (int32_t)(i % 7), "comm", "thread", 0, 1);
+		}
+	}
+	assert_int_equal(p->strings.count, N + 4);
+	assert_int_equal(p->functions.count, N + 1);
+	assert_int_equal(p->locations.count, N + 1);
+	assert_int_equal(p->stacks.count, N + 1);
+	assert_int_equal(p->samples.count, N);
+	assert_int_equal(p->samples.items[N - 1].count, 2);
+	profile_free(p);
+}
+
+/* --- merge and round trip ----------------------------------------------------------------------------------- */
+
+static void test_round_trip(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128];
+	tmpdir_make(&d);
+	tmpdir_file(&d, "p.msgpack", path, sizeof(path));
+	struct profile *p = build_profile();
+	assert_int_equal(profile_write_file(p, path), 0);
+	assert_int_equal(count_temp_files(d.path), 0);
+	struct profile *q = read_ok(path);
+	assert_profiles_equal(p, q);
+
+	/* And again from what was read: the format is stable under re-writing. */
+	assert_int_equal(profile_write_file(q, path), 0);
+	struct profile *r = read_ok(path);
+	assert_profiles_equal(p, r);
+	profile_free(p);
+	profile_free(q);
+	profile_free(r);
+	tmpdir_remove(&d);
+}
+
+static void test_round_trip_empty(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128];
+	tmpdir_make(&d);
+	tmpdir_file(&d, "empty.msgpack", path, sizeof(path));
+	struct profile *p = profile_new();
+	assert_int_equal(profile_write_file(p, path), 0);
+	struct profile *q = read_ok(path);
+	assert_profiles_equal(p, q);
+	assert_null(q->info.producer);
+	profile_free(p);
+	profile_free(q);
+	tmpdir_remove(&d);
+}
+
+static void test_merge(void **state)
+{
+	(void)state;
+	struct profile *a = build_profile(), *b = build_profile(), *c = profile_new();
+	b->info.start_unix_ns += 3000000000ULL;	/* b runs 1 s after a ends */
+	assert_int_equal(profile_merge(c, a), 0);
+	assert_profiles_equal(a, c);	/* into an empty profile: identical */
+	assert_int_equal(profile_merge(c, b), 0);
+	assert_int_equal(c->info.samples, 14);
+	assert_int_equal(c->info.lost, 2);
+	assert_int_equal(c->info.start_unix_ns, a->info.start_unix_ns);
+	assert_int_equal(c->info.duration_ns, 5000000000ULL);
+	assert_int_equal(c->stacks.count, a->stacks.count);
+	assert_int_equal(c->samples.count, a->samples.count);
+	for (uint32_t i = 0; i < c->samples.count; i++)
+		assert_int_equal(c->samples.items[i].count, 2 * a->samples.items[i].count);
+	assert_int_equal(profile_merge(c, c), -EINVAL);
+	profile_free(a);
+	profile_free(b);
+	profile_free(c);
+}
+
+static void test_concatenated_maps_merge(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char pa[128], pb[128], pc[128];
+	size_t la, lb;
+	tmpdir_make(&d);
+	tmpdir_file(&d, "a.msgpack", pa, sizeof(pa));
+	tmpdir_file(&d, "b.msgpack", pb, sizeof(pb));
+	tmpdir_file(&d, "c.msgpack", pc, sizeof(pc));
+
+	struct profile *a = build_profile(), *b = profile_new();
+	uint32_t s = stack(b, 0x77, NULL, 0);
+	sample(b, s, 300, 300, "other", "", 0, 4);
+	sample(b, stack(b, 0x77, NULL, 0), 300, 300, "other", "", 0, 1);
+	b->info.samples = 5;
+	assert_int_equal(profile_write_file(a, pa), 0);
+	assert_int_equal(profile_write_file(b, pb), 0);
+	uint8_t *ba = read_bytes(pa, &la), *bb = read_bytes(pb, &lb);
+	uint8_t *both = malloc(la + lb);
+	memcpy(both, ba, la);
+	memcpy(both + la, bb, lb);
+	write_bytes(pc, both, la + lb);
+
+	struct profile *expect = profile_new(), *got = read_ok(pc);
+	assert_int_equal(profile_merge(expect, a), 0);
+	assert_int_equal(profile_merge(expect, b), 0);
+	assert_profiles_equal(expect, got);
+	assert_int_equal(got->info.samples, 12);
+	assert_int_equal(got->samples.count, 5);
+
+	free(ba);
+	free(bb);
+	free(both);
+	profile_free(a);
+	profile_free(b);
+	profile_free(expect);
+	profile_free(got);
+	tmpdir_remove(&d);
+}
+
+/* --- hostile input ------------------------------------------------------------------------------------------ */
+
+static void test_truncated_file(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128], cut[128], err[256];
+	size_t len;
+	tmpdir_make(&d);
+	tmpdir_file(&d, "p.msgpack", path, sizeof(path));
+	tmpdir_file(&d, "cut.msgpack", cut, sizeof(cut));
+	struct profile *p = build_profile();
+	assert_int_equal(profile_write_file(p, path), 0);
+	uint8_t *buf = read_bytes(path, &len);
+	for (size_t n = 0; n < len; n++) {
+		write_bytes(cut, buf, n);
+		int rc = read_fails(cut, err, sizeof(err));
+		assert_true(rc == -EBADMSG || rc == -EINVAL);
+	}
+	write_bytes(cut, buf, len / 2);
+	assert_int_equal(read_fails(cut, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "truncated"));
+	free(buf);
+	profile_free(p);
+	tmpdir_remove(&d);
+}
+
+/* Flipped bytes anywhere: an error or a profile, never a crash (run under ASan/UBSan). */
+static void test_corrupted_bytes(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128], bad[128], err[256];
+	size_t len;
+	uint32_t rnd = 12345;
+	tmpdir_make(&d);
+	tmpdir_file(&d, "p.msgpack", path, sizeof(path));
+	tmpdir_file(&d, "bad.msgpack", bad, sizeof(bad));
+	struct profile *p = build_profile();
+	assert_int_equal(profile_write_file(p, path), 0);
+	uint8_t *buf = read_bytes(path, &len);
+	for (int iter = 0; iter < 3000; iter++) {
+		uint8_t *copy = malloc(len);
+		memcpy(copy, buf, len);
+		for (int k = 0; k < 1 + iter % 4; k++) {
+			rnd = rnd * 1103515245 + 12345;
+			copy[(rnd >> 8) % len] = (uint8_t)(rnd >> 20);
+		}
+		write_bytes(bad, copy, len);
+		struct profile *q = NULL;
+		if (profile_read_file(bad, &q, err, sizeof(err)) == 0)
+			profile_free(q);
+		else
+			assert_true(err[0] != '\0');
+		free(copy);
+	}
+	free(buf);
+	profile_free(p);
+	tmpdir_remove(&d);
+}
+
+static void test_garbage(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128], err[256], expect[300];
+	tmpdir_make(&d);
+	tmpdir_file(&d, "garbage.msgpack", path, sizeof(path));
+
+	write_bytes(path, "hello, world\n", 13);
+	assert_int_equal(read_fails(path, err, sizeof(err)), -EINVAL);
+	snprintf(expect, sizeof(expect), "%s: not a hostprof profile", path);
+	assert_string_equal(err, expect);
+
+	write_bytes(path, "", 0);
+	assert_int_equal(read_fails(path, err, sizeof(err)), -EINVAL);
+
+	/* An array claiming 4 billion elements must not make anyone allocate them. */
+	write_bytes(path, "\x83\x00\xdd\xff\xff\xff\xff\x01", 8);
+	assert_int_equal(read_fails(path, err, sizeof(err)), -EBADMSG);
+	write_bytes(path, "\xdd\xff\xff\xff\xff\x01", 6);
+	assert_int_equal(read_fails(path, err, sizeof(err)), -EINVAL);
+
+	/* Deeply nested arrays. */
+	uint8_t nest[200];
+	memset(nest, 0x91, sizeof(nest));
+	nest[0] = 0x81;
+	nest[1] = 0x00;
+	nest[sizeof(nest) - 1] = 0x00;
+	write_bytes(path, nest, sizeof(nest));
+	assert_int_equal(read_fails(path, err, sizeof(err)), -EBADMSG);
+
+	assert_true(read_fails("/nonexistent/hostprof.msgpack", err, sizeof(err)) == -ENOENT);
+	tmpdir_remove(&d);
+}
+
+/* --- hand-crafted files ------------------------------------------------------------------------------------- */
+
+static void pack_s(msgpack_packer *pk, const char *s)
+{
+	msgpack_pack_str_with_body(pk, s, strlen(s));
+}
+
+static void pack_header(msgpack_packer *pk, unsigned major, bool extra_key)
+{
+	msgpack_pack_map(pk, 3 + extra_key);
+	pack_s(pk, "format");
+	pack_s(pk, "hostprof");
+	pack_s(pk, "version");
+	msgpack_pack_array(pk, 2);
+	msgpack_pack_uint32(pk, major);
+	msgpack_pack_uint32(pk, 7);
+	pack_s(pk, "stats");
+	msgpack_pack_map(pk, 1);
+	pack_s(pk, "samples");
+	msgpack_pack_uint32(pk, 1);
+	if (extra_key) {
+		pack_s(pk, "from the future");
+		msgpack_pack_array(pk, 1);
+		msgpack_pack_nil(pk);
+	}
+}
+
+/*
+ * A small profile: strings ["", "main", "future"], one function, `nlocs` locations (the last one's mapping index
+ * is bad_mapping), one stack listing stack_locs, one sample of stack `sample_stack`. With extras, unknown keys
+ * are sprinkled at every level.
+ */
+struct craft {
+	unsigned major;
+	uint32_t nlocs, bad_mapping;
+	uint32_t stack_locs[3], nstack_locs;
+	uint32_t sample_stack;
+	bool extras;
+};
+
+static void pack_unknown(msgpack_packer *pk, bool extras)
+{
+	if (!extras)
+		return;
+	msgpack_pack_uint32(pk, 99);
+	msgpack_pack_map(pk, 1);
+	pack_s(pk, "x");
+	msgpack_pack_uint32(pk, 1);
+}
+
+static void pack_crafted(msgpack_packer *pk, const struct craft *c)
+{
+	msgpack_pack_map(pk, 3 + c->extras);
+	msgpack_pack_uint32(pk, 0);
+	pack_header(pk, c->major, c->extras);
+	pack_unknown(pk, c->extras);
+
+	msgpack_pack_uint32(pk, 2);	/* dictionary */
+	msgpack_pack_map(pk, 4 + c->extras);
+	msgpack_pack_uint32(pk, 5);
+	msgpack_pack_array(pk, 3);
+	pack_s(pk, "");
+	pack_s(pk, "main");
+	pack_s(pk, "future");
+	msgpack_pack_uint32(pk, 3);
+	msgpack_pack_array(pk, 2);
+	msgpack_pack_map(pk, 0);
+	msgpack_pack_map(pk, 1 + c->extras);
+	msgpack_pack_uint32(pk, 1);
+	msgpack_pack_uint32(pk, 1);
+	pack_unknown(pk, c->extras);
+	msgpack_pack_uint32(pk, 2);
+	msgpack_pack_array(pk, c->nlocs);
+	for (uint32_t i = 0; i < c->nlocs; i++) {
+		bool last = i + 1 == c->nlocs && i > 0;
+		msgpack_pack_map(pk, i ? 3 + c->extras : 0);
+		if (!i)
+			continue;
+		msgpack_pack_uint32(pk, 1);
+		msgpack_pack_uint32(pk, last ? c->bad_mapping : 0);
+		msgpack_pack_uint32(pk, 2);
+		msgpack_pack_uint32(pk, 0x1000 + i);
+		msgpack_pack_uint32(pk, 3);
+		msgpack_pack_array(pk, 1);
+		msgpack_pack_map(pk, 2 + c->extras);
+		msgpack_pack_uint32(pk, 1);
+		msgpack_pack_uint32(pk, 1);
+		msgpack_pack_uint32(pk, 2);
+		msgpack_pack_uint32(pk, 12);
+		pack_unknown(pk, c->extras);
+		pack_unknown(pk, c->extras);
+	}
+	msgpack_pack_uint32(pk, 7);
+	msgpack_pack_array(pk, 2);
+	msgpack_pack_map(pk, 0);
+	msgpack_pack_map(pk, 1);
+	msgpack_pack_uint32(pk, 1);
+	msgpack_pack_array(pk, c->nstack_locs);
+	for (uint32_t i = 0; i < c->nstack_locs; i++)
+		msgpack_pack_uint32(pk, c->stack_locs[i]);
+	if (c->extras) {
+		msgpack_pack_uint32(pk, 8);	/* a dictionary table from the future */
+		msgpack_pack_array(pk, 1);
+		msgpack_pack_uint32(pk, 0);
+	}
+
+	msgpack_pack_uint32(pk, 1);	/* resource profiles */
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_map(pk, 2);
+	msgpack_pack_uint32(pk, 1);
+	msgpack_pack_map(pk, 1);
+	msgpack_pack_uint32(pk, 1);
+	msgpack_pack_map(pk, 2 + c->extras);
+	pack_s(pk, "process.pid");
+	msgpack_pack_int32(pk, 42);
+	pack_s(pk, "process.executable.name");
+	pack_s(pk, "crafted");
+	if (c->extras) {
+		pack_s(pk, "container.id");
+		pack_s(pk, "abc");
+	}
+	msgpack_pack_uint32(pk, 2);
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_map(pk, 1);
+	msgpack_pack_uint32(pk, 2);
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_map(pk, 1);
+	msgpack_pack_uint32(pk, 2);
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_map(pk, 2 + c->extras);
+	msgpack_pack_uint32(pk, 1);
+	msgpack_pack_uint32(pk, c->sample_stack);
+	msgpack_pack_uint32(pk, 4);
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_uint32(pk, 6);
+	pack_unknown(pk, c->extras);
+}
+
+static void write_crafted(const char *path, const struct craft *c)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	pack_crafted(&pk, c);
+	write_bytes(path, sb.data, sb.size);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+static const struct craft good_craft = {
+	.major = PROFILE_FORMAT_MAJOR, .nlocs = 3, .stack_locs = { 1, 2 }, .nstack_locs = 2, .sample_stack = 1,
+};
+
+static void test_crafted_good_and_unknown_keys(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128];
+	tmpdir_make(&d);
+	tmpdir_file(&d, "c.msgpack", path, sizeof(path));
+	for (int extras = 0; extras < 2; extras++) {
+		struct craft c = good_craft;
+		c.extras = extras;
+		write_crafted(path, &c);
+		struct profile *p = read_ok(path);
+		assert_int_equal(p->info.samples, 1);
+		assert_int_equal(p->locations.count, 3);
+		assert_int_equal(p->locations.items[2].address, 0x1002);
+		assert_int_equal(p->locations.items[2].lines[0].line, 12);
+		assert_string_equal(profile_string(p, p->functions.items[1].name), "main");
+		assert_int_equal(p->samples.count, 1);
+		assert_int_equal(p->samples.items[0].pid, 42);
+		assert_int_equal(p->samples.items[0].count, 6);
+		assert_string_equal(profile_string(p, p->samples.items[0].comm), "crafted");
+		assert_int_equal(profile_find_string(p, "future", &(uint32_t){ 0 }), -ENOENT);	/* orphan dropped */
+		profile_free(p);
+	}
+	tmpdir_remove(&d);
+}
+
+static void test_crafted_bad_indices(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128], err[256], expect[300];
+	tmpdir_make(&d);
+	tmpdir_file(&d, "c.msgpack", path, sizeof(path));
+
+	struct craft c = good_craft;
+	c.nlocs = 40;
+	c.stack_locs[1] = 99;
+	write_crafted(path, &c);
+	assert_int_equal(read_fails(path, err, sizeof(err)), -EBADMSG);
+	snprintf(expect, sizeof(expect), "%s: corrupt: stack 1 references location 99 of 40", path);
+	assert_string_equal(err, expect);
+
+	c = good_craft;
+	c.bad_mapping = 5;
+	write_crafted(path, &c);
+	assert_int_equal(read_fails(path, err, sizeof(err)), -EBADMSG);
+	snprintf(expect, sizeof(expect), "%s: corrupt: location 2 references mapping 5 of 1", path);
+	assert_string_equal(err, expect);
+
+	c = good_craft;
+	c.sample_stack = 2;
+	write_crafted(path, &c);
+	assert_int_equal(read_fails(path, err, sizeof(err)), -EBADMSG);
+	snprintf(expect, sizeof(expect), "%s: corrupt: sample 0 references stack 2 of 2", path);
+	assert_string_equal(err, expect);
+	tmpdir_remove(&d);
+}
+
+static void test_unknown_major_rejected(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128], err[256], expect[300];
+	tmpdir_make(&d);
+	tmpdir_file(&d, "c.msgpack", path, sizeof(path));
+	struct craft c = good_craft;
+	c.major = PROFILE_FORMAT_MAJOR + 1;
+	write_crafted(path, &c);
+	assert_int_equal(read_fails(path, err, sizeof(err)), -EPROTONOSUPPORT);
+	snprintf(expect, sizeof(expect),
+		 "%s: profile format version %d.7 is not supported (this hostprof reads version %d.x)", path,
+		 PROFILE_FORMAT_MAJOR + 1, PROFILE_FORMAT_MAJOR);
+	assert_string_equal(err, expect);
+
+	/* A newer minor version is fine. */
+	c.major = PROFILE_FORMAT_MAJOR;
+	write_crafted(path, &c);
+	profile_free(read_ok(path));
+	tmpdir_remove(&d);
+}
+
+static void test_other_format_rejected(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128], err[256], expect[300];
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	tmpdir_make(&d);
+	tmpdir_file(&d, "o.msgpack", path, sizeof(path));
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 1);
+	msgpack_pack_uint32(&pk, 0);
+	msgpack_pack_map(&pk, 1);
+	pack_s(&pk, "format");
+	pack_s(&pk, "otelp-msgpack");
+	write_bytes(path, sb.data, sb.size);
+	msgpack_sbuffer_destroy(&sb);
+	assert_int_equal(read_fails(path, err, sizeof(err)), -EINVAL);
+	snprintf(expect, sizeof(expect), "%s: not a hostprof profile", path);
+	assert_string_equal(err, expect);
+	tmpdir_remove(&d);
+}
+
+/* --- atomic writes ------------------------------------------------------------------------------------------ */
+
+static void test_write_nonexistent_dir(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128];
+	tmpdir_make(&d);
+	tmpdir_file(&d, "missing/p.msgpack", path, sizeof(path));
+	struct profile *p = build_profile();
+	assert_int_equal(profile_write_file(p, path), -ENOENT);
+	assert_int_equal(count_temp_files(d.path), 0);
+	profile_free(p);
+	tmpdir_remove(&d);
+}
+
+static void test_write_readonly_dir(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128];
+	if (geteuid() == 0)
+		skip();	/* root ignores directory permissions */
+	tmpdir_make(&d);
+	tmpdir_file(&d, "p.msgpack", path, sizeof(path));
+	assert_int_equal(chmod(d.path, 0555), 0);
+	struct profile *p = build_profile();
+	assert_int_equal(profile_write_file(p, path), -EACCES);
+	assert_int_equal(count_temp_files(d.path), 0);
+	assert_int_equal(chmod(d.path, 0755), 0);
+	profile_free(p);
+	tmpdir_remove(&d);
+}
+
+/* A write that fails half way (file size limit, like ENOSPC) leaves the old file and no temporary. */
+static void test_write_fails_midway(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128];
+	struct rlimit old, small;
+	size_t before, after;
+	tmpdir_make(&d);
+	tmpdir_file(&d, "p.msgpack", path, sizeof(path));
+	struct profile *p = build_profile(), *empty = profile_new();
+	assert_int_equal(profile_write_file(empty, path), 0);
+	free(read_bytes(path, &before));
+
+	/* A big profile, so that stdio flushes while packing and at the end. */
+	for (uint32_t i = 0; i < 20000; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "function_number_%u", i);
+		func(p, name, "file.c");
+	}
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	small = old;
+	small.rlim_cur = 4096;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+	int rc = profile_write_file(p, path);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_DFL);
+	assert_int_equal(rc, -EFBIG);
+	assert_int_equal(count_temp_files(d.path), 0);
+	free(read_bytes(path, &after));
+	assert_int_equal(before, after);
+	profile_free(read_ok(path));
+	profile_free(p);
+	profile_free(empty);
+	tmpdir_remove(&d);
+}
+
+static void test_write_over_directory(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128];
+	tmpdir_make(&d);
+	tmpdir_file(&d, "adir", path, sizeof(path));
+	assert_int_equal(mkdir(path, 0755), 0);
+	struct profile *p = build_profile();
+	int rc = profile_write_file(p, path);
+	assert_true(rc == -EISDIR || rc == -ENOTEMPTY || rc == -EEXIST);
+	assert_int_equal(count_temp_files(d.path), 0);
+	profile_free(p);
+	tmpdir_remove(&d);
+}
+
+static void test_write_replaces_with_umask_mode(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128];
+	struct stat st;
+	tmpdir_make(&d);
+	tmpdir_file(&d, "p.msgpack", path, sizeof(path));
+	write_bytes(path, "old", 3);
+	mode_t old = umask(022);
+	struct profile *p = build_profile();
+	assert_int_equal(profile_write_file(p, path), 0);
+	umask(old);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0644);
+	struct profile *q = read_ok(path);
+	assert_profiles_equal(p, q);
+	profile_free(p);
+	profile_free(q);
+	tmpdir_remove(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_strings_interned_and_copied),
+		cmocka_unit_test(test_tables_interned),
+		cmocka_unit_test(test_references_checked),
+		cmocka_unit_test(test_samples_merged),
+		cmocka_unit_test(test_many_elements),
+		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_round_trip_empty),
+		cmocka_unit_test(test_merge),
+		cmocka_unit_test(test_concatenated_maps_merge),
+		cmocka_unit_test(test_truncated_file),
+		cmocka_unit_test(test_corrupted_bytes),
+		cmocka_unit_test(test_garbage),
+		cmocka_unit_test(test_crafted_good_and_unknown_keys),
+		cmocka_unit_test(test_crafted_bad_indices),
+		cmocka_unit_test(test_unknown_major_rejected),
+		cmocka_unit_test(test_other_format_rejected),
+		cmocka_unit_test(test_write_nonexistent_dir),
+		cmocka_unit_test(test_write_readonly_dir),
+		cmocka_unit_test(test_write_fails_midway),
+		cmocka_unit_test(test_write_over_directory),
+		cmocka_unit_test(test_write_replaces_with_umask_mode),
+	};
+	return cmocka_run_group_tests_name("profile", tests, NULL, NULL);
+}
