@@ -2,7 +2,8 @@
  * compress_words — the bundled workload for `make run`: builds a pseudo-random text, counts its words in a
  * hash table, sorts them by frequency and run-length/LZ-style compresses the text, a few times over.
  * Its time splits over hashing, sorting (qsort in libc) and compression, so a report has something to show.
- * Usage: compress_words [SECONDS] (default 3). Prints its own CPU time last, for benchmarks.
+ * Usage: compress_words [SECONDS [ROUNDS]] (default 3 s). With ROUNDS it does exactly that much work, whatever
+ * the time, so benchmarks can compare its CPU time under different profilers; it prints its CPU time last.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -116,13 +117,14 @@ static double now(void)
 int main(int argc, char **argv)
 {
 	double end = now() + (argc > 1 ? atof(argv[1]) : 3.0);
+	long rounds = argc > 2 ? atol(argv[2]) : 0;
 	char *text = malloc(TEXT_SIZE);
 	uint8_t *packed = malloc(TEXT_SIZE * 2);
 	struct word_count *table = calloc(TABLE_SIZE, sizeof(*table));
 	size_t total = 0;
 	if (!text || !packed || !table)
 		return 1;
-	for (uint64_t round = 1; now() < end; round++) {
+	for (uint64_t round = 1; rounds ? round <= (uint64_t)rounds : now() < end; round++) {
 		generate_text(text, TEXT_SIZE, round);
 		memset(table, 0, TABLE_SIZE * sizeof(*table));
 		count_words(text, table);
