@@ -38,6 +38,7 @@ struct record_options {
 	unsigned npids;
 	char **command;		/* NULL-terminated, or NULL */
 	int quiet;
+	struct session_options session;
 };
 
 struct record_run {
@@ -67,6 +68,8 @@ static void record_usage(FILE *out)
 		"  -o, --output FILE      profile to write (default hostprof.msgpack)\n"
 		"      --stack-size BYTES user stack copied per sample (default 16384, max 65528, multiple of 8)\n"
 		"      --no-kernel        user-space samples only\n"
+		"      --unwinder NAME    deltas (default: stack-delta tables) or libunwind (the reference)\n"
+		"      --save-samples FILE  also save the raw samples to a replay file\n"
 		"  -q, --quiet            no progress messages\n");
 }
 
@@ -111,7 +114,7 @@ static int parse_uint(const char *arg, const char *what, unsigned long max, unsi
 	return 0;
 }
 
-enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL };
+enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES };
 
 static int parse_option(int c, struct record_options *o)
 {
@@ -156,6 +159,19 @@ static int parse_option(int c, struct record_options *o)
 	case 'q':
 		o->quiet = 1;
 		return 0;
+	case OPT_UNWINDER:
+		if (strcmp(optarg, "deltas") == 0) {
+			o->session.unwinder = SESSION_UNWIND_DELTAS;
+		} else if (strcmp(optarg, "libunwind") == 0) {
+			o->session.unwinder = SESSION_UNWIND_LIBUNWIND;
+		} else {
+			fprintf(stderr, "hostprof: unknown unwinder '%s' (deltas or libunwind)\n", optarg);
+			return -EINVAL;
+		}
+		return 0;
+	case OPT_SAVE_SAMPLES:
+		o->session.capture_path = optarg;
+		return 0;
 	default:
 		return -EINVAL;
 	}
@@ -172,6 +188,8 @@ static int parse_args(int argc, char **argv, struct record_options *o)
 		{ "output", required_argument, NULL, 'o' },
 		{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
 		{ "no-kernel", no_argument, NULL, OPT_NO_KERNEL },
+		{ "unwinder", required_argument, NULL, OPT_UNWINDER },
+		{ "save-samples", required_argument, NULL, OPT_SAVE_SAMPLES },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -362,7 +380,8 @@ static int fill_info(struct record_run *r, struct profile *p)
 	    (err = profile_set_info_string(p, &i->host_id, machine_id)) < 0 ||
 	    (err = profile_set_info_string(p, &i->kernel, u.release)) < 0 ||
 	    (err = profile_set_info_string(p, &i->event, sampler_event(r->sampler))) < 0 ||
-	    (err = profile_set_info_string(p, &i->unwinder, "libunwind")) < 0)
+	    (err = profile_set_info_string(p, &i->unwinder,
+					   r->o->session.unwinder == SESSION_UNWIND_DELTAS ? "deltas" : "libunwind")) < 0)
 		return err;
 	i->start_unix_ns = r->start_unix_ns;
 	i->duration_ns = r->end_mono_ns - r->start_mono_ns;
@@ -397,16 +416,26 @@ static void print_summary(struct record_run *r)
 	double secs = (double)(r->end_mono_ns - r->start_mono_ns) / 1e9;
 	double n = st->samples ? (double)st->samples : 1.0;
 	struct rusage self;
+	unsigned tables;
+	uint64_t rows, bytes, build_ns;
 	getrusage(RUSAGE_SELF, &self);
+	session_table_totals(r->session, &tables, &rows, &bytes, &build_ns);
+	/* Tables are built inside the first unwinds that need them: count that once, apart. */
+	uint64_t unwind_ns = st->unwind_ns > build_ns ? st->unwind_ns - build_ns : 0;
 	fprintf(stderr,
 		"hostprof: %llu samples in %.2f s (%llu lost), %u processes, %.1f%% unwound completely; "
-		"unwinding %.1f us/sample, handling %.1f us/sample, hostprof CPU %.3f s",
+		"unwinding %.2f us/sample, handling %.2f us/sample, hostprof CPU %.3f s",
 		(unsigned long long)st->samples, secs, (unsigned long long)st->lost, session_processes(r->session),
-		100.0 * (double)st->complete / n, (double)st->unwind_ns / 1e3 / n, (double)st->handle_ns / 1e3 / n,
-		cpu_seconds(&self));
+		100.0 * (double)st->complete / n, (double)unwind_ns / 1e3 / n,
+		(double)(st->handle_ns > build_ns ? st->handle_ns - build_ns : 0) / 1e3 / n, cpu_seconds(&self));
 	if (r->child_exited)
 		fprintf(stderr, ", command CPU %.3f s", cpu_seconds(&r->child_usage));
 	fprintf(stderr, "; wrote %s\n", r->o->output);
+	if (tables)
+		fprintf(stderr, "hostprof: %u stack-delta tables, %llu rows, %.1f bytes/row, built in %.1f ms; "
+				"%llu frames stepped by libunwind\n",
+			tables, (unsigned long long)rows, rows ? (double)bytes / (double)rows : 0.0, build_ns / 1e6,
+			(unsigned long long)st->fallback_steps);
 }
 
 static int child_exit_code(const struct record_run *r)
@@ -440,7 +469,7 @@ static int record(struct record_options *o, const struct cli_env *env)
 	int err, go_fd = -1;
 
 	r.sampler = sampler_new(&o->sampler, &err);
-	r.session = r.sampler ? session_new(r.sampler, &err) : NULL;
+	r.session = r.sampler ? session_new(r.sampler, &o->session, &err) : NULL;
 	if (!r.session) {
 		fprintf(stderr, "hostprof: cannot set up sampling: %s\n", strerror(-err));
 		sampler_free(r.sampler);
@@ -465,6 +494,8 @@ static int record(struct record_options *o, const struct cli_env *env)
 				sampler_event(r.sampler), o->command ? "" : ", Ctrl-C to stop");
 		run_loop(&r);
 		err = write_profile(&r);
+		if (err == 0 && o->session.capture_path && (err = session_save_capture(r.session)) < 0)
+			fprintf(stderr, "hostprof: cannot write %s: %s\n", o->session.capture_path, strerror(-err));
 		if (err == 0 && !o->quiet)
 			print_summary(&r);
 	}

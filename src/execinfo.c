@@ -129,6 +129,7 @@ static int read_segments(struct execinfo *e)
 
 static void entry_free(struct execinfo *e)
 {
+	stack_deltas_free(e->deltas);
 	if (e->symbolizer)
 		symbolizer_free(e->symbolizer);
 	if (e->elf)
@@ -320,4 +321,31 @@ struct symbolizer *execinfo_symbolizer(struct execinfo *e)
 	if (!e->symbolizer)
 		e->symbolizer_failed = 1;
 	return e->symbolizer;
+}
+
+const struct stack_deltas *execinfo_deltas(struct execinfo *e)
+{
+	if (e->deltas || e->deltas_failed)
+		return e->deltas;
+	if (stack_deltas_build(e->elf, &e->deltas, &e->deltas_stats) < 0) {
+		e->deltas = NULL;
+		e->deltas_failed = 1;
+	}
+	return e->deltas;
+}
+
+void execinfo_mgr_totals(const struct execinfo_mgr *m, struct execinfo_totals *t)
+{
+	memset(t, 0, sizeof(*t));
+	for (unsigned b = 0; b < EXECINFO_BUCKETS; b++) {
+		for (const struct execinfo *e = m->buckets[b]; e; e = e->next) {
+			t->entries++;
+			if (!e->deltas)
+				continue;
+			t->tables++;
+			t->rows += e->deltas_stats.rows;
+			t->bytes += e->deltas_stats.bytes;
+			t->build_ns += e->deltas_stats.build_ns;
+		}
+	}
 }

@@ -19,6 +19,7 @@
 
 #include "src/ids.h"
 #include "symbols/symbolizer.h"
+#include "unwind/stack_deltas.h"
 
 struct execinfo_segment {
 	uint64_t vaddr, memsz, offset, filesz;
@@ -38,6 +39,9 @@ struct execinfo {
 	unsigned nsegments;
 	struct symbolizer *symbolizer;	/* lazily opened, see execinfo_symbolizer() */
 	int symbolizer_failed;
+	struct stack_deltas *deltas;	/* lazily built, see execinfo_deltas() */
+	int deltas_failed;
+	struct stack_deltas_stats deltas_stats;
 	/* private to the manager */
 	unsigned refs;
 	dev_t dev;
@@ -80,7 +84,18 @@ int execinfo_contains_va(const struct execinfo *e, uint64_t va);
 /* The symbolizer for e, opened on first use; NULL if the file cannot be symbolized. */
 struct symbolizer *execinfo_symbolizer(struct execinfo *e);
 
-/* Entries alive and bytes of memory they use (approximate), for reporting. */
+/* The file's stack-delta table, built on first use (once per file, shared by every process); NULL if the
+ * file has no usable unwind information. */
+const struct stack_deltas *execinfo_deltas(struct execinfo *e);
+
+/* Entries alive. */
 unsigned execinfo_mgr_count(const struct execinfo_mgr *m);
+
+/* Totals over the entries alive, for reporting: delta tables built, their rows and bytes, build time. */
+struct execinfo_totals {
+	unsigned entries, tables;
+	uint64_t rows, bytes, build_ns;
+};
+void execinfo_mgr_totals(const struct execinfo_mgr *m, struct execinfo_totals *t);
 
 #endif

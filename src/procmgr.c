@@ -20,7 +20,7 @@
 struct procmgr {
 	struct execinfo_mgr *execinfo;
 	struct process *buckets[PROCMGR_BUCKETS];
-	unsigned count;
+	unsigned count, seen;
 };
 
 struct procmgr *procmgr_new(struct execinfo_mgr *execinfo)
@@ -72,6 +72,23 @@ void procmgr_free(struct procmgr *pm)
 unsigned procmgr_count(const struct procmgr *pm)
 {
 	return pm->count;
+}
+
+unsigned procmgr_seen(const struct procmgr *pm)
+{
+	return pm->seen;
+}
+
+int procmgr_for_each(struct procmgr *pm, int (*fn)(void *ctx, struct process *p), void *ctx)
+{
+	for (unsigned b = 0; b < PROCMGR_BUCKETS; b++) {
+		for (struct process *p = pm->buckets[b]; p; p = p->next) {
+			int err = fn(ctx, p);
+			if (err < 0)
+				return err;
+		}
+	}
+	return 0;
 }
 
 static struct process **bucket_of(struct procmgr *pm, pid_t pid)
@@ -239,6 +256,7 @@ static struct process *process_new(struct procmgr *pm, pid_t pid)
 	p->next = *b;
 	*b = p;
 	pm->count++;
+	pm->seen++;
 	return p;
 }
 

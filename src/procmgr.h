@@ -78,6 +78,11 @@ struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, stru
 const char *procmgr_thread_name(struct procmgr *pm, struct process *p, pid_t tid);
 
 unsigned procmgr_count(const struct procmgr *pm);
+/* Processes seen since procmgr_new(), exited ones included. */
+unsigned procmgr_seen(const struct procmgr *pm);
+
+/* Call fn for every process (exited ones not yet reaped included); stops at and returns a negative result. */
+int procmgr_for_each(struct procmgr *pm, int (*fn)(void *ctx, struct process *p), void *ctx);
 
 /* Parse one /proc/PID/maps line into the fields of m (path is not copied: *path points into line).
  * Returns 0, or -EINVAL for a malformed line. Exposed for tests. */

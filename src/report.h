@@ -1,5 +1,6 @@
 /*
- * report.h — `hostprof report`: a run summary and the top functions of a profile, as text.
+ * report.h — `hostprof report`: a run summary and views of a profile as text: the top functions, a call tree,
+ * and either of them per thread.
  *
  * Rows are functions (a function name within a library), not lines or addresses: self counts the samples whose
  * innermost frame is the function, total the samples with the function anywhere in the stack, counted once per
@@ -7,11 +8,20 @@
  * "libname+0xADDR" (frame_name.h). Ordering is deterministic: by the sort key, then the other count, then name
  * and library.
  *
- * report_print() only reads p. Returns 0, -ENOMEM, or -EIO when writing to out fails.
+ * The call tree starts from the process names (comm), then the outermost frames; a node's Total% is the share
+ * of samples passing through that path, Self% of those ending there. Nodes below percent_limit of the samples
+ * are left out, with their subtrees.
+ *
+ * Percentages are of the samples shown: all of them, those of --pid, or, per thread, the thread's own.
+ *
+ * Only reads p. Functions return 0, -ENOMEM, -EIO when writing to out fails, or -ESRCH when a pid filter
+ * matches no sample.
  */
 #ifndef HOSTPROF_REPORT_H
 #define HOSTPROF_REPORT_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "src/profile.h"
@@ -22,13 +32,36 @@ enum report_sort {
 };
 
 struct report_options {
-	unsigned limit;		/* rows to print; 0 means REPORT_DEFAULT_LIMIT */
+	unsigned limit;		/* rows to print (per table); 0 means REPORT_DEFAULT_LIMIT */
 	enum report_sort sort;
+	bool tree;		/* the call tree instead of the top-functions table */
+	bool per_thread;	/* one table (or tree) per (pid, tid, thread name), busiest first */
+	bool filter_pid;	/* only the samples of pid */
+	int32_t pid;
+	double percent_limit;	/* tree nodes under this share are hidden; < 0 means REPORT_DEFAULT_PERCENT_LIMIT */
 };
 
 #define REPORT_DEFAULT_LIMIT 20
+#define REPORT_DEFAULT_PERCENT_LIMIT 0.5
 
-/* o may be NULL for the defaults (20 rows, by self). */
+/* o may be NULL for the defaults (20 rows, by self, all samples, no tree). */
 int report_print(const struct profile *p, FILE *out, const struct report_options *o);
+
+/* One function of a profile with its sample counts, as a row of the top-functions table. */
+struct report_function {
+	char *name;		/* "function (file.c)", or a frame name such as "libc.so.6+0x1234" */
+	char *library;		/* basename of the file, "[kernel]", or "" */
+	uint64_t self, total;
+};
+
+struct report_functions {
+	struct report_function *items;	/* functions with total > 0, sorted by (name, library) */
+	uint32_t count;
+	uint64_t samples;	/* sum of all sample counts: the whole that self and total are shares of */
+};
+
+/* Every function of p with its counts over all samples. Free with report_functions_free(). */
+int report_functions_get(const struct profile *p, struct report_functions *out);
+void report_functions_free(struct report_functions *f);
 
 #endif

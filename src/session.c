@@ -12,8 +12,10 @@
 
 #include "src/execinfo.h"
 #include "src/procmgr.h"
+#include "src/replay.h"
 #include "src/traces.h"
 #include "symbols/kallsyms.h"
+#include "unwind/unwind_deltas.h"
 #include "unwind/unwind_libunwind.h"
 
 struct session {
@@ -21,7 +23,10 @@ struct session {
 	struct execinfo_mgr *execinfo;
 	struct procmgr *procs;
 	struct traces *traces;
-	struct unwind_libunwind *unwinder;
+	struct session_options opts;
+	struct unwind_libunwind *unwinder;	/* the reference, and the fast unwinder's fallback */
+	struct unwind_deltas *deltas;
+	struct replay_writer *capture;
 	struct kallsyms *kallsyms;
 	struct trace_kernel kernel;
 	pid_t self;
@@ -44,9 +49,37 @@ static uint64_t monotonic_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static void forget_in_unwinder(void *ctx, const struct execinfo *e)
+static void forget_in_unwinders(void *ctx, const struct execinfo *e)
 {
-	unwind_libunwind_forget(ctx, e);
+	struct session *s = ctx;
+	unwind_libunwind_forget(s->unwinder, e);
+	unwind_deltas_forget(s->deltas, e);
+}
+
+/* Rows the delta tables cannot express are stepped by libunwind, for that frame only. */
+static int libunwind_fallback(void *ctx, const struct unwind_process *proc, const struct unwind_sample *sample,
+			      const struct unwind_module *mod, const struct unwind_deltas_regs *frame,
+			      struct unwind_deltas_regs *caller)
+{
+	struct session *s = ctx;
+	uint64_t regs[UNWIND_NREGS], out[UNWIND_NREGS];
+	bool signal;
+	(void)mod;
+	for (int i = 0; i < UNWIND_NREGS; i++)
+		regs[i] = frame->known & UNWIND_DELTAS_REG(i) ? frame->regs[i] : 0;
+	/* libunwind takes the IP as exact; a return address's rule is the call's, one byte back. */
+	if (!frame->exact_ip)
+		regs[UNWIND_REG_IP]--;
+	s->stats.fallback_steps++;
+	int r = unwind_libunwind_step(s->unwinder, proc, sample, regs, out, &signal);
+	if (r <= 0)
+		return r == 0 ? UNWIND_DELTAS_FALLBACK_END : r;
+	memset(caller, 0, sizeof(*caller));
+	memcpy(caller->regs, out, sizeof(out));
+	caller->known = UNWIND_DELTAS_REG(UNWIND_REG_IP) | UNWIND_DELTAS_REG(UNWIND_REG_SP) |
+			UNWIND_DELTAS_REG(UNWIND_REG_BP);
+	caller->exact_ip = signal;
+	return 0;
 }
 
 /* The kernel's build-id from /sys/kernel/notes, a sequence of ELF notes. */
@@ -89,22 +122,28 @@ static void setup_kernel(struct session *s)
 	}
 }
 
-struct session *session_new(struct sampler *sampler, int *err)
+struct session *session_new(struct sampler *sampler, const struct session_options *o, int *err)
 {
 	struct session *s = calloc(1, sizeof(*s));
 	if (!s) {
 		*err = -ENOMEM;
 		return NULL;
 	}
+	if (o)
+		s->opts = *o;
 	s->sampler = sampler;
 	s->self = getpid();
 	setup_kernel(s);
 	s->execinfo = execinfo_mgr_new();
 	s->procs = s->execinfo ? procmgr_new(s->execinfo) : NULL;
 	s->traces = s->execinfo ? traces_new(s->execinfo, &s->kernel) : NULL;
+	struct unwind_deltas_options dopts = { .fallback = libunwind_fallback, .fallback_ctx = s };
 	s->unwinder = unwind_libunwind_new();
-	if (!s->procs || !s->traces || !s->unwinder ||
-	    execinfo_mgr_add_release_hook(s->execinfo, forget_in_unwinder, s->unwinder) < 0) {
+	s->deltas = unwind_deltas_new(&dopts);
+	if (s->opts.capture_path)
+		s->capture = replay_writer_new();
+	if (!s->procs || !s->traces || !s->unwinder || !s->deltas || (s->opts.capture_path && !s->capture) ||
+	    execinfo_mgr_add_release_hook(s->execinfo, forget_in_unwinders, s) < 0) {
 		session_free(s);
 		*err = -ENOMEM;
 		return NULL;
@@ -121,6 +160,8 @@ void session_free(struct session *s)
 	procmgr_free(s->procs);
 	execinfo_mgr_free(s->execinfo);
 	unwind_libunwind_free(s->unwinder);
+	unwind_deltas_free(s->deltas);
+	replay_writer_free(s->capture);
 	kallsyms_free(s->kallsyms);
 	free(s);
 }
@@ -132,7 +173,7 @@ const struct session_stats *session_stats(const struct session *s)
 
 unsigned session_processes(const struct session *s)
 {
-	return procmgr_count(s->procs);
+	return procmgr_seen(s->procs);
 }
 
 void session_track_pid(struct session *s, pid_t pid)
@@ -142,10 +183,13 @@ void session_track_pid(struct session *s, pid_t pid)
 
 void session_tick(struct session *s)
 {
-	procmgr_reap(s->procs);
+	/* A capture records every process's mappings at the end: keep exited processes until then. */
+	if (!s->capture)
+		procmgr_reap(s->procs);
 }
 
-static void fill_module(const struct mapping *m, struct execinfo *e, struct unwind_module *mod)
+static void fill_module(const struct session *s, const struct mapping *m, struct execinfo *e,
+			struct unwind_module *mod)
 {
 	mod->start = m->start;
 	mod->end = m->end;
@@ -153,6 +197,8 @@ static void fill_module(const struct mapping *m, struct execinfo *e, struct unwi
 	mod->bias = m->bias;
 	mod->elf = e->elf;
 	mod->cache_key = e;
+	/* Built once per file, on the first sample that needs it; the reference unwinder has no use for it. */
+	mod->deltas = s->opts.unwinder == SESSION_UNWIND_DELTAS ? execinfo_deltas(e) : NULL;
 }
 
 /*
@@ -167,7 +213,7 @@ static int find_in_neighbour(struct find_ctx *c, uint64_t addr, struct unwind_mo
 		struct mapping *m = &p->maps[i];
 		if (!m->exe || addr < m->bias || !execinfo_contains_va(m->exe, addr - m->bias))
 			continue;
-		fill_module(m, m->exe, mod);
+		fill_module(c->s, m, m->exe, mod);
 		mod->start = addr;
 		mod->end = addr + 1;
 		return 0;
@@ -182,7 +228,7 @@ static int find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 	struct execinfo *e = m ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
 	if (!e)
 		return find_in_neighbour(c, addr, mod);
-	fill_module(m, e, mod);
+	fill_module(c->s, m, e, mod);
 	return 0;
 }
 
@@ -240,8 +286,12 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 	us.stack = ps->stack;
 	us.stack_size = ps->stack ? ps->stack_size : 0;
 	uint64_t t0 = monotonic_ns();
-	int nu = unwind_libunwind_unwind(s->unwinder, &up, &us, s->uframes, UNWIND_MAX_FRAMES, &st);
+	int nu = s->opts.unwinder == SESSION_UNWIND_DELTAS ?
+			 unwind_deltas_unwind(s->deltas, &up, &us, s->uframes, UNWIND_MAX_FRAMES, &st) :
+			 unwind_libunwind_unwind(s->unwinder, &up, &us, s->uframes, UNWIND_MAX_FRAMES, &st);
 	s->stats.unwind_ns += monotonic_ns() - t0;
+	if (s->capture && replay_writer_add_sample(s->capture, p->pid, (pid_t)ps->tid, &us) < 0)
+		s->stats.capture_errors++;
 	for (int i = 0; i < nu; i++) {
 		/* Every caller frame holds a return address, except one a signal interrupted: its IP is exact. */
 		int is_return = i > 0 && !(s->uframes[i].flags & UNWIND_FRAME_SIGNAL);
@@ -336,6 +386,47 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec)
 		break; /* throttling and other records carry nothing hostprof uses */
 	}
 	return 0;
+}
+
+/* The mappings of p whose files can be opened, as a replay records them. */
+static int capture_process(void *ctx, struct process *p)
+{
+	struct session *s = ctx;
+	struct replay_mapping *maps = calloc(p->nmaps + 1, sizeof(*maps));
+	uint32_t n = 0;
+	int err = maps ? 0 : -ENOMEM;
+	for (unsigned i = 0; i < p->nmaps && !err; i++) {
+		struct execinfo *e = procmgr_mapping_exe(s->procs, p, &p->maps[i]);
+		if (!e)
+			continue;
+		maps[n] = (struct replay_mapping){ .start = p->maps[i].start, .end = p->maps[i].end,
+						   .pgoff = p->maps[i].pgoff };
+		err = replay_writer_add_file(s->capture, e, &maps[n].file);
+		n++;
+	}
+	if (!err)
+		err = replay_writer_set_process(s->capture, p->pid, maps, n);
+	free(maps);
+	return err;
+}
+
+int session_save_capture(struct session *s)
+{
+	if (!s->capture)
+		return 0;
+	int err = procmgr_for_each(s->procs, capture_process, s);
+	return err < 0 ? err : replay_writer_save(s->capture, s->opts.capture_path);
+}
+
+void session_table_totals(const struct session *s, unsigned *tables, uint64_t *rows, uint64_t *bytes,
+			  uint64_t *build_ns)
+{
+	struct execinfo_totals t;
+	execinfo_mgr_totals(s->execinfo, &t);
+	*tables = t.tables;
+	*rows = t.rows;
+	*bytes = t.bytes;
+	*build_ns = t.build_ns;
 }
 
 int session_build_profile(struct session *s, struct profile *p)

@@ -27,12 +27,24 @@ struct session_stats {
 	uint64_t bad_records;	/* records that failed to decode */
 	uint64_t unwind_ns;	/* time spent unwinding user stacks */
 	uint64_t handle_ns;	/* time spent handling samples in total */
+	uint64_t fallback_steps;	/* frames the delta unwinder handed to libunwind */
+	uint64_t capture_errors;	/* samples that could not be added to the replay file */
+};
+
+enum session_unwinder {
+	SESSION_UNWIND_DELTAS,		/* stack-delta tables, libunwind for the rows they cannot express */
+	SESSION_UNWIND_LIBUNWIND,	/* the reference unwinder alone */
+};
+
+struct session_options {
+	enum session_unwinder unwinder;
+	const char *capture_path;	/* also save every sample to this replay file (replay.h), or NULL */
 };
 
 struct session;
 
-/* sampler is borrowed. Returns NULL with *err set. */
-struct session *session_new(struct sampler *sampler, int *err);
+/* sampler is borrowed; o may be NULL (defaults). Returns NULL with *err set. */
+struct session *session_new(struct sampler *sampler, const struct session_options *o, int *err);
 void session_free(struct session *s);
 
 /* A sampler_record_fn: ctx is the session. */
@@ -45,7 +57,15 @@ void session_track_pid(struct session *s, pid_t pid);
 void session_tick(struct session *s);
 
 const struct session_stats *session_stats(const struct session *s);
+/* Processes seen (with samples or mappings) since the start. */
 unsigned session_processes(const struct session *s);
+
+/* Write the replay file asked for in the options (no-op without one). Returns 0 or a negative errno. */
+int session_save_capture(struct session *s);
+
+/* Delta tables built so far: count, rows, bytes and build time (execinfo_mgr_totals). */
+void session_table_totals(const struct session *s, unsigned *tables, uint64_t *rows, uint64_t *bytes,
+			  uint64_t *build_ns);
 
 /* Symbolize and add everything counted so far to p (info counters included). */
 int session_build_profile(struct session *s, struct profile *p);

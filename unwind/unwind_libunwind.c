@@ -102,6 +102,7 @@ struct sample_ctx {
 	struct unwind_libunwind *u;
 	const struct unwind_process *proc;
 	const struct unwind_sample *sample;
+	const uint64_t *regs;		/* frame 0's registers: the sample's, or a mid-stack frame's (step) */
 	struct region regions[REGION_CACHE];
 	unsigned nregions, next_region;
 	struct recent_file recent[RECENT_FILES];
@@ -952,7 +953,7 @@ static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, in
 	(void)as;
 	if (write || r < 0)
 		return -UNW_EBADREG;
-	*val = sc->sample->regs[r];
+	*val = sc->regs[r];
 	return 0;
 }
 
@@ -1137,7 +1138,7 @@ static void sample_begin(struct unwind_libunwind *u, const struct unwind_process
 			 const struct unwind_sample *sample)
 {
 	/* Region and recent-file caches describe one process's address space: start empty for each sample. */
-	u->sc = (struct sample_ctx){ .u = u, .proc = proc, .sample = sample };
+	u->sc = (struct sample_ctx){ .u = u, .proc = proc, .sample = sample, .regs = sample->regs };
 }
 
 int unwind_libunwind_unwind(struct unwind_libunwind *u, const struct unwind_process *proc,
@@ -1161,6 +1162,33 @@ int unwind_libunwind_unwind(struct unwind_libunwind *u, const struct unwind_proc
 	if (u->sc.err)
 		return u->sc.err;
 	return (int)n;
+}
+
+int unwind_libunwind_step(struct unwind_libunwind *u, const struct unwind_process *proc,
+			  const struct unwind_sample *sample, const uint64_t regs[UNWIND_NREGS],
+			  uint64_t caller[UNWIND_NREGS], bool *caller_signal)
+{
+	unw_cursor_t c;
+	uint64_t ip = 0, sp = 0;
+	unw_word_t bp = 0;
+
+	sample_begin(u, proc, sample);
+	u->sc.regs = regs;
+	*caller_signal = false;
+	if (unw_init_remote(&c, u->as, &u->sc) < 0)
+		return -EINVAL;
+	int r = step(&u->sc, &c, &ip, &sp, caller_signal);
+	if (u->sc.err)
+		return u->sc.err;
+	if (r <= 0)
+		return r == 0 ? 0 : -ENOENT;
+	if (unw_get_reg(&c, UNW_X86_64_RBP, &bp) < 0)
+		bp = 0;
+	memset(caller, 0, UNWIND_NREGS * sizeof(*caller));
+	caller[UNWIND_REG_IP] = ip;
+	caller[UNWIND_REG_SP] = sp;
+	caller[UNWIND_REG_BP] = bp;
+	return 1;
 }
 
 /* ---- lifetime ---- */

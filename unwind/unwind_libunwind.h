@@ -13,6 +13,8 @@
 #ifndef HOSTPROF_UNWIND_LIBUNWIND_H
 #define HOSTPROF_UNWIND_LIBUNWIND_H
 
+#include <stdbool.h>
+
 #include "unwind/unwind.h"
 
 struct unwind_libunwind;
@@ -32,5 +34,16 @@ void unwind_libunwind_forget(struct unwind_libunwind *u, const void *cache_key);
 int unwind_libunwind_unwind(struct unwind_libunwind *u, const struct unwind_process *proc,
 			    const struct unwind_sample *sample, struct unwind_frame *frames, size_t max,
 			    enum unwind_status *status);
+
+/*
+ * One step from a frame in the middle of a sample, for a fast unwinder's fallback: regs holds that frame's
+ * registers (IP, SP and BP at least; others 0), memory comes from sample->stack (which starts at the sample's own
+ * SP) and the modules' files. libunwind looks the FDE up at regs' IP itself, as for an interrupted frame.
+ * Returns 1 with the caller's IP, SP and BP in caller[] and *caller_signal set when the caller was interrupted
+ * by a signal, 0 when the frame is the outermost one, or a negative errno when it cannot step.
+ */
+int unwind_libunwind_step(struct unwind_libunwind *u, const struct unwind_process *proc,
+			  const struct unwind_sample *sample, const uint64_t regs[UNWIND_NREGS],
+			  uint64_t caller[UNWIND_NREGS], bool *caller_signal);
 
 #endif

@@ -1,0 +1,635 @@
+/*
+ * replay.c — replay files: writer, reader and the environment that serves their files to unwinders.
+ * See replay.h for the contract.
+ */
+#include "src/replay.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define REPLAY_MAX_FILE_SIZE (1ULL << 30)
+
+/* ---- writer ------------------------------------------------------------------------------------------- */
+
+struct replay_writer {
+	struct replay r;	/* what will be written; the same structures the reader produces */
+	uint32_t capfiles, capprocesses, capsamples;
+};
+
+struct replay_writer *replay_writer_new(void)
+{
+	return calloc(1, sizeof(struct replay_writer));
+}
+
+void replay_writer_free(struct replay_writer *w)
+{
+	if (!w)
+		return;
+	struct replay tmp = w->r;
+	free(w);
+	struct replay *r = malloc(sizeof(*r));
+	if (r) {
+		*r = tmp;
+		replay_free(r);
+	}
+}
+
+static int grow(void **items, uint32_t *cap, uint32_t need, size_t size)
+{
+	if (need <= *cap)
+		return 0;
+	uint32_t n = *cap ? *cap * 2 : 16;
+	while (n < need)
+		n *= 2;
+	void *p = realloc(*items, (size_t)n * size);
+	if (!p)
+		return -ENOMEM;
+	*items = p;
+	*cap = n;
+	return 0;
+}
+
+/* Test programs and the vdso travel with the replay; system libraries are referred to by path and FileID. */
+static int should_embed(const struct execinfo *e)
+{
+	if (e->image)
+		return 1;
+	if (!strncmp(e->path, "/usr/", 5) || !strncmp(e->path, "/lib", 4))
+		return 0;
+	return e->size > 0 && (uint64_t)e->size <= REPLAY_EMBED_MAX;
+}
+
+static int read_whole_fd(int fd, size_t size, uint8_t **out)
+{
+	uint8_t *buf = malloc(size ? size : 1);
+	size_t done = 0;
+	if (!buf)
+		return -ENOMEM;
+	while (done < size) {
+		ssize_t n = pread(fd, buf + done, size - done, (off_t)done);
+		if (n <= 0) {
+			free(buf);
+			return n < 0 ? -errno : -EIO;
+		}
+		done += (size_t)n;
+	}
+	*out = buf;
+	return 0;
+}
+
+static int embed_file(const struct execinfo *e, struct replay_file *f)
+{
+	if (e->image) {
+		f->image = malloc(e->image_size);
+		if (!f->image)
+			return -ENOMEM;
+		memcpy(f->image, e->image, e->image_size);
+		f->image_size = e->image_size;
+		return 0;
+	}
+	f->image_size = (size_t)e->size;
+	return read_whole_fd(e->fd, f->image_size, &f->image);
+}
+
+int replay_writer_add_file(struct replay_writer *w, const struct execinfo *e, uint32_t *index)
+{
+	for (uint32_t i = 0; i < w->r.nfiles; i++) {
+		if (!memcmp(w->r.files[i].file_id, e->file_id.bytes, 16)) {
+			*index = i;
+			return 0;
+		}
+	}
+	int err = grow((void **)&w->r.files, &w->capfiles, w->r.nfiles + 1, sizeof(*w->r.files));
+	if (err < 0)
+		return err;
+	struct replay_file *f = &w->r.files[w->r.nfiles];
+	memset(f, 0, sizeof(*f));
+	memcpy(f->file_id, e->file_id.bytes, 16);
+	f->path = strdup(e->path);
+	if (!f->path || (should_embed(e) && (err = embed_file(e, f)) < 0)) {
+		free(f->path);
+		return err < 0 ? err : -ENOMEM;
+	}
+	*index = w->r.nfiles++;
+	return 0;
+}
+
+int replay_writer_set_process(struct replay_writer *w, pid_t pid, const struct replay_mapping *maps, uint32_t n)
+{
+	struct replay_process *p = NULL;
+	for (uint32_t i = 0; i < w->r.nprocesses && !p; i++) {
+		if (w->r.processes[i].pid == pid)
+			p = &w->r.processes[i];
+	}
+	if (!p) {
+		int err = grow((void **)&w->r.processes, &w->capprocesses, w->r.nprocesses + 1, sizeof(*p));
+		if (err < 0)
+			return err;
+		p = &w->r.processes[w->r.nprocesses++];
+		memset(p, 0, sizeof(*p));
+		p->pid = pid;
+	}
+	struct replay_mapping *copy = malloc((n ? n : 1) * sizeof(*copy));
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, maps, n * sizeof(*copy));
+	free(p->mappings);
+	p->mappings = copy;
+	p->nmappings = n;
+	return 0;
+}
+
+int replay_writer_add_sample(struct replay_writer *w, pid_t pid, pid_t tid, const struct unwind_sample *s)
+{
+	int err = grow((void **)&w->r.samples, &w->capsamples, w->r.nsamples + 1, sizeof(*w->r.samples));
+	if (err < 0)
+		return err;
+	struct replay_sample *rs = &w->r.samples[w->r.nsamples];
+	rs->pid = pid;
+	rs->tid = tid;
+	memcpy(rs->regs, s->regs, sizeof(rs->regs));
+	rs->stack_size = (uint32_t)s->stack_size;
+	rs->stack = malloc(s->stack_size ? s->stack_size : 1);
+	if (!rs->stack)
+		return -ENOMEM;
+	memcpy(rs->stack, s->stack, s->stack_size);
+	w->r.nsamples++;
+	return 0;
+}
+
+uint32_t replay_writer_samples(const struct replay_writer *w)
+{
+	return w->r.nsamples;
+}
+
+static void pack_str(msgpack_packer *pk, const char *s)
+{
+	msgpack_pack_str_with_body(pk, s, strlen(s));
+}
+
+static void pack_bin(msgpack_packer *pk, const void *data, size_t n)
+{
+	msgpack_pack_bin_with_body(pk, data, n);
+}
+
+static void pack_files(msgpack_packer *pk, const struct replay *r)
+{
+	msgpack_pack_array(pk, r->nfiles);
+	for (uint32_t i = 0; i < r->nfiles; i++) {
+		const struct replay_file *f = &r->files[i];
+		msgpack_pack_map(pk, f->image ? 3 : 2);
+		pack_str(pk, "path");
+		pack_str(pk, f->path);
+		pack_str(pk, "file_id");
+		pack_bin(pk, f->file_id, 16);
+		if (f->image) {
+			pack_str(pk, "image");
+			pack_bin(pk, f->image, f->image_size);
+		}
+	}
+}
+
+static void pack_processes(msgpack_packer *pk, const struct replay *r)
+{
+	msgpack_pack_array(pk, r->nprocesses);
+	for (uint32_t i = 0; i < r->nprocesses; i++) {
+		const struct replay_process *p = &r->processes[i];
+		msgpack_pack_map(pk, 2);
+		pack_str(pk, "pid");
+		msgpack_pack_int32(pk, p->pid);
+		pack_str(pk, "mappings");
+		msgpack_pack_array(pk, p->nmappings);
+		for (uint32_t j = 0; j < p->nmappings; j++) {
+			const struct replay_mapping *m = &p->mappings[j];
+			msgpack_pack_array(pk, 4);
+			msgpack_pack_uint32(pk, m->file);
+			msgpack_pack_uint64(pk, m->start);
+			msgpack_pack_uint64(pk, m->end);
+			msgpack_pack_uint64(pk, m->pgoff);
+		}
+	}
+}
+
+static void pack_samples(msgpack_packer *pk, const struct replay *r)
+{
+	msgpack_pack_array(pk, r->nsamples);
+	for (uint32_t i = 0; i < r->nsamples; i++) {
+		const struct replay_sample *s = &r->samples[i];
+		msgpack_pack_map(pk, 4);
+		pack_str(pk, "pid");
+		msgpack_pack_int32(pk, s->pid);
+		pack_str(pk, "tid");
+		msgpack_pack_int32(pk, s->tid);
+		pack_str(pk, "regs");
+		msgpack_pack_array(pk, UNWIND_NREGS);
+		for (int j = 0; j < UNWIND_NREGS; j++)
+			msgpack_pack_uint64(pk, s->regs[j]);
+		pack_str(pk, "stack");
+		pack_bin(pk, s->stack, s->stack_size);
+	}
+}
+
+static int write_atomically(const char *path, const void *data, size_t size)
+{
+	size_t len = strlen(path) + 16;
+	char *tmp = malloc(len);
+	if (!tmp)
+		return -ENOMEM;
+	snprintf(tmp, len, "%s.tmp.XXXXXX", path);
+	int fd = mkstemp(tmp), err = 0;
+	if (fd < 0) {
+		err = -errno;
+		free(tmp);
+		return err;
+	}
+	for (size_t done = 0; done < size && !err;) {
+		ssize_t n = write(fd, (const char *)data + done, size - done);
+		if (n < 0 && errno != EINTR)
+			err = -errno;
+		else if (n > 0)
+			done += (size_t)n;
+	}
+	if (!err && fsync(fd) < 0)
+		err = -errno;
+	if (close(fd) < 0 && !err)
+		err = -errno;
+	if (!err && rename(tmp, path) < 0)
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	free(tmp);
+	return err;
+}
+
+int replay_writer_save(struct replay_writer *w, const char *path)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 5);
+	pack_str(&pk, "format");
+	pack_str(&pk, REPLAY_FORMAT);
+	pack_str(&pk, "version");
+	msgpack_pack_uint32(&pk, REPLAY_VERSION);
+	pack_str(&pk, "files");
+	pack_files(&pk, &w->r);
+	pack_str(&pk, "processes");
+	pack_processes(&pk, &w->r);
+	pack_str(&pk, "samples");
+	pack_samples(&pk, &w->r);
+	int err = sb.data ? write_atomically(path, sb.data, sb.size) : -ENOMEM;
+	msgpack_sbuffer_destroy(&sb);
+	return err;
+}
+
+/* ---- reader ------------------------------------------------------------------------------------------- */
+
+void replay_free(struct replay *r)
+{
+	if (!r)
+		return;
+	for (uint32_t i = 0; i < r->nfiles; i++) {
+		free(r->files[i].path);
+		free(r->files[i].image);
+	}
+	for (uint32_t i = 0; i < r->nprocesses; i++)
+		free(r->processes[i].mappings);
+	for (uint32_t i = 0; i < r->nsamples; i++)
+		free(r->samples[i].stack);
+	free(r->files);
+	free(r->processes);
+	free(r->samples);
+	free(r);
+}
+
+static const msgpack_object *map_get(const msgpack_object *map, const char *key)
+{
+	if (map->type != MSGPACK_OBJECT_MAP)
+		return NULL;
+	size_t klen = strlen(key);
+	for (uint32_t i = 0; i < map->via.map.size; i++) {
+		const msgpack_object *k = &map->via.map.ptr[i].key;
+		if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == klen && !memcmp(k->via.str.ptr, key, klen))
+			return &map->via.map.ptr[i].val;
+	}
+	return NULL;
+}
+
+static int get_u64(const msgpack_object *map, const char *key, uint64_t *out)
+{
+	const msgpack_object *o = map_get(map, key);
+	if (!o || o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+		return -EBADMSG;
+	*out = o->via.u64;
+	return 0;
+}
+
+static int get_i32(const msgpack_object *map, const char *key, int32_t *out)
+{
+	const msgpack_object *o = map_get(map, key);
+	if (!o || (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER && o->type != MSGPACK_OBJECT_NEGATIVE_INTEGER) ||
+	    o->via.i64 < INT32_MIN || o->via.i64 > INT32_MAX)
+		return -EBADMSG;
+	*out = (int32_t)o->via.i64;
+	return 0;
+}
+
+static int copy_bin(const msgpack_object *o, uint8_t **out, size_t *size)
+{
+	if (!o || o->type != MSGPACK_OBJECT_BIN)
+		return -EBADMSG;
+	*out = malloc(o->via.bin.size ? o->via.bin.size : 1);
+	if (!*out)
+		return -ENOMEM;
+	memcpy(*out, o->via.bin.ptr, o->via.bin.size);
+	*size = o->via.bin.size;
+	return 0;
+}
+
+static const msgpack_object *get_array(const msgpack_object *map, const char *key)
+{
+	const msgpack_object *o = map_get(map, key);
+	return o && o->type == MSGPACK_OBJECT_ARRAY ? o : NULL;
+}
+
+static int read_file_entry(const msgpack_object *o, struct replay_file *f)
+{
+	const msgpack_object *path = map_get(o, "path"), *id = map_get(o, "file_id");
+	if (!path || path->type != MSGPACK_OBJECT_STR || !id || id->type != MSGPACK_OBJECT_BIN ||
+	    id->via.bin.size != 16)
+		return -EBADMSG;
+	f->path = strndup(path->via.str.ptr, path->via.str.size);
+	if (!f->path)
+		return -ENOMEM;
+	memcpy(f->file_id, id->via.bin.ptr, 16);
+	const msgpack_object *image = map_get(o, "image");
+	return image ? copy_bin(image, &f->image, &f->image_size) : 0;
+}
+
+static int read_mapping(const msgpack_object *o, uint32_t nfiles, struct replay_mapping *m)
+{
+	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 4)
+		return -EBADMSG;
+	for (int i = 0; i < 4; i++) {
+		if (o->via.array.ptr[i].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+			return -EBADMSG;
+	}
+	uint64_t file = o->via.array.ptr[0].via.u64;
+	m->start = o->via.array.ptr[1].via.u64;
+	m->end = o->via.array.ptr[2].via.u64;
+	m->pgoff = o->via.array.ptr[3].via.u64;
+	if (file >= nfiles || m->end <= m->start)
+		return -EBADMSG;
+	m->file = (uint32_t)file;
+	return 0;
+}
+
+static int read_process(const msgpack_object *o, uint32_t nfiles, struct replay_process *p)
+{
+	const msgpack_object *maps = get_array(o, "mappings");
+	int err = get_i32(o, "pid", &p->pid);
+	if (err < 0 || !maps)
+		return -EBADMSG;
+	p->mappings = calloc(maps->via.array.size + 1, sizeof(*p->mappings));
+	if (!p->mappings)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < maps->via.array.size && !err; i++) {
+		err = read_mapping(&maps->via.array.ptr[i], nfiles, &p->mappings[i]);
+		if (!err && i && p->mappings[i].start < p->mappings[i - 1].end)
+			err = -EBADMSG; /* must be sorted and disjoint: lookups binary-search them */
+		p->nmappings = i + 1;
+	}
+	return err;
+}
+
+static int read_sample(const msgpack_object *o, struct replay_sample *s)
+{
+	const msgpack_object *regs = get_array(o, "regs");
+	size_t size = 0;
+	int err;
+	if ((err = get_i32(o, "pid", &s->pid)) < 0 || (err = get_i32(o, "tid", &s->tid)) < 0)
+		return err;
+	if (!regs || regs->via.array.size != UNWIND_NREGS)
+		return -EBADMSG;
+	for (int i = 0; i < UNWIND_NREGS; i++) {
+		if (regs->via.array.ptr[i].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+			return -EBADMSG;
+		s->regs[i] = regs->via.array.ptr[i].via.u64;
+	}
+	if ((err = copy_bin(map_get(o, "stack"), &s->stack, &size)) < 0)
+		return err;
+	if (size > 65536)
+		return -EBADMSG;
+	s->stack_size = (uint32_t)size;
+	return 0;
+}
+
+#define READ_ARRAY(root, key, field, count, fn, ...)                                                          \
+	do {                                                                                                   \
+		const msgpack_object *arr_ = get_array(root, key);                                             \
+		if (!arr_)                                                                                     \
+			return -EBADMSG;                                                                       \
+		r->field = calloc(arr_->via.array.size + 1, sizeof(*r->field));                                \
+		if (!r->field)                                                                                 \
+			return -ENOMEM;                                                                        \
+		for (uint32_t i_ = 0; i_ < arr_->via.array.size; i_++) {                                       \
+			r->count = i_ + 1;                                                                     \
+			int e_ = fn(&arr_->via.array.ptr[i_], ##__VA_ARGS__, &r->field[i_]);                   \
+			if (e_ < 0)                                                                            \
+				return e_;                                                                     \
+		}                                                                                              \
+	} while (0)
+
+static int read_root(const msgpack_object *root, struct replay *r)
+{
+	const msgpack_object *fmt = map_get(root, "format");
+	uint64_t version;
+	if (!fmt || fmt->type != MSGPACK_OBJECT_STR || fmt->via.str.size != strlen(REPLAY_FORMAT) ||
+	    memcmp(fmt->via.str.ptr, REPLAY_FORMAT, fmt->via.str.size) != 0)
+		return -EINVAL;
+	if (get_u64(root, "version", &version) < 0 || version != REPLAY_VERSION)
+		return -EPROTONOSUPPORT;
+	READ_ARRAY(root, "files", files, nfiles, read_file_entry);
+	READ_ARRAY(root, "processes", processes, nprocesses, read_process, r->nfiles);
+	READ_ARRAY(root, "samples", samples, nsamples, read_sample);
+	return 0;
+}
+
+static int slurp(const char *path, char **data, size_t *size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	int err = 0;
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		err = -errno;
+	else if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > REPLAY_MAX_FILE_SIZE)
+		err = -EFBIG;
+	else
+		err = read_whole_fd(fd, (size_t)st.st_size, (uint8_t **)data);
+	*size = (size_t)st.st_size;
+	close(fd);
+	return err;
+}
+
+int replay_read(const char *path, struct replay **out, char *errbuf, size_t errlen)
+{
+	char *data = NULL;
+	size_t size = 0;
+	msgpack_unpacked u;
+	int err = slurp(path, &data, &size);
+	struct replay *r = NULL;
+
+	if (err < 0) {
+		snprintf(errbuf, errlen, "%s: %s", path, strerror(-err));
+		return err;
+	}
+	msgpack_unpacked_init(&u);
+	if (msgpack_unpack_next(&u, data, size, NULL) != MSGPACK_UNPACK_SUCCESS) {
+		err = -EBADMSG;
+	} else if (!(r = calloc(1, sizeof(*r)))) {
+		err = -ENOMEM;
+	} else {
+		err = read_root(&u.data, r);
+	}
+	msgpack_unpacked_destroy(&u);
+	free(data);
+	if (err < 0) {
+		snprintf(errbuf, errlen, "%s: %s", path,
+			 err == -EINVAL ? "not a hostprof replay file" :
+			 err == -EPROTONOSUPPORT ? "unsupported replay version" : "corrupt replay file");
+		replay_free(r);
+		return err;
+	}
+	*out = r;
+	return 0;
+}
+
+/* ---- environment -------------------------------------------------------------------------------------- */
+
+struct replay_env_proc {
+	struct replay_env *env;
+	const struct replay_process *p;
+};
+
+struct replay_env {
+	const struct replay *r;
+	struct execinfo_mgr *em;
+	struct execinfo **files;	/* by replay file index; NULL when missing here */
+	struct replay_env_proc *procs;
+	uint32_t missing;
+};
+
+static struct execinfo *open_replay_file(struct execinfo_mgr *em, const struct replay_file *f)
+{
+	struct execinfo *e = NULL;
+	int err;
+	if (f->image) {
+		err = execinfo_acquire_image(em, f->image, f->image_size, f->path, &e);
+	} else {
+		int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+		err = fd < 0 ? -errno : execinfo_acquire_fd(em, fd, f->path, &e);
+	}
+	if (err < 0)
+		return NULL;
+	if (memcmp(e->file_id.bytes, f->file_id, 16) != 0) {
+		execinfo_release(em, e); /* another build of that file: its unwind info would not match */
+		return NULL;
+	}
+	return e;
+}
+
+int replay_env_new(const struct replay *r, struct execinfo_mgr *em, struct replay_env **out)
+{
+	struct replay_env *env = calloc(1, sizeof(*env));
+	if (!env)
+		return -ENOMEM;
+	env->r = r;
+	env->em = em;
+	env->files = calloc(r->nfiles + 1, sizeof(*env->files));
+	env->procs = calloc(r->nprocesses + 1, sizeof(*env->procs));
+	if (!env->files || !env->procs) {
+		replay_env_free(env);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < r->nfiles; i++) {
+		env->files[i] = open_replay_file(em, &r->files[i]);
+		env->missing += !env->files[i];
+	}
+	for (uint32_t i = 0; i < r->nprocesses; i++)
+		env->procs[i] = (struct replay_env_proc){ .env = env, .p = &r->processes[i] };
+	*out = env;
+	return 0;
+}
+
+void replay_env_free(struct replay_env *env)
+{
+	if (!env)
+		return;
+	for (uint32_t i = 0; env->files && i < env->r->nfiles; i++)
+		execinfo_release(env->em, env->files[i]);
+	free(env->files);
+	free(env->procs);
+	free(env);
+}
+
+uint32_t replay_env_missing_files(const struct replay_env *env)
+{
+	return env->missing;
+}
+
+struct execinfo *replay_env_file(const struct replay_env *env, uint32_t file)
+{
+	return file < env->r->nfiles ? env->files[file] : NULL;
+}
+
+static int fill_from_mapping(struct replay_env *env, const struct replay_mapping *m, struct unwind_module *mod)
+{
+	struct execinfo *e = env->files[m->file];
+	if (!e || execinfo_bias(e, m->start, m->pgoff, &mod->bias) < 0)
+		return -ENOENT;
+	mod->start = m->start;
+	mod->end = m->end;
+	mod->pgoff = m->pgoff;
+	mod->elf = e->elf;
+	mod->cache_key = e;
+	mod->deltas = execinfo_deltas(e);
+	return 0;
+}
+
+static int replay_find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
+{
+	struct replay_env_proc *rp = ctx;
+	const struct replay_process *p = rp->p;
+	uint32_t lo = 0, hi = p->nmappings;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (p->mappings[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < p->nmappings && p->mappings[lo].start <= addr)
+		return fill_from_mapping(rp->env, &p->mappings[lo], mod);
+	return -ENOENT;
+}
+
+int replay_env_process(struct replay_env *env, int32_t pid, struct unwind_process *proc)
+{
+	for (uint32_t i = 0; i < env->r->nprocesses; i++) {
+		if (env->procs[i].p->pid == pid) {
+			proc->find_module = replay_find_module;
+			proc->ctx = &env->procs[i];
+			return 0;
+		}
+	}
+	return -ENOENT;
+}

@@ -1,0 +1,1592 @@
+/*
+ * stack_deltas.c — compile an ELF file's CFI into a sorted (address, rule) table. See stack_deltas.h.
+ *
+ * The build runs in four steps:
+ *   1. enumerate the FDEs of .eh_frame (found through .eh_frame_hdr when there are no section headers) and of
+ *      .debug_frame with dwarf_next_cfi, decoding only their address ranges;
+ *   2. for each FDE, walk its rows with libdw: dwarf_cfi_addrframe() at an address, dwarf_frame_info() for the
+ *      [start, end) over which that row holds, then jump to end; each row becomes a rule;
+ *   3. cover executable code that has no FDE with a capstone prologue/epilogue analysis (or the plain
+ *      frame-pointer rule when that is not possible);
+ *   4. sort, let each address keep its best source, merge equal neighbours and pack the result into
+ *      struct-of-arrays form: u32 address offsets + u16 rule indices (6 bytes a row) into a small table of
+ *      distinct rules, with a 64 KiB page index in front of the binary search.
+ */
+#include "unwind/stack_deltas.h"
+
+#include <capstone/capstone.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Rule indices are u16; index 0 is INVALID, 1 is FALLBACK (what a rule becomes once the table is full). */
+#define SD_MAX_RULES 65536u
+#define SD_RULE_INVALID 0u
+#define SD_RULE_FALLBACK 1u
+/* Each dwarf_cfi_addrframe call re-runs its FDE's program from the start, so a hostile FDE with many rows costs
+ * rows x length. Bound the bytes of CFI program interpreted per FDE and, linearly in the CFI's size, per file.
+ * Real files stay far below: libc ~2 M in all (0.5 per CFI byte), libLLVM ~80 M (~20 per CFI byte). */
+#define SD_WORK_PER_FDE (1ull << 24)
+#define SD_WORK_PER_CFI_BYTE 256u
+#define SD_WORK_MAX (1ull << 31)	/* a few seconds of libdw at most */
+/* Gaps between FDEs shorter than this are alignment padding: the previous rule simply extends over them. */
+#define SD_MIN_GAP 16
+/* Bytes of code without CFI that the prologue analysis may disassemble per file (each byte twice), about half
+ * a second of capstone. Beyond that (e.g. Go binaries, which have no CFI but keep frame pointers) code gets the
+ * frame-pointer rule. */
+#define SD_ANALYSIS_MAX_BYTES (4u << 20)
+/* At most this many rows; past it the rest of the file is left out (never reached by real files). */
+#define SD_MAX_ROWS (1u << 27)
+#define SD_PAGE_BITS 16
+/* Largest stack frame the prologue analysis believes in. */
+#define SD_MAX_FRAME (1 << 24)
+
+/* Which source a build-time row came from; at one address the higher priority wins. */
+enum sd_prio { SD_PRIO_END, SD_PRIO_ANALYSIS, SD_PRIO_CFI, SD_PRIO_SIGNAL };
+
+/* x86_64 DWARF register numbers. */
+enum { SD_DW_RBP = 6, SD_DW_RSP = 7, SD_DW_RA = 16 };
+
+struct stack_deltas {
+	uint64_t base;			/* ELF address of the first row */
+	uint32_t nrows, npages, nrules;
+	const uint32_t *addr;		/* nrows row starts, as offsets from base, ascending */
+	const uint16_t *rule;		/* nrows indices into rules */
+	const uint32_t *page;		/* npages + 1: first row whose addr >= page << SD_PAGE_BITS */
+	const struct stack_delta_rule *rules;
+	size_t bytes;
+};
+
+struct sd_row {
+	uint64_t addr;
+	uint32_t seq;		/* insertion order, to keep the sort stable */
+	uint16_t rule;
+	uint8_t prio;		/* enum sd_prio */
+};
+
+/* One FDE's address range and where it came from. */
+struct sd_range {
+	uint64_t start, end;
+	uint32_t src;		/* index into builder.src */
+	uint32_t prog_len;	/* FDE size: what one dwarf_cfi_addrframe call may interpret */
+};
+
+/* A CFI section: raw bytes for dwarf_next_cfi and a libdw handle to evaluate rows with. */
+struct sd_source {
+	Elf_Data data;
+	uint64_t va;		/* ELF address of data.d_buf[0], for pc-relative pointers */
+	bool eh;		/* .eh_frame format (else .debug_frame) */
+	Dwarf_CFI *cfi;
+	Dwarf *dw;		/* owner of cfi for .debug_frame */
+};
+
+/* Executable code: an address range and its bytes (NULL when the file holds none). */
+struct sd_code {
+	uint64_t start, end;
+	const uint8_t *bytes;
+};
+
+/* A decoded CIE, as much as FDE decoding needs. */
+struct sd_cie {
+	uint64_t off;
+	uint8_t fde_enc;
+	bool valid, used;
+};
+
+#define SD_CIE_CACHE 64
+
+struct sd_builder {
+	Elf *elf;
+	GElf_Ehdr ehdr;
+	const unsigned char *ident;
+	int err;			/* first fatal error (-ENOMEM) */
+
+	struct stack_delta_rule *rules;
+	uint32_t nrules, rules_cap;
+	uint32_t *rule_hash;		/* open addressing: rule index + 1, 0 = empty */
+	uint32_t hash_cap;
+
+	struct sd_row *rows;
+	size_t nrows, rows_cap;
+
+	struct sd_source src[2];
+	unsigned nsrc;
+	struct sd_range *ranges;
+	size_t nranges, ranges_cap;
+	struct sd_cie cies[SD_CIE_CACHE];
+
+	struct sd_code *code;
+	size_t ncode;
+	uint64_t *funcs;		/* sorted function symbol addresses, to split code without CFI */
+	size_t nfuncs;
+	bool is_program;		/* an executable (not a library): its entry point is the outermost frame */
+
+	uint64_t work, work_max;
+	size_t analysed_bytes;
+	csh cs;
+	int cs_state;			/* 0 not opened, 1 open, -1 unavailable */
+	cs_insn *insn;			/* capstone's decoding buffer */
+	bool analysing;			/* the current gap is being disassembled */
+	uint64_t *targets;		/* sorted direct call targets inside the current gap */
+	size_t ntargets, targets_cap;
+
+	struct stack_deltas_stats *st;
+};
+
+/* qsort, minus the undefined behaviour of passing it a NULL array. */
+static void sd_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
+}
+
+/* ---- rules ---------------------------------------------------------------------------------------------- */
+
+static struct stack_delta_rule sd_simple_rule(enum stack_delta_kind kind)
+{
+	struct stack_delta_rule r;
+	memset(&r, 0, sizeof(r));
+	r.kind = (uint8_t)kind;
+	return r;
+}
+
+/* What code without any better information gets: a classic frame (push rbp; mov rbp, rsp). */
+static struct stack_delta_rule sd_fp_rule(void)
+{
+	struct stack_delta_rule r = sd_simple_rule(STACK_DELTA_CFA_FP);
+	r.cfa_off = 16;
+	r.fp = STACK_DELTA_FP_AT_CFA;
+	r.fp_off = -16;
+	return r;
+}
+
+static uint32_t sd_rule_hash(const struct stack_delta_rule *r)
+{
+	uint64_t h = (uint64_t)r->kind | (uint64_t)r->fp << 8 | (uint64_t)(uint16_t)r->fp_off << 16 |
+		     (uint64_t)(uint32_t)r->cfa_off << 32;
+	h ^= (uint64_t)(uint32_t)r->aux * 0x9e3779b97f4a7c15ull;
+	h *= 0xff51afd7ed558ccdull;
+	return (uint32_t)(h >> 32);
+}
+
+static bool sd_rule_eq(const struct stack_delta_rule *a, const struct stack_delta_rule *b)
+{
+	return a->kind == b->kind && a->fp == b->fp && a->fp_off == b->fp_off && a->cfa_off == b->cfa_off &&
+	       a->aux == b->aux;
+}
+
+static int sd_rehash(struct sd_builder *b, uint32_t cap)
+{
+	uint32_t *h = calloc(cap, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < b->nrules; i++) {
+		uint32_t j = sd_rule_hash(&b->rules[i]) & (cap - 1);
+		while (h[j])
+			j = (j + 1) & (cap - 1);
+		h[j] = i + 1;
+	}
+	free(b->rule_hash);
+	b->rule_hash = h;
+	b->hash_cap = cap;
+	return 0;
+}
+
+/* Index of r in the rule table, adding it if new. Once the table is full, new rules become FALLBACK. */
+static uint16_t sd_intern(struct sd_builder *b, const struct stack_delta_rule *r)
+{
+	uint32_t j = sd_rule_hash(r) & (b->hash_cap - 1);
+	for (; b->rule_hash[j]; j = (j + 1) & (b->hash_cap - 1))
+		if (sd_rule_eq(&b->rules[b->rule_hash[j] - 1], r))
+			return (uint16_t)(b->rule_hash[j] - 1);
+	if (b->nrules >= SD_MAX_RULES)
+		return SD_RULE_FALLBACK;
+	if (b->nrules == b->rules_cap) {
+		uint32_t cap = b->rules_cap * 2;
+		struct stack_delta_rule *n = realloc(b->rules, cap * sizeof(*n));
+		if (!n) {
+			b->err = -ENOMEM;
+			return SD_RULE_FALLBACK;
+		}
+		b->rules = n;
+		b->rules_cap = cap;
+	}
+	b->rules[b->nrules++] = *r;
+	b->rule_hash[j] = b->nrules;
+	if (b->nrules * 2 > b->hash_cap && sd_rehash(b, b->hash_cap * 2) < 0)
+		b->err = -ENOMEM;
+	return (uint16_t)(b->nrules - 1);
+}
+
+static int sd_rules_init(struct sd_builder *b)
+{
+	b->rules_cap = 64;
+	b->rules = malloc(b->rules_cap * sizeof(*b->rules));
+	if (!b->rules || sd_rehash(b, 256) < 0)
+		return -ENOMEM;
+	struct stack_delta_rule inv = sd_simple_rule(STACK_DELTA_INVALID);
+	struct stack_delta_rule fb = sd_simple_rule(STACK_DELTA_FALLBACK);
+	sd_intern(b, &inv);
+	sd_intern(b, &fb);
+	return b->err;
+}
+
+static void sd_add_row(struct sd_builder *b, uint64_t addr, uint16_t rule, enum sd_prio prio)
+{
+	if (b->err || b->nrows >= SD_MAX_ROWS)
+		return;
+	if (b->nrows == b->rows_cap) {
+		size_t cap = b->rows_cap ? b->rows_cap * 2 : 4096;
+		struct sd_row *n = realloc(b->rows, cap * sizeof(*n));
+		if (!n) {
+			b->err = -ENOMEM;
+			return;
+		}
+		b->rows = n;
+		b->rows_cap = cap;
+	}
+	b->rows[b->nrows] = (struct sd_row){ .addr = addr, .seq = (uint32_t)b->nrows, .rule = rule,
+					     .prio = (uint8_t)prio };
+	b->nrows++;
+}
+
+static void sd_add_rule_row(struct sd_builder *b, uint64_t addr, const struct stack_delta_rule *r,
+			    enum sd_prio prio)
+{
+	sd_add_row(b, addr, sd_intern(b, r), prio);
+}
+
+/* ---- ELF helpers ---------------------------------------------------------------------------------------- */
+
+static const char *sd_section_name(struct sd_builder *b, Elf_Scn *scn, GElf_Shdr *sh)
+{
+	size_t shstrndx;
+	if (!gelf_getshdr(scn, sh) || elf_getshdrstrndx(b->elf, &shstrndx) != 0)
+		return NULL;
+	return elf_strptr(b->elf, shstrndx, sh->sh_name);
+}
+
+static Elf_Scn *sd_find_section(struct sd_builder *b, const char *name, GElf_Shdr *sh)
+{
+	for (Elf_Scn *scn = elf_nextscn(b->elf, NULL); scn; scn = elf_nextscn(b->elf, scn)) {
+		const char *n = sd_section_name(b, scn, sh);
+		if (n && strcmp(n, name) == 0)
+			return scn;
+	}
+	return NULL;
+}
+
+/* Bytes of the file backing ELF address va through a PT_LOAD, or NULL; *avail is how many follow. */
+static const uint8_t *sd_segment_bytes(struct sd_builder *b, uint64_t va, size_t *avail)
+{
+	size_t n, fsize;
+	const uint8_t *raw = (const uint8_t *)elf_rawfile(b->elf, &fsize);
+	if (!raw || elf_getphdrnum(b->elf, &n) != 0)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(b->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (va < ph.p_vaddr || va - ph.p_vaddr >= ph.p_filesz)
+			continue;
+		uint64_t off = ph.p_offset + (va - ph.p_vaddr);
+		if (off < ph.p_offset || off >= fsize)
+			return NULL;
+		uint64_t len = ph.p_filesz - (va - ph.p_vaddr);
+		*avail = (size_t)(len < fsize - off ? len : fsize - off);
+		return raw + off;
+	}
+	return NULL;
+}
+
+/* The section's own bytes (never converted: CFI and code are byte streams). */
+static bool sd_section_data(Elf_Scn *scn, const GElf_Shdr *sh, Elf_Data *out)
+{
+	if (sh->sh_type == SHT_NOBITS || (sh->sh_flags & SHF_COMPRESSED))
+		return false;
+	Elf_Data *d = elf_rawdata(scn, NULL);
+	if (!d || !d->d_buf || d->d_size == 0)
+		return false;
+	*out = *d;
+	return true;
+}
+
+/* ---- pointer encodings (.eh_frame, .eh_frame_hdr) ------------------------------------------------------- */
+
+static bool sd_read_uleb(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	uint64_t r = 0;
+	for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
+		uint8_t c = *(*p)++;
+		r |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80)) {
+			*v = r;
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool sd_read_sleb(const uint8_t **p, const uint8_t *end, int64_t *v)
+{
+	uint64_t r = 0;
+	unsigned shift = 0;
+	while (*p < end && shift < 64) {
+		uint8_t c = *(*p)++;
+		r |= (uint64_t)(c & 0x7f) << shift;
+		shift += 7;
+		if (!(c & 0x80)) {
+			if (shift < 64 && (c & 0x40))
+				r |= ~0ull << shift;
+			*v = (int64_t)r;
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool sd_read_fixed(const uint8_t **p, const uint8_t *end, unsigned size, bool sign, uint64_t *v)
+{
+	if ((size_t)(end - *p) < size)
+		return false;
+	uint64_t r = 0;
+	for (unsigned i = 0; i < size; i++)
+		r |= (uint64_t)(*p)[i] << (8 * i);	/* x86_64 ELF is little-endian */
+	if (sign && size < 8 && (r >> (8 * size - 1)) & 1)
+		r |= ~0ull << (8 * size);
+	*p += size;
+	*v = r;
+	return true;
+}
+
+/* The value of a DW_EH_PE_* format (low nibble), before any base is applied. */
+static bool sd_read_format(uint8_t fmt, const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	static const unsigned sizes[16] = { 8, 0, 2, 4, 8, 0, 0, 0, 0, 0, 2, 4, 8, 0, 0, 0 };
+	if (fmt == DW_EH_PE_uleb128)
+		return sd_read_uleb(p, end, v);
+	if (fmt == DW_EH_PE_sleb128) {
+		int64_t s;
+		if (!sd_read_sleb(p, end, &s))
+			return false;
+		*v = (uint64_t)s;
+		return true;
+	}
+	return sizes[fmt] && sd_read_fixed(p, end, sizes[fmt], fmt >= DW_EH_PE_signed, v);
+}
+
+/* Read a DW_EH_PE_* encoded pointer at *p, whose own ELF address is field_va. Indirect, text- and
+ * function-relative encodings never appear in x86_64 FDE headers and are refused. */
+static bool sd_read_encoded(uint8_t enc, const uint8_t **p, const uint8_t *end, uint64_t field_va,
+			    uint64_t datarel_base, uint64_t *v)
+{
+	uint64_t val;
+	if (enc == DW_EH_PE_omit || (enc & DW_EH_PE_indirect) || !sd_read_format(enc & 0x0f, p, end, &val))
+		return false;
+	switch (enc & 0x70) {
+	case DW_EH_PE_absptr: break;
+	case DW_EH_PE_pcrel: val += field_va; break;
+	case DW_EH_PE_datarel: val += datarel_base; break;
+	default: return false;
+	}
+	*v = val;
+	return true;
+}
+
+/* ---- step 1: CFI sections and FDE ranges ---------------------------------------------------------------- */
+
+/* .eh_frame located through PT_GNU_EH_FRAME, for files without section headers. */
+static bool sd_eh_frame_from_phdr(struct sd_builder *b, struct sd_source *s)
+{
+	size_t n, avail;
+	if (elf_getphdrnum(b->elf, &n) != 0)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(b->elf, (int)i, &ph) || ph.p_type != PT_GNU_EH_FRAME)
+			continue;
+		const uint8_t *hdr = sd_segment_bytes(b, ph.p_vaddr, &avail);
+		if (!hdr || avail < 4 || hdr[0] != 1)
+			return false;
+		const uint8_t *p = hdr + 4, *end = hdr + avail;
+		uint64_t va;
+		if (!sd_read_encoded(hdr[1], &p, end, ph.p_vaddr + 4, ph.p_vaddr, &va))
+			return false;
+		const uint8_t *eh = sd_segment_bytes(b, va, &avail);
+		if (!eh)
+			return false;
+		s->data.d_buf = (void *)eh;
+		s->data.d_size = avail;
+		s->data.d_type = ELF_T_BYTE;
+		s->va = va;
+		return true;
+	}
+	return false;
+}
+
+static void sd_open_eh_frame(struct sd_builder *b)
+{
+	struct sd_source *s = &b->src[b->nsrc];
+	memset(s, 0, sizeof(*s));
+	s->eh = true;
+	GElf_Shdr sh;
+	Elf_Scn *scn = sd_find_section(b, ".eh_frame", &sh);
+	bool found = false;
+	if (scn && (sh.sh_type == SHT_PROGBITS || sh.sh_type == SHT_X86_64_UNWIND) && sd_section_data(scn, &sh, &s->data)) {
+		s->va = sh.sh_addr;
+		found = true;
+	} else if (!scn) {
+		found = sd_eh_frame_from_phdr(b, s);
+	}
+	if (!found)
+		return;
+	s->cfi = dwarf_getcfi_elf(b->elf);
+	if (s->cfi)
+		b->nsrc++;
+}
+
+static void sd_open_debug_frame(struct sd_builder *b)
+{
+	struct sd_source *s = &b->src[b->nsrc];
+	memset(s, 0, sizeof(*s));
+	GElf_Shdr sh;
+	if (!sd_find_section(b, ".debug_frame", &sh))
+		return;
+	/* libdw decompresses a compressed .debug_frame in place when it opens the file: open it first. */
+	s->dw = dwarf_begin_elf(b->elf, DWARF_C_READ, NULL);
+	Elf_Scn *scn = s->dw ? sd_find_section(b, ".debug_frame", &sh) : NULL;
+	s->cfi = s->dw ? dwarf_getcfi(s->dw) : NULL;
+	if (!scn || !s->cfi || !sd_section_data(scn, &sh, &s->data)) {
+		if (s->dw)
+			dwarf_end(s->dw);
+		return;
+	}
+	s->va = 0;
+	b->nsrc++;
+}
+
+/* Parse the augmentation of a CIE for the FDE pointer encoding ('R'). */
+static bool sd_cie_fde_encoding(const Dwarf_CIE *cie, bool eh, uint8_t *enc)
+{
+	*enc = DW_EH_PE_absptr;
+	const char *aug = cie->augmentation;
+	if (!eh || !aug || aug[0] == '\0')
+		return true;
+	if (aug[0] != 'z' || !cie->augmentation_data)
+		return false;
+	const uint8_t *p = cie->augmentation_data, *end = p + cie->augmentation_data_size;
+	for (const char *c = aug + 1; *c; c++) {
+		uint64_t skip;
+		if (*c == 'S' || *c == 'B')
+			continue;
+		if (*c != 'L' && *c != 'R' && *c != 'P')
+			return strchr(c, 'R') == NULL;	/* 'z' sizes the data: only an unknown letter before
+							 * 'R' leaves the encoding unknown */
+		if (p >= end)
+			return false;
+		uint8_t e = *p++;
+		if (*c == 'R')
+			*enc = e;
+		else if (*c == 'P' && (e == DW_EH_PE_omit || !sd_read_format(e & 0x0f, &p, end, &skip)))
+			return false;	/* the personality pointer: only its size matters */
+	}
+	return true;
+}
+
+static const struct sd_cie *sd_get_cie(struct sd_builder *b, const struct sd_source *s, uint64_t off)
+{
+	struct sd_cie *c = &b->cies[(off * 0x9e3779b97f4a7c15ull) >> 58];
+	if (c->used && c->off == off)
+		return c;
+	Dwarf_CFI_Entry e;
+	Dwarf_Off next;
+	c->used = true;
+	c->off = off;
+	c->valid = dwarf_next_cfi(b->ident, (Elf_Data *)&s->data, s->eh, off, &next, &e) == 0 &&
+		   dwarf_cfi_cie_p(&e) && sd_cie_fde_encoding(&e.cie, s->eh, &c->fde_enc);
+	return c;
+}
+
+static int sd_add_range(struct sd_builder *b, uint64_t start, uint64_t end, uint32_t src, size_t prog_len)
+{
+	if (b->nranges == b->ranges_cap) {
+		size_t cap = b->ranges_cap ? b->ranges_cap * 2 : 1024;
+		struct sd_range *n = realloc(b->ranges, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		b->ranges = n;
+		b->ranges_cap = cap;
+	}
+	b->ranges[b->nranges++] = (struct sd_range){ start, end, src,
+						     (uint32_t)(prog_len < UINT32_MAX ? prog_len : UINT32_MAX) };
+	return 0;
+}
+
+/* Decode an FDE's [start, end); false when its header cannot be decoded or the range is empty. */
+static bool sd_fde_range(struct sd_builder *b, const struct sd_source *s, const Dwarf_FDE *fde, uint64_t *start,
+			 uint64_t *end)
+{
+	const struct sd_cie *cie = sd_get_cie(b, s, fde->CIE_pointer);
+	if (!cie->valid)
+		return false;
+	const uint8_t *p = fde->start;
+	uint64_t field_va = s->va + (uint64_t)(p - (const uint8_t *)s->data.d_buf);
+	uint64_t len;
+	uint8_t enc = s->eh ? cie->fde_enc : DW_EH_PE_udata8;
+	if (!sd_read_encoded(enc, &p, fde->end, field_va, 0, start) ||
+	    !sd_read_encoded(enc & 0x0f, &p, fde->end, 0, 0, &len))
+		return false;
+	if (len == 0 || *start == 0 || *start + len < *start)
+		return false;
+	*end = *start + len;
+	return true;
+}
+
+/* Walk every entry of one CFI section, recording the FDE ranges. */
+static int sd_collect_fdes(struct sd_builder *b, uint32_t si)
+{
+	const struct sd_source *s = &b->src[si];
+	memset(b->cies, 0, sizeof(b->cies));
+	Dwarf_Off off = 0;
+	while (off < s->data.d_size) {
+		Dwarf_CFI_Entry e;
+		Dwarf_Off next = (Dwarf_Off)-1;
+		int r = dwarf_next_cfi(b->ident, (Elf_Data *)&s->data, s->eh, off, &next, &e);
+		if (r > 0)
+			break;
+		if (next == (Dwarf_Off)-1 || next <= off)
+			break;		/* cannot resynchronise: the rest of the section is lost */
+		off = next;
+		if (r < 0) {
+			b->st->fdes_skipped++;
+			continue;
+		}
+		if (dwarf_cfi_cie_p(&e))
+			continue;
+		uint64_t start, end;
+		if (!sd_fde_range(b, s, &e.fde, &start, &end)) {
+			b->st->fdes_skipped++;
+			continue;
+		}
+		if (sd_add_range(b, start, end, si, (size_t)(e.fde.end - e.fde.start)) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int sd_range_cmp(const void *a, const void *b)
+{
+	const struct sd_range *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Whether r overlaps one of kept[0..n), which is sorted and free of overlaps. */
+static bool sd_overlaps(const struct sd_range *kept, size_t n, const struct sd_range *r)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (kept[mid].start < r->end)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 && kept[lo - 1].end > r->start;
+}
+
+/*
+ * Sort the ranges and drop overlaps. .eh_frame is what the program's own unwinder trusts, so .debug_frame only
+ * fills what .eh_frame leaves uncovered; within one section the first FDE at an address wins.
+ */
+static int sd_resolve_overlaps(struct sd_builder *b)
+{
+	struct sd_range *kept = malloc((b->nranges ? b->nranges : 1) * sizeof(*kept));
+	if (!kept)
+		return -ENOMEM;
+	sd_sort(b->ranges, b->nranges, sizeof(*b->ranges), sd_range_cmp);
+	size_t neh = 0, n;
+	for (size_t i = 0; i < b->nranges; i++) {
+		const struct sd_range *r = &b->ranges[i];
+		if (b->src[r->src].eh && !(neh && r->start < kept[neh - 1].end))
+			kept[neh++] = *r;
+	}
+	n = neh;
+	for (size_t i = 0; i < b->nranges; i++) {
+		const struct sd_range *r = &b->ranges[i];
+		if (!b->src[r->src].eh && !sd_overlaps(kept, neh, r) && !(n > neh && r->start < kept[n - 1].end))
+			kept[n++] = *r;
+	}
+	sd_sort(kept, n, sizeof(*kept), sd_range_cmp);
+	b->st->fdes_skipped += b->nranges - n;
+	b->st->fdes_eh = neh;
+	b->st->fdes_debug = n - neh;
+	free(b->ranges);
+	b->ranges = kept;
+	b->nranges = b->ranges_cap = n;
+	return 0;
+}
+
+/* ---- step 2: FDE rows through libdw --------------------------------------------------------------------- */
+
+static bool sd_is_breg(const Dwarf_Op *op, unsigned *reg, int64_t *off)
+{
+	if (op->atom >= DW_OP_breg0 && op->atom <= DW_OP_breg31) {
+		*reg = op->atom - DW_OP_breg0;
+		*off = (int64_t)op->number;
+		return true;
+	}
+	if (op->atom == DW_OP_bregx) {
+		*reg = op->number > 0xffff ? 0xffff : (unsigned)op->number;
+		*off = (int64_t)op->number2;
+		return true;
+	}
+	return false;
+}
+
+static bool sd_fits_i32(int64_t v)
+{
+	return v >= INT32_MIN && v <= INT32_MAX;
+}
+
+/* GCC/binutils' .plt CFA: rsp + N + ((rip & 15) >= K ? 8 : 0), as breg7 N; breg16 0; lit15; and; litK; ge;
+ * lit3; shl; plus. Recognised by shape, as the OTel profiler does. */
+static bool sd_match_plt(const Dwarf_Op *ops, size_t n, struct stack_delta_rule *r)
+{
+	static const uint8_t shape[9] = { DW_OP_breg7, DW_OP_breg16, DW_OP_lit15, DW_OP_and, 0, DW_OP_ge,
+					  DW_OP_lit3, DW_OP_shl, DW_OP_plus };
+	if (n != 9)
+		return false;
+	for (size_t i = 0; i < 9; i++)
+		if (i != 4 && ops[i].atom != shape[i])
+			return false;
+	if (ops[1].number != 0 || ops[4].atom < DW_OP_lit0 || ops[4].atom > DW_OP_lit15 ||
+	    !sd_fits_i32((int64_t)ops[0].number))
+		return false;
+	*r = sd_simple_rule(STACK_DELTA_PLT);
+	r->cfa_off = (int32_t)(int64_t)ops[0].number;
+	r->aux = ops[4].atom - DW_OP_lit0;
+	return true;
+}
+
+/* breg(rsp|rbp) N; deref [; plus_uconst K]: the CFA saved in the frame (stack realignment). */
+static bool sd_match_deref(const Dwarf_Op *ops, size_t n, struct stack_delta_rule *r)
+{
+	unsigned reg;
+	int64_t off;
+	if ((n != 2 && n != 3) || !sd_is_breg(&ops[0], &reg, &off) || ops[1].atom != DW_OP_deref)
+		return false;
+	if ((reg != SD_DW_RSP && reg != SD_DW_RBP) || !sd_fits_i32(off))
+		return false;
+	int64_t add = 0;
+	if (n == 3) {
+		if (ops[2].atom != DW_OP_plus_uconst || ops[2].number > 4096)
+			return false;
+		add = (int64_t)ops[2].number;
+	}
+	*r = sd_simple_rule(reg == SD_DW_RSP ? STACK_DELTA_CFA_SP_DEREF : STACK_DELTA_CFA_FP_DEREF);
+	r->cfa_off = (int32_t)off;
+	r->aux = (int32_t)add;
+	return true;
+}
+
+/* The CFA part of a rule; false when it is not expressible. */
+static bool sd_cfa_rule(Dwarf_Frame *f, struct stack_delta_rule *r)
+{
+	Dwarf_Op *ops;
+	size_t n;
+	unsigned reg;
+	int64_t off;
+	if (dwarf_frame_cfa(f, &ops, &n) != 0 || n == 0)
+		return false;
+	if (n == 1 && sd_is_breg(&ops[0], &reg, &off)) {
+		if ((reg != SD_DW_RSP && reg != SD_DW_RBP) || !sd_fits_i32(off))
+			return false;
+		*r = sd_simple_rule(reg == SD_DW_RSP ? STACK_DELTA_CFA_SP : STACK_DELTA_CFA_FP);
+		r->cfa_off = (int32_t)off;
+		return true;
+	}
+	return sd_match_plt(ops, n, r) || sd_match_deref(ops, n, r);
+}
+
+/* Whether a register rule is "saved at CFA + off"; true with *off set. */
+static bool sd_reg_at_cfa(const Dwarf_Op *ops, size_t n, int64_t *off)
+{
+	if (n == 1 && ops[0].atom == DW_OP_call_frame_cfa) {
+		*off = 0;
+		return true;
+	}
+	if (n == 2 && ops[0].atom == DW_OP_call_frame_cfa && ops[1].atom == DW_OP_plus_uconst) {
+		*off = (int64_t)ops[1].number;
+		return true;
+	}
+	return false;
+}
+
+enum sd_ra { SD_RA_AT_CFA_M8, SD_RA_UNDEFINED, SD_RA_OTHER };
+
+static enum sd_ra sd_ra_rule(Dwarf_Frame *f)
+{
+	Dwarf_Op mem[3], *ops;
+	size_t n;
+	int64_t off;
+	if (dwarf_frame_register(f, SD_DW_RA, mem, &ops, &n) != 0)
+		return SD_RA_OTHER;
+	if (n == 0)
+		return ops ? SD_RA_UNDEFINED : SD_RA_OTHER;
+	return sd_reg_at_cfa(ops, n, &off) && off == -8 ? SD_RA_AT_CFA_M8 : SD_RA_OTHER;
+}
+
+/* The FP part of a rule; false when it is not expressible. */
+static bool sd_fp_rule_of(Dwarf_Frame *f, struct stack_delta_rule *r)
+{
+	Dwarf_Op mem[3], *ops;
+	size_t n;
+	int64_t off;
+	unsigned reg;
+	if (dwarf_frame_register(f, SD_DW_RBP, mem, &ops, &n) != 0)
+		return false;
+	r->fp = STACK_DELTA_FP_SAME;
+	if (n == 0)
+		return true;	/* same value, or undefined: keep what we have */
+	if (sd_reg_at_cfa(ops, n, &off)) {
+		if (off >= 0 || off < INT16_MIN)
+			return false;
+		r->fp = STACK_DELTA_FP_AT_CFA;
+		r->fp_off = (int16_t)off;
+		return true;
+	}
+	/* DW_CFA_expression rbp, (breg6 k): libdw puts the CFA on the stack first, which the breg ignores. */
+	const Dwarf_Op *e = n == 2 && ops[0].atom == DW_OP_call_frame_cfa ? &ops[1] : n == 1 ? &ops[0] : NULL;
+	if (e && sd_is_breg(e, &reg, &off) && reg == SD_DW_RBP && off >= INT16_MIN && off <= INT16_MAX) {
+		r->fp = STACK_DELTA_FP_AT_FP;
+		r->fp_off = (int16_t)off;
+		return true;
+	}
+	return false;
+}
+
+/* Translate one CFI row into a rule. */
+static struct stack_delta_rule sd_rule_of_frame(Dwarf_Frame *f, bool signal)
+{
+	struct stack_delta_rule r;
+	if (signal)
+		return sd_simple_rule(STACK_DELTA_SIGNAL);
+	enum sd_ra ra = sd_ra_rule(f);
+	if (ra == SD_RA_UNDEFINED)
+		return sd_simple_rule(STACK_DELTA_STOP);
+	if (ra != SD_RA_AT_CFA_M8 || !sd_cfa_rule(f, &r) || !sd_fp_rule_of(f, &r))
+		return sd_simple_rule(STACK_DELTA_FALLBACK);
+	/* A return address below the stack pointer was already popped (musl's __clone child): outermost. */
+	if (r.kind == STACK_DELTA_CFA_SP && r.cfa_off < 8)
+		return sd_simple_rule(STACK_DELTA_STOP);
+	return r;
+}
+
+/* Rows of one FDE range. prev_end is where the previous range ended, to place a signal row before it. */
+static void sd_eval_range(struct sd_builder *b, const struct sd_range *rg, uint64_t prev_end)
+{
+	Dwarf_CFI *cfi = b->src[rg->src].cfi;
+	uint64_t cost = (uint64_t)rg->prog_len + 16, fde_work = 0;
+	for (uint64_t addr = rg->start; addr < rg->end && !b->err;) {
+		Dwarf_Frame *f = NULL;
+		fde_work += cost;
+		b->work += cost;
+		if (fde_work > SD_WORK_PER_FDE || b->work > b->work_max ||
+		    dwarf_cfi_addrframe(cfi, addr, &f) != 0) {
+			sd_add_row(b, addr, SD_RULE_FALLBACK, SD_PRIO_CFI);
+			break;
+		}
+		Dwarf_Addr s = addr, e = rg->end;
+		bool signal = false;
+		dwarf_frame_info(f, &s, &e, &signal);
+		struct stack_delta_rule r = sd_rule_of_frame(f, signal);
+		free(f);
+		/* Return addresses are looked up at address - 1: a trampoline whose FDE starts exactly at its
+		 * first byte (not at a nop before it, as glibc's does) must also own the byte before. */
+		if (r.kind == STACK_DELTA_SIGNAL && addr == rg->start && addr > prev_end)
+			sd_add_rule_row(b, addr - 1, &r, SD_PRIO_SIGNAL);
+		sd_add_rule_row(b, addr, &r, SD_PRIO_CFI);
+		addr = e > addr && e <= rg->end ? e : rg->end;
+	}
+	sd_add_row(b, rg->end, SD_RULE_INVALID, SD_PRIO_END);
+}
+
+/* ---- step 3: code without CFI --------------------------------------------------------------------------- */
+
+static int sd_u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int sd_code_cmp(const void *a, const void *b)
+{
+	const struct sd_code *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int sd_push_code(struct sd_builder *b, uint64_t start, uint64_t size, const uint8_t *bytes, size_t *cap)
+{
+	if (size == 0 || start + size < start)
+		return 0;
+	if (b->ncode == *cap) {
+		*cap = *cap ? *cap * 2 : 16;
+		struct sd_code *n = realloc(b->code, *cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		b->code = n;
+	}
+	b->code[b->ncode++] = (struct sd_code){ start, start + size, bytes };
+	return 0;
+}
+
+/* Executable sections, or executable PT_LOADs when the file has no section headers. */
+static int sd_collect_code(struct sd_builder *b)
+{
+	size_t cap = 0, nscn = 0;
+	for (Elf_Scn *scn = elf_nextscn(b->elf, NULL); scn; scn = elf_nextscn(b->elf, scn)) {
+		GElf_Shdr sh;
+		Elf_Data d;
+		nscn++;
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) != (SHF_ALLOC | SHF_EXECINSTR))
+			continue;
+		bool have = sh.sh_type == SHT_PROGBITS && sd_section_data(scn, &sh, &d);
+		uint64_t size = have && d.d_size < sh.sh_size ? d.d_size : sh.sh_size;
+		if (sd_push_code(b, sh.sh_addr, size, have ? d.d_buf : NULL, &cap) < 0)
+			return -ENOMEM;
+	}
+	size_t n;
+	if (nscn == 0 && elf_getphdrnum(b->elf, &n) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			GElf_Phdr ph;
+			size_t avail = 0;
+			if (!gelf_getphdr(b->elf, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
+				continue;
+			const uint8_t *bytes = sd_segment_bytes(b, ph.p_vaddr, &avail);
+			if (sd_push_code(b, ph.p_vaddr, bytes ? avail : 0, bytes, &cap) < 0)
+				return -ENOMEM;
+		}
+	}
+	sd_sort(b->code, b->ncode, sizeof(*b->code), sd_code_cmp);
+	return 0;
+}
+
+static int sd_collect_symtab(struct sd_builder *b, Elf_Scn *scn, const GElf_Shdr *sh, size_t *cap)
+{
+	Elf_Data *d = elf_getdata(scn, NULL);
+	if (!d || sh->sh_entsize != sizeof(Elf64_Sym))
+		return 0;
+	size_t n = d->d_size / sizeof(Elf64_Sym);
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym sym;
+		if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+		    sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
+			continue;
+		if (b->nfuncs == *cap) {
+			*cap = *cap ? *cap * 2 : 1024;
+			uint64_t *f = realloc(b->funcs, *cap * sizeof(*f));
+			if (!f)
+				return -ENOMEM;
+			b->funcs = f;
+		}
+		b->funcs[b->nfuncs++] = sym.st_value;
+	}
+	return 0;
+}
+
+/* Function start addresses from .symtab and .dynsym: where code without CFI is split into functions. */
+static int sd_collect_funcs(struct sd_builder *b)
+{
+	size_t cap = 0;
+	for (Elf_Scn *scn = elf_nextscn(b->elf, NULL); scn; scn = elf_nextscn(b->elf, scn)) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+			continue;
+		if (sd_collect_symtab(b, scn, &sh, &cap) < 0)
+			return -ENOMEM;
+	}
+	sd_sort(b->funcs, b->nfuncs, sizeof(*b->funcs), sd_u64_cmp);
+	return 0;
+}
+
+/* First address of sorted a[0..n) strictly inside (after, end), or end. */
+static uint64_t sd_next_in(const uint64_t *a, size_t n, uint64_t after, uint64_t end)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (a[mid] <= after)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && a[lo] < end ? a[lo] : end;
+}
+
+/* What the prologue analysis knows about the frame at an instruction. */
+struct sd_frame_state {
+	bool known;
+	bool cfa_fp;		/* CFA = FP + cfa_off, else SP + cfa_off */
+	bool fp_saved;		/* the caller's FP is at CFA + fp_off */
+	int32_t cfa_off, fp_off;
+};
+
+static const struct sd_frame_state sd_entry_state = { .known = true, .cfa_off = 8 };
+
+static struct stack_delta_rule sd_state_rule(const struct sd_frame_state *s)
+{
+	if (!s->known)
+		return sd_fp_rule();
+	struct stack_delta_rule r = sd_simple_rule(s->cfa_fp ? STACK_DELTA_CFA_FP : STACK_DELTA_CFA_SP);
+	r.cfa_off = s->cfa_off;
+	if (s->fp_saved) {
+		r.fp = STACK_DELTA_FP_AT_CFA;
+		r.fp_off = (int16_t)s->fp_off;
+	}
+	return r;
+}
+
+static bool sd_op_is_reg(const cs_x86_op *op, x86_reg reg)
+{
+	return op->type == X86_OP_REG && op->reg == reg;
+}
+
+/* Grow (d > 0) or shrink an SP-based frame by d bytes. */
+static void sd_state_adjust(struct sd_frame_state *s, int64_t d)
+{
+	if (s->cfa_fp)
+		return;		/* SP moves do not affect an FP-based CFA */
+	int64_t off = (int64_t)s->cfa_off + d;
+	if (off < 8 || off > SD_MAX_FRAME)
+		s->known = false;
+	else
+		s->cfa_off = (int32_t)off;
+}
+
+static void sd_state_push(struct sd_frame_state *s, const cs_x86 *x)
+{
+	unsigned size = x->op_count == 1 && x->operands[0].type == X86_OP_REG && x->operands[0].size ?
+			x->operands[0].size : 8;
+	sd_state_adjust(s, size);
+	if (x->op_count == 1 && sd_op_is_reg(&x->operands[0], X86_REG_RBP) && !s->fp_saved && !s->cfa_fp &&
+	    s->known && s->cfa_off <= -INT16_MIN) {
+		s->fp_saved = true;
+		s->fp_off = -s->cfa_off;
+	}
+}
+
+static void sd_state_pop(struct sd_frame_state *s, const cs_x86 *x)
+{
+	bool rbp = x->op_count == 1 && sd_op_is_reg(&x->operands[0], X86_REG_RBP);
+	if (rbp && s->cfa_fp) {
+		s->known = false;	/* the CFA's base register is being replaced */
+		return;
+	}
+	sd_state_adjust(s, -8);
+	if (rbp)
+		s->fp_saved = false;
+}
+
+/* Whether the instruction writes reg, explicitly or implicitly. */
+static bool sd_writes(const cs_insn *insn, x86_reg reg)
+{
+	const cs_detail *d = insn->detail;
+	for (uint8_t i = 0; i < d->regs_write_count; i++)
+		if (d->regs_write[i] == reg)
+			return true;
+	for (uint8_t i = 0; i < d->x86.op_count; i++) {
+		const cs_x86_op *op = &d->x86.operands[i];
+		if (op->type == X86_OP_REG && op->reg == reg && (op->access & CS_AC_WRITE))
+			return true;
+	}
+	return false;
+}
+
+/* mov/lea/add/sub on rsp or rbp. Returns false if the instruction is not one of the known forms. */
+static bool sd_state_arith(struct sd_frame_state *s, const cs_insn *insn)
+{
+	const cs_x86 *x = &insn->detail->x86;
+	if (x->op_count != 2)
+		return false;
+	const cs_x86_op *dst = &x->operands[0], *src = &x->operands[1];
+	switch (insn->id) {
+	case X86_INS_MOV:
+		/* mov rbp, rsp sets up a frame only right on top of the saved rbp; elsewhere rbp is a general
+		 * register taking a stack address. */
+		if (sd_op_is_reg(dst, X86_REG_RBP) && sd_op_is_reg(src, X86_REG_RSP) && !s->cfa_fp && s->fp_saved &&
+		    s->fp_off == -s->cfa_off) {
+			s->cfa_fp = true;	/* CFA = rbp + the same offset */
+			return true;
+		}
+		if (sd_op_is_reg(dst, X86_REG_RSP) && sd_op_is_reg(src, X86_REG_RBP) && s->cfa_fp) {
+			s->cfa_fp = false;	/* mov rsp, rbp: back to SP, same offset */
+			return true;
+		}
+		return false;
+	case X86_INS_SUB:
+	case X86_INS_ADD:
+		if (!sd_op_is_reg(dst, X86_REG_RSP) || src->type != X86_OP_IMM)
+			return false;
+		sd_state_adjust(s, insn->id == X86_INS_SUB ? src->imm : -src->imm);
+		return true;
+	case X86_INS_LEA:
+		if (!sd_op_is_reg(dst, X86_REG_RSP) || src->type != X86_OP_MEM || src->mem.index != X86_REG_INVALID)
+			return false;
+		if (src->mem.base == X86_REG_RSP) {
+			sd_state_adjust(s, -src->mem.disp);
+			return true;
+		}
+		if (src->mem.base == X86_REG_RBP && s->cfa_fp) {
+			s->cfa_fp = false;	/* rsp = rbp + disp, so CFA = rsp - disp + off */
+			sd_state_adjust(s, -src->mem.disp);
+			return true;
+		}
+		return false;
+	default:
+		return false;
+	}
+}
+
+/* Apply one instruction; returns true for ret and unconditional jumps (control does not fall through). */
+static bool sd_state_step(struct sd_frame_state *s, const cs_insn *insn)
+{
+	const cs_x86 *x = &insn->detail->x86;
+	switch (insn->id) {
+	case X86_INS_PUSH: sd_state_push(s, x); return false;
+	case X86_INS_PUSHFQ: sd_state_adjust(s, 8); return false;
+	case X86_INS_POP: sd_state_pop(s, x); return false;
+	case X86_INS_POPFQ: sd_state_adjust(s, -8); return false;
+	case X86_INS_LEAVE:
+		if (!s->cfa_fp || s->cfa_off < 16) {
+			s->known = false;
+			return false;
+		}
+		s->cfa_fp = false;	/* mov rsp, rbp; pop rbp */
+		s->cfa_off -= 8;
+		s->fp_saved = false;
+		return false;
+	case X86_INS_RET:
+	case X86_INS_RETF:
+	case X86_INS_JMP:
+	case X86_INS_LJMP:
+	case X86_INS_HLT:
+	case X86_INS_UD2:
+		return true;
+	case X86_INS_CALL:
+		return false;	/* the callee pops what the call pushes */
+	default:
+		break;
+	}
+	if (sd_state_arith(s, insn))
+		return false;
+	if ((!s->cfa_fp && sd_writes(insn, X86_REG_RSP)) || (s->cfa_fp && sd_writes(insn, X86_REG_RBP)))
+		s->known = false;
+	return false;
+}
+
+static bool sd_is_padding(const cs_insn *insn)
+{
+	return insn->id == X86_INS_NOP || insn->id == X86_INS_INT3;
+}
+
+/* Whether the instruction typically opens a function: endbr64, push of a register, sub rsp. Code after a jump
+ * that starts this way is a new function (reached by a tail call or a pointer) rather than another path of the
+ * current one, whose other paths do not set up a frame again. */
+static bool sd_starts_frame(const cs_insn *insn)
+{
+	const cs_x86 *x = &insn->detail->x86;
+	switch (insn->id) {
+	case X86_INS_ENDBR64:
+		return true;
+	case X86_INS_PUSH:
+		return x->op_count == 1 && x->operands[0].type == X86_OP_REG;
+	case X86_INS_SUB:
+		return x->op_count == 2 && sd_op_is_reg(&x->operands[0], X86_REG_RSP);
+	default:
+		return false;
+	}
+}
+
+/* Whether the instruction shrinks the frame: the start of an epilogue. */
+static bool sd_shrinks(const cs_insn *insn)
+{
+	const cs_x86 *x = &insn->detail->x86;
+	if (insn->id == X86_INS_POP || insn->id == X86_INS_POPFQ || insn->id == X86_INS_LEAVE)
+		return true;
+	if (x->op_count != 2 || !sd_op_is_reg(&x->operands[0], X86_REG_RSP))
+		return false;
+	const cs_x86_op *src = &x->operands[1];
+	switch (insn->id) {
+	case X86_INS_ADD: return src->type == X86_OP_IMM && src->imm > 0;
+	case X86_INS_LEA: return src->type == X86_OP_MEM && (src->mem.base != X86_REG_RSP || src->mem.disp > 0);
+	case X86_INS_MOV: return true;
+	default: return false;
+	}
+}
+
+static bool sd_open_capstone(struct sd_builder *b)
+{
+	if (b->cs_state == 0) {
+		b->cs_state = -1;
+		if (cs_open(CS_ARCH_X86, CS_MODE_64, &b->cs) == CS_ERR_OK) {
+			if (cs_option(b->cs, CS_OPT_DETAIL, CS_OPT_ON) == CS_ERR_OK && (b->insn = cs_malloc(b->cs)))
+				b->cs_state = 1;
+			else
+				cs_close(&b->cs);
+		}
+	}
+	return b->cs_state == 1;
+}
+
+/* Tracks the emitted rows of one analysed range so equal neighbours are not emitted twice. */
+struct sd_emitter {
+	struct sd_builder *b;
+	int last;		/* last rule index emitted, -1 before the first */
+};
+
+static void sd_emit(struct sd_emitter *em, uint64_t addr, const struct stack_delta_rule *r)
+{
+	uint16_t idx = sd_intern(em->b, r);
+	if ((int)idx == em->last)
+		return;
+	sd_add_row(em->b, addr, idx, SD_PRIO_ANALYSIS);
+	em->last = idx;
+}
+
+/*
+ * Linear sweep over [start, end) tracking the CFA through push/pop/sub/add/mov rbp,rsp/leave. After a ret or
+ * jmp, code continues either a new function (after padding) or another path of the same one, which runs with
+ * the frame as it was before the epilogue began ("body").
+ */
+static void sd_sweep(struct sd_builder *b, struct sd_emitter *em, const uint8_t *code, uint64_t start, uint64_t end)
+{
+	struct sd_frame_state s = sd_entry_state, body = sd_entry_state;
+	bool epilogue = false, after_jump = false;
+	size_t size = (size_t)(end - start);
+	uint64_t addr = start;
+	while (addr < end) {
+		uint64_t here = addr;
+		if (!cs_disasm_iter(b->cs, &code, &size, &addr, b->insn)) {
+			struct stack_delta_rule fp = sd_fp_rule();
+			sd_emit(em, here, &fp);	/* undecodable: data in code, or a truncated instruction */
+			break;
+		}
+		if (after_jump && sd_starts_frame(b->insn)) {
+			s = body = sd_entry_state;	/* a prologue right after a jump: a new function */
+			epilogue = false;
+		}
+		struct stack_delta_rule r = sd_state_rule(&s);
+		sd_emit(em, here, &r);
+		bool shrinks = sd_shrinks(b->insn);
+		if (!epilogue && shrinks) {
+			body = s;
+			epilogue = true;
+		}
+		struct sd_frame_state before = s;
+		bool jumped = sd_state_step(&s, b->insn);
+		after_jump = jumped || (after_jump && sd_is_padding(b->insn));
+		if (s.known && !shrinks && (s.cfa_off > before.cfa_off || s.cfa_fp != before.cfa_fp)) {
+			body = s;
+			epilogue = false;
+		}
+		if (jumped) {
+			s = body;
+			epilogue = false;
+		}
+	}
+}
+
+/* Targets of direct calls inside [start, end): function starts in code that has no symbols. */
+static int sd_call_targets(struct sd_builder *b, const uint8_t *code, uint64_t start, uint64_t end)
+{
+	size_t size = (size_t)(end - start);
+	uint64_t addr = start;
+	b->ntargets = 0;
+	while (addr < end) {
+		if (!cs_disasm_iter(b->cs, &code, &size, &addr, b->insn)) {
+			code++;		/* resynchronise a byte later */
+			size--;
+			addr++;
+			continue;
+		}
+		const cs_x86 *x = &b->insn->detail->x86;
+		if (b->insn->id != X86_INS_CALL || x->op_count != 1 || x->operands[0].type != X86_OP_IMM)
+			continue;
+		uint64_t t = (uint64_t)x->operands[0].imm;
+		if (t <= start || t >= end)
+			continue;
+		if (b->ntargets == b->targets_cap) {
+			size_t cap = b->targets_cap ? b->targets_cap * 2 : 256;
+			uint64_t *n = realloc(b->targets, cap * sizeof(*n));
+			if (!n)
+				return -ENOMEM;
+			b->targets = n;
+			b->targets_cap = cap;
+		}
+		b->targets[b->ntargets++] = t;
+	}
+	sd_sort(b->targets, b->ntargets, sizeof(*b->targets), sd_u64_cmp);
+	return 0;
+}
+
+/* Whether bytes at p are the rt_sigreturn trampoline: mov rax, 15; syscall. */
+static bool sd_is_sigreturn(const uint8_t *p, size_t avail)
+{
+	static const uint8_t tramp[9] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
+	return avail >= sizeof(tramp) && memcmp(p, tramp, sizeof(tramp)) == 0;
+}
+
+/* Rules for one function without CFI, or the part of a gap up to the next known function start. */
+static void sd_analyse_function(struct sd_builder *b, const struct sd_code *c, uint64_t gap_start, uint64_t start,
+				uint64_t end)
+{
+	struct sd_emitter em = { b, -1 };
+	const uint8_t *code = c->bytes ? c->bytes + (start - c->start) : NULL;
+	if (b->is_program && start == b->ehdr.e_entry) {
+		struct stack_delta_rule stop = sd_simple_rule(STACK_DELTA_STOP);
+		sd_emit(&em, start, &stop);
+		return;
+	}
+	if (code && sd_is_sigreturn(code, (size_t)(end - start))) {
+		struct stack_delta_rule sig = sd_simple_rule(STACK_DELTA_SIGNAL);
+		sd_emit(&em, start > gap_start ? start - 1 : start, &sig);
+		start += 9;
+		code += 9;
+	}
+	if (start >= end)
+		return;
+	if (code && b->analysing)
+		sd_sweep(b, &em, code, start, end);
+	else {
+		struct stack_delta_rule fp = sd_fp_rule();
+		sd_emit(&em, start, &fp);
+	}
+}
+
+/*
+ * Code in [start, end) has no CFI. Split it into functions at symbols and direct call targets and analyse
+ * each, or give it the frame-pointer rule when it cannot be disassembled (no bytes, no capstone, budget spent).
+ */
+static void sd_analyse_gap(struct sd_builder *b, const struct sd_code *c, uint64_t start, uint64_t end)
+{
+	const uint8_t *code = c->bytes ? c->bytes + (start - c->start) : NULL;
+	b->analysing = code && b->analysed_bytes + 2 * (end - start) <= SD_ANALYSIS_MAX_BYTES && sd_open_capstone(b);
+	if (b->analysing) {
+		b->analysed_bytes += 2 * (size_t)(end - start);
+		b->st->analysed_ranges++;
+		if (sd_call_targets(b, code, start, end) < 0) {
+			b->err = -ENOMEM;
+			return;
+		}
+	} else {
+		b->st->fp_ranges++;
+		b->ntargets = 0;
+	}
+	for (uint64_t s = start; s < end && !b->err;) {
+		uint64_t e = sd_next_in(b->funcs, b->nfuncs, s, end);
+		e = sd_next_in(b->targets, b->ntargets, s, e);
+		sd_analyse_function(b, c, start, s, e);
+		s = e;
+	}
+	sd_add_row(b, end, SD_RULE_INVALID, SD_PRIO_END);
+}
+
+/*
+ * Cover each code range's parts that no FDE covers. ranges[] is sorted and free of overlaps. Short gaps
+ * between two FDEs are alignment padding that the previous rule may cover (see sd_normalise).
+ */
+static void sd_cover_gaps(struct sd_builder *b)
+{
+	size_t ri = 0;
+	for (size_t ci = 0; ci < b->ncode && !b->err; ci++) {
+		const struct sd_code *c = &b->code[ci];
+		uint64_t pos = c->start;
+		while (ri < b->nranges && b->ranges[ri].end <= pos)
+			ri++;
+		for (size_t j = ri; j < b->nranges && b->ranges[j].start < c->end && !b->err; j++) {
+			const struct sd_range *r = &b->ranges[j];
+			if (r->start > pos && (pos == c->start || r->start - pos >= SD_MIN_GAP))
+				sd_analyse_gap(b, c, pos, r->start);
+			if (r->end > pos)
+				pos = r->end;
+		}
+		if (pos < c->end)
+			sd_analyse_gap(b, c, pos, c->end);
+	}
+}
+
+/* ---- step 4: the final table ---------------------------------------------------------------------------- */
+
+static int sd_row_cmp(const void *a, const void *b)
+{
+	const struct sd_row *x = a, *y = b;
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	if (x->prio != y->prio)
+		return x->prio < y->prio ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/*
+ * Sort; at each address keep the best row; drop end markers that a row follows within SD_MIN_GAP (padding);
+ * merge neighbours with equal rules. Works in place; returns the new count.
+ */
+static size_t sd_normalise(struct sd_builder *b)
+{
+	sd_sort(b->rows, b->nrows, sizeof(*b->rows), sd_row_cmp);
+	size_t n = 0;
+	for (size_t i = 0; i < b->nrows; i++) {
+		if (i + 1 < b->nrows && b->rows[i + 1].addr == b->rows[i].addr)
+			continue;	/* a better row follows at the same address */
+		if (b->rows[i].prio == SD_PRIO_END && i + 1 < b->nrows && b->rows[i + 1].addr - b->rows[i].addr < SD_MIN_GAP)
+			continue;
+		if (n && b->rows[n - 1].rule == b->rows[i].rule)
+			continue;
+		if (n == 0 && b->rows[i].rule == SD_RULE_INVALID)
+			continue;
+		b->rows[n++] = b->rows[i];
+	}
+	return n;
+}
+
+static void sd_count_kinds(struct sd_builder *b, const struct stack_deltas *t)
+{
+	for (uint32_t i = 0; i < t->nrows; i++) {
+		switch (t->rules[t->rule[i]].kind) {
+		case STACK_DELTA_FALLBACK: b->st->fallback_rows++; break;
+		case STACK_DELTA_PLT: b->st->plt_rows++; break;
+		case STACK_DELTA_SIGNAL: b->st->signal_rows++; break;
+		case STACK_DELTA_STOP: b->st->stop_rows++; break;
+		default: break;
+		}
+	}
+}
+
+/* Pack rows[0..n) into one allocation. Rows beyond 4 GiB of the first are dropped (u32 offsets). */
+static struct stack_deltas *sd_pack(struct sd_builder *b, size_t n)
+{
+	uint64_t base = n ? b->rows[0].addr : 0;
+	while (n && b->rows[n - 1].addr - base > UINT32_MAX)
+		n--;
+	uint64_t last = n ? b->rows[n - 1].addr - base : 0;
+	uint32_t npages = (uint32_t)(last >> SD_PAGE_BITS) + 1;
+	size_t sz = sizeof(struct stack_deltas) + (size_t)b->nrules * sizeof(struct stack_delta_rule) +
+		    (npages + 1) * sizeof(uint32_t) + n * sizeof(uint32_t) + n * sizeof(uint16_t);
+	struct stack_deltas *t = malloc(sz);
+	if (!t)
+		return NULL;
+	struct stack_delta_rule *rules = (struct stack_delta_rule *)(t + 1);
+	uint32_t *page = (uint32_t *)(rules + b->nrules);
+	uint32_t *addr = page + npages + 1;
+	uint16_t *rule = (uint16_t *)(addr + n);
+	memcpy(rules, b->rules, b->nrules * sizeof(*rules));
+	uint32_t p = 0;
+	for (size_t i = 0; i < n; i++) {
+		addr[i] = (uint32_t)(b->rows[i].addr - base);
+		rule[i] = b->rows[i].rule;
+		while (p <= (addr[i] >> SD_PAGE_BITS))
+			page[p++] = (uint32_t)i;
+	}
+	while (p <= npages)
+		page[p++] = (uint32_t)n;
+	*t = (struct stack_deltas){ .base = base, .nrows = (uint32_t)n, .npages = npages, .nrules = b->nrules,
+				    .addr = addr, .rule = rule, .page = page, .rules = rules, .bytes = sz };
+	return t;
+}
+
+/* ---- build ---------------------------------------------------------------------------------------------- */
+
+static uint64_t sd_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static bool sd_has_interp(Elf *elf)
+{
+	size_t n;
+	if (elf_getphdrnum(elf, &n) != 0)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_INTERP)
+			return true;
+	}
+	return false;
+}
+
+static int sd_init(struct sd_builder *b, Elf *elf, struct stack_deltas_stats *st)
+{
+	memset(b, 0, sizeof(*b));
+	memset(st, 0, sizeof(*st));
+	b->elf = elf;
+	b->st = st;
+	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &b->ehdr))
+		return -ENOTSUP;
+	b->ident = (const unsigned char *)elf_getident(elf, NULL);
+	if (!b->ident || b->ident[EI_CLASS] != ELFCLASS64 || b->ident[EI_DATA] != ELFDATA2LSB ||
+	    b->ehdr.e_machine != EM_X86_64)
+		return -ENOTSUP;
+	b->is_program = b->ehdr.e_type == ET_EXEC || (b->ehdr.e_type == ET_DYN && sd_has_interp(elf));
+	return sd_rules_init(b);
+}
+
+static void sd_fini(struct sd_builder *b)
+{
+	for (unsigned i = 0; i < b->nsrc; i++) {
+		if (b->src[i].dw)
+			dwarf_end(b->src[i].dw);	/* owns its cfi */
+		else
+			dwarf_cfi_end(b->src[i].cfi);
+	}
+	if (b->cs_state == 1) {
+		cs_free(b->insn, 1);
+		cs_close(&b->cs);
+	}
+	free(b->targets);
+	free(b->rules);
+	free(b->rule_hash);
+	free(b->rows);
+	free(b->ranges);
+	free(b->code);
+	free(b->funcs);
+}
+
+static int sd_run(struct sd_builder *b)
+{
+	sd_open_eh_frame(b);
+	sd_open_debug_frame(b);
+	b->work_max = SD_WORK_PER_FDE;
+	for (unsigned i = 0; i < b->nsrc; i++) {
+		b->work_max += (uint64_t)b->src[i].data.d_size * SD_WORK_PER_CFI_BYTE;
+		if (b->work_max > SD_WORK_MAX)
+			b->work_max = SD_WORK_MAX;
+		if (sd_collect_fdes(b, i) < 0)
+			return -ENOMEM;
+	}
+	if (sd_resolve_overlaps(b) < 0)
+		return -ENOMEM;
+	uint64_t prev_end = 0;
+	for (size_t i = 0; i < b->nranges && !b->err; i++) {
+		sd_eval_range(b, &b->ranges[i], prev_end);
+		prev_end = b->ranges[i].end;
+	}
+	if (b->err || sd_collect_code(b) < 0 || sd_collect_funcs(b) < 0)
+		return -ENOMEM;
+	sd_cover_gaps(b);
+	return b->err;
+}
+
+int stack_deltas_build(Elf *elf, struct stack_deltas **out, struct stack_deltas_stats *stats)
+{
+	struct stack_deltas_stats local;
+	struct sd_builder b;
+	uint64_t t0 = sd_now_ns();
+	*out = NULL;
+	int err = sd_init(&b, elf, stats ? stats : &local);
+	if (err == 0)
+		err = sd_run(&b);
+	size_t n = err == 0 ? sd_normalise(&b) : 0;
+	if (err == 0 && n == 0)
+		err = -ENOENT;
+	if (err == 0 && !(*out = sd_pack(&b, n)))
+		err = -ENOMEM;
+	if (err == 0) {
+		b.st->rows = (*out)->nrows;
+		b.st->bytes = (*out)->bytes;
+		b.st->rules = (*out)->nrules;
+		sd_count_kinds(&b, *out);
+	}
+	sd_fini(&b);
+	(stats ? stats : &local)->build_ns = sd_now_ns() - t0;
+	return err;
+}
+
+void stack_deltas_free(struct stack_deltas *t)
+{
+	free(t);
+}
+
+size_t stack_deltas_bytes(const struct stack_deltas *t)
+{
+	return t ? t->bytes : 0;
+}
+
+size_t stack_deltas_rows(const struct stack_deltas *t)
+{
+	return t ? t->nrows : 0;
+}
+
+void stack_deltas_row(const struct stack_deltas *t, size_t i, uint64_t *elf_va, struct stack_delta_rule *rule)
+{
+	*elf_va = t->base + t->addr[i];
+	*rule = t->rules[t->rule[i]];
+}
+
+int stack_deltas_lookup(const struct stack_deltas *t, uint64_t elf_va, struct stack_delta_rule *out)
+{
+	*out = t->rules[SD_RULE_INVALID];
+	if (t->nrows == 0 || elf_va < t->base || elf_va - t->base > UINT32_MAX)
+		return -ENOENT;
+	uint32_t off = (uint32_t)(elf_va - t->base);
+	uint32_t p = off >> SD_PAGE_BITS;
+	uint32_t lo, hi;
+	if (p >= t->npages) {
+		lo = t->nrows;
+		hi = t->nrows;
+	} else {
+		lo = t->page[p];
+		hi = t->page[p + 1];
+	}
+	/* The answer is the last row at or before off: in [lo, hi), or lo - 1 (which starts in an earlier page). */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (t->addr[mid] <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return -ENOENT;
+	*out = t->rules[t->rule[lo - 1]];
+	return out->kind == STACK_DELTA_INVALID ? -ENOENT : 0;
+}
+
+void stack_delta_rule_format(const struct stack_delta_rule *r, char *buf, size_t len)
+{
+	static const char *const kinds[] = { "invalid", "cfa=sp", "cfa=fp", "cfa=*(sp", "cfa=*(fp", "plt",
+					     "signal", "stop", "fallback" };
+	const char *k = r->kind < sizeof(kinds) / sizeof(kinds[0]) ? kinds[r->kind] : "?";
+	int n;
+	switch (r->kind) {
+	case STACK_DELTA_CFA_SP:
+	case STACK_DELTA_CFA_FP:
+		n = snprintf(buf, len, "%s%+" PRId32, k, r->cfa_off);
+		break;
+	case STACK_DELTA_CFA_SP_DEREF:
+	case STACK_DELTA_CFA_FP_DEREF:
+		n = snprintf(buf, len, "%s%+" PRId32 ")%+" PRId32, k, r->cfa_off, r->aux);
+		break;
+	case STACK_DELTA_PLT:
+		n = snprintf(buf, len, "plt sp%+" PRId32 " ip&15>=%" PRId32, r->cfa_off, r->aux);
+		break;
+	default:
+		n = snprintf(buf, len, "%s", k);
+		return;
+	}
+	if (n < 0 || (size_t)n >= len)
+		return;
+	if (r->fp == STACK_DELTA_FP_AT_CFA)
+		snprintf(buf + n, len - (size_t)n, " fp=[cfa%+d]", r->fp_off);
+	else if (r->fp == STACK_DELTA_FP_AT_FP)
+		snprintf(buf + n, len - (size_t)n, " fp=[fp%+d]", r->fp_off);
+}

@@ -1,0 +1,104 @@
+/*
+ * stack_deltas.h — an ELF file's call-frame information compiled into a compact stack-delta table.
+ *
+ * The table maps every ELF virtual address of the file's code to one unwind rule ("CFA = SP + 48, return
+ * address at CFA - 8, FP saved at CFA - 16"), in the spirit of the OpenTelemetry eBPF profiler's stack deltas
+ * (research/otel-internals.md § 3). It is built once per file from .eh_frame and .debug_frame (evaluated with
+ * libdw's CFI interpreter), plus a capstone prologue/epilogue analysis of code that has no CFI, so that the
+ * unwinder (unwind_deltas.h) needs one binary search and a few loads per frame.
+ *
+ * x86_64 only. The rules assume the System V ABI: the return address is at CFA - 8 and the caller's SP is the
+ * CFA. CFI that cannot be expressed that way (CFA in another register, arbitrary DWARF expressions, return
+ * address in a register) becomes a FALLBACK rule for exactly the rows it covers, so a general unwinder can be
+ * used there and nowhere else.
+ *
+ * Ownership: stack_deltas_build() allocates the table; stack_deltas_free() releases it. The table does not
+ * reference the Elf after the build returns: the caller may close the file. A built table is immutable, so
+ * any number of threads may look up in it concurrently. Building is reentrant (no shared state) but uses the
+ * Elf handle, which must not be used by another thread meanwhile; like libdw, it decompresses a compressed
+ * .debug_frame inside that handle.
+ *
+ * Untrusted input: the ELF file may be hostile. Every offset and length is checked, the work spent
+ * interpreting CFI is bounded, and a file whose CFI is malformed still yields a table for the parts that
+ * parse (the rest is FALLBACK or left to the frame-pointer rule).
+ */
+#ifndef HOSTPROF_STACK_DELTAS_H
+#define HOSTPROF_STACK_DELTAS_H
+
+#include <gelf.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* How to find the caller's frame (the CFA) at an address. */
+enum stack_delta_kind {
+	STACK_DELTA_INVALID,	/* no code or no unwind information at this address */
+	STACK_DELTA_CFA_SP,	/* CFA = SP + cfa_off */
+	STACK_DELTA_CFA_FP,	/* CFA = FP + cfa_off */
+	STACK_DELTA_CFA_SP_DEREF, /* CFA = *(SP + cfa_off) + aux (stack realignment, DRAP) */
+	STACK_DELTA_CFA_FP_DEREF, /* CFA = *(FP + cfa_off) + aux */
+	STACK_DELTA_PLT,	/* CFA = SP + cfa_off + ((IP & 15) >= aux ? 8 : 0): the linker's .plt expression */
+	STACK_DELTA_SIGNAL,	/* signal trampoline (__restore_rt): the interrupted registers are in the
+				 * ucontext at SP (mcontext gregs at SP + 40) */
+	STACK_DELTA_STOP,	/* outermost frame: the return address is undefined (_start, thread entry) */
+	STACK_DELTA_FALLBACK,	/* CFI exists but does not fit these rules: ask a general unwinder */
+};
+
+/* Where the caller's frame pointer (rbp) is, for the CFA kinds. */
+enum stack_delta_fp {
+	STACK_DELTA_FP_SAME,	/* unchanged: the caller's FP is the current FP */
+	STACK_DELTA_FP_AT_CFA,	/* saved at CFA + fp_off (fp_off < 0) */
+	STACK_DELTA_FP_AT_FP,	/* saved at FP + fp_off (DRAP frames: DW_CFA_expression rbp, breg6) */
+};
+
+/* One unwind rule. For the CFA kinds the return address is at CFA - 8 and the caller's SP is the CFA. */
+struct stack_delta_rule {
+	uint8_t kind;		/* enum stack_delta_kind */
+	uint8_t fp;		/* enum stack_delta_fp */
+	int16_t fp_off;
+	int32_t cfa_off;
+	int32_t aux;		/* DEREF kinds: added after the load; PLT: the (IP & 15) threshold */
+};
+
+/* What a build found and cost; all counts are for one file. */
+struct stack_deltas_stats {
+	uint64_t build_ns;	/* wall time of stack_deltas_build */
+	size_t rows;		/* rows in the table after merging equal neighbours */
+	size_t bytes;		/* memory the table holds (stack_deltas_bytes) */
+	size_t rules;		/* distinct rules */
+	size_t fdes_eh;		/* FDEs taken from .eh_frame */
+	size_t fdes_debug;	/* FDEs taken from .debug_frame (where .eh_frame had none) */
+	size_t fdes_skipped;	/* FDEs empty, overlapping, undecodable or over the work budget */
+	size_t fallback_rows;	/* rows whose rule is FALLBACK */
+	size_t plt_rows;	/* rows whose rule is PLT */
+	size_t signal_rows;	/* rows whose rule is SIGNAL */
+	size_t stop_rows;	/* rows whose rule is STOP */
+	size_t analysed_ranges;	/* code ranges without CFI covered by prologue/epilogue analysis */
+	size_t fp_ranges;	/* code ranges without CFI given the plain frame-pointer rule */
+};
+
+struct stack_deltas;
+
+/*
+ * Build the table for elf (an x86_64 ELF file; any type with code). stats may be NULL. Returns 0 and *out, or
+ * -ENOTSUP (not x86_64 ELF64), -ENOENT (no code and no CFI at all), -ENOMEM.
+ */
+int stack_deltas_build(Elf *elf, struct stack_deltas **out, struct stack_deltas_stats *stats);
+void stack_deltas_free(struct stack_deltas *t);
+
+/* Bytes of memory held by t. */
+size_t stack_deltas_bytes(const struct stack_deltas *t);
+/* Rows in t. */
+size_t stack_deltas_rows(const struct stack_deltas *t);
+/* Row i (< stack_deltas_rows): the rule holds from *elf_va up to the next row's address. For dumps and tests. */
+void stack_deltas_row(const struct stack_deltas *t, size_t i, uint64_t *elf_va, struct stack_delta_rule *rule);
+
+/*
+ * The rule in effect at ELF virtual address elf_va (for a return address, pass the address minus 1). Returns 0,
+ * or -ENOENT with out->kind = STACK_DELTA_INVALID when the address is covered by no code or no information.
+ */
+int stack_deltas_lookup(const struct stack_deltas *t, uint64_t elf_va, struct stack_delta_rule *out);
+
+/* Human-readable form of a rule ("cfa=sp+16 fp=cfa-16"), for tests and diagnostics. */
+void stack_delta_rule_format(const struct stack_delta_rule *r, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,336 @@
+/*
+ * unwind_deltas.c — the fast unwinder over a copied stack. See unwind_deltas.h.
+ */
+#include "unwind/unwind_deltas.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ucontext.h>
+
+/* Direct-mapped cache of (file key, ELF address) -> rule: 2048 x 32 bytes. Return addresses repeat a lot from
+ * sample to sample, so most frames skip the binary search. */
+#define UD_CACHE_BITS 11
+#define UD_CACHE_SIZE (1u << UD_CACHE_BITS)
+
+/* Where the kernel's rt_sigframe keeps the interrupted registers, relative to the SP of the __restore_rt frame
+ * (the handler returned into it, popping the pretcode slot, so SP points at the ucontext): uc_flags, uc_link,
+ * uc_stack (24 bytes), then mcontext gregs[]. glibc's ucontext_t mirrors the kernel's layout. */
+#define UD_SIGFRAME_GREGS 40
+_Static_assert(offsetof(ucontext_t, uc_mcontext.gregs) == UD_SIGFRAME_GREGS, "x86_64 ucontext layout");
+
+struct ud_cache_entry {
+	const void *key;		/* NULL: empty */
+	uint64_t va;
+	struct stack_delta_rule rule;
+};
+
+/* A table the unwinder built itself (standalone mode). t is NULL when the build failed: not retried. */
+struct ud_table {
+	const void *key;
+	struct stack_deltas *t;
+};
+
+struct unwind_deltas {
+	struct unwind_deltas_options opts;
+	struct unwind_deltas_stats stats;
+	struct ud_table *tables;
+	size_t ntables, tables_cap;
+	struct ud_cache_entry cache[UD_CACHE_SIZE];
+};
+
+/* One walk: the sample, the frame being unwound, and the module it is in. */
+struct ud_walk {
+	struct unwind_deltas *u;
+	const struct unwind_process *proc;
+	const struct unwind_sample *s;
+	struct unwind_module mod;
+	bool have_mod;
+	struct unwind_deltas_regs r;
+	int err;			/* internal error (-ENOMEM) */
+};
+
+/* How one step ended. */
+enum ud_step { UD_STEP_OK, UD_STEP_END, UD_STEP_NO_MODULE, UD_STEP_FAIL };
+
+struct unwind_deltas *unwind_deltas_new(const struct unwind_deltas_options *opts)
+{
+	struct unwind_deltas *u = calloc(1, sizeof(*u));
+	if (!u) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (opts)
+		u->opts = *opts;
+	return u;
+}
+
+void unwind_deltas_free(struct unwind_deltas *u)
+{
+	if (!u)
+		return;
+	for (size_t i = 0; i < u->ntables; i++)
+		stack_deltas_free(u->tables[i].t);
+	free(u->tables);
+	free(u);
+}
+
+void unwind_deltas_forget(struct unwind_deltas *u, const void *cache_key)
+{
+	for (size_t i = 0; i < UD_CACHE_SIZE; i++)
+		if (u->cache[i].key == cache_key)
+			u->cache[i].key = NULL;
+	for (size_t i = 0; i < u->ntables; i++) {
+		if (u->tables[i].key != cache_key)
+			continue;
+		stack_deltas_free(u->tables[i].t);
+		u->tables[i] = u->tables[--u->ntables];
+		break;
+	}
+}
+
+void unwind_deltas_get_stats(const struct unwind_deltas *u, struct unwind_deltas_stats *st)
+{
+	*st = u->stats;
+}
+
+/* ---- rules ---------------------------------------------------------------------------------------------- */
+
+/* The table of a module the caller gave no table for: built on first use and kept (standalone mode). */
+static const struct stack_deltas *ud_own_table(struct ud_walk *w, const void *key)
+{
+	struct unwind_deltas *u = w->u;
+	for (size_t i = 0; i < u->ntables; i++)
+		if (u->tables[i].key == key)
+			return u->tables[i].t;
+	if (!w->mod.elf)
+		return NULL;
+	if (u->ntables == u->tables_cap) {
+		size_t cap = u->tables_cap ? u->tables_cap * 2 : 16;
+		struct ud_table *n = realloc(u->tables, cap * sizeof(*n));
+		if (!n) {
+			w->err = -ENOMEM;
+			return NULL;
+		}
+		u->tables = n;
+		u->tables_cap = cap;
+	}
+	struct ud_table *e = &u->tables[u->ntables++];
+	e->key = key;
+	int err = stack_deltas_build(w->mod.elf, &e->t, NULL);
+	if (err == -ENOMEM)
+		w->err = err;
+	if (err < 0)
+		u->stats.table_failures++;
+	else
+		u->stats.tables_built++;
+	return e->t;
+}
+
+static size_t ud_cache_slot(const void *key, uint64_t va)
+{
+	uint64_t h = ((uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ull) ^ (va * 0xff51afd7ed558ccdull);
+	return (size_t)(h >> (64 - UD_CACHE_BITS));
+}
+
+/* The rule at ELF address va of the current module; false when the module has no table at all. */
+static bool ud_rule(struct ud_walk *w, uint64_t va, struct stack_delta_rule *rule)
+{
+	const void *key = w->mod.cache_key ? w->mod.cache_key : (const void *)w->mod.elf;
+	struct ud_cache_entry *e = key ? &w->u->cache[ud_cache_slot(key, va)] : NULL;
+	if (e && e->key == key && e->va == va) {
+		w->u->stats.cache_hits++;
+		*rule = e->rule;
+		return true;
+	}
+	w->u->stats.cache_misses++;
+	const struct stack_deltas *t = w->mod.deltas;
+	if (!t && key)
+		t = ud_own_table(w, key);
+	if (!t)
+		return false;
+	stack_deltas_lookup(t, va, rule);
+	if (e)
+		*e = (struct ud_cache_entry){ .key = key, .va = va, .rule = *rule };
+	return true;
+}
+
+/* ---- steps ---------------------------------------------------------------------------------------------- */
+
+/* Load 8 bytes at addr from the stack copy; false outside it. */
+static bool ud_read(const struct unwind_sample *s, uint64_t addr, uint64_t *v)
+{
+	uint64_t off = addr - s->regs[UNWIND_REG_SP];
+	if (addr < s->regs[UNWIND_REG_SP] || s->stack_size < 8 || off > s->stack_size - 8)
+		return false;
+	memcpy(v, s->stack + off, sizeof(*v));
+	return true;
+}
+
+static bool ud_known(const struct unwind_deltas_regs *r, enum unwind_reg reg)
+{
+	return r->known & UNWIND_DELTAS_REG(reg);
+}
+
+static bool ud_cfa(const struct ud_walk *w, const struct stack_delta_rule *rule, uint64_t *cfa)
+{
+	const struct unwind_deltas_regs *r = &w->r;
+	uint64_t sp = r->regs[UNWIND_REG_SP], fp = r->regs[UNWIND_REG_BP], v;
+	bool fp_ok = ud_known(r, UNWIND_REG_BP);
+	switch (rule->kind) {
+	case STACK_DELTA_CFA_SP:
+		*cfa = sp + (uint64_t)(int64_t)rule->cfa_off;
+		return true;
+	case STACK_DELTA_CFA_FP:
+		*cfa = fp + (uint64_t)(int64_t)rule->cfa_off;
+		return fp_ok;
+	case STACK_DELTA_CFA_SP_DEREF:
+	case STACK_DELTA_CFA_FP_DEREF:
+		if (rule->kind == STACK_DELTA_CFA_FP_DEREF && !fp_ok)
+			return false;
+		if (!ud_read(w->s, (rule->kind == STACK_DELTA_CFA_SP_DEREF ? sp : fp) + (uint64_t)(int64_t)rule->cfa_off, &v))
+			return false;
+		*cfa = v + (uint64_t)(int64_t)rule->aux;
+		return true;
+	case STACK_DELTA_PLT:
+		/* The IP is exact here: a PLT stub calls nothing, so it is only ever the interrupted frame. */
+		*cfa = sp + (uint64_t)(int64_t)rule->cfa_off + ((r->regs[UNWIND_REG_IP] & 15) >= (uint64_t)rule->aux ? 8 : 0);
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* CFA-based step: SP = CFA, IP = *(CFA - 8), FP per the rule. */
+static enum ud_step ud_step_cfa(struct ud_walk *w, const struct stack_delta_rule *rule)
+{
+	struct unwind_deltas_regs *r = &w->r;
+	uint64_t cfa, ra, fp = r->regs[UNWIND_REG_BP];
+	bool fp_ok = ud_known(r, UNWIND_REG_BP);
+	if (!ud_cfa(w, rule, &cfa) || cfa <= r->regs[UNWIND_REG_SP] || !ud_read(w->s, cfa - 8, &ra))
+		return UD_STEP_FAIL;
+	if (rule->fp == STACK_DELTA_FP_AT_CFA)
+		fp_ok = ud_read(w->s, cfa + (uint64_t)(int64_t)rule->fp_off, &fp);
+	else if (rule->fp == STACK_DELTA_FP_AT_FP)
+		fp_ok = fp_ok && ud_read(w->s, fp + (uint64_t)(int64_t)rule->fp_off, &fp);
+	r->regs[UNWIND_REG_SP] = cfa;
+	r->regs[UNWIND_REG_IP] = ra;
+	r->regs[UNWIND_REG_BP] = fp;
+	r->known = UNWIND_DELTAS_REG(UNWIND_REG_SP) | UNWIND_DELTAS_REG(UNWIND_REG_IP) |
+		   (fp_ok ? UNWIND_DELTAS_REG(UNWIND_REG_BP) : 0);
+	r->exact_ip = false;
+	return ra == 0 ? UD_STEP_END : UD_STEP_OK;
+}
+
+/* Signal trampoline: every register comes back from the ucontext's mcontext. */
+static enum ud_step ud_step_signal(struct ud_walk *w)
+{
+	static const uint8_t map[][2] = {
+		{ REG_R8, UNWIND_REG_R8 }, { REG_R9, UNWIND_REG_R9 }, { REG_R10, UNWIND_REG_R10 },
+		{ REG_R11, UNWIND_REG_R11 }, { REG_R12, UNWIND_REG_R12 }, { REG_R13, UNWIND_REG_R13 },
+		{ REG_R14, UNWIND_REG_R14 }, { REG_R15, UNWIND_REG_R15 }, { REG_RDI, UNWIND_REG_DI },
+		{ REG_RSI, UNWIND_REG_SI }, { REG_RBP, UNWIND_REG_BP }, { REG_RBX, UNWIND_REG_BX },
+		{ REG_RDX, UNWIND_REG_DX }, { REG_RAX, UNWIND_REG_AX }, { REG_RCX, UNWIND_REG_CX },
+		{ REG_RSP, UNWIND_REG_SP }, { REG_RIP, UNWIND_REG_IP },
+	};
+	uint64_t gregs = w->r.regs[UNWIND_REG_SP] + UD_SIGFRAME_GREGS, v[sizeof(map) / sizeof(map[0])];
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (!ud_read(w->s, gregs + 8u * map[i][0], &v[i]))
+			return UD_STEP_FAIL;
+	if (v[15] <= w->r.regs[UNWIND_REG_SP])
+		return UD_STEP_FAIL;	/* the interrupted SP is above the signal frame */
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		w->r.regs[map[i][1]] = v[i];
+	w->r.known = UNWIND_DELTAS_ALL_REGS;
+	w->r.exact_ip = true;
+	return UD_STEP_OK;
+}
+
+static enum ud_step ud_step_fallback(struct ud_walk *w)
+{
+	struct unwind_deltas *u = w->u;
+	if (!u->opts.fallback)
+		return UD_STEP_FAIL;
+	struct unwind_deltas_regs caller;
+	memset(&caller, 0, sizeof(caller));
+	u->stats.fallback_calls++;
+	int rc = u->opts.fallback(u->opts.fallback_ctx, w->proc, w->s, &w->mod, &w->r, &caller);
+	if (rc == UNWIND_DELTAS_FALLBACK_END)
+		return UD_STEP_END;
+	uint32_t need = UNWIND_DELTAS_REG(UNWIND_REG_SP) | UNWIND_DELTAS_REG(UNWIND_REG_IP);
+	if (rc < 0 || (caller.known & need) != need || caller.regs[UNWIND_REG_SP] <= w->r.regs[UNWIND_REG_SP]) {
+		u->stats.fallback_failures++;
+		return UD_STEP_FAIL;
+	}
+	w->r = caller;
+	return caller.regs[UNWIND_REG_IP] == 0 ? UD_STEP_END : UD_STEP_OK;
+}
+
+/* Find the module of addr, reusing the previous frame's when it still covers it. */
+static bool ud_find_module(struct ud_walk *w, uint64_t addr)
+{
+	if (w->have_mod && addr >= w->mod.start && addr < w->mod.end)
+		return true;
+	memset(&w->mod, 0, sizeof(w->mod));	/* fields the caller does not fill (deltas) stay NULL */
+	w->have_mod = w->proc->find_module(w->proc->ctx, addr, &w->mod) == 0;
+	return w->have_mod;
+}
+
+/* Replace w->r, the current frame, by its caller. */
+static enum ud_step ud_step(struct ud_walk *w)
+{
+	uint64_t ip = w->r.regs[UNWIND_REG_IP];
+	uint64_t addr = w->r.exact_ip ? ip : ip - 1;	/* a return address may follow a call ending a function */
+	if (!ud_find_module(w, addr))
+		return UD_STEP_NO_MODULE;
+	struct stack_delta_rule rule;
+	if (!ud_rule(w, addr - w->mod.bias, &rule))
+		return w->err ? UD_STEP_FAIL : ud_step_fallback(w);
+	switch (rule.kind) {
+	case STACK_DELTA_CFA_SP:
+	case STACK_DELTA_CFA_FP:
+	case STACK_DELTA_CFA_SP_DEREF:
+	case STACK_DELTA_CFA_FP_DEREF:
+	case STACK_DELTA_PLT:
+		return ud_step_cfa(w, &rule);
+	case STACK_DELTA_SIGNAL:
+		return ud_step_signal(w);
+	case STACK_DELTA_STOP:
+		return UD_STEP_END;
+	case STACK_DELTA_FALLBACK:
+		return ud_step_fallback(w);
+	default:
+		return UD_STEP_FAIL;
+	}
+}
+
+int unwind_deltas_unwind(struct unwind_deltas *u, const struct unwind_process *proc,
+			 const struct unwind_sample *sample, struct unwind_frame *frames, size_t max,
+			 enum unwind_status *status)
+{
+	struct ud_walk w = { .u = u, .proc = proc, .s = sample };
+	memcpy(w.r.regs, sample->regs, sizeof(w.r.regs));
+	w.r.known = UNWIND_DELTAS_ALL_REGS;
+	w.r.exact_ip = true;
+	*status = UNWIND_TRUNCATED;
+	u->stats.samples++;
+	if (max == 0)
+		return 0;
+	frames[0] = (struct unwind_frame){ .ip = w.r.regs[UNWIND_REG_IP], .flags = 0 };
+	size_t n = 1;
+	for (;;) {
+		enum ud_step st = ud_step(&w);
+		if (st == UD_STEP_END)
+			*status = UNWIND_COMPLETE;
+		else if (st == UD_STEP_NO_MODULE && n == 1)
+			*status = UNWIND_UNKNOWN_LEAF;
+		if (st != UD_STEP_OK || n == max)
+			break;
+		frames[n].ip = w.r.regs[UNWIND_REG_IP];
+		frames[n].flags = w.r.exact_ip ? UNWIND_FRAME_SIGNAL : 0;
+		n++;
+	}
+	u->stats.frames += n;
+	return w.err ? w.err : (int)n;
+}

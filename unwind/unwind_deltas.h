@@ -1,0 +1,95 @@
+/*
+ * unwind_deltas.h — the fast unwinder: stack-delta tables (stack_deltas.h) applied to a copied stack.
+ *
+ * Per frame: find the module of the IP, look the rule up (a direct-mapped cache of recent (file, address)
+ * lookups in front of the table's binary search), compute the CFA from SP or FP, load the return address and
+ * perhaps the saved FP from the stack copy. Only SP, FP and IP are tracked between frames (all registers in
+ * frame 0 and right after a signal frame). Memory outside the stack copy is never read, and the live process is
+ * never touched. Return addresses are looked up at address - 1, except right after a signal frame, whose
+ * interrupted IP is exact.
+ *
+ * Tables: the caller normally owns one table per file, built once with stack_deltas_build() and shared by every
+ * process that maps the file, and passes it in unwind_module.deltas. When deltas is NULL the unwinder builds
+ * the table from unwind_module.elf itself on the file's first frame and keeps it, keyed by cache_key, until
+ * unwind_deltas_forget() (standalone use: tests, tools).
+ *
+ * Rows the tables cannot express (FALLBACK) are handed to an optional fallback hook, e.g. libunwind, for that
+ * frame only; without a hook the walk ends there as UNWIND_TRUNCATED.
+ *
+ * Ownership: created by unwind_deltas_new(), freed by unwind_deltas_free(). Call unwind_deltas_forget(key) before
+ * the file behind a cache_key is closed or the key reused. Not thread-safe: one instance per thread (the
+ * tables themselves may be shared). In steady state (tables built) unwinding allocates nothing and makes no
+ * system calls; the fallback hook and find_module are the caller's.
+ */
+#ifndef HOSTPROF_UNWIND_DELTAS_H
+#define HOSTPROF_UNWIND_DELTAS_H
+
+#include <stdbool.h>
+
+#include "unwind/stack_deltas.h"
+#include "unwind/unwind.h"
+
+/* One frame's registers as the fast unwinder knows them. */
+struct unwind_deltas_regs {
+	uint64_t regs[UNWIND_NREGS];	/* by enum unwind_reg */
+	uint32_t known;			/* bit (1u << reg) set when regs[reg] holds this frame's real value */
+	bool exact_ip;			/* IP is where the frame was interrupted (the sampled frame, or one restored
+					 * from a signal frame), not a return address */
+};
+
+/* Bits of unwind_deltas_regs.known. */
+#define UNWIND_DELTAS_REG(r) (1u << (r))
+#define UNWIND_DELTAS_ALL_REGS \
+	((uint32_t)(((1ull << (UNWIND_REG_IP + 1)) - 1) | (0xffull << UNWIND_REG_R8)))
+
+/* A fallback hook's return value for "frame is the outermost one". */
+#define UNWIND_DELTAS_FALLBACK_END 1
+
+/*
+ * Fallback for frames whose rule is FALLBACK. frame->regs[UNWIND_REG_IP] lies in mod (found at the lookup
+ * address: IP, or IP - 1 unless frame->exact_ip). Fill *caller with the caller's registers: IP and SP at least,
+ * set in caller->known; caller->exact_ip when the caller was interrupted by a signal. Read memory only from
+ * sample->stack and the ELF files of proc's modules. Returns 0, UNWIND_DELTAS_FALLBACK_END when frame is the
+ * outermost frame, or a negative errno when it cannot unwind (the walk ends TRUNCATED).
+ */
+typedef int (*unwind_deltas_fallback_fn)(void *ctx, const struct unwind_process *proc,
+					 const struct unwind_sample *sample, const struct unwind_module *mod,
+					 const struct unwind_deltas_regs *frame, struct unwind_deltas_regs *caller);
+
+struct unwind_deltas_options {
+	unwind_deltas_fallback_fn fallback;	/* NULL: FALLBACK rows end the walk (TRUNCATED) */
+	void *fallback_ctx;
+};
+
+/* Counters since unwind_deltas_new(). */
+struct unwind_deltas_stats {
+	uint64_t samples, frames;
+	uint64_t cache_hits, cache_misses;	/* rule lookups */
+	uint64_t fallback_calls, fallback_failures;
+	uint64_t tables_built, table_failures;	/* standalone mode only */
+};
+
+struct unwind_deltas;
+
+/* opts may be NULL (no fallback). Returns NULL with errno set on failure. */
+struct unwind_deltas *unwind_deltas_new(const struct unwind_deltas_options *opts);
+void unwind_deltas_free(struct unwind_deltas *u);
+
+/* Drop everything cached for this file key (cached rules, and the table if the unwinder built it). */
+void unwind_deltas_forget(struct unwind_deltas *u, const void *cache_key);
+
+/*
+ * Unwind one sample. Writes at most max frames into frames[], leaf first (frames[0].ip is the sampled IP),
+ * stores how the walk ended in *status, and returns the number of frames written (>= 0). A negative return is
+ * an internal error (-ENOMEM while building a table in standalone mode); a stack that merely cannot be unwound
+ * further is not an error. *status: COMPLETE at an outermost frame (STOP rule, undefined return address, or a
+ * zero return address); UNKNOWN_LEAF when the sampled IP is in no module (1 frame returned); TRUNCATED
+ * otherwise (stack copy exhausted, SP not advancing, no rule, max frames reached).
+ */
+int unwind_deltas_unwind(struct unwind_deltas *u, const struct unwind_process *proc,
+			 const struct unwind_sample *sample, struct unwind_frame *frames, size_t max,
+			 enum unwind_status *status);
+
+void unwind_deltas_get_stats(const struct unwind_deltas *u, struct unwind_deltas_stats *st);
+
+#endif
