@@ -19,5 +19,6 @@ struct cli_env {
 int cmd_record(int argc, char **argv, const struct cli_env *env);
 int cmd_report(int argc, char **argv, const struct cli_env *env);
 int cmd_convert(int argc, char **argv, const struct cli_env *env);
+int cmd_replay(int argc, char **argv, const struct cli_env *env);
 
 #endif

@@ -37,6 +37,7 @@ static void usage(FILE *out)
 		"  record   profile a command, processes (-p) or the whole system (-a)\n"
 		"  report   show the top functions of a profile\n"
 		"  convert  convert a profile (--to collapsed)\n"
+		"  replay   unwind the samples of a replay file again (--compare, --bench)\n"
 		"\n"
 		"'hostprof COMMAND --help' and 'man hostprof' tell more.\n");
 }
