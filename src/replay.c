@@ -248,6 +248,9 @@ static int write_atomically(const char *path, const void *data, size_t size)
 		free(tmp);
 		return err;
 	}
+	mode_t mask = umask(0);
+	umask(mask);
+	fchmod(fd, 0666 & ~mask); /* an ordinary file, not mkstemp's private 0600 */
 	for (size_t done = 0; done < size && !err;) {
 		ssize_t n = write(fd, (const char *)data + done, size - done);
 		if (n < 0 && errno != EINTR)

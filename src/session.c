@@ -67,11 +67,8 @@ static int libunwind_fallback(void *ctx, const struct unwind_process *proc, cons
 	(void)mod;
 	for (int i = 0; i < UNWIND_NREGS; i++)
 		regs[i] = frame->known & UNWIND_DELTAS_REG(i) ? frame->regs[i] : 0;
-	/* libunwind takes the IP as exact; a return address's rule is the call's, one byte back. */
-	if (!frame->exact_ip)
-		regs[UNWIND_REG_IP]--;
 	s->stats.fallback_steps++;
-	int r = unwind_libunwind_step(s->unwinder, proc, sample, regs, out, &signal);
+	int r = unwind_libunwind_step(s->unwinder, proc, sample, regs, frame->exact_ip, out, &signal);
 	if (r <= 0)
 		return r == 0 ? UNWIND_DELTAS_FALLBACK_END : r;
 	memset(caller, 0, sizeof(*caller));

@@ -1164,31 +1164,68 @@ int unwind_libunwind_unwind(struct unwind_libunwind *u, const struct unwind_proc
 	return (int)n;
 }
 
-int unwind_libunwind_step(struct unwind_libunwind *u, const struct unwind_process *proc,
-			  const struct unwind_sample *sample, const uint64_t regs[UNWIND_NREGS],
-			  uint64_t caller[UNWIND_NREGS], bool *caller_signal)
+/* Step c once and store the caller's IP, SP and BP in caller[]. Returns step()'s result. */
+static int step_into(struct sample_ctx *sc, unw_cursor_t *c, uint64_t caller[UNWIND_NREGS], bool *caller_signal)
 {
-	unw_cursor_t c;
 	uint64_t ip = 0, sp = 0;
 	unw_word_t bp = 0;
-
-	sample_begin(u, proc, sample);
-	u->sc.regs = regs;
-	*caller_signal = false;
-	if (unw_init_remote(&c, u->as, &u->sc) < 0)
-		return -EINVAL;
-	int r = step(&u->sc, &c, &ip, &sp, caller_signal);
-	if (u->sc.err)
-		return u->sc.err;
+	int r = step(sc, c, &ip, &sp, caller_signal);
 	if (r <= 0)
-		return r == 0 ? 0 : -ENOENT;
-	if (unw_get_reg(&c, UNW_X86_64_RBP, &bp) < 0)
+		return r;
+	if (unw_get_reg(c, UNW_X86_64_RBP, &bp) < 0)
 		bp = 0;
 	memset(caller, 0, UNWIND_NREGS * sizeof(*caller));
 	caller[UNWIND_REG_IP] = ip;
 	caller[UNWIND_REG_SP] = sp;
 	caller[UNWIND_REG_BP] = bp;
 	return 1;
+}
+
+/*
+ * Walk from the sampled frame to the one at (ip, sp): libunwind then knows every callee-saved register there
+ * (a CFA based on rbx, say), which a fast unwinder tracking SP, FP and IP does not. Returns 1 positioned on it.
+ */
+static int seek_frame(struct sample_ctx *sc, unw_cursor_t *c, uint64_t ip, uint64_t sp)
+{
+	for (unsigned n = 0; n < UNWIND_MAX_FRAMES; n++) {
+		unw_word_t cip, csp;
+		bool after_signal;
+		uint64_t nip, nsp;
+		if (unw_get_reg(c, UNW_REG_IP, &cip) < 0 || unw_get_reg(c, UNW_REG_SP, &csp) < 0)
+			return 0;
+		if (cip == ip && csp == sp)
+			return 1;
+		if (csp > sp || step(sc, c, &nip, &nsp, &after_signal) <= 0)
+			return 0;
+	}
+	return 0;
+}
+
+int unwind_libunwind_step(struct unwind_libunwind *u, const struct unwind_process *proc,
+			  const struct unwind_sample *sample, const uint64_t regs[UNWIND_NREGS], bool exact_ip,
+			  uint64_t caller[UNWIND_NREGS], bool *caller_signal)
+{
+	unw_cursor_t c;
+	uint64_t own[UNWIND_NREGS];
+	int r;
+
+	*caller_signal = false;
+	sample_begin(u, proc, sample);
+	if (unw_init_remote(&c, u->as, &u->sc) == 0 &&
+	    seek_frame(&u->sc, &c, regs[UNWIND_REG_IP], regs[UNWIND_REG_SP])) {
+		r = step_into(&u->sc, &c, caller, caller_signal);
+		return u->sc.err ? u->sc.err : r < 0 ? -ENOENT : r;
+	}
+	/* The reference walk does not reach that frame: start from the registers known there. */
+	memcpy(own, regs, sizeof(own));
+	if (!exact_ip)
+		own[UNWIND_REG_IP]--; /* libunwind takes a first IP as exact; a return address's rule is the call's */
+	sample_begin(u, proc, sample);
+	u->sc.regs = own;
+	if (unw_init_remote(&c, u->as, &u->sc) < 0)
+		return -EINVAL;
+	r = step_into(&u->sc, &c, caller, caller_signal);
+	return u->sc.err ? u->sc.err : r < 0 ? -ENOENT : r;
 }
 
 /* ---- lifetime ---- */

@@ -36,14 +36,16 @@ int unwind_libunwind_unwind(struct unwind_libunwind *u, const struct unwind_proc
 			    enum unwind_status *status);
 
 /*
- * One step from a frame in the middle of a sample, for a fast unwinder's fallback: regs holds that frame's
- * registers (IP, SP and BP at least; others 0), memory comes from sample->stack (which starts at the sample's own
- * SP) and the modules' files. libunwind looks the FDE up at regs' IP itself, as for an interrupted frame.
- * Returns 1 with the caller's IP, SP and BP in caller[] and *caller_signal set when the caller was interrupted
- * by a signal, 0 when the frame is the outermost one, or a negative errno when it cannot step.
+ * One step from a frame in the middle of a sample, for a fast unwinder's fallback. regs holds that frame's IP,
+ * SP and BP (others may be 0); exact_ip says its IP is where it was interrupted rather than a return address.
+ * libunwind walks from the sampled frame to the frame at that (IP, SP), so it knows every callee-saved register
+ * there, and steps once; if its walk never reaches that frame, it starts from regs alone. Memory comes from
+ * sample->stack and the modules' files. Returns 1 with the caller's IP, SP and BP in caller[] and
+ * *caller_signal set when the caller was interrupted by a signal, 0 when the frame is the outermost one, or a
+ * negative errno when it cannot step.
  */
 int unwind_libunwind_step(struct unwind_libunwind *u, const struct unwind_process *proc,
-			  const struct unwind_sample *sample, const uint64_t regs[UNWIND_NREGS],
+			  const struct unwind_sample *sample, const uint64_t regs[UNWIND_NREGS], bool exact_ip,
 			  uint64_t caller[UNWIND_NREGS], bool *caller_signal);
 
 #endif
