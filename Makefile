@@ -15,7 +15,7 @@ DEP_MODULES := libdw:libdw-dev libelf:libelf-dev libunwind-generic:libunwind-dev
                capstone:libcapstone-dev msgpack:libmsgpack-dev cmocka:libcmocka-dev \
                libcrypto:libssl-dev
 DEB_PACKAGES := pkg-config $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d)))) \
-                xz-utils
+                xz-utils sqlite3 python3-minimal
 PKG_MODULES  := $(foreach d,$(DEP_MODULES),$(word 1,$(subst :, ,$(d))))
 LIB_MODULES  := $(filter-out cmocka,$(PKG_MODULES))
 
