@@ -13,28 +13,37 @@ LDFLAGS  ?=
 # pkg-config module -> Debian package that provides it.
 DEP_MODULES := libdw:libdw-dev libelf:libelf-dev libunwind-generic:libunwind-dev \
                capstone:libcapstone-dev msgpack:libmsgpack-dev cmocka:libcmocka-dev \
-               libcrypto:libssl-dev
-DEB_PACKAGES := pkg-config $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d)))) \
-                xz-utils sqlite3 python3-minimal
+               libcrypto:libssl-dev libprotobuf-c:libprotobuf-c-dev json-c:libjson-c-dev zlib:zlib1g-dev
+# Tools: protoc-c generates the pprof encoder; the rest are what the tests profile or check against.
+DEB_PACKAGES := pkg-config protobuf-c-compiler $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d)))) \
+                xz-utils sqlite3 python3-minimal golang-go
 PKG_MODULES  := $(foreach d,$(DEP_MODULES),$(word 1,$(subst :, ,$(d))))
 LIB_MODULES  := $(filter-out cmocka,$(PKG_MODULES))
 
 HAVE_PKGCONFIG := $(shell command -v pkg-config >/dev/null 2>&1 && echo yes)
 ifeq ($(HAVE_PKGCONFIG),yes)
-MISSING := $(strip $(foreach d,$(DEP_MODULES),$(if $(shell pkg-config --exists $(word 1,$(subst :, ,$(d))) && echo ok),,$(d))))
+MISSING := $(strip $(foreach d,$(DEP_MODULES),$(if $(shell pkg-config --exists $(word 1,$(subst :, ,$(d))) && echo ok),,$(d))) \
+             $(if $(shell command -v protoc-c),,protoc-c:protobuf-c-compiler))
 else
 MISSING := pkg-config:pkg-config
 endif
 
 ifeq ($(MISSING),)
 DEP_CFLAGS := $(shell pkg-config --cflags $(LIB_MODULES))
-DEP_LIBS   := $(shell pkg-config --libs $(LIB_MODULES)) -lpthread
+DEP_LIBS   := $(shell pkg-config --libs $(LIB_MODULES)) -lpthread -lm
 TEST_LIBS  := $(shell pkg-config --libs cmocka)
 endif
 
+# Generated at build time: protobuf-c code for the pprof schema (src/proto/profile.proto).
+PROTOS    := $(wildcard src/proto/*.proto)
+GEN_SRCS  := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.c)
+GEN_HDRS  := $(GEN_SRCS:.c=.h)
+GEN_OBJS  := $(GEN_SRCS:.c=.o)
+CFLAGS    += -I$(BUILD)/gen
+
 LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard unwind/*.c) \
              $(wildcard symbols/*.c) $(wildcard correlate/*.c)
-LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(GEN_OBJS)
 MAIN_OBJ  := $(BUILD)/src/main.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
@@ -73,7 +82,18 @@ endif
 $(BIN): $(MAIN_OBJ) $(LIB_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DEP_LIBS)
 
-$(BUILD)/%.o: %.c
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: %.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen $<
+
+$(GEN_OBJS): %.o: %.c
+	$(CC) $(CFLAGS) $(DEP_CFLAGS) -c -o $@ $<
+
+# Generated files and test objects are not intermediates to delete after a build.
+.SECONDARY: $(GEN_SRCS) $(GEN_HDRS) $(TESTLIB_OBJS)
+
+# Every object may include a generated header: generate them first.
+$(BUILD)/%.o: %.c | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEP_CFLAGS) -c -o $@ $<
 
@@ -124,12 +144,21 @@ bench: deps-auto
 	$(MAKE) $(BIN) $(WORKLOAD_BINS) fixtures
 	BUILD=$(BUILD) HOSTPROF=./$(BIN) bench/run-bench
 
-PREFIX  ?= /usr/local
-DESTDIR ?=
-install: hostprof
-	install -D -m 0755 hostprof $(DESTDIR)$(PREFIX)/bin/hostprof
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+# The binary, man pages, the daemon's systemd unit and (if absent) its config file.
+install: $(BIN)
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/hostprof
 	for m in man/*.[0-9]; do \
 	  s=$${m##*.}; install -D -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/$${m##*/}; done
+	mkdir -p $(DESTDIR)$(UNITDIR)
+	sed -e 's|@BINDIR@|$(PREFIX)/bin|' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|' src/hostprof.service \
+	  > $(DESTDIR)$(UNITDIR)/hostprof.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/hostprof.service
+	[ -e $(DESTDIR)$(SYSCONFDIR)/hostprof.conf ] || \
+	  install -D -m 0644 src/hostprof.conf $(DESTDIR)$(SYSCONFDIR)/hostprof.conf
 
 clean:
 	rm -rf build build-asan hostprof

@@ -21,6 +21,7 @@ struct procmgr {
 	struct execinfo_mgr *execinfo;
 	struct process *buckets[PROCMGR_BUCKETS];
 	unsigned count, seen;
+	unsigned limit;		/* 0: none */
 };
 
 struct procmgr *procmgr_new(struct execinfo_mgr *execinfo)
@@ -246,8 +247,17 @@ static void read_comm(const char *fname, char *out)
 	fclose(f);
 }
 
+void procmgr_set_limit(struct procmgr *pm, unsigned max)
+{
+	pm->limit = max;
+}
+
 static struct process *process_new(struct procmgr *pm, pid_t pid)
 {
+	if (pm->limit && pm->count >= pm->limit) {
+		errno = ENOSPC;
+		return NULL;
+	}
 	struct process *p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
@@ -363,6 +373,26 @@ void procmgr_on_exit(struct procmgr *pm, const struct perf_task *t)
 	struct process *p = find_process(pm, (pid_t)t->pid);
 	if (p && !p->exited)
 		p->exited = 3;
+}
+
+unsigned procmgr_forget_idle(struct procmgr *pm, uint64_t cutoff_ns)
+{
+	unsigned forgotten = 0;
+	for (unsigned b = 0; b < PROCMGR_BUCKETS; b++) {
+		struct process **pp = &pm->buckets[b];
+		while (*pp) {
+			struct process *p = *pp;
+			if (!p->exited && p->last_sample_ns < cutoff_ns) {
+				*pp = p->next;
+				pm->count--;
+				process_free(pm, p);
+				forgotten++;
+				continue;
+			}
+			pp = &p->next;
+		}
+	}
+	return forgotten;
 }
 
 void procmgr_reap(struct procmgr *pm)

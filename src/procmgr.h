@@ -46,6 +46,7 @@ struct process {
 	struct thread_info *threads;
 	unsigned nthreads, capthreads;
 	uint64_t last_resync_ns;
+	uint64_t last_sample_ns;	/* monotonic time of the latest sample, for forgetting idle processes */
 	int exited;		/* reap generations left: 0 while alive */
 	struct process *next;
 };
@@ -56,8 +57,15 @@ struct procmgr;
 struct procmgr *procmgr_new(struct execinfo_mgr *execinfo);
 void procmgr_free(struct procmgr *pm);
 
-/* The process, created (and seeded from /proc) if unknown. NULL on ENOMEM. */
+/* The process, created (and seeded from /proc) if unknown. NULL with errno ENOMEM, or ENOSPC when the limit
+ * set by procmgr_set_limit() is reached. */
 struct process *procmgr_get(struct procmgr *pm, pid_t pid);
+
+/* Track at most max processes (0: no limit). Memory stays bounded on hosts with very many processes. */
+void procmgr_set_limit(struct procmgr *pm, unsigned max);
+/* Forget processes with no sample since before cutoff_ns (they are re-read from /proc if sampled again).
+ * Returns how many were forgotten. */
+unsigned procmgr_forget_idle(struct procmgr *pm, uint64_t cutoff_ns);
 
 void procmgr_on_mmap2(struct procmgr *pm, const struct perf_mmap2 *m);
 void procmgr_on_comm(struct procmgr *pm, const struct perf_comm *c);

@@ -1,8 +1,9 @@
 /*
- * report.c — `hostprof report`: run summary and top functions. See report.h.
+ * report.c — `hostprof report`: run summary, top functions, call tree, per-thread views. See report.h.
  *
- * Each (location, line) pair is resolved once to a row; stacks are then walked once each with their summed
- * sample count, a per-row stamp making total count a function once per stack.
+ * Each (location, line) pair is resolved once to a row (a function). A view then works on a list of
+ * (comm, stack, count) triples summed over the samples it shows, so a thread or a pid costs what its own
+ * samples cost, not a pass over every stack of the profile.
  */
 #include "src/report.h"
 
@@ -10,6 +11,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "src/frame_name.h"
 #include "src/profile_impl.h"
@@ -18,7 +20,7 @@ struct row {
 	char *name;		/* "function (file.c)", or a frame name such as "libc.so.6+0x1234" */
 	char *library;
 	uint64_t self, total;
-	uint32_t stamp;		/* the last stack counted into total */
+	uint32_t stamp;		/* the generation that last counted the row into total */
 };
 
 struct report {
@@ -28,9 +30,22 @@ struct report {
 	struct profile_hindex index;
 	uint32_t *loc_first;	/* per location: its first entry in line_rows */
 	uint32_t *line_rows;	/* per (location, line): row; one entry for a location without lines */
-	uint64_t *stack_counts;
-	uint64_t total;		/* sum of sample counts */
+	uint32_t generation;	/* bumped per counted stack, so recursion counts a row's total once */
 };
+
+/* Samples of one view summed per (process name, stack). */
+struct stack_count {
+	uint32_t comm, stack;
+	uint64_t count;
+};
+
+struct view {
+	struct stack_count *stacks;
+	uint32_t nstacks;
+	uint64_t total;		/* the 100% of the view's percentages */
+};
+
+/* --- rows ---------------------------------------------------------------------------------------------- */
 
 struct row_key {
 	const char *name, *library;
@@ -108,13 +123,13 @@ static int build_rows(struct report *rp)
 	struct frame_buf name = { 0 }, lib = { 0 };
 	uint64_t entries = 0;
 	int err = 0;
-	if (!(rp->loc_first = calloc(p->locations.count, sizeof(uint32_t))))
+	if (!(rp->loc_first = calloc(p->locations.count ? p->locations.count : 1, sizeof(uint32_t))))
 		return -ENOMEM;
 	for (uint32_t i = 0; i < p->locations.count; i++) {
 		rp->loc_first[i] = (uint32_t)entries;
 		entries += p->locations.items[i].nlines ? p->locations.items[i].nlines : 1;
 	}
-	if (entries >= UINT32_MAX || !(rp->line_rows = calloc(entries, sizeof(uint32_t))))
+	if (entries >= UINT32_MAX || !(rp->line_rows = calloc(entries ? entries : 1, sizeof(uint32_t))))
 		return -ENOMEM;
 	for (uint32_t i = 0; i < p->locations.count && err == 0; i++)	/* 0 too: a stack may list it */
 		err = location_rows(rp, i, &rp->line_rows[rp->loc_first[i]], &name, &lib);
@@ -123,59 +138,108 @@ static int build_rows(struct report *rp)
 	return err;
 }
 
-static int count_stacks(struct report *rp)
+static void report_free(struct report *rp)
 {
-	const struct profile *p = rp->p;
-	if (!(rp->stack_counts = calloc(p->stacks.count ? p->stacks.count : 1, sizeof(uint64_t))))
-		return -ENOMEM;
-	for (uint32_t i = 0; i < p->samples.count; i++) {
-		rp->stack_counts[p->samples.items[i].stack] += p->samples.items[i].count;
-		rp->total += p->samples.items[i].count;
+	for (uint32_t k = 0; k < rp->nrows; k++) {
+		free(rp->rows[k].name);
+		free(rp->rows[k].library);
 	}
-	return 0;
+	free(rp->rows);
+	profile_hindex_free(&rp->index);
+	free(rp->loc_first);
+	free(rp->line_rows);
 }
 
-static void attribute_stack(struct report *rp, uint32_t s)
+/* The row of line j of the location at position k of stack st. */
+static uint32_t stack_row(const struct report *rp, const struct profile_stack *st, uint32_t k, uint32_t j)
 {
-	const struct profile *p = rp->p;
-	const struct profile_stack *st = &p->stacks.items[s];
-	uint64_t c = rp->stack_counts[s];
+	return rp->line_rows[rp->loc_first[st->locations[k]] + j];
+}
+
+static uint32_t location_nlines(const struct profile *p, uint32_t loc)
+{
+	return p->locations.items[loc].nlines ? p->locations.items[loc].nlines : 1;
+}
+
+static void attribute_stack(struct report *rp, uint32_t s, uint64_t c)
+{
+	const struct profile_stack *st = &rp->p->stacks.items[s];
+	uint32_t gen = ++rp->generation;
 	if (!c || !st->nlocations)
 		return;
-	rp->rows[rp->line_rows[rp->loc_first[st->locations[0]]]].self += c;
+	rp->rows[stack_row(rp, st, 0, 0)].self += c;
 	for (uint32_t k = 0; k < st->nlocations; k++) {
-		const struct profile_location *l = &p->locations.items[st->locations[k]];
-		const uint32_t *lr = &rp->line_rows[rp->loc_first[st->locations[k]]];
-		for (uint32_t j = 0; j < (l->nlines ? l->nlines : 1); j++) {
-			struct row *r = &rp->rows[lr[j]];
-			if (r->stamp != s) {
-				r->stamp = s;
+		for (uint32_t j = 0; j < location_nlines(rp->p, st->locations[k]); j++) {
+			struct row *r = &rp->rows[stack_row(rp, st, k, j)];
+			if (r->stamp != gen) {
+				r->stamp = gen;
 				r->total += c;
 			}
 		}
 	}
 }
 
-static int compare_rows(const void *a, const void *b, void *arg)
+static void count_functions(struct report *rp, const struct view *v)
 {
-	const struct row *x = *(const struct row *const *)a, *y = *(const struct row *const *)b;
-	bool by_total = *(const enum report_sort *)arg == REPORT_SORT_TOTAL;
-	uint64_t xk = by_total ? x->total : x->self, yk = by_total ? y->total : y->self;
-	uint64_t xo = by_total ? x->self : x->total, yo = by_total ? y->self : y->total;
-	int c;
-	if (xk != yk)
-		return xk > yk ? -1 : 1;
-	if (xo != yo)
-		return xo > yo ? -1 : 1;
-	if ((c = strcmp(x->name, y->name)) != 0)
-		return c;
-	return strcmp(x->library, y->library);
+	for (uint32_t k = 0; k < rp->nrows; k++)
+		rp->rows[k].self = rp->rows[k].total = 0;
+	for (uint32_t i = 0; i < v->nstacks; i++)
+		attribute_stack(rp, v->stacks[i].stack, v->stacks[i].count);
+}
+
+/* --- views: which samples are shown ---------------------------------------------------------------------- */
+
+static int compare_stack_counts(const void *a, const void *b)
+{
+	const struct stack_count *x = a, *y = b;
+	if (x->comm != y->comm)
+		return x->comm < y->comm ? -1 : 1;
+	return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+/* Sum the samples listed in sel (indices into p->samples) per (comm, stack). */
+static int view_build(const struct profile *p, const uint32_t *sel, uint32_t n, struct view *v)
+{
+	struct stack_count *sc = malloc((n ? n : 1) * sizeof(*sc));
+	uint32_t k = 0;
+	if (!sc)
+		return -ENOMEM;
+	*v = (struct view){ .stacks = sc };
+	for (uint32_t i = 0; i < n; i++) {
+		const struct profile_sample *s = &p->samples.items[sel[i]];
+		sc[i] = (struct stack_count){ s->comm, s->stack, s->count };
+		v->total += s->count;
+	}
+	qsort(sc, n, sizeof(*sc), compare_stack_counts);
+	for (uint32_t i = 0; i < n; i++) {
+		if (k && sc[k - 1].comm == sc[i].comm && sc[k - 1].stack == sc[i].stack)
+			sc[k - 1].count += sc[i].count;
+		else
+			sc[k++] = sc[i];
+	}
+	v->nstacks = k;
+	return 0;
+}
+
+/* The indices of the samples o selects (all, or one pid's), in profile order. */
+static int select_samples(const struct profile *p, const struct report_options *o, uint32_t **sel, uint32_t *n)
+{
+	*n = 0;
+	if (!(*sel = malloc((p->samples.count ? p->samples.count : 1) * sizeof(uint32_t))))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		if (!o->filter_pid || p->samples.items[i].pid == o->pid)
+			(*sel)[(*n)++] = i;
+	}
+	return 0;
 }
 
 static double pct(uint64_t part, uint64_t whole)
 {
 	return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
+
+/* --- summary --------------------------------------------------------------------------------------------- */
 
 static int compare_pids(const void *a, const void *b)
 {
@@ -198,14 +262,33 @@ static int count_processes(const struct profile *p, uint32_t *n)
 	return 0;
 }
 
-static int print_summary(const struct report *rp, FILE *out)
+/* Where and when, for profiles that say (hand-built ones in tests do not). */
+static void print_origin(const struct profile_info *i, FILE *out)
 {
-	const struct profile_info *i = &rp->p->info;
-	uint64_t samples = i->samples ? i->samples : rp->total;
+	if (i->hostname && *i->hostname) {
+		fprintf(out, "Host:               %s", i->hostname);
+		if (i->kernel && *i->kernel)
+			fprintf(out, " (Linux %s)", i->kernel);
+		fputc('\n', out);
+	}
+	if (i->start_unix_ns) {
+		time_t t = (time_t)(i->start_unix_ns / 1000000000);
+		struct tm tm;
+		char when[64];
+		if (gmtime_r(&t, &tm) && strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm))
+			fprintf(out, "Start:              %s\n", when);
+	}
+}
+
+static int print_summary(const struct profile *p, uint64_t total, FILE *out)
+{
+	const struct profile_info *i = &p->info;
+	uint64_t samples = i->samples ? i->samples : total;
 	uint32_t processes;
-	int err = count_processes(rp->p, &processes);
+	int err = count_processes(p, &processes);
 	if (err < 0)
 		return err;
+	print_origin(i, out);
 	fprintf(out, "Duration:           %.2f s\n", (double)i->duration_ns / 1e9);
 	fprintf(out, "Samples:            %" PRIu64 " (lost %" PRIu64 ")\n", samples, i->lost);
 	fprintf(out, "Event:              %s", i->event && *i->event ? i->event : "unknown");
@@ -219,67 +302,413 @@ static int print_summary(const struct report *rp, FILE *out)
 	return 0;
 }
 
-static void print_table(const struct report *rp, FILE *out, struct row **sorted, uint32_t n)
+/* --- top functions --------------------------------------------------------------------------------------- */
+
+static int compare_rows(const void *a, const void *b, void *arg)
+{
+	const struct row *x = *(const struct row *const *)a, *y = *(const struct row *const *)b;
+	bool by_total = *(const enum report_sort *)arg == REPORT_SORT_TOTAL;
+	uint64_t xk = by_total ? x->total : x->self, yk = by_total ? y->total : y->self;
+	uint64_t xo = by_total ? x->self : x->total, yo = by_total ? y->self : y->total;
+	int c;
+	if (xk != yk)
+		return xk > yk ? -1 : 1;
+	if (xo != yo)
+		return xo > yo ? -1 : 1;
+	if ((c = strcmp(x->name, y->name)) != 0)
+		return c;
+	return strcmp(x->library, y->library);
+}
+
+static void print_table(FILE *out, struct row **sorted, uint32_t n, uint64_t total)
 {
 	int width = (int)strlen("Library");
 	for (uint32_t k = 0; k < n; k++) {
 		int w = (int)strlen(sorted[k]->library);
 		width = w > width ? w : width;
 	}
-	fprintf(out, "\n  Self%%  Total%%     Self  %-*s  Function\n", width, "Library");
+	fprintf(out, "  Self%%  Total%%     Self  %-*s  Function\n", width, "Library");
 	for (uint32_t k = 0; k < n; k++) {
 		const struct row *r = sorted[k];
-		fprintf(out, "%6.2f%% %6.2f%% %8" PRIu64 "  %-*s  %s\n", pct(r->self, rp->total),
-			pct(r->total, rp->total), r->self, width, r->library, r->name);
+		fprintf(out, "%6.2f%% %6.2f%% %8" PRIu64 "  %-*s  %s\n", pct(r->self, total), pct(r->total, total),
+			r->self, width, r->library, r->name);
 	}
 }
 
-static int print_rows(struct report *rp, FILE *out, const struct report_options *o)
+static int print_top(struct report *rp, const struct view *v, FILE *out, const struct report_options *o)
 {
-	unsigned limit = o && o->limit ? o->limit : REPORT_DEFAULT_LIMIT;
-	enum report_sort sort = o ? o->sort : REPORT_SORT_SELF;
 	struct row **sorted = malloc((rp->nrows ? rp->nrows : 1) * sizeof(*sorted));
 	uint32_t n = 0;
 	if (!sorted)
 		return -ENOMEM;
+	count_functions(rp, v);
 	for (uint32_t k = 0; k < rp->nrows; k++) {
 		if (rp->rows[k].total)
 			sorted[n++] = &rp->rows[k];
 	}
+	enum report_sort sort = o->sort;
 	qsort_r(sorted, n, sizeof(*sorted), compare_rows, &sort);
 	if (n)
-		print_table(rp, out, sorted, n < limit ? n : limit);
+		print_table(out, sorted, n < o->limit ? n : o->limit, v->total);
 	else
-		fprintf(out, "\nNo samples.\n");
+		fprintf(out, "No samples.\n");
 	free(sorted);
 	return 0;
 }
 
-static void report_free(struct report *rp)
+/* --- call tree ------------------------------------------------------------------------------------------- */
+
+/* Node 0 is the invisible root; its children are processes (key = comm string), theirs functions (key = row). */
+struct tree_node {
+	uint32_t parent, key;
+	uint64_t self, total;
+	uint32_t first_child, next_sibling;	/* 0: none (node 0 is never a child) */
+};
+
+struct tree {
+	struct tree_node *nodes;
+	uint32_t count, cap;
+	struct profile_hindex index;
+};
+
+struct tree_key {
+	uint32_t parent, key;
+};
+
+static bool node_eq(const void *table, uint32_t i, const void *key)
 {
-	for (uint32_t k = 0; k < rp->nrows; k++) {
-		free(rp->rows[k].name);
-		free(rp->rows[k].library);
+	const struct tree_node *n = &((const struct tree *)table)->nodes[i];
+	const struct tree_key *k = key;
+	return n->parent == k->parent && n->key == k->key;
+}
+
+static int tree_child(struct tree *t, uint32_t parent, uint32_t key, uint32_t *index)
+{
+	struct tree_key k = { parent, key };
+	uint64_t h = profile_hash_u64(profile_hash_u64(PROFILE_HASH_SEED, parent), key);
+	int err;
+	if (profile_hindex_find(&t->index, h, node_eq, t, &k, index))
+		return 0;
+	if ((err = profile_grow((void **)&t->nodes, &t->cap, (uint64_t)t->count + 1, sizeof(*t->nodes))) < 0 ||
+	    (err = profile_hindex_insert(&t->index, h, t->count)) < 0)
+		return err;
+	t->nodes[t->count] = (struct tree_node){ .parent = parent, .key = key,
+						  .next_sibling = t->nodes[parent].first_child };
+	t->nodes[parent].first_child = t->count;
+	*index = t->count++;
+	return 0;
+}
+
+/* Add one (comm, stack) to the tree along its root-first path, inline frames outer first. */
+static int tree_add(struct tree *t, const struct report *rp, const struct stack_count *sc)
+{
+	const struct profile_stack *st = &rp->p->stacks.items[sc->stack];
+	uint32_t node;
+	int err = tree_child(t, 0, sc->comm, &node);
+	if (err < 0)
+		return err;
+	t->nodes[node].total += sc->count;
+	for (uint32_t k = st->nlocations; k-- > 0;) {
+		for (uint32_t j = location_nlines(rp->p, st->locations[k]); j-- > 0;) {
+			if ((err = tree_child(t, node, stack_row(rp, st, k, j), &node)) < 0)
+				return err;
+			t->nodes[node].total += sc->count;
+		}
 	}
-	free(rp->rows);
-	profile_hindex_free(&rp->index);
-	free(rp->loc_first);
-	free(rp->line_rows);
-	free(rp->stack_counts);
+	t->nodes[node].self += sc->count;
+	return 0;
+}
+
+struct tree_print {
+	const struct report *rp;
+	const struct tree *t;
+	FILE *out;
+	uint64_t total;
+	double limit;		/* percent */
+	struct frame_buf prefix;	/* the guide lines drawn left of a node's children */
+};
+
+static const char *node_name(const struct tree_print *tp, uint32_t node)
+{
+	const struct tree_node *n = &tp->t->nodes[node];
+	if (n->parent == 0) {
+		const char *comm = profile_string(tp->rp->p, n->key);
+		return *comm ? comm : "[unknown]";
+	}
+	return tp->rp->rows[n->key].name;
+}
+
+static int compare_nodes(const void *a, const void *b, void *arg)
+{
+	const struct tree_print *tp = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	const struct tree_node *nx = &tp->t->nodes[x], *ny = &tp->t->nodes[y];
+	int c;
+	if (nx->total != ny->total)
+		return nx->total > ny->total ? -1 : 1;
+	if ((c = strcmp(node_name(tp, x), node_name(tp, y))) != 0)
+		return c;
+	return (nx->key > ny->key) - (nx->key < ny->key);	/* one name in two libraries */
+}
+
+/* The children of node shown (share >= the limit), biggest first; *n of them in *out (malloc'd). */
+static int visible_children(const struct tree_print *tp, uint32_t node, uint32_t **out, uint32_t *n)
+{
+	uint32_t count = 0, k = 0;
+	for (uint32_t c = tp->t->nodes[node].first_child; c; c = tp->t->nodes[c].next_sibling)
+		count++;
+	if (!(*out = malloc((count ? count : 1) * sizeof(uint32_t))))
+		return -ENOMEM;
+	for (uint32_t c = tp->t->nodes[node].first_child; c; c = tp->t->nodes[c].next_sibling) {
+		if (pct(tp->t->nodes[c].total, tp->total) >= tp->limit)
+			(*out)[k++] = c;
+	}
+	qsort_r(*out, k, sizeof(uint32_t), compare_nodes, (void *)tp);
+	*n = k;
+	return 0;
+}
+
+static int print_subtree(struct tree_print *tp, uint32_t node, bool last)
+{
+	const struct tree_node *n = &tp->t->nodes[node];
+	bool top = n->parent == 0;
+	size_t mark = tp->prefix.len;
+	uint32_t *children, nchildren;
+	int err;
+	fprintf(tp->out, "%6.2f%% %6.2f%%  %s%s%s\n", pct(n->total, tp->total), pct(n->self, tp->total),
+		tp->prefix.s ? tp->prefix.s : "", top ? "" : last ? "`- " : "|- ", node_name(tp, node));
+	if (!top && (err = frame_buf_append(&tp->prefix, last ? "   " : "|  ", 3)) < 0)
+		return err;
+	if ((err = visible_children(tp, node, &children, &nchildren)) < 0)
+		return err;
+	for (uint32_t i = 0; i < nchildren && err == 0; i++)
+		err = print_subtree(tp, children[i], i + 1 == nchildren);
+	free(children);
+	tp->prefix.len = mark;
+	if (tp->prefix.s)
+		tp->prefix.s[mark] = '\0';
+	return err;
+}
+
+static int print_tree(const struct report *rp, const struct view *v, FILE *out, const struct report_options *o)
+{
+	struct tree t = { 0 };
+	struct tree_print tp = { .rp = rp, .t = &t, .out = out, .total = v->total, .limit = o->percent_limit };
+	uint32_t *roots = NULL, nroots = 0;
+	int err = profile_grow((void **)&t.nodes, &t.cap, 1, sizeof(*t.nodes));
+	if (err == 0)
+		t.count = 1;
+	for (uint32_t i = 0; i < v->nstacks && err == 0; i++)
+		err = tree_add(&t, rp, &v->stacks[i]);
+	if (err == 0 && !v->total)
+		fprintf(out, "No samples.\n");
+	else if (err == 0 && (err = visible_children(&tp, 0, &roots, &nroots)) == 0) {
+		fprintf(out, " Total%%   Self%%  Call tree, root first (nodes under %.2f%% hidden)\n", tp.limit);
+		for (uint32_t i = 0; i < nroots && err == 0; i++)
+			err = print_subtree(&tp, roots[i], i + 1 == nroots);
+	}
+	free(roots);
+	frame_buf_free(&tp.prefix);
+	free(t.nodes);
+	profile_hindex_free(&t.index);
+	return err;
+}
+
+/* --- per thread ------------------------------------------------------------------------------------------ */
+
+static int compare_thread_keys(const void *a, const void *b, void *arg)
+{
+	const struct profile_sample *s = ((const struct profile *)arg)->samples.items;
+	const struct profile_sample *x = &s[*(const uint32_t *)a], *y = &s[*(const uint32_t *)b];
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return (x->thread_name > y->thread_name) - (x->thread_name < y->thread_name);
+}
+
+static bool same_thread(const struct profile_sample *x, const struct profile_sample *y)
+{
+	return x->pid == y->pid && x->tid == y->tid && x->thread_name == y->thread_name;
+}
+
+/* A run of sel (sorted by thread) holding one thread's samples. */
+struct thread_group {
+	uint32_t first, n;
+	uint64_t count;
+};
+
+static int compare_groups(const void *a, const void *b)
+{
+	const struct thread_group *x = a, *y = b;
+	if (x->count != y->count)
+		return x->count > y->count ? -1 : 1;
+	return (x->first > y->first) - (x->first < y->first);	/* then by pid and tid, the order of sel */
+}
+
+/* Split sel, sorted in place by (pid, tid, thread name), into groups ordered busiest first. */
+static int thread_groups(const struct profile *p, uint32_t *sel, uint32_t n, struct thread_group **groups,
+			 uint32_t *ngroups)
+{
+	struct thread_group *g = malloc((n ? n : 1) * sizeof(*g));
+	uint32_t k = 0;
+	if (!g)
+		return -ENOMEM;
+	qsort_r(sel, n, sizeof(*sel), compare_thread_keys, (void *)p);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct profile_sample *s = &p->samples.items[sel[i]];
+		if (!k || !same_thread(&p->samples.items[sel[g[k - 1].first]], s))
+			g[k++] = (struct thread_group){ .first = i };
+		g[k - 1].n++;
+		g[k - 1].count += s->count;
+	}
+	qsort(g, k, sizeof(*g), compare_groups);
+	*groups = g;
+	*ngroups = k;
+	return 0;
+}
+
+static void print_thread_header(const struct profile *p, const struct profile_sample *s, uint64_t count,
+				uint64_t all, FILE *out)
+{
+	const char *name = profile_string(p, s->thread_name), *comm = profile_string(p, s->comm);
+	fprintf(out, "\nThread %" PRId32 " \"%s\" of process %" PRId32 " \"%s\": %" PRIu64 " sample%s (%.2f%%)\n",
+		s->tid, name, s->pid, comm, count, count == 1 ? "" : "s", pct(count, all));
+}
+
+static int print_view(struct report *rp, const uint32_t *sel, uint32_t n, FILE *out, const struct report_options *o)
+{
+	struct view v;
+	int err = view_build(rp->p, sel, n, &v);
+	if (err < 0)
+		return err;
+	err = o->tree ? print_tree(rp, &v, out, o) : print_top(rp, &v, out, o);
+	free(v.stacks);
+	return err;
+}
+
+static int print_threads(struct report *rp, uint32_t *sel, uint32_t n, uint64_t all, FILE *out,
+			 const struct report_options *o)
+{
+	struct thread_group *g;
+	uint32_t ng;
+	int err = thread_groups(rp->p, sel, n, &g, &ng);
+	if (err < 0)
+		return err;
+	if (!ng)
+		fprintf(out, "\nNo samples.\n");
+	for (uint32_t i = 0; i < ng && err == 0; i++) {
+		print_thread_header(rp->p, &rp->p->samples.items[sel[g[i].first]], g[i].count, all, out);
+		err = print_view(rp, &sel[g[i].first], g[i].n, out, o);
+	}
+	free(g);
+	return err;
+}
+
+/* --- entry points ---------------------------------------------------------------------------------------- */
+
+static struct report_options effective_options(const struct report_options *o)
+{
+	struct report_options e = o ? *o : (struct report_options){ .sort = REPORT_SORT_SELF, .percent_limit = -1 };
+	if (!e.limit)
+		e.limit = REPORT_DEFAULT_LIMIT;
+	if (e.percent_limit < 0)
+		e.percent_limit = REPORT_DEFAULT_PERCENT_LIMIT;
+	return e;
+}
+
+static uint64_t sum_samples(const struct profile *p, const uint32_t *sel, uint32_t n)
+{
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < n; i++)
+		total += p->samples.items[sel[i]].count;
+	return total;
+}
+
+static int print_report(struct report *rp, uint32_t *sel, uint32_t n, FILE *out, const struct report_options *o)
+{
+	uint64_t all = 0, shown = sum_samples(rp->p, sel, n);
+	int err;
+	for (uint32_t i = 0; i < rp->p->samples.count; i++)
+		all += rp->p->samples.items[i].count;
+	if (o->filter_pid && !n)
+		return -ESRCH;
+	if ((err = print_summary(rp->p, all, out)) < 0)
+		return err;
+	if (o->filter_pid)
+		fprintf(out, "Shown:              pid %" PRId32 ", %" PRIu64 " sample%s (%.2f%%)\n", o->pid, shown,
+			shown == 1 ? "" : "s", pct(shown, all));
+	if (o->per_thread)
+		return print_threads(rp, sel, n, shown, out, o);
+	fputc('\n', out);
+	return print_view(rp, sel, n, out, o);
 }
 
 int report_print(const struct profile *p, FILE *out, const struct report_options *o)
 {
+	struct report_options opt = effective_options(o);
 	struct report rp = { .p = p };
-	int err;
-	if ((err = build_rows(&rp)) == 0 && (err = count_stacks(&rp)) == 0) {
-		for (uint32_t s = 1; s < p->stacks.count; s++)
-			attribute_stack(&rp, s);
-		if ((err = print_summary(&rp, out)) == 0)
-			err = print_rows(&rp, out, o);
-	}
+	uint32_t *sel = NULL, n = 0;
+	int err = build_rows(&rp);
+	if (err == 0 && (err = select_samples(p, &opt, &sel, &n)) == 0)
+		err = print_report(&rp, sel, n, out, &opt);
+	free(sel);
 	report_free(&rp);
 	if (err == 0 && ferror(out))
 		err = -EIO;
 	return err;
+}
+
+static int compare_functions(const void *a, const void *b)
+{
+	const struct report_function *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+	return c ? c : strcmp(x->library, y->library);
+}
+
+/* Move the counted rows into f, taking their strings. */
+static int take_functions(struct report *rp, struct report_functions *f)
+{
+	if (!(f->items = calloc(rp->nrows ? rp->nrows : 1, sizeof(*f->items))))
+		return -ENOMEM;
+	for (uint32_t k = 0; k < rp->nrows; k++) {
+		struct row *r = &rp->rows[k];
+		if (!r->total)
+			continue;
+		f->items[f->count++] = (struct report_function){ r->name, r->library, r->self, r->total };
+		r->name = r->library = NULL;
+	}
+	qsort(f->items, f->count, sizeof(*f->items), compare_functions);
+	return 0;
+}
+
+int report_functions_get(const struct profile *p, struct report_functions *out)
+{
+	struct report_options all = { .sort = REPORT_SORT_SELF };
+	struct report rp = { .p = p };
+	struct view v = { 0 };
+	uint32_t *sel = NULL, n = 0;
+	int err = build_rows(&rp);
+	*out = (struct report_functions){ 0 };
+	if (err == 0 && (err = select_samples(p, &all, &sel, &n)) == 0 && (err = view_build(p, sel, n, &v)) == 0) {
+		count_functions(&rp, &v);
+		out->samples = v.total;
+		err = take_functions(&rp, out);
+	}
+	free(v.stacks);
+	free(sel);
+	report_free(&rp);
+	if (err < 0)
+		report_functions_free(out);
+	return err;
+}
+
+void report_functions_free(struct report_functions *f)
+{
+	for (uint32_t i = 0; i < f->count; i++) {
+		free(f->items[i].name);
+		free(f->items[i].library);
+	}
+	free(f->items);
+	*f = (struct report_functions){ 0 };
 }

@@ -38,7 +38,7 @@ struct report_options {
 	bool per_thread;	/* one table (or tree) per (pid, tid, thread name), busiest first */
 	bool filter_pid;	/* only the samples of pid */
 	int32_t pid;
-	double percent_limit;	/* tree nodes under this share are hidden; < 0 means REPORT_DEFAULT_PERCENT_LIMIT */
+	double percent_limit;	/* hide tree nodes under this share; < 0 means REPORT_DEFAULT_PERCENT_LIMIT */
 };
 
 #define REPORT_DEFAULT_LIMIT 20

@@ -311,6 +311,17 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 	return n;
 }
 
+/* A sample of a process over the tracking limit still counts, under one visible frame. */
+static int count_untracked(struct session *s, const struct perf_sample *ps)
+{
+	struct trace_frame f = { .kind = PROFILE_FRAME_ERROR, .address = TRACE_ERROR_TOO_MANY };
+	if (traces_add(s->traces, (pid_t)ps->pid, (pid_t)ps->tid, "", "", &f, 1, ps->period) == 0) {
+		s->stats.samples++;
+		s->stats.untracked++;
+	}
+	return 0;
+}
+
 static int handle_sample(struct session *s, const struct perf_event_header *rec)
 {
 	struct perf_sample ps;
@@ -323,7 +334,8 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec)
 	uint64_t t0 = monotonic_ns();
 	struct process *p = procmgr_get(s->procs, (pid_t)ps.pid);
 	if (!p)
-		return 0;
+		return count_untracked(s, &ps);
+	p->last_sample_ns = t0;
 	unsigned n = add_kernel_frames(s, &ps, s->frames);
 	if (ps.regs_abi != PERF_SAMPLE_REGS_ABI_NONE && ps.pid != 0)
 		n += add_user_frames(s, p, &ps, s->frames + n);
@@ -434,4 +446,21 @@ int session_build_profile(struct session *s, struct profile *p)
 	p->info.truncated += s->stats.truncated;
 	p->info.unknown += s->stats.unknown;
 	return traces_build_profile(s->traces, p);
+}
+
+void session_set_limits(struct session *s, unsigned max_processes)
+{
+	procmgr_set_limit(s->procs, max_processes);
+}
+
+unsigned session_forget_idle(struct session *s, uint64_t idle_ns)
+{
+	uint64_t now = monotonic_ns();
+	return now > idle_ns ? procmgr_forget_idle(s->procs, now - idle_ns) : 0;
+}
+
+void session_reset_counts(struct session *s)
+{
+	traces_reset(s->traces);
+	memset(&s->stats, 0, sizeof(s->stats));
 }

@@ -29,6 +29,7 @@ struct session_stats {
 	uint64_t handle_ns;	/* time spent handling samples in total */
 	uint64_t fallback_steps;	/* frames the delta unwinder handed to libunwind */
 	uint64_t capture_errors;	/* samples that could not be added to the replay file */
+	uint64_t untracked;	/* samples of processes over the tracking limit */
 };
 
 enum session_unwinder {
@@ -69,5 +70,13 @@ void session_table_totals(const struct session *s, unsigned *tables, uint64_t *r
 
 /* Symbolize and add everything counted so far to p (info counters included). */
 int session_build_profile(struct session *s, struct profile *p);
+
+/* Track at most max_processes processes (0: no limit); samples of others count as [too many processes]. */
+void session_set_limits(struct session *s, unsigned max_processes);
+/* Forget processes without a sample for idle_ns; returns how many. */
+unsigned session_forget_idle(struct session *s, uint64_t idle_ns);
+
+/* Start a new reporting interval: forget the traces, counts and counters already put into a profile. */
+void session_reset_counts(struct session *s);
 
 #endif

@@ -47,15 +47,15 @@ struct traces *traces_new(struct execinfo_mgr *execinfo, const struct trace_kern
 	return t;
 }
 
-void traces_free(struct traces *t)
+/* Forget every trace and count (and the file references they hold); the handler stays usable. */
+void traces_reset(struct traces *t)
 {
-	if (!t)
-		return;
 	for (unsigned b = 0; b < KEY_BUCKETS; b++) {
 		for (struct count_key *k = t->keys[b], *next; k; k = next) {
 			next = k->next;
 			free(k);
 		}
+		t->keys[b] = NULL;
 	}
 	for (unsigned b = 0; b < TRACE_BUCKETS; b++) {
 		for (struct trace *tr = t->buckets[b], *next; tr; tr = next) {
@@ -64,7 +64,16 @@ void traces_free(struct traces *t)
 				execinfo_release(t->execinfo, tr->frames[i].exe);
 			free(tr);
 		}
+		t->buckets[b] = NULL;
 	}
+	t->ntraces = t->nkeys = 0;
+}
+
+void traces_free(struct traces *t)
+{
+	if (!t)
+		return;
+	traces_reset(t);
 	free(t);
 }
 
@@ -224,6 +233,8 @@ static int kernel_lines(const struct traces *t, struct profile *p, uint64_t addr
 
 static const char *error_name(uint64_t code)
 {
+	if (code == TRACE_ERROR_TOO_MANY)
+		return "[too many processes]";
 	return code == TRACE_ERROR_UNKNOWN ? "[unknown]" : "[truncated]";
 }
 

@@ -27,6 +27,7 @@
 enum trace_error {
 	TRACE_ERROR_TRUNCATED = 1,	/* the unwinder stopped before the outermost frame */
 	TRACE_ERROR_UNKNOWN = 2,	/* an address in no known mapping */
+	TRACE_ERROR_TOO_MANY = 3,	/* the process was not tracked: too many processes */
 };
 
 struct trace_frame {
@@ -48,6 +49,8 @@ struct traces;
 
 struct traces *traces_new(struct execinfo_mgr *execinfo, const struct trace_kernel *kernel);
 void traces_free(struct traces *t);
+/* Forget all traces and counts (after a profile was built from them). */
+void traces_reset(struct traces *t);
 
 /* Compute the stack-trace ID of n frames. */
 void traces_hash(const struct traces *t, const struct trace_frame *frames, unsigned n, struct trace_id *out);

@@ -1,0 +1,433 @@
+/*
+ * cmd_daemon.c — `hostprof daemon`: continuous whole-system profiling into a directory of profiles.
+ *
+ * One event per CPU (19 Hz by default), every sample unwound and counted as `record -a` does; every reporting
+ * interval the counts become one profile, written atomically into the output directory under a name that sorts
+ * by time, and retention trims the oldest. SIGUSR1 writes a profile now, SIGHUP reloads the config file,
+ * SIGTERM/SIGINT write what is pending and exit 0. Memory stays bounded: processes without samples for a while
+ * are forgotten and at most max-processes are tracked. Probabilistic profiling (seed 001) turns sampling on for
+ * a probabilistic-interval with probability threshold/100.
+ *
+ * Logs go to stderr, one line each, with a syslog level prefix ("<6>") when run under systemd (JOURNAL_STREAM)
+ * so journald keeps the levels.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "src/commands.h"
+#include "src/daemon_config.h"
+#include "src/profile.h"
+#include "src/profile_dir.h"
+#include "src/sampler.h"
+#include "src/session.h"
+
+#define DAEMON_POLL_MS 200
+#define MAX_CLI_SETTINGS 64
+
+struct cli_setting {
+	const char *key, *value;
+};
+
+struct daemon {
+	const struct cli_env *env;
+	const char *config_path;
+	struct cli_setting cli[MAX_CLI_SETTINGS];	/* flags given at start: applied again on reload */
+	unsigned ncli;
+	struct daemon_config cfg;
+	int journal;			/* stderr goes to journald */
+	struct sampler *sampler;
+	struct session *session;
+	int sampling;			/* probabilistic profiling: on for this interval */
+	uint64_t interval_start_unix_ns, interval_start_mono_ns;
+	uint64_t next_flush_ns, next_decision_ns;
+	unsigned seq;
+	uint64_t profiles_written;
+};
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+__attribute__((format(printf, 3, 4))) static void dlog(const struct daemon *d, enum log_level level,
+						      const char *fmt, ...)
+{
+	static const char *const names[] = { "error", "warning", "info", "debug" };
+	static const int syslog_levels[] = { 3, 4, 6, 7 };
+	char msg[1024];
+	va_list ap;
+	if (level > d->cfg.log_level)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (d->journal)
+		fprintf(stderr, "<%d>hostprof: %s\n", syslog_levels[level], msg);
+	else
+		fprintf(stderr, "hostprof: %s: %s\n", names[level], msg);
+}
+
+/* defaults, then the config file, then the flags given at start. */
+static int load_config(struct daemon *d, struct daemon_config *out)
+{
+	char err[512];
+	daemon_config_defaults(out);
+	if (d->config_path && daemon_config_load(out, d->config_path, err, sizeof(err)) < 0) {
+		dlog(d, LOG_LEVEL_ERROR, "%s", err);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < d->ncli; i++) {
+		if (daemon_config_set(out, d->cli[i].key, d->cli[i].value, err, sizeof(err)) < 0) {
+			dlog(d, LOG_LEVEL_ERROR, "--%s: %s", d->cli[i].key, err);
+			return -EINVAL;
+		}
+	}
+	if (daemon_config_validate(out, err, sizeof(err)) < 0) {
+		dlog(d, LOG_LEVEL_ERROR, "%s", err);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void stop_sampling(struct daemon *d)
+{
+	session_free(d->session);
+	sampler_free(d->sampler);
+	d->session = NULL;
+	d->sampler = NULL;
+}
+
+static int start_sampling(struct daemon *d)
+{
+	struct sampler_options so = { .event = d->cfg.event, .freq_hz = d->cfg.freq_hz,
+				      .stack_size = d->cfg.stack_size, .kernel = d->cfg.kernel };
+	struct session_options se = { .unwinder = strcmp(d->cfg.unwinder, "libunwind") ? SESSION_UNWIND_DELTAS
+										      : SESSION_UNWIND_LIBUNWIND };
+	int err;
+	d->sampler = sampler_new(&so, &err);
+	if (!d->sampler) {
+		dlog(d, LOG_LEVEL_ERROR, "cannot sample '%s': %s", d->cfg.event, strerror(-err));
+		return err;
+	}
+	if ((err = sampler_open_system(d->sampler)) < 0) {
+		dlog(d, LOG_LEVEL_ERROR, "%s", sampler_error(d->sampler));
+		stop_sampling(d);
+		return err;
+	}
+	if (sampler_note(d->sampler)[0])
+		dlog(d, LOG_LEVEL_WARN, "%s", sampler_note(d->sampler));
+	d->session = session_new(d->sampler, &se, &err);
+	if (!d->session) {
+		dlog(d, LOG_LEVEL_ERROR, "cannot start a session: %s", strerror(-err));
+		stop_sampling(d);
+		return err;
+	}
+	session_set_limits(d->session, d->cfg.max_processes);
+	return 0;
+}
+
+static void read_first_line(const char *path, char *out, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	out[0] = '\0';
+	if (f && fgets(out, (int)len, f))
+		out[strcspn(out, "\n")] = '\0';
+	if (f)
+		fclose(f);
+}
+
+static int fill_info(struct daemon *d, struct profile *p, uint64_t end_mono)
+{
+	char host[256] = "", machine_id[128];
+	struct utsname u;
+	struct profile_info *i = &p->info;
+	int err;
+	gethostname(host, sizeof(host) - 1);
+	if (d->cfg.host_id[0])
+		snprintf(machine_id, sizeof(machine_id), "%s", d->cfg.host_id);
+	else
+		read_first_line("/etc/machine-id", machine_id, sizeof(machine_id));
+	uname(&u);
+	if ((err = profile_set_info_string(p, &i->producer, "hostprof " HOSTPROF_VERSION " daemon")) < 0 ||
+	    (err = profile_set_info_string(p, &i->hostname, host)) < 0 ||
+	    (err = profile_set_info_string(p, &i->host_id, machine_id)) < 0 ||
+	    (err = profile_set_info_string(p, &i->kernel, u.release)) < 0 ||
+	    (err = profile_set_info_string(p, &i->event, d->sampler ? sampler_event(d->sampler) : d->cfg.event)) < 0 ||
+	    (err = profile_set_info_string(p, &i->unwinder, d->cfg.unwinder)) < 0)
+		return err;
+	i->start_unix_ns = d->interval_start_unix_ns;
+	i->duration_ns = end_mono - d->interval_start_mono_ns;
+	i->frequency_hz = d->cfg.freq_hz;
+	i->period_ns = 1000000000ULL / d->cfg.freq_hz;
+	return 0;
+}
+
+/* Write the interval's profile (even an empty one: it records that the host was watched) and start anew. */
+static int flush_profile(struct daemon *d, const char *why)
+{
+	char path[4200];
+	uint64_t end_mono = clock_ns(CLOCK_MONOTONIC);
+	struct profile *p = profile_new();
+	int err = p ? fill_info(d, p, end_mono) : -ENOMEM;
+	if (err == 0 && d->session)
+		err = session_build_profile(d->session, p);
+	if (err == 0)
+		err = profile_dir_name(d->cfg.output_dir, (time_t)(d->interval_start_unix_ns / 1000000000ULL),
+				       d->seq++, path, sizeof(path));
+	if (err == 0)
+		err = profile_write_file(p, path);
+	if (err < 0) {
+		dlog(d, LOG_LEVEL_ERROR, "cannot write a profile into %s: %s (its samples are dropped)",
+		     d->cfg.output_dir, strerror(-err));
+	} else {
+		d->profiles_written++;
+		dlog(d, LOG_LEVEL_INFO, "wrote %s (%s): %llu samples, %llu lost", path, why,
+		     (unsigned long long)p->info.samples, (unsigned long long)p->info.lost);
+	}
+	profile_free(p);
+	if (d->session)
+		session_reset_counts(d->session);
+	int deleted = profile_dir_retain(d->cfg.output_dir, d->cfg.max_files, d->cfg.max_bytes);
+	if (deleted > 0)
+		dlog(d, LOG_LEVEL_DEBUG, "retention removed %d old profiles", deleted);
+	d->interval_start_unix_ns = clock_ns(CLOCK_REALTIME);
+	d->interval_start_mono_ns = end_mono;
+	d->next_flush_ns = end_mono + (uint64_t)d->cfg.interval_s * 1000000000ULL;
+	return err;
+}
+
+/* Probabilistic profiling: a random number in 0..99 below the threshold turns sampling on until the next
+ * decision. */
+static void decide_sampling(struct daemon *d, uint64_t now)
+{
+	uint32_t r = 0;
+	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+		r = (uint32_t)now;
+	int on = d->cfg.prob_threshold >= 100 || r % 100 < d->cfg.prob_threshold;
+	if (on != d->sampling && d->sampler) {
+		if (on)
+			sampler_enable(d->sampler);
+		else
+			sampler_disable(d->sampler);
+		dlog(d, LOG_LEVEL_DEBUG, "probabilistic profiling: sampling %s", on ? "on" : "off");
+	}
+	d->sampling = on;
+	d->next_decision_ns = now + (uint64_t)d->cfg.prob_interval_s * 1000000000ULL;
+}
+
+static int sampler_settings_changed(const struct daemon_config *a, const struct daemon_config *b)
+{
+	return strcmp(a->event, b->event) || strcmp(a->unwinder, b->unwinder) || a->freq_hz != b->freq_hz ||
+	       a->stack_size != b->stack_size || a->kernel != b->kernel;
+}
+
+static void reload(struct daemon *d)
+{
+	struct daemon_config next;
+	if (load_config(d, &next) < 0) {
+		dlog(d, LOG_LEVEL_ERROR, "reload failed: keeping the current settings");
+		return;
+	}
+	if (profile_dir_prepare(next.output_dir) < 0) {
+		dlog(d, LOG_LEVEL_ERROR, "reload: cannot use %s: keeping the current settings", next.output_dir);
+		return;
+	}
+	int restart = sampler_settings_changed(&d->cfg, &next);
+	if (restart)
+		flush_profile(d, "reload"); /* the samples so far belong to the old settings */
+	d->cfg = next;
+	if (restart) {
+		stop_sampling(d);
+		if (start_sampling(d) == 0) {
+			d->sampling = 0;
+			decide_sampling(d, clock_ns(CLOCK_MONOTONIC));
+		}
+	}
+	d->next_flush_ns = d->interval_start_mono_ns + (uint64_t)d->cfg.interval_s * 1000000000ULL;
+	dlog(d, LOG_LEVEL_INFO, "reloaded %s: %u Hz, interval %u s, output %s, max %u files", d->config_path,
+	     d->cfg.freq_hz, d->cfg.interval_s, d->cfg.output_dir, d->cfg.max_files);
+}
+
+static void run_loop(struct daemon *d)
+{
+	const struct cli_env *env = d->env;
+	while (!*env->stop) {
+		if (d->sampler)
+			sampler_read(d->sampler, DAEMON_POLL_MS, session_handle_record, d->session);
+		else
+			usleep(DAEMON_POLL_MS * 1000);
+		if (d->session)
+			session_tick(d->session);
+		uint64_t now = clock_ns(CLOCK_MONOTONIC);
+		if (*env->reload) {
+			*env->reload = 0;
+			reload(d);
+		}
+		if (*env->flush) {
+			*env->flush = 0;
+			flush_profile(d, "SIGUSR1");
+		} else if (now >= d->next_flush_ns) {
+			flush_profile(d, "interval");
+			if (d->session)
+				session_forget_idle(d->session, (uint64_t)d->cfg.forget_idle_s * 1000000000ULL);
+		}
+		if (now >= d->next_decision_ns)
+			decide_sampling(d, now);
+	}
+}
+
+static void daemon_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: hostprof daemon [--config FILE] [-o DIR] [OPTIONS]\n"
+		"\n"
+		"  -c, --config FILE               settings file (key = value, keys as the long options)\n"
+		"  -o, --output DIR                profiles directory (default /var/lib/hostprof)\n"
+		"  -F, --freq HZ                   samples per second per CPU (default 19)\n"
+		"      --interval DURATION         one profile per interval (default 60s; 90, 90s, 2m30s)\n"
+		"      --max-files N               keep at most N profiles (default 1440; 0 = no limit)\n"
+		"      --max-bytes SIZE            keep at most SIZE bytes of profiles (default 1G; 0 = no limit)\n"
+		"      --probabilistic-threshold P profile P%% of probabilistic intervals (1..100, default 100)\n"
+		"      --probabilistic-interval D  length of each on/off decision (default 60s)\n"
+		"  -e, --event NAME                cpu-clock (default), task-clock, cycles, ...\n"
+		"      --stack-size BYTES          user stack copied per sample (default 16384)\n"
+		"      --unwinder NAME             deltas (default) or libunwind\n"
+		"      --max-processes N           processes tracked at once (default 4096)\n"
+		"      --forget-idle DURATION      forget processes without samples this long (default 300s)\n"
+		"      --no-kernel                 no kernel frames\n"
+		"      --no-apm                    no APM trace correlation\n"
+		"      --apm-delay-ms MS           APM: bound of sample-to-message latency announced to agents\n"
+		"      --host-id ID                host id sent to APM agents and written in profiles\n"
+		"      --log-level LEVEL           error, warn, info (default) or debug\n");
+}
+
+static int add_cli(struct daemon *d, const char *key, const char *value)
+{
+	if (d->ncli == MAX_CLI_SETTINGS)
+		return -E2BIG;
+	d->cli[d->ncli].key = key;
+	d->cli[d->ncli].value = value;
+	d->ncli++;
+	return 0;
+}
+
+static int parse_args(struct daemon *d, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "freq", required_argument, NULL, 'F' },
+		{ "event", required_argument, NULL, 'e' },
+		{ "interval", required_argument, NULL, 0 },
+		{ "max-files", required_argument, NULL, 0 },
+		{ "max-bytes", required_argument, NULL, 0 },
+		{ "probabilistic-threshold", required_argument, NULL, 0 },
+		{ "probabilistic-interval", required_argument, NULL, 0 },
+		{ "stack-size", required_argument, NULL, 0 },
+		{ "unwinder", required_argument, NULL, 0 },
+		{ "max-processes", required_argument, NULL, 0 },
+		{ "forget-idle", required_argument, NULL, 0 },
+		{ "no-kernel", no_argument, NULL, 0 },
+		{ "no-apm", no_argument, NULL, 0 },
+		{ "apm-delay-ms", required_argument, NULL, 0 },
+		{ "host-id", required_argument, NULL, 0 },
+		{ "log-level", required_argument, NULL, 0 },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, idx;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "c:o:F:e:h", longopts, &idx)) != -1) {
+		int err = 0;
+		switch (c) {
+		case 'c':
+			d->config_path = optarg;
+			break;
+		case 'o':
+			err = add_cli(d, "output", optarg);
+			break;
+		case 'F':
+			err = add_cli(d, "freq", optarg);
+			break;
+		case 'e':
+			err = add_cli(d, "event", optarg);
+			break;
+		case 0:
+			err = add_cli(d, longopts[idx].name, optarg ? optarg : "true");
+			break;
+		case 'h':
+			daemon_usage(stdout);
+			return 1;
+		default:
+			daemon_usage(stderr);
+			return -EINVAL;
+		}
+		if (err < 0)
+			return err;
+	}
+	if (optind != argc) {
+		daemon_usage(stderr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int daemon_start(struct daemon *d)
+{
+	int err, removed;
+	if (load_config(d, &d->cfg) < 0)
+		return -EINVAL;
+	if ((err = profile_dir_prepare(d->cfg.output_dir)) < 0) {
+		dlog(d, LOG_LEVEL_ERROR, "cannot use output directory %s: %s", d->cfg.output_dir, strerror(-err));
+		return err;
+	}
+	if ((removed = profile_dir_clean_temporaries(d->cfg.output_dir)) > 0)
+		dlog(d, LOG_LEVEL_INFO, "removed %d partial profiles left by an earlier run", removed);
+	if ((err = start_sampling(d)) < 0)
+		return err;
+	d->interval_start_unix_ns = clock_ns(CLOCK_REALTIME);
+	d->interval_start_mono_ns = clock_ns(CLOCK_MONOTONIC);
+	d->next_flush_ns = d->interval_start_mono_ns + (uint64_t)d->cfg.interval_s * 1000000000ULL;
+	decide_sampling(d, d->interval_start_mono_ns);
+	dlog(d, LOG_LEVEL_INFO, "profiling all CPUs at %u Hz (%s), a profile every %u s into %s%s", d->cfg.freq_hz,
+	     sampler_event(d->sampler), d->cfg.interval_s, d->cfg.output_dir,
+	     d->cfg.prob_threshold < 100 ? " (probabilistic)" : "");
+	return 0;
+}
+
+int cmd_daemon(int argc, char **argv, const struct cli_env *env)
+{
+	struct daemon *d = calloc(1, sizeof(*d));
+	if (!d) {
+		fprintf(stderr, "hostprof: out of memory\n");
+		return 1;
+	}
+	d->env = env;
+	d->journal = getenv("JOURNAL_STREAM") != NULL;
+	daemon_config_defaults(&d->cfg);
+	int err = parse_args(d, argc, argv);
+	if (err) {
+		free(d);
+		return err > 0 ? 0 : 2;
+	}
+	err = daemon_start(d);
+	if (err == 0) {
+		run_loop(d);
+		flush_profile(d, "exit");
+		dlog(d, LOG_LEVEL_INFO, "stopped after %llu profiles", (unsigned long long)d->profiles_written);
+	}
+	stop_sampling(d);
+	free(d);
+	return err < 0 ? 1 : 0;
+}

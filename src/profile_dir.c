@@ -1,0 +1,128 @@
+/*
+ * profile_dir.c — naming and retention of the daemon's profiles. See profile_dir.h for the contract.
+ */
+#include "src/profile_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PREFIX "profile-"
+#define SUFFIX ".msgpack"
+
+int profile_dir_name(const char *dir, time_t t, unsigned seq, char *buf, size_t len)
+{
+	struct tm tm;
+	char stamp[32];
+	if (!gmtime_r(&t, &tm) || !strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm))
+		return -EINVAL;
+	int n = snprintf(buf, len, "%s/" PREFIX "%s-%06u" SUFFIX, dir, stamp, seq % 1000000);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int profile_dir_prepare(const char *dir)
+{
+	struct stat st;
+	if (mkdir(dir, 0750) < 0 && errno != EEXIST)
+		return -errno;
+	if (stat(dir, &st) < 0)
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+static int has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && !strcmp(s + n - m, suffix);
+}
+
+int profile_dir_clean_temporaries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int removed = 0;
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		if (!strncmp(de->d_name, PREFIX, strlen(PREFIX)) && strstr(de->d_name, SUFFIX ".tmp.") &&
+		    unlinkat(dirfd(d), de->d_name, 0) == 0)
+			removed++;
+	}
+	closedir(d);
+	return removed;
+}
+
+struct entry {
+	char *name;
+	uint64_t size;
+};
+
+static int cmp_entry(const void *a, const void *b)
+{
+	return strcmp(((const struct entry *)a)->name, ((const struct entry *)b)->name);
+}
+
+/* The profiles in dir, oldest first. */
+static int list_profiles(DIR *d, struct entry **out, size_t *n)
+{
+	struct dirent *de;
+	size_t cap = 0;
+	*out = NULL;
+	*n = 0;
+	while ((de = readdir(d))) {
+		struct stat st;
+		if (strncmp(de->d_name, PREFIX, strlen(PREFIX)) || !has_suffix(de->d_name, SUFFIX) ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 64;
+			struct entry *e = realloc(*out, cap * sizeof(*e));
+			if (!e)
+				return -ENOMEM;
+			*out = e;
+		}
+		(*out)[*n].name = strdup(de->d_name);
+		if (!(*out)[*n].name)
+			return -ENOMEM;
+		(*out)[(*n)++].size = (uint64_t)st.st_size;
+	}
+	qsort(*out, *n, sizeof(**out), cmp_entry);
+	return 0;
+}
+
+int profile_dir_retain(const char *dir, unsigned max_files, uint64_t max_bytes)
+{
+	DIR *d = opendir(dir);
+	struct entry *e = NULL;
+	size_t n = 0;
+	int deleted = 0;
+	if (!d)
+		return -errno;
+	int err = list_profiles(d, &e, &n);
+	uint64_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += e[i].size;
+	/* The newest profile always stays, whatever the limits. */
+	for (size_t i = 0; err == 0 && i + 1 < n; i++) {
+		int too_many = max_files && n - (size_t)deleted > max_files;
+		int too_big = max_bytes && total > max_bytes;
+		if (!too_many && !too_big)
+			break;
+		if (unlinkat(dirfd(d), e[i].name, 0) < 0) {
+			err = -errno;
+			break;
+		}
+		total -= e[i].size;
+		deleted++;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(e[i].name);
+	free(e);
+	closedir(d);
+	return err < 0 ? err : deleted;
+}

@@ -1,0 +1,34 @@
+/*
+ * speedscope.h — export a profile as a speedscope JSON file (https://www.speedscope.app,
+ * schema https://www.speedscope.app/file-format-schema.json), written with json-c.
+ *
+ * Layout: one "sampled" profile per thread, keyed by (pid, tid) and named "comm pid P / thread-name tid T",
+ * ordered by pid then tid; activeProfileIndex is the busiest thread. All profiles share one frame table. A
+ * frame is a function: its name (frame_name.h, without suffixes) and file (the function's source file, else
+ * the library's basename, omitted when unknown); inlined functions are frames of their own. Samples list frame
+ * indices root first (inline frames outer first). Stacks of a thread that print the same frames are merged,
+ * and samples are ordered by their frame lists, so the "time order" view draws as a flame graph (the data is
+ * aggregated: there is no time order to keep). Weights are CPU nanoseconds (unit "nanoseconds": the samples'
+ * cpu_ns, or count x period); when the profile knows neither, sample counts (unit "none"). startValue is 0 and
+ * endValue the sum of the weights. activeProfileIndex is left out when there is no profile.
+ *
+ * Only reads p. Returns 0, -ENOMEM, or -EIO when writing to out fails.
+ */
+#ifndef HOSTPROF_SPEEDSCOPE_H
+#define HOSTPROF_SPEEDSCOPE_H
+
+#include <stdio.h>
+
+#include "src/profile.h"
+
+#define SPEEDSCOPE_SCHEMA "https://www.speedscope.app/file-format-schema.json"
+
+struct speedscope_options {
+	const char *name;	/* the file's "name" (e.g. the input file); NULL: "hostprof" */
+	const char *exporter;	/* "exporter", e.g. "hostprof 0.1.0"; NULL: left out */
+};
+
+/* o may be NULL for the defaults. */
+int speedscope_write(const struct profile *p, FILE *out, const struct speedscope_options *o);
+
+#endif

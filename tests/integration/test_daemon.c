@@ -1,0 +1,165 @@
+/*
+ * Integration test of `hostprof daemon`: a real daemon sampling the whole machine at a short interval while a
+ * fixture runs; SIGUSR1, SIGHUP (reload), SIGTERM and SIGKILL; every profile in the directory must be whole and
+ * readable, retention and the reloaded settings must hold, and the fixture's functions must be in the profiles.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/lib/testlib.h"
+
+struct dir_scan {
+	unsigned profiles, temporaries, unreadable;
+	uint64_t samples;
+	uint64_t max_duration_ns, min_duration_ns;
+	uint64_t fixture_samples;
+};
+
+static void scan_dir(const char *dir, struct dir_scan *s)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	memset(s, 0, sizeof(*s));
+	s->min_duration_ns = UINT64_MAX;
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		char path[1024], err[256];
+		if (strstr(de->d_name, ".tmp."))
+			s->temporaries++;
+		if (strncmp(de->d_name, "profile-", 8) || !strstr(de->d_name, ".msgpack") || strstr(de->d_name, ".tmp."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		struct profile *p = NULL;
+		if (profile_read_file(path, &p, err, sizeof(err)) < 0) {
+			fprintf(stderr, "unreadable: %s\n", err);
+			s->unreadable++;
+			continue;
+		}
+		s->profiles++;
+		s->samples += test_total_samples(p);
+		if (p->info.duration_ns > s->max_duration_ns)
+			s->max_duration_ns = p->info.duration_ns;
+		if (p->info.duration_ns < s->min_duration_ns)
+			s->min_duration_ns = p->info.duration_ns;
+		const char *chain[] = { "main", "path_a", "leaf_a" };
+		s->fixture_samples += test_samples_with_chain(p, chain, 3);
+		profile_free(p);
+	}
+	closedir(d);
+}
+
+static pid_t start(char *const argv[], const char *log)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (log && !freopen(log, "a", stderr))
+			_exit(126);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int wait_exit(pid_t pid)
+{
+	int status = 0;
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void test_daemon_lifecycle(void **state)
+{
+	(void)state;
+	char *dir = test_mkdtemp(), out[512], conf[512], log[512], fixture[256];
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP: the daemon samples every CPU: root only\n");
+		test_rmdir_rf(dir);
+		free(dir);
+		skip();
+	}
+	snprintf(out, sizeof(out), "%s/profiles", dir);
+	snprintf(conf, sizeof(conf), "%s/hostprof.conf", dir);
+	snprintf(log, sizeof(log), "%s/daemon.log", dir);
+	FILE *f = fopen(conf, "w");
+	fprintf(f, "interval = 2s\nmax-files = 10\n");
+	fclose(f);
+
+	char *fargv[] = { (char *)test_fixture_path("split_paths", fixture, sizeof(fixture)), "12", NULL };
+	pid_t work = start(fargv, NULL);
+	char *dargv[] = { (char *)test_hostprof(), "daemon", "--config", conf, "-o", out, "-F", "99", NULL };
+	pid_t d = start(dargv, log);
+	sleep(3);
+	kill(d, SIGUSR1); /* an extra profile, now */
+	sleep(2);
+	/* Reload: shorter intervals and a retention of 3 files. */
+	f = fopen(conf, "w");
+	fprintf(f, "interval = 1s\nmax-files = 3\n");
+	fclose(f);
+	kill(d, SIGHUP);
+	sleep(4);
+	kill(d, SIGTERM);
+	assert_int_equal(wait_exit(d), 0);
+
+	struct dir_scan s;
+	scan_dir(out, &s);
+	fprintf(stderr, "daemon: %u profiles, %llu samples (%llu in main->path_a->leaf_a), durations %.2f..%.2f s\n",
+		s.profiles, (unsigned long long)s.samples, (unsigned long long)s.fixture_samples,
+		s.min_duration_ns / 1e9, s.max_duration_ns / 1e9);
+	test_run("cat %s", log);
+	assert_int_equal(s.unreadable, 0);
+	assert_int_equal(s.temporaries, 0);
+	assert_true(s.profiles >= 2);
+	assert_true(s.profiles <= 3);			/* the reloaded retention */
+	/* After the reload, profiles follow the 1 s interval: 4 s give at least 3 (the old 2 s would give 2). */
+	assert_int_equal(test_run("test $(sed -n '/reloaded/,$p' %s | grep -c '(interval)') -ge 3", log), 0);
+	assert_true(s.fixture_samples > 100);
+	assert_int_equal(test_run("grep -q 'reloaded' %s", log), 0);
+	assert_int_equal(test_run("grep -q 'SIGUSR1' %s", log), 0);
+
+	/* SIGKILL at any moment leaves no partial profile visible; the next start cleans up after it. */
+	for (int round = 0; round < 3; round++) {
+		char *kargv[] = { (char *)test_hostprof(), "daemon", "-o", out, "-F", "99", "--interval", "1",
+				  "--max-files", "0", NULL };
+		d = start(kargv, log);
+		usleep(1500000 + round * 370000);
+		kill(d, SIGKILL);
+		wait_exit(d);
+		scan_dir(out, &s);
+		assert_int_equal(s.unreadable, 0);
+	}
+	kill(work, SIGKILL);
+	wait_exit(work);
+	test_rmdir_rf(dir);
+	free(dir);
+}
+
+static void test_daemon_bad_config(void **state)
+{
+	(void)state;
+	char *dir = test_mkdtemp();
+	assert_int_equal(test_run("printf 'freq = fast\\n' > %s/bad.conf", dir), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" daemon --config %s/bad.conf -o %s/out 2> %s/err", dir, dir, dir), 1);
+	assert_int_equal(test_run("grep -q \"bad.conf:1: invalid value 'fast' for 'freq'\" %s/err", dir), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" daemon --bogus 2> /dev/null"), 2);
+	test_rmdir_rf(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_daemon_lifecycle),
+		cmocka_unit_test(test_daemon_bad_config),
+	};
+	return cmocka_run_group_tests_name("daemon (integration)", tests, NULL, NULL);
+}

@@ -1,0 +1,304 @@
+/*
+ * Unit tests for the views of src/report.c: the call tree (order, guides, percent limit), per-thread tables,
+ * the --pid filter, the header's host and start lines, and report_functions_get(), on a small hand-built
+ * profile whose every number is known.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/profile.h"
+#include "src/report.h"
+
+static uint32_t str(struct profile *p, const char *s)
+{
+	uint32_t i;
+	assert_int_equal(profile_add_string(p, s, &i), 0);
+	return i;
+}
+
+static uint32_t func(struct profile *p, const char *name, const char *file)
+{
+	struct profile_function f = { .name = str(p, name), .filename = str(p, file) };
+	uint32_t i;
+	assert_int_equal(profile_add_function(p, &f, &i), 0);
+	return i;
+}
+
+static uint32_t loc(struct profile *p, uint32_t m, uint64_t address, const struct profile_line *lines,
+		    uint32_t nlines)
+{
+	struct profile_location l = { .mapping = m, .address = address, .frame_kind = PROFILE_FRAME_NATIVE,
+				      .nlines = nlines, .lines = (struct profile_line *)lines };
+	uint32_t i;
+	assert_int_equal(profile_add_location(p, &l, &i), 0);
+	return i;
+}
+
+static uint32_t stack(struct profile *p, uint8_t id, const uint32_t *locs, uint32_t n)
+{
+	struct profile_stack s = { .nlocations = n, .locations = (uint32_t *)locs };
+	uint32_t i;
+	memset(s.trace_id, id, sizeof(s.trace_id));
+	assert_int_equal(profile_add_stack(p, &s, &i), 0);
+	return i;
+}
+
+static void sample(struct profile *p, uint32_t st, int32_t pid, int32_t tid, const char *comm, const char *thread,
+		   uint64_t count)
+{
+	struct profile_sample s = { .stack = st, .pid = pid, .tid = tid, .comm = str(p, comm),
+				    .thread_name = str(p, thread), .count = count };
+	assert_int_equal(profile_add_sample(p, &s), 0);
+}
+
+/*
+ * Stacks, root first:
+ *   S1  main > work > helper (helper inlined into work)
+ *   S2  main > rec > rec
+ *   S3  main > work
+ * Samples: pid 1 tid 1 "app"    (comm app):   S1 x4, S2 x2
+ *          pid 1 tid 2 "worker" (comm app):   S1 x2, S3 x1
+ *          pid 2 tid 2 "other"  (comm other): S3 x1
+ */
+static struct profile *build(void)
+{
+	struct profile *p = profile_new();
+	assert_non_null(p);
+	assert_int_equal(profile_set_info_string(p, &p->info.hostname, "vm"), 0);
+	assert_int_equal(profile_set_info_string(p, &p->info.kernel, "6.1.0"), 0);
+	assert_int_equal(profile_set_info_string(p, &p->info.event, "cpu-clock"), 0);
+	assert_int_equal(profile_set_info_string(p, &p->info.unwinder, "deltas"), 0);
+	p->info.start_unix_ns = 1700000000ULL * 1000000000ULL;
+	p->info.duration_ns = 1500000000;
+	p->info.frequency_hz = 999;
+	p->info.samples = 10;
+	p->info.unwound_complete = 10;
+
+	struct profile_mapping m = { .filename = str(p, "/opt/app/bin/app") };
+	uint32_t app;
+	assert_int_equal(profile_add_mapping(p, &m, &app), 0);
+	uint32_t f_main = func(p, "main", "/src/app.c"), f_work = func(p, "work", "/src/app.c");
+	uint32_t f_helper = func(p, "helper", "/src/util.h"), f_rec = func(p, "rec", "/src/app.c");
+	struct profile_line l_inl[] = { { f_helper, 3 }, { f_work, 20 } }, l_main[] = { { f_main, 9 } };
+	struct profile_line l_work[] = { { f_work, 22 } }, l_rec[] = { { f_rec, 30 } };
+	uint32_t main_ = loc(p, app, 0x1000, l_main, 1), inl = loc(p, app, 0x1100, l_inl, 2);
+	uint32_t work = loc(p, app, 0x1200, l_work, 1), rec = loc(p, app, 0x1300, l_rec, 1);
+
+	uint32_t s1 = stack(p, 1, (uint32_t[]){ inl, main_ }, 2);
+	uint32_t s2 = stack(p, 2, (uint32_t[]){ rec, rec, main_ }, 3);
+	uint32_t s3 = stack(p, 3, (uint32_t[]){ work, main_ }, 2);
+	sample(p, s1, 1, 1, "app", "app", 4);
+	sample(p, s2, 1, 1, "app", "app", 2);
+	sample(p, s1, 1, 2, "app", "worker", 2);
+	sample(p, s3, 1, 2, "app", "worker", 1);
+	sample(p, s3, 2, 2, "other", "other", 1);
+	return p;
+}
+
+static const char *const summary =
+	"Host:               vm (Linux 6.1.0)\n"
+	"Start:              2023-11-14 22:13:20 UTC\n"
+	"Duration:           1.50 s\n"
+	"Samples:            10 (lost 0)\n"
+	"Event:              cpu-clock at 999 Hz\n"
+	"Unwinder:           deltas\n"
+	"Processes:          2\n"
+	"Unwound completely: 100.00%\n"
+	"Truncated:          0 (0.00%)\n"
+	"Unknown:            0 (0.00%)\n";
+
+static char *run_report(const struct profile *p, const struct report_options *o, int expect_err)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	assert_non_null(out);
+	assert_int_equal(report_print(p, out, o), expect_err);
+	assert_int_equal(fclose(out), 0);
+	return text;
+}
+
+static void assert_report(const struct profile *p, const struct report_options *o, const char *body)
+{
+	char *text = run_report(p, o, 0), expect[8192];
+	snprintf(expect, sizeof(expect), "%s%s", summary, body);
+	assert_string_equal(text, expect);
+	free(text);
+}
+
+/* Processes at the top; children biggest first; recursion nests; inline frames outer first. */
+static void test_tree(void **state)
+{
+	(void)state;
+	struct profile *p = build();
+	struct report_options o = { .tree = true, .percent_limit = 0 };
+	assert_report(p, &o,
+		      "\n"
+		      " Total%   Self%  Call tree, root first (nodes under 0.00% hidden)\n"
+		      " 90.00%   0.00%  app\n"
+		      " 90.00%   0.00%  `- main (app.c)\n"
+		      " 70.00%  10.00%     |- work (app.c)\n"
+		      " 60.00%  60.00%     |  `- helper (util.h)\n"
+		      " 20.00%   0.00%     `- rec (app.c)\n"
+		      " 20.00%  20.00%        `- rec (app.c)\n"
+		      " 10.00%   0.00%  other\n"
+		      " 10.00%   0.00%  `- main (app.c)\n"
+		      " 10.00%  10.00%     `- work (app.c)\n");
+	profile_free(p);
+}
+
+/* Nodes under the limit go with their subtrees; the last visible child gets the closing guide. */
+static void test_tree_percent_limit(void **state)
+{
+	(void)state;
+	struct profile *p = build();
+	struct report_options o = { .tree = true, .percent_limit = 25 };
+	assert_report(p, &o,
+		      "\n"
+		      " Total%   Self%  Call tree, root first (nodes under 25.00% hidden)\n"
+		      " 90.00%   0.00%  app\n"
+		      " 90.00%   0.00%  `- main (app.c)\n"
+		      " 70.00%  10.00%     `- work (app.c)\n"
+		      " 60.00%  60.00%        `- helper (util.h)\n");
+	profile_free(p);
+}
+
+/* One table per (pid, tid, thread name), busiest first, percentages of the thread's own samples. */
+static void test_per_thread(void **state)
+{
+	(void)state;
+	struct profile *p = build();
+	struct report_options o = { .per_thread = true, .limit = 2, .sort = REPORT_SORT_SELF };
+	assert_report(p, &o,
+		      "\n"
+		      "Thread 1 \"app\" of process 1 \"app\": 6 samples (60.00%)\n"
+		      "  Self%  Total%     Self  Library  Function\n"
+		      " 66.67%  66.67%        4  app      helper (util.h)\n"
+		      " 33.33%  33.33%        2  app      rec (app.c)\n"
+		      "\n"
+		      "Thread 2 \"worker\" of process 1 \"app\": 3 samples (30.00%)\n"
+		      "  Self%  Total%     Self  Library  Function\n"
+		      " 66.67%  66.67%        2  app      helper (util.h)\n"
+		      " 33.33% 100.00%        1  app      work (app.c)\n"
+		      "\n"
+		      "Thread 2 \"other\" of process 2 \"other\": 1 sample (10.00%)\n"
+		      "  Self%  Total%     Self  Library  Function\n"
+		      "100.00% 100.00%        1  app      work (app.c)\n"
+		      "  0.00% 100.00%        0  app      main (app.c)\n");
+	profile_free(p);
+}
+
+static void test_per_thread_tree(void **state)
+{
+	(void)state;
+	struct profile *p = build();
+	struct report_options o = { .per_thread = true, .tree = true, .filter_pid = true, .pid = 2 };
+	assert_report(p, &o,
+		      "Shown:              pid 2, 1 sample (10.00%)\n"
+		      "\n"
+		      "Thread 2 \"other\" of process 2 \"other\": 1 sample (100.00%)\n"
+		      " Total%   Self%  Call tree, root first (nodes under 0.00% hidden)\n"
+		      "100.00%   0.00%  other\n"
+		      "100.00%   0.00%  `- main (app.c)\n"
+		      "100.00% 100.00%     `- work (app.c)\n");
+	profile_free(p);
+}
+
+/* --pid keeps that process's samples; percentages are of them. */
+static void test_pid_filter(void **state)
+{
+	(void)state;
+	struct profile *p = build();
+	struct report_options o = { .filter_pid = true, .pid = 1, .sort = REPORT_SORT_TOTAL };
+	assert_report(p, &o,
+		      "Shown:              pid 1, 9 samples (90.00%)\n"
+		      "\n"
+		      "  Self%  Total%     Self  Library  Function\n"
+		      "  0.00% 100.00%        0  app      main (app.c)\n"
+		      " 11.11%  77.78%        1  app      work (app.c)\n"
+		      " 66.67%  66.67%        6  app      helper (util.h)\n"
+		      " 22.22%  22.22%        2  app      rec (app.c)\n");
+	profile_free(p);
+}
+
+static void test_pid_filter_no_samples(void **state)
+{
+	(void)state;
+	struct profile *p = build();
+	struct report_options o = { .filter_pid = true, .pid = 77 };
+	char *text = run_report(p, &o, -ESRCH);
+	assert_true(text == NULL || text[0] == '\0');
+	free(text);
+	profile_free(p);
+}
+
+/* Default options print the same table as before the views existed (and the header's new lines only when known). */
+static void test_default_view(void **state)
+{
+	(void)state;
+	struct profile *p = build();
+	assert_report(p, NULL,
+		      "\n"
+		      "  Self%  Total%     Self  Library  Function\n"
+		      " 60.00%  60.00%        6  app      helper (util.h)\n"
+		      " 20.00%  80.00%        2  app      work (app.c)\n"
+		      " 20.00%  20.00%        2  app      rec (app.c)\n"
+		      "  0.00% 100.00%        0  app      main (app.c)\n");
+	profile_free(p);
+}
+
+static void test_empty_tree(void **state)
+{
+	(void)state;
+	struct profile *p = profile_new();
+	struct report_options o = { .tree = true };
+	char *text = run_report(p, &o, 0);
+	assert_non_null(strstr(text, "Unknown:            0 (0.00%)\n\nNo samples.\n"));
+	assert_null(strstr(text, "Host:"));
+	assert_null(strstr(text, "Start:"));
+	free(text);
+	profile_free(p);
+}
+
+static void test_functions_get(void **state)
+{
+	(void)state;
+	struct profile *p = build();
+	struct report_functions f;
+	assert_int_equal(report_functions_get(p, &f), 0);
+	assert_int_equal(f.samples, 10);
+	assert_int_equal(f.count, 4);
+	const char *names[] = { "helper (util.h)", "main (app.c)", "rec (app.c)", "work (app.c)" };
+	const uint64_t self[] = { 6, 0, 2, 2 }, total[] = { 6, 10, 2, 8 };
+	for (uint32_t i = 0; i < 4; i++) {
+		assert_string_equal(f.items[i].name, names[i]);
+		assert_string_equal(f.items[i].library, "app");
+		assert_int_equal(f.items[i].self, self[i]);
+		assert_int_equal(f.items[i].total, total[i]);
+	}
+	report_functions_free(&f);
+	assert_int_equal(f.count, 0);
+	profile_free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tree),
+		cmocka_unit_test(test_tree_percent_limit),
+		cmocka_unit_test(test_per_thread),
+		cmocka_unit_test(test_per_thread_tree),
+		cmocka_unit_test(test_pid_filter),
+		cmocka_unit_test(test_pid_filter_no_samples),
+		cmocka_unit_test(test_default_view),
+		cmocka_unit_test(test_empty_tree),
+		cmocka_unit_test(test_functions_get),
+	};
+	return cmocka_run_group_tests_name("report views", tests, NULL, NULL);
+}
