@@ -121,7 +121,13 @@ $(BUILD)/workloads/%: bench/workloads/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(FIXTURE_CFLAGS) -o $@ $< -lpthread -lm
 
-fixtures: $(FIXTURE_BINS) $(BUILD)/fixtures/libfixture_shared.so
+# The fake APM agent (seed 000): a library named like the real one, its TLS variable in the TLSDESC dialect.
+APM_AGENT_SO := $(BUILD)/fixtures/elastic-jvmti-linux-x86_64.so
+$(APM_AGENT_SO): tests/fixtures/apm/fake_apm_agent.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FIXTURE_CFLAGS) -fPIC -shared -ftls-model=global-dynamic -mtls-dialect=gnu2 -o $@ $<
+
+fixtures: $(FIXTURE_BINS) $(BUILD)/fixtures/libfixture_shared.so $(APM_AGENT_SO)
 
 # The main job on a bundled workload: profile it and print the report.
 run: deps-auto

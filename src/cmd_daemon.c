@@ -30,7 +30,7 @@
 #include "src/sampler.h"
 #include "src/session.h"
 
-#define DAEMON_POLL_MS 200
+#define DAEMON_POLL_MS 50 /* APM counts are flushed every 100 ms */
 #define MAX_CLI_SETTINGS 64
 
 struct cli_setting {
@@ -111,9 +111,15 @@ static void stop_sampling(struct daemon *d)
 static int start_sampling(struct daemon *d)
 {
 	struct sampler_options so = { .event = d->cfg.event, .freq_hz = d->cfg.freq_hz,
-				      .stack_size = d->cfg.stack_size, .kernel = d->cfg.kernel };
-	struct session_options se = { .unwinder = strcmp(d->cfg.unwinder, "libunwind") ? SESSION_UNWIND_DELTAS
-										      : SESSION_UNWIND_LIBUNWIND };
+				      .stack_size = d->cfg.stack_size, .kernel = d->cfg.kernel,
+				      /* APM trace context must be read soon after each sample */
+				      .low_latency = d->cfg.apm };
+	struct session_options se = {
+		.unwinder = strcmp(d->cfg.unwinder, "libunwind") ? SESSION_UNWIND_DELTAS : SESSION_UNWIND_LIBUNWIND,
+		.apm = d->cfg.apm,
+		.host_id = d->cfg.host_id[0] ? d->cfg.host_id : NULL,
+		.apm_delay_ms = d->cfg.apm_delay_ms,
+	};
 	int err;
 	d->sampler = sampler_new(&so, &err);
 	if (!d->sampler) {
@@ -229,7 +235,8 @@ static void decide_sampling(struct daemon *d, uint64_t now)
 static int sampler_settings_changed(const struct daemon_config *a, const struct daemon_config *b)
 {
 	return strcmp(a->event, b->event) || strcmp(a->unwinder, b->unwinder) || a->freq_hz != b->freq_hz ||
-	       a->stack_size != b->stack_size || a->kernel != b->kernel;
+	       a->stack_size != b->stack_size || a->kernel != b->kernel || a->apm != b->apm ||
+	       strcmp(a->host_id, b->host_id) || a->apm_delay_ms != b->apm_delay_ms;
 }
 
 static void reload(struct daemon *d)

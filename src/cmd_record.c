@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "correlate/correlate.h"
 #include "src/commands.h"
 #include "src/profile.h"
 #include "src/sampler.h"
@@ -70,6 +71,9 @@ static void record_usage(FILE *out)
 		"      --no-kernel        user-space samples only\n"
 		"      --unwinder NAME    deltas (default: stack-delta tables) or libunwind (the reference)\n"
 		"      --save-samples FILE  also save the raw samples to a replay file\n"
+		"      --no-apm           no APM trace correlation\n"
+		"      --apm-delay-ms MS  APM: sample-to-message latency bound announced to agents\n"
+		"      --host-id ID       host id sent to APM agents (default /etc/machine-id)\n"
 		"  -q, --quiet            no progress messages\n");
 }
 
@@ -114,7 +118,7 @@ static int parse_uint(const char *arg, const char *what, unsigned long max, unsi
 	return 0;
 }
 
-enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES };
+enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES, OPT_NO_APM, OPT_APM_DELAY, OPT_HOST_ID };
 
 static int parse_option(int c, struct record_options *o)
 {
@@ -158,6 +162,7 @@ static int parse_option(int c, struct record_options *o)
 		return 0;
 	case 'q':
 		o->quiet = 1;
+		o->session.quiet = 1;
 		return 0;
 	case OPT_UNWINDER:
 		if (strcmp(optarg, "deltas") == 0) {
@@ -171,6 +176,18 @@ static int parse_option(int c, struct record_options *o)
 		return 0;
 	case OPT_SAVE_SAMPLES:
 		o->session.capture_path = optarg;
+		return 0;
+	case OPT_NO_APM:
+		o->session.apm = 0;
+		o->sampler.low_latency = 0;
+		return 0;
+	case OPT_APM_DELAY:
+		if (parse_uint(optarg, "APM delay", 60000, &v) < 0)
+			return -EINVAL;
+		o->session.apm_delay_ms = (unsigned)v;
+		return 0;
+	case OPT_HOST_ID:
+		o->session.host_id = optarg;
 		return 0;
 	default:
 		return -EINVAL;
@@ -190,6 +207,9 @@ static int parse_args(int argc, char **argv, struct record_options *o)
 		{ "no-kernel", no_argument, NULL, OPT_NO_KERNEL },
 		{ "unwinder", required_argument, NULL, OPT_UNWINDER },
 		{ "save-samples", required_argument, NULL, OPT_SAVE_SAMPLES },
+		{ "no-apm", no_argument, NULL, OPT_NO_APM },
+		{ "apm-delay-ms", required_argument, NULL, OPT_APM_DELAY },
+		{ "host-id", required_argument, NULL, OPT_HOST_ID },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -410,6 +430,32 @@ static double cpu_seconds(const struct rusage *ru)
 	       ru->ru_stime.tv_usec / 1e6;
 }
 
+static void print_correlation(struct record_run *r)
+{
+	struct correlate_stats cs;
+	if (session_correlate_stats(r->session, &cs) < 0 || !cs.samples_correlated)
+		return;
+	fprintf(stderr,
+		"hostprof: apm: %llu of %llu samples correlated (%llu before the agent's socket was ready), %llu "
+		"messages with %llu counts sent, %llu pending, %llu dropped; latency p50 %u ms p99 %u ms (announced "
+		"%u ms)\n",
+		(unsigned long long)cs.samples_correlated, (unsigned long long)cs.samples,
+		(unsigned long long)cs.samples_unsendable, (unsigned long long)cs.messages_sent,
+		(unsigned long long)cs.counts_sent, (unsigned long long)cs.counts_pending,
+		(unsigned long long)cs.counts_dropped, (unsigned)cs.latency_p50_ms, (unsigned)cs.latency_p99_ms,
+		(unsigned)cs.delay_ms);
+	const struct session_stats *st = session_stats(r->session);
+	uint64_t total = 0, fast = 0;
+	for (int i = 0; i < 16; i++) {
+		total += st->apm_read_hist[i];
+		fast += i < 8 ? st->apm_read_hist[i] : 0;
+	}
+	fprintf(stderr, "hostprof: apm: trace context read within 64 us of the sample for %.1f%% of samples; %llu "
+			"read later than %u us left uncorrelated\n",
+		total ? 100.0 * (double)fast / (double)total : 0.0, (unsigned long long)st->apm_stale,
+		SESSION_APM_MAX_STALENESS_US);
+}
+
 static void print_summary(struct record_run *r)
 {
 	const struct session_stats *st = session_stats(r->session);
@@ -431,6 +477,7 @@ static void print_summary(struct record_run *r)
 	if (r->child_exited)
 		fprintf(stderr, ", command CPU %.3f s", cpu_seconds(&r->child_usage));
 	fprintf(stderr, "; wrote %s\n", r->o->output);
+	print_correlation(r);
 	if (tables)
 		fprintf(stderr, "hostprof: %u stack-delta tables, %llu rows, %.1f bytes/row, built in %.1f ms; "
 				"%llu frames stepped by libunwind\n",
@@ -519,6 +566,8 @@ int cmd_record(int argc, char **argv, const struct cli_env *env)
 	o->sampler.stack_size = SAMPLER_DEFAULT_STACK;
 	o->sampler.kernel = 1;
 	o->output = "hostprof.msgpack";
+	o->session.apm = 1;
+	o->sampler.low_latency = 1; /* APM trace context is read when the sample is handled: handle it soon */
 
 	int err = parse_args(argc, argv, o);
 	int status = err ? (err > 0 ? 0 : 2) : record(o, env);

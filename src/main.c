@@ -76,6 +76,8 @@ int main(int argc, char **argv)
 		return cmd_report(argc - 1, argv + 1, &env);
 	if (strcmp(cmd, "convert") == 0)
 		return cmd_convert(argc - 1, argv + 1, &env);
+	if (strcmp(cmd, "replay") == 0)
+		return cmd_replay(argc - 1, argv + 1, &env);
 	if (strcmp(cmd, "diff") == 0)
 		return cmd_diff(argc - 1, argv + 1, &env);
 	fprintf(stderr, "hostprof: unknown command '%s' (try 'hostprof --help')\n", cmd);

@@ -204,6 +204,7 @@ static uint64_t hash_sample(const struct profile_sample *s)
 	h = profile_hash_u64(h, (uint32_t)s->tid);
 	h = profile_hash_u64(h, s->comm);
 	h = profile_hash_u64(h, s->thread_name);
+	h = profile_hash_u64(h, s->service);
 	return profile_hash_u64(h, s->link);
 }
 
@@ -211,7 +212,7 @@ static bool sample_eq(const void *table, uint32_t i, const void *key)
 {
 	const struct profile_sample *a = &((const struct profile *)table)->samples.items[i], *b = key;
 	return a->stack == b->stack && a->pid == b->pid && a->tid == b->tid && a->comm == b->comm &&
-	       a->thread_name == b->thread_name && a->link == b->link;
+	       a->thread_name == b->thread_name && a->link == b->link && a->service == b->service;
 }
 
 static bool string_eq(const void *table, uint32_t i, const void *key)
@@ -473,7 +474,7 @@ int profile_add_sample(struct profile *p, const struct profile_sample *s)
 	if (!p->index)
 		return -EINVAL;
 	if (s->stack >= p->stacks.count || s->comm >= p->strings.count || s->thread_name >= p->strings.count ||
-	    s->link >= p->links.count)
+	    s->service >= p->strings.count || s->link >= p->links.count)
 		return -EINVAL;
 	err = intern(p, &TABLE_REF(p, samples, samples, sample_eq), s, hash_sample(s), &index, &added);
 	if (err == 0 && !added) {
@@ -534,7 +535,8 @@ static int merge_strings(struct profile *dst, const struct profile *src, struct 
 	for (uint32_t i = 1; i < src->functions.count; i++)
 		used[src->functions.items[i].name] = used[src->functions.items[i].filename] = 1;
 	for (uint32_t i = 0; i < src->samples.count; i++)
-		used[src->samples.items[i].comm] = used[src->samples.items[i].thread_name] = 1;
+		used[src->samples.items[i].comm] = used[src->samples.items[i].thread_name] =
+			used[src->samples.items[i].service] = 1;
 	for (uint32_t i = 1; i < src->strings.count && err == 0; i++) {
 		if (used[i])
 			err = profile_add_string(dst, profile_string(src, i), &m->strings[i]);
@@ -611,6 +613,7 @@ static int merge_samples(struct profile *dst, const struct profile *src, const s
 		x.stack = m->stacks[x.stack];
 		x.comm = m->strings[x.comm];
 		x.thread_name = m->strings[x.thread_name];
+		x.service = m->strings[x.service];
 		x.link = m->links[x.link];
 		int err = profile_add_sample(dst, &x);
 		if (err < 0)

@@ -74,6 +74,7 @@ struct profile_sample {
 	uint32_t comm;		/* string index: process name */
 	uint32_t thread_name;	/* string index */
 	uint32_t link;		/* link index, 0 = none */
+	uint32_t service;	/* string index: APM service name of a correlated sample, 0 = none */
 	uint64_t count;		/* number of samples */
 	uint64_t cpu_ns;	/* sum of the samples' periods in nanoseconds */
 };
@@ -131,7 +132,7 @@ int profile_add_location(struct profile *p, const struct profile_location *l, ui
  */
 int profile_add_stack(struct profile *p, const struct profile_stack *s, uint32_t *index);
 int profile_add_link(struct profile *p, const struct profile_link *l, uint32_t *index);
-/* Samples with equal (stack, pid, tid, comm, thread_name, link) are merged: counts and cpu_ns add up. */
+/* Samples with equal (stack, pid, tid, comm, thread_name, link, service) are merged: counts and cpu_ns add up. */
 int profile_add_sample(struct profile *p, const struct profile_sample *s);
 
 /* The string at index i, "" when out of range. */

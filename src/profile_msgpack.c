@@ -53,6 +53,7 @@ enum attr_key {
 	ATTR_FRAME_TYPE,
 	ATTR_THREAD_ID,
 	ATTR_THREAD_NAME,
+	ATTR_SERVICE_NAME,
 	ATTR_NKEYS,	/* also: a key hostprof does not use */
 };
 
@@ -62,6 +63,7 @@ static const char *const attr_key_names[ATTR_NKEYS] = {
 	[ATTR_FRAME_TYPE] = "profile.frame.type",
 	[ATTR_THREAD_ID] = "thread.id",
 	[ATTR_THREAD_NAME] = "thread.name",
+	[ATTR_SERVICE_NAME] = "service.name",
 };
 
 #define RESOURCE_PID "process.pid"
@@ -119,7 +121,7 @@ struct writer {
 	char (*hex)[33];		/* per mapping: FileID as hex */
 	uint32_t (*mapping_attrs)[2];	/* per mapping: htlhash, gnu (0 = absent) */
 	uint32_t *location_attr;	/* per location: frame type (0 = absent) */
-	uint32_t (*sample_attrs)[2];	/* per sample: thread.id, thread.name */
+	uint32_t (*sample_attrs)[3];	/* per sample: thread.id, thread.name, service.name */
 
 	/* Samples grouped by (pid, comm), one ResourceProfiles each, in order of first appearance. */
 	uint32_t *group_rep, ngroups, groups_cap;
@@ -254,6 +256,9 @@ static int prepare_sample_attrs(struct writer *w)
 			return err;
 		if (s->thread_name && (err = add_attr(w, ATTR_THREAD_NAME, false, 0, profile_string(p, s->thread_name),
 						      &w->sample_attrs[i][1])) < 0)
+			return err;
+		if (s->service && (err = add_attr(w, ATTR_SERVICE_NAME, false, 0, profile_string(p, s->service),
+						  &w->sample_attrs[i][2])) < 0)
 			return err;
 	}
 	return 0;
@@ -539,7 +544,7 @@ static void pack_sample(struct writer *w, uint32_t i)
 	msgpack_packer *pk = &w->pk;
 	msgpack_pack_map(pk, 4 + (s->link != 0));
 	pack_key_uint(pk, 1, s->stack);
-	pack_attr_indices(pk, 2, w->sample_attrs[i], 2);
+	pack_attr_indices(pk, 2, w->sample_attrs[i], 3);
 	if (s->link)
 		pack_key_uint(pk, 3, s->link);
 	msgpack_pack_uint64(pk, 4);
@@ -1169,6 +1174,7 @@ static int decode_attr_value(struct reader *r, struct rattr *a, const msgpack_ob
 		return 0;
 	case ATTR_GNU_BUILD_ID:
 	case ATTR_THREAD_NAME:
+	case ATTR_SERVICE_NAME:
 		return is_str ? tmp_add_string(r, v, &a->str) : 0;
 	case ATTR_FRAME_TYPE:
 		for (size_t k = 0; is_str && k < sizeof(frame_types) / sizeof(frame_types[0]); k++) {
@@ -1443,6 +1449,8 @@ static int read_sample(struct reader *r, const msgpack_object *o, const struct r
 			s.tid = (int32_t)at[k]->ival;
 		else if (at[k]->key == ATTR_THREAD_NAME)
 			s.thread_name = at[k]->str;
+		else if (at[k]->key == ATTR_SERVICE_NAME)
+			s.service = at[k]->str;
 	}
 	if ((err = PROFILE_TABLE_RESERVE(t->samples, (uint64_t)t->samples.count + 1)) < 0)
 		return fail(r, err, "%s", strerror(-err));

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SCRATCH_SIZE 65536 /* a perf record's size is a u16 */
@@ -106,6 +107,9 @@ static void build_attr(struct sampler *s, uint32_t type, uint64_t config)
 	a->task = 1;
 	a->sample_id_all = 1;
 	a->disabled = 1;
+	/* Sample times on CLOCK_MONOTONIC: comparable with hostprof's own clock (APM read latency, timelines). */
+	a->use_clockid = 1;
+	a->clockid = CLOCK_MONOTONIC;
 	a->watermark = 1;
 	a->wakeup_watermark = 0; /* set once the ring size is known */
 
@@ -326,6 +330,11 @@ static int open_one(struct sampler *s, pid_t pid, int cpu)
 
 static void set_wakeup(struct sampler *s)
 {
+	if (s->opts.low_latency) {
+		s->attr.watermark = 0;
+		s->attr.wakeup_events = 1;
+		return;
+	}
 	/* Wake the reader when a quarter of the ring is full: early enough that a burst fits. */
 	s->attr.wakeup_watermark = (uint32_t)((uint64_t)s->opts.ring_pages * (uint64_t)getpagesize() / 4);
 }

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "correlate/correlate.h"
 #include "src/execinfo.h"
 #include "src/procmgr.h"
 #include "src/replay.h"
@@ -27,6 +28,8 @@ struct session {
 	struct unwind_libunwind *unwinder;	/* the reference, and the fast unwinder's fallback */
 	struct unwind_deltas *deltas;
 	struct replay_writer *capture;
+	struct correlate *correlate;		/* NULL when APM correlation is off */
+	char host_id[128];
 	struct kallsyms *kallsyms;
 	struct trace_kernel kernel;
 	pid_t self;
@@ -119,6 +122,34 @@ static void setup_kernel(struct session *s)
 	}
 }
 
+static void correlate_log(void *arg, enum correlate_log_level level, const char *msg)
+{
+	const struct session *s = arg;
+	static const char *const names[] = { "debug", "info", "warning", "error" };
+	if (level == CORRELATE_LOG_DEBUG || (s->opts.quiet && level < CORRELATE_LOG_WARN))
+		return;
+	fprintf(stderr, "hostprof: apm %s: %s\n", names[level], msg);
+}
+
+static int setup_correlation(struct session *s)
+{
+	if (!s->opts.apm)
+		return 0;
+	if (s->opts.host_id) {
+		snprintf(s->host_id, sizeof(s->host_id), "%s", s->opts.host_id);
+	} else {
+		FILE *f = fopen("/etc/machine-id", "re");
+		if (f && fgets(s->host_id, sizeof(s->host_id), f))
+			s->host_id[strcspn(s->host_id, "\n")] = '\0';
+		if (f)
+			fclose(f);
+	}
+	struct correlate_options co = { .host_id = s->host_id, .delay_ms = s->opts.apm_delay_ms,
+					.log = correlate_log, .log_arg = s };
+	s->correlate = correlate_new(&co);
+	return s->correlate ? 0 : -ENOMEM;
+}
+
 struct session *session_new(struct sampler *sampler, const struct session_options *o, int *err)
 {
 	struct session *s = calloc(1, sizeof(*s));
@@ -140,7 +171,7 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 	if (s->opts.capture_path)
 		s->capture = replay_writer_new();
 	if (!s->procs || !s->traces || !s->unwinder || !s->deltas || (s->opts.capture_path && !s->capture) ||
-	    execinfo_mgr_add_release_hook(s->execinfo, forget_in_unwinders, s) < 0) {
+	    setup_correlation(s) < 0 || execinfo_mgr_add_release_hook(s->execinfo, forget_in_unwinders, s) < 0) {
 		session_free(s);
 		*err = -ENOMEM;
 		return NULL;
@@ -159,6 +190,7 @@ void session_free(struct session *s)
 	unwind_libunwind_free(s->unwinder);
 	unwind_deltas_free(s->deltas);
 	replay_writer_free(s->capture);
+	correlate_free(s->correlate);
 	kallsyms_free(s->kallsyms);
 	free(s);
 }
@@ -180,6 +212,8 @@ void session_track_pid(struct session *s, pid_t pid)
 
 void session_tick(struct session *s)
 {
+	if (s->correlate)
+		correlate_tick(s->correlate, monotonic_ns());
 	/* A capture records every process's mappings at the end: keep exited processes until then. */
 	if (!s->capture)
 		procmgr_reap(s->procs);
@@ -311,6 +345,39 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 	return n;
 }
 
+/* Tell the correlation library about the APM agent libraries a process mapped before hostprof saw it. */
+static void find_apm_agent(struct session *s, struct process *p)
+{
+	p->apm_checked = 1;
+	for (unsigned i = 0; i < p->nmaps; i++) {
+		const struct mapping *m = &p->maps[i];
+		if (m->path && correlate_is_apm_library(m->path))
+			correlate_on_mapping(s->correlate, p->pid, m->start, m->end, m->pgoff, m->path);
+	}
+}
+
+/* The APM trace context of a sample's thread, when its process runs an agent with a transaction active. */
+static int correlated(struct session *s, struct process *p, const struct perf_sample *ps, const struct trace_id *id,
+		      struct correlate_context *ctx, struct trace_link *link)
+{
+	if (!p->apm_checked)
+		find_apm_agent(s, p);
+	/* The context is read when the sample is handled, not when it was taken; a thread may switch transactions
+	 * in between. A read long after the sample is not trusted: the sample stays uncorrelated (counted). */
+	uint64_t now = monotonic_ns(), lat_us = now > ps->time ? (now - ps->time) / 1000 : 0;
+	s->stats.apm_read_hist[lat_us < 64 ? lat_us / 8 : lat_us < 1024 ? 8 + lat_us / 128 : 15]++;
+	if (lat_us > SESSION_APM_MAX_STALENESS_US) {
+		s->stats.apm_stale++;
+		return 0;
+	}
+	if (correlate_on_sample(s->correlate, p->pid, (pid_t)ps->tid, id->bytes, ps->time, ctx) != 1)
+		return 0;
+	memcpy(link->trace_id, ctx->trace_id, 16);
+	memcpy(link->transaction_id, ctx->transaction_id, 8);
+	link->service = ctx->service_name;
+	return 1;
+}
+
 /* A sample of a process over the tracking limit still counts, under one visible frame. */
 static int count_untracked(struct session *s, const struct perf_sample *ps)
 {
@@ -342,8 +409,13 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec)
 	else
 		s->stats.kernel_only++;
 	const char *tname = ps.pid ? procmgr_thread_name(s->procs, p, (pid_t)ps.tid) : "swapper";
-	if (traces_add(s->traces, (pid_t)ps.pid, (pid_t)ps.tid, ps.pid ? p->comm : "swapper", tname, s->frames, n,
-		       ps.period) == 0)
+	struct trace_id id;
+	struct trace_link link;
+	struct correlate_context ctx;
+	traces_hash(s->traces, s->frames, n, &id);
+	int linked = s->correlate && ps.pid && correlated(s, p, &ps, &id, &ctx, &link);
+	if (traces_add_linked(s->traces, &id, (pid_t)ps.pid, (pid_t)ps.tid, ps.pid ? p->comm : "swapper", tname,
+			      s->frames, n, ps.period, linked ? &link : NULL) == 0)
 		s->stats.samples++;
 	s->stats.handle_ns += monotonic_ns() - t0;
 	return 0;
@@ -372,20 +444,32 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec)
 	case PERF_RECORD_SAMPLE:
 		return handle_sample(s, rec);
 	case PERF_RECORD_MMAP2:
-		if (perf_decode_mmap2(rec, &m) == 0)
+		if (perf_decode_mmap2(rec, &m) == 0) {
 			procmgr_on_mmap2(s->procs, &m);
+			if (s->correlate && m.filename && correlate_is_apm_library(m.filename))
+				correlate_on_mapping(s->correlate, (pid_t)m.pid, m.addr, m.addr + m.len, m.pgoff,
+						     m.filename);
+		}
 		break;
 	case PERF_RECORD_COMM:
-		if (perf_decode_comm(rec, &c) == 0)
+		if (perf_decode_comm(rec, &c) == 0) {
 			procmgr_on_comm(s->procs, &c);
+			if (s->correlate && c.exec)
+				correlate_on_exec(s->correlate, (pid_t)c.pid);
+		}
 		break;
 	case PERF_RECORD_FORK:
 		if (perf_decode_task(rec, &t) == 0)
 			procmgr_on_fork(s->procs, &t);
 		break;
 	case PERF_RECORD_EXIT:
-		if (perf_decode_task(rec, &t) == 0)
+		if (perf_decode_task(rec, &t) == 0) {
 			procmgr_on_exit(s->procs, &t);
+			if (s->correlate && t.pid == t.tid)
+				correlate_on_process_exit(s->correlate, (pid_t)t.pid);
+			else if (s->correlate)
+				correlate_on_thread_exit(s->correlate, (pid_t)t.pid, (pid_t)t.tid);
+		}
 		break;
 	case PERF_RECORD_LOST:
 	case PERF_RECORD_LOST_SAMPLES:
@@ -446,6 +530,11 @@ int session_build_profile(struct session *s, struct profile *p)
 	p->info.truncated += s->stats.truncated;
 	p->info.unknown += s->stats.unknown;
 	return traces_build_profile(s->traces, p);
+}
+
+int session_correlate_stats(const struct session *s, struct correlate_stats *out)
+{
+	return s->correlate ? correlate_stats(s->correlate, out) : -ENOENT;
 }
 
 void session_set_limits(struct session *s, unsigned max_processes)

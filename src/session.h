@@ -17,6 +17,9 @@
 #include "src/profile.h"
 #include "src/sampler.h"
 
+/* A sample's APM trace context is read only if the sample is handled within this time after it was taken. */
+#define SESSION_APM_MAX_STALENESS_US 100
+
 struct session_stats {
 	uint64_t samples;	/* samples counted into traces */
 	uint64_t lost;		/* samples the kernel dropped */
@@ -30,6 +33,9 @@ struct session_stats {
 	uint64_t fallback_steps;	/* frames the delta unwinder handed to libunwind */
 	uint64_t capture_errors;	/* samples that could not be added to the replay file */
 	uint64_t untracked;	/* samples of processes over the tracking limit */
+	uint64_t apm_read_hist[16];	/* APM context read latency after the sample: 8 us buckets below 64 us,
+					 * 128 us buckets below 1 ms, then >= 1 ms */
+	uint64_t apm_stale;	/* samples of APM processes handled too late to read their trace context */
 };
 
 enum session_unwinder {
@@ -40,6 +46,10 @@ enum session_unwinder {
 struct session_options {
 	enum session_unwinder unwinder;
 	const char *capture_path;	/* also save every sample to this replay file (replay.h), or NULL */
+	int apm;			/* correlate samples of APM agents' processes (correlate.h) */
+	const char *host_id;		/* sent to APM agents; NULL: /etc/machine-id */
+	unsigned apm_delay_ms;		/* 0: the correlation library's default */
+	int quiet;			/* no correlation log lines below warnings */
 };
 
 struct session;
@@ -58,6 +68,9 @@ void session_track_pid(struct session *s, pid_t pid);
 void session_tick(struct session *s);
 
 const struct session_stats *session_stats(const struct session *s);
+/* Correlation counters; returns 0, or -ENOENT when correlation is off. */
+struct correlate_stats;
+int session_correlate_stats(const struct session *s, struct correlate_stats *out);
 /* Processes seen (with samples or mappings) since the start. */
 unsigned session_processes(const struct session *s);
 

@@ -20,9 +20,16 @@ struct trace {
 	struct trace_frame frames[];
 };
 
+struct count_link {
+	uint8_t trace_id[16];
+	uint8_t transaction_id[8];
+	char service[129];
+};
+
 struct count_key {
 	pid_t pid, tid;
 	struct trace *trace;
+	struct count_link *link;	/* APM context, NULL for most samples */
 	uint64_t count, cpu_ns;
 	char comm[16], thread_name[16];
 	struct count_key *next;
@@ -53,6 +60,7 @@ void traces_reset(struct traces *t)
 	for (unsigned b = 0; b < KEY_BUCKETS; b++) {
 		for (struct count_key *k = t->keys[b], *next; k; k = next) {
 			next = k->next;
+			free(k->link);
 			free(k);
 		}
 		t->keys[b] = NULL;
@@ -144,30 +152,59 @@ static struct trace *trace_intern(struct traces *t, const struct trace_id *id, c
 	return tr;
 }
 
-int traces_add(struct traces *t, pid_t pid, pid_t tid, const char *comm, const char *thread_name,
-	       const struct trace_frame *frames, unsigned n, uint64_t period_ns)
+static int same_link(const struct count_link *a, const struct trace_link *b)
 {
-	struct trace_id id;
-	traces_hash(t, frames, n, &id);
-	struct trace *tr = trace_intern(t, &id, frames, n);
+	if (!a || !b)
+		return !a && !b;
+	return !memcmp(a->trace_id, b->trace_id, 16) && !memcmp(a->transaction_id, b->transaction_id, 8) &&
+	       !strcmp(a->service, b->service ? b->service : "");
+}
+
+static struct count_key *key_new(pid_t pid, pid_t tid, struct trace *tr, const char *comm, const char *thread_name,
+				 const struct trace_link *link)
+{
+	struct count_key *k = calloc(1, sizeof(*k));
+	if (!k)
+		return NULL;
+	if (link && !(k->link = calloc(1, sizeof(*k->link)))) {
+		free(k);
+		return NULL;
+	}
+	if (link) {
+		memcpy(k->link->trace_id, link->trace_id, 16);
+		memcpy(k->link->transaction_id, link->transaction_id, 8);
+		snprintf(k->link->service, sizeof(k->link->service), "%s", link->service ? link->service : "");
+	}
+	k->pid = pid;
+	k->tid = tid;
+	k->trace = tr;
+	snprintf(k->comm, sizeof(k->comm), "%s", comm ? comm : "");
+	snprintf(k->thread_name, sizeof(k->thread_name), "%s", thread_name ? thread_name : "");
+	return k;
+}
+
+int traces_add_linked(struct traces *t, const struct trace_id *id, pid_t pid, pid_t tid, const char *comm,
+		      const char *thread_name, const struct trace_frame *frames, unsigned n, uint64_t period_ns,
+		      const struct trace_link *link)
+{
+	struct trace_id own;
+	if (!id) {
+		traces_hash(t, frames, n, &own);
+		id = &own;
+	}
+	struct trace *tr = trace_intern(t, id, frames, n);
 	if (!tr)
 		return -ENOMEM;
 
-	unsigned b = (id_bucket(&id, KEY_BUCKETS) + (unsigned)tid * 2654435761u) % KEY_BUCKETS;
+	unsigned b = (id_bucket(id, KEY_BUCKETS) + (unsigned)tid * 2654435761u) % KEY_BUCKETS;
 	struct count_key *k;
 	for (k = t->keys[b]; k; k = k->next) {
-		if (k->trace == tr && k->pid == pid && k->tid == tid)
+		if (k->trace == tr && k->pid == pid && k->tid == tid && same_link(k->link, link))
 			break;
 	}
 	if (!k) {
-		k = calloc(1, sizeof(*k));
-		if (!k)
+		if (!(k = key_new(pid, tid, tr, comm, thread_name, link)))
 			return -ENOMEM;
-		k->pid = pid;
-		k->tid = tid;
-		k->trace = tr;
-		snprintf(k->comm, sizeof(k->comm), "%s", comm ? comm : "");
-		snprintf(k->thread_name, sizeof(k->thread_name), "%s", thread_name ? thread_name : "");
 		k->next = t->keys[b];
 		t->keys[b] = k;
 		t->nkeys++;
@@ -175,6 +212,12 @@ int traces_add(struct traces *t, pid_t pid, pid_t tid, const char *comm, const c
 	k->count++;
 	k->cpu_ns += period_ns;
 	return 0;
+}
+
+int traces_add(struct traces *t, pid_t pid, pid_t tid, const char *comm, const char *thread_name,
+	       const struct trace_frame *frames, unsigned n, uint64_t period_ns)
+{
+	return traces_add_linked(t, NULL, pid, tid, comm, thread_name, frames, n, period_ns, NULL);
 }
 
 /* --- building a profile --------------------------------------------------------------------------------- */
@@ -292,6 +335,14 @@ static int add_count(struct profile *p, const struct count_key *k)
 	if ((err = profile_add_string(p, k->comm, &s.comm)) < 0 ||
 	    (err = profile_add_string(p, k->thread_name, &s.thread_name)) < 0)
 		return err;
+	if (k->link) {
+		struct profile_link l;
+		memcpy(l.trace_id, k->link->trace_id, 16);
+		memcpy(l.span_id, k->link->transaction_id, 8);
+		if ((err = profile_add_link(p, &l, &s.link)) < 0 ||
+		    (err = profile_add_string(p, k->link->service, &s.service)) < 0)
+			return err;
+	}
 	return profile_add_sample(p, &s);
 }
 

@@ -55,6 +55,21 @@ void traces_reset(struct traces *t);
 /* Compute the stack-trace ID of n frames. */
 void traces_hash(const struct traces *t, const struct trace_frame *frames, unsigned n, struct trace_id *out);
 
+/* APM trace context of a correlated sample (correlate.h): counted apart, written as the sample's link. */
+struct trace_link {
+	uint8_t trace_id[16];
+	uint8_t transaction_id[8];
+	const char *service;	/* copied; may be NULL */
+};
+
+/*
+ * As traces_add(), with the stack-trace ID already computed by traces_hash() (NULL: computed here) and the APM
+ * context of a correlated sample (NULL: none).
+ */
+int traces_add_linked(struct traces *t, const struct trace_id *id, pid_t pid, pid_t tid, const char *comm,
+		      const char *thread_name, const struct trace_frame *frames, unsigned n, uint64_t period_ns,
+		      const struct trace_link *link);
+
 /*
  * Count one sample of frames[0..n) for (pid, tid). comm and thread_name are copied the first time the key is
  * seen. period_ns is the sample's period. Returns 0 or -ENOMEM.

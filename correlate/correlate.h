@@ -1,0 +1,162 @@
+/*
+ * correlate.h — the host side of the Elastic APM ↔ profiler correlation protocol (seed 000, DESIGN § 6).
+ *
+ * A process that maps a file named like `.../elastic-jvmti-linux-<arch>.so` runs an APM agent. For such a
+ * process the library finds, in the agent library's ELF, the process-storage pointer and the TLSDESC GOT slot
+ * of the thread-local pointer; reads each sampled thread's 37-byte block through /proc/PID/mem (the thread
+ * pointer, fs_base, comes from a one-time ptrace stop of that thread); counts samples per (trace-id,
+ * transaction-id, stack-trace ID); and sends the counts as datagrams to the agent's socket, reached under the
+ * process's own root, after a registration message. See man/hostprof-correlation.7.
+ *
+ * Contract:
+ * - Ownership: correlate_new() returns a handle the caller frees with correlate_free(); the library copies
+ *   every string it is given (options, paths) and keeps nothing the caller owns.
+ * - Lifetime: per-process state lives from the first correlate_on_mapping() of an agent library until
+ *   correlate_on_exec() or correlate_on_process_exit() for that pid (or correlate_free()).
+ * - Threads: not thread-safe; call everything from one thread (the sampler's loop). The log callback is
+ *   called from inside these calls.
+ * - Errors: functions return 0 (or a count) on success and a negative errno on failure. Problems with a
+ *   profiled process (hostile or broken ELF, process storage, socket, ptrace) are not errors of the call: they
+ *   are logged once per process through the callback and the process is skipped or retried later.
+ * - Time: every *_ns argument is CLOCK_MONOTONIC in nanoseconds. perf samples carry that clock only when the
+ *   event is opened with use_clockid = 1, clockid = CLOCK_MONOTONIC; otherwise pass 0 ("now").
+ * - Cost: correlate_on_sample() for a pid that is not an APM process is one hash lookup. For an APM thread it
+ *   is three pread()s of /proc/PID/mem (TLS pointer, then the block twice to reject torn reads), plus one
+ *   ptrace stop the first time the thread is seen. Everything else (ELF parsing, process storage, sockets,
+ *   sending) happens in correlate_tick().
+ * - The library never prints; it never leaves a thread stopped (ptrace SEIZE semantics: if hostprof dies,
+ *   the kernel detaches).
+ */
+#ifndef HOSTPROF_CORRELATE_H
+#define HOSTPROF_CORRELATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CORRELATE_TRACE_ID_LEN		16
+#define CORRELATE_TRANSACTION_ID_LEN	8
+#define CORRELATE_STACK_ID_LEN		16
+#define CORRELATE_SERVICE_MAX		128	/* service name and environment, bytes */
+#define CORRELATE_SOCKET_PATH_MAX	107	/* as the agent sees it (sun_path less its NUL) */
+/* A registration datagram is 12 bytes plus the host id, and the Java agent reads at most 1024 bytes. */
+#define CORRELATE_HOST_ID_MAX		1012
+
+/*
+ * Defaults (see correlate_options). The announced delay defaults to 2 × flush interval + 100 ms (300 ms with
+ * the default flush): the library's own sample → received latency measured p50 45 ms, p99 95 ms, max 111 ms
+ * (tests/unit/test_correlate_process.c), to which the sampler adds its ring-poll interval (50 ms in
+ * hostprof record) and the agent its 20 ms socket poll; see man/hostprof-correlation.7.
+ */
+#define CORRELATE_DEFAULT_FLUSH_MS	100
+#define CORRELATE_DEFAULT_DELAY_MS	(2 * CORRELATE_DEFAULT_FLUSH_MS + 100)
+#define CORRELATE_DEFAULT_MAX_PENDING	16384
+
+enum correlate_log_level {
+	CORRELATE_LOG_DEBUG,	/* per-process progress: attached, registered */
+	CORRELATE_LOG_INFO,	/* an APM process became ready, or went away with counts unsent */
+	CORRELATE_LOG_WARN,	/* a process or thread is skipped: hostile/broken data, refused socket, ptrace */
+	CORRELATE_LOG_ERROR,	/* the library itself failed (out of memory) */
+};
+
+/* msg is a single line without a trailing newline, valid only during the call. */
+typedef void (*correlate_log_fn)(void *arg, enum correlate_log_level level, const char *msg);
+
+struct correlate_options {
+	const char *host_id;		/* sent in registrations; NULL = "" (the agent then keeps its own) */
+	uint32_t delay_ms;		/* samples-delay-ms announced; 0 = 2 × flush_interval_ms + 100 */
+	uint32_t flush_interval_ms;	/* how often counts are sent; 0 = CORRELATE_DEFAULT_FLUSH_MS */
+	uint32_t max_pending;		/* distinct unsent (trace, transaction, stack) keys per process;
+					   0 = CORRELATE_DEFAULT_MAX_PENDING. Counts beyond are dropped (counted). */
+	correlate_log_fn log;		/* NULL = silent */
+	void *log_arg;
+};
+
+/* What a sample of an APM thread was doing; filled only when correlate_on_sample() returns 1. */
+struct correlate_context {
+	uint8_t trace_id[CORRELATE_TRACE_ID_LEN];		/* W3C trace id, raw bytes */
+	uint8_t transaction_id[CORRELATE_TRANSACTION_ID_LEN];	/* local root span id, raw bytes */
+	uint8_t span_id[CORRELATE_TRANSACTION_ID_LEN];		/* the active span (informational) */
+	uint8_t trace_flags;
+	char service_name[CORRELATE_SERVICE_MAX + 1];		/* NUL-terminated, "" if not published yet */
+	char service_env[CORRELATE_SERVICE_MAX + 1];
+};
+
+#define CORRELATE_LATENCY_BUCKETS 256
+#define CORRELATE_LATENCY_BUCKET_MS 5
+
+struct correlate_stats {
+	uint32_t apm_processes;		/* processes currently tracked as APM processes */
+	uint32_t apm_ready;		/* ... of which correlation is possible (TLS offset known) */
+	uint64_t samples;		/* correlate_on_sample() calls for APM processes */
+	uint64_t samples_correlated;	/* ... that returned a transaction */
+	uint64_t samples_unsendable;	/* correlated, but the process had no usable socket: not counted */
+	uint64_t threads_traced;	/* thread pointers obtained with ptrace */
+	uint64_t thread_trace_failures;	/* threads that could not be traced (skipped) */
+	uint64_t registrations;		/* registration datagrams sent */
+	uint64_t messages_sent;		/* correlation datagrams sent */
+	uint64_t counts_sent;		/* sum of their counts */
+	uint64_t counts_pending;	/* counted, not sent yet */
+	uint64_t counts_dropped;	/* counted, never sent: process gone, or pending table full */
+	uint64_t eagain_retries;	/* sends that met a full receiver queue and were retried later */
+	uint64_t send_errors;		/* other send failures (socket gone: reconnected and re-registered) */
+	/*
+	 * Sample → datagram latency, one entry per count sent, from the sample's time to the send of the
+	 * datagram carrying it (an upper bound: a key's oldest pending sample is used for all its counts).
+	 * Bucket i holds latencies in [i, i + 1) * CORRELATE_LATENCY_BUCKET_MS; the last bucket holds the rest.
+	 * The percentiles are bucket upper bounds.
+	 */
+	uint64_t latency_hist[CORRELATE_LATENCY_BUCKETS];
+	uint32_t latency_p50_ms, latency_p99_ms, latency_max_ms;
+	uint32_t delay_ms;		/* the samples-delay-ms being announced */
+};
+
+struct correlate;
+
+/* NULL with errno set (EINVAL: host_id too long or flush/delay out of range; ENOMEM). */
+struct correlate *correlate_new(const struct correlate_options *opts);
+/* Closes sockets and files; pending counts are added to counts_dropped first. NULL is allowed. */
+void correlate_free(struct correlate *c);
+
+/* 1 if path (as in /proc/PID/maps, " (deleted)" allowed) names an APM agent library, else 0. */
+int correlate_is_apm_library(const char *path);
+
+/*
+ * Tell the library about a file mapping of pid (from /proc/PID/maps or a perf MMAP2 record). Cheap for
+ * non-agent paths; an agent library makes pid an APM process, attached in later correlate_tick() calls
+ * (which read /proc/PID/maps for the current mappings of the library and of the dynamic loader, so the
+ * caller need not report those in any order). Returns 1 if pid is (now) tracked as an APM process, 0 if
+ * not, -EINVAL / -ENOMEM.
+ */
+int correlate_on_mapping(struct correlate *c, pid_t pid, uint64_t start, uint64_t end, uint64_t pgoff,
+			 const char *path);
+
+/*
+ * A sample of thread tid of pid with the given stack-trace ID (DESIGN § 4), taken at sample_time_ns (0 =
+ * now). Returns 1 and fills out when the thread has an active transaction (the sample is then counted for
+ * the agent), 0 when it has none or pid is not a (ready) APM process, negative errno on failure (-ENOMEM).
+ * out may be NULL.
+ */
+int correlate_on_sample(struct correlate *c, pid_t pid, pid_t tid,
+			const uint8_t stack_trace_id[CORRELATE_STACK_ID_LEN], uint64_t sample_time_ns,
+			struct correlate_context *out);
+
+/* Forget a thread's cached thread pointer (perf EXIT record of a thread). */
+void correlate_on_thread_exit(struct correlate *c, pid_t pid, pid_t tid);
+/* pid exec'd: its address space is new. Forgets everything about pid (unsent counts are dropped). */
+void correlate_on_exec(struct correlate *c, pid_t pid);
+/* pid exited: flushes what it can, then forgets pid (unsent counts are dropped and counted). */
+void correlate_on_process_exit(struct correlate *c, pid_t pid);
+
+/*
+ * Do the due work: attach newly seen APM processes, retry those not ready (process storage not published
+ * yet, socket not there), send registrations and the counts of every process whose flush is due, retry
+ * sends that met a full queue. Call it at least every flush interval; more often makes retries prompter.
+ * Returns the number of milliseconds until it next has work (the caller's poll timeout), or negative errno.
+ */
+int correlate_tick(struct correlate *c, uint64_t now_ns);
+
+/* Snapshot of the counters; returns 0. */
+int correlate_stats(const struct correlate *c, struct correlate_stats *out);
+
+#endif
