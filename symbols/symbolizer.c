@@ -11,7 +11,11 @@
  *    follows "../" in the link name, opens FIFOs and, without a build-id or CRC, accepts any file);
  *  - the scope walk for inline frames is iterative with a bounded depth (libdw's walkers recurse once per
  *    DIE nesting level, which the file controls);
- *  - a symbol is returned only for an address it covers.
+ *  - a symbol is returned only for an address it covers;
+ *  - names come from an index of the symbol table built on the first lookup and searched by address:
+ *    dwfl_module_addrinfo() reads the whole table for every address, milliseconds each in a Go binary or
+ *    libLLVM. The index answers what dwfl_module_addrinfo() would, rules and ties included (see "symbol
+ *    index" below), in O(log n).
  */
 #include "symbols/symbolizer.h"
 
@@ -37,6 +41,8 @@
 #define SCOPE_DEPTH_MAX 64	/* DIE nesting levels searched below a CU */
 #define NAME_LEN_MAX 4096	/* longer names (hostile or absurd templates) are cut */
 #define CACHE_MAX (1u << 16)	/* addresses remembered; the cache is emptied when full */
+#define SYMBOLS_MAX (1 << 22)	/* larger symbol tables are not indexed: no ELF names (real ones: < 10^6) */
+#define COVER_MAX 1024		/* sized symbols weighed over one address; more give no ELF name */
 
 /* Interned strings: every string handed out is a copy owned here, alive until symbolizer_free(). */
 struct strtab {
@@ -46,8 +52,8 @@ struct strtab {
 };
 
 /*
- * Lookups remembered per address: libdwfl scans the whole symbol table for each one, and a profile asks for
- * the same return addresses again in every new trace that passes through them.
+ * Lookups remembered per address: DWARF scope walks and line tables are slow, and a profile asks for the same
+ * return addresses again in every new trace that passes through them.
  */
 struct cached_lookup {
 	uint64_t addr;
@@ -60,6 +66,40 @@ struct lookup_cache {
 	struct cached_lookup *slot;
 	size_t cap;		/* power of two, or 0 */
 	size_t used;
+};
+
+/*
+ * A symbol that may name an address: one dwfl_module_addrinfo() would consider (named, defined, not a
+ * section, file or TLS symbol), with what its rules look at.
+ */
+struct indexed_symbol {
+	GElf_Addr value;	/* libdwfl's address for it (st_value + bias) */
+	GElf_Xword size;
+	const char *name;	/* already the plainest of its aliases (best_alias()); libdwfl's string */
+	uint32_t order;		/* its index in libdwfl's symbol table: the order libdwfl meets symbols in */
+	uint8_t binding;	/* binding_rank() */
+	bool absolute;		/* section index >= SHN_LORESERVE (SHN_ABS…): a label only at its own address */
+};
+
+/*
+ * The symbols of one of libdwfl's two passes over the table: first the global symbols, then, when they
+ * name nothing, the local ones. Sized symbols are sorted by address, with max_last an implicit binary tree
+ * (node i has children 2i and 2i+1; node leaves + j is sized[j]) holding the last address covered by any
+ * symbol below each inner node, so the symbols covering an address are found without visiting the others.
+ */
+struct symbol_pass {
+	struct indexed_symbol *sized;		/* by value */
+	size_t nsized;
+	GElf_Addr *max_last;			/* [1, leaves) used */
+	size_t leaves;				/* a power of two >= nsized */
+	struct indexed_symbol *sizeless;	/* by (value, absolute, order) */
+	size_t nsizeless;
+};
+
+struct symbol_index {
+	bool built;				/* an empty index (no or unusable table) is built too */
+	struct symbol_pass pass[2];		/* globals, locals */
+	const struct indexed_symbol **cover;	/* scratch for one lookup: COVER_MAX entries */
 };
 
 struct symbolizer {
@@ -76,6 +116,7 @@ struct symbolizer {
 	char *dir;			/* its directory, for .gnu_debuglink; NULL if unknown */
 	struct strtab strings;
 	struct lookup_cache cache;
+	struct symbol_index index;
 	struct demangler *demangler;
 };
 
@@ -217,6 +258,354 @@ static const char *display_name(struct symbolizer *s, const char *raw)
 	const char *name = intern(&s->strings, demangled);
 	free(demangled);
 	return name;
+}
+
+/* ---- symbol index ---- */
+
+/*
+ * What dwfl_module_addrinfo() (elfutils' __libdwfl_addrsym()) answers for an address, and so what the index
+ * must answer. It walks the global symbols, then, unless that found a sized symbol covering the address or a
+ * sizeless one right at it, the local ones; it considers the symbols at or below the address and keeps
+ *  - the "closest" sized symbol covering the address: a later one replaces it if it starts higher, binds
+ *    more strongly (global, weak, local) or starts at the same address with the same binding and is smaller.
+ *    The outcome depends on the table order, so the covering symbols are replayed in that order;
+ *  - min_label, the furthest end (value + size) of the symbols seen: a label before it lies inside them;
+ *  - a sizeless symbol (label) starting at min_label so far and in the address's section (an absolute one:
+ *    at the address itself). It is the answer if no sized symbol covers the address and it still starts at
+ *    min_label at the end: the last label the walk meets at the final min_label.
+ * (On ppc64, with function descriptors, libdwfl also tries a second value per function; not done here.)
+ */
+
+/* A named symbol of libdwfl's table while the index is built. */
+struct table_symbol {
+	GElf_Addr value;
+	GElf_Xword size;
+	const char *name;
+	const char *plainest;	/* best_alias() of it */
+	int noise;		/* name_noise(name) */
+	uint32_t order;
+	unsigned char info;
+	bool absolute;
+	signed char pass;	/* 0 global, 1 local, -1 undefined: only a possible alias of others */
+};
+
+/* How plainly a symbol name reads: leading underscores, and worse, a version ("shm_open@GLIBC_2.2.5"). */
+static int name_noise(const char *name)
+{
+	int n = 0;
+	while (n < NAME_LEN_MAX && name[n] == '_')
+		n++;
+	return strchr(name, '@') ? n + 1000 : n;
+}
+
+static bool mangled(const char *name)
+{
+	return name[0] == '_' && (name[1] == 'Z' || name[1] == 'R');
+}
+
+/* Rank of a binding in libdwfl's choice: higher wins. */
+static uint8_t binding_rank(unsigned char info)
+{
+	switch (GELF_ST_BIND(info)) {
+	case STB_GLOBAL:
+		return 3;
+	case STB_WEAK:
+		return 2;
+	case STB_LOCAL:
+		return 1;
+	}
+	return 0;
+}
+
+/* The named symbols that can name an address or be an alias of one, in table order; NULL if none. */
+static struct table_symbol *read_table(Dwfl_Module *mod, size_t *count)
+{
+	int n = dwfl_module_getsymtab(mod);
+	int first_global = dwfl_module_getsymtab_first_global(mod);
+	struct table_symbol *table;
+
+	*count = 0;
+	if (n <= 1 || n > SYMBOLS_MAX || first_global < 0 || !(table = malloc((size_t)n * sizeof(*table))))
+		return NULL;
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr value;
+		GElf_Word shndx;
+		const char *name = dwfl_module_getsym_info(mod, i, &sym, &value, &shndx, NULL, NULL);
+		if (!name || !*name || GELF_ST_TYPE(sym.st_info) == STT_SECTION ||
+		    GELF_ST_TYPE(sym.st_info) == STT_FILE || GELF_ST_TYPE(sym.st_info) == STT_TLS)
+			continue;
+		table[(*count)++] = (struct table_symbol){
+			.value = value,
+			.size = sym.st_size,
+			.name = name,
+			.noise = name_noise(name),
+			.order = (uint32_t)i,
+			.info = sym.st_info,
+			.absolute = shndx >= SHN_LORESERVE,
+			.pass = sym.st_shndx == SHN_UNDEF ? -1 : i >= first_global ? 0 : 1,
+		};
+	}
+	return table;
+}
+
+static int by_alias_group(const void *a, const void *b)
+{
+	const struct table_symbol *x = a, *y = b;
+	if (x->value != y->value)
+		return x->value < y->value ? -1 : 1;
+	if (x->size != y->size)
+		return x->size < y->size ? -1 : 1;
+	if (x->info != y->info)
+		return x->info < y->info ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static bool aliases(const struct table_symbol *a, const struct table_symbol *b)
+{
+	return a->value == b->value && a->size == b->size && a->info == b->info;
+}
+
+/*
+ * best_alias() of every symbol: among its aliases (same address, size, type and binding, like malloc and
+ * __libc_malloc), the first in table order of the plainest names, if plainer than its own: the name users
+ * know. Mangled names have no such aliases.
+ */
+static void name_aliases(struct table_symbol *table, size_t n)
+{
+	qsort(table, n, sizeof(*table), by_alias_group);
+	for (size_t start = 0, end; start < n; start = end) {
+		const struct table_symbol *plainest = &table[start];
+		for (end = start + 1; end < n && aliases(&table[start], &table[end]); end++)
+			if (table[end].noise < plainest->noise)
+				plainest = &table[end];
+		for (size_t i = start; i < end; i++) {
+			bool own = mangled(table[i].name) || plainest->noise >= table[i].noise;
+			table[i].plainest = own ? table[i].name : plainest->name;
+		}
+	}
+}
+
+static int by_address(const void *a, const void *b)
+{
+	const struct indexed_symbol *x = a, *y = b;
+	if (x->value != y->value)
+		return x->value < y->value ? -1 : 1;
+	if (x->absolute != y->absolute)
+		return x->absolute ? 1 : -1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The last address a sized symbol covers; one that runs past the end of the address space covers all. */
+static GElf_Addr last_covered(const struct indexed_symbol *sym)
+{
+	return sym->size - 1 > UINT64_MAX - sym->value ? UINT64_MAX : sym->value + (sym->size - 1);
+}
+
+static GElf_Addr node_last(const struct symbol_pass *p, size_t node)
+{
+	if (node < p->leaves)
+		return p->max_last[node];
+	node -= p->leaves;
+	return node < p->nsized ? last_covered(&p->sized[node]) : 0;
+}
+
+/* The symbols of one pass (0 global, 1 local), sorted, and the tree over the sized ones. */
+static int build_pass(struct symbol_pass *p, const struct table_symbol *table, size_t n, int pass)
+{
+	size_t nsized = 0, nsizeless = 0;
+	for (size_t i = 0; i < n; i++)
+		if (table[i].pass == pass)
+			*(table[i].size ? &nsized : &nsizeless) += 1;
+	for (p->leaves = 1; p->leaves < nsized; p->leaves *= 2)
+		;
+	p->sized = calloc(nsized + 1, sizeof(*p->sized));
+	p->sizeless = calloc(nsizeless + 1, sizeof(*p->sizeless));
+	p->max_last = calloc(p->leaves, sizeof(*p->max_last));
+	if (!p->sized || !p->sizeless || !p->max_last)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const struct table_symbol *t = &table[i];
+		if (t->pass != pass)
+			continue;
+		struct indexed_symbol *sym = t->size ? &p->sized[p->nsized++] : &p->sizeless[p->nsizeless++];
+		*sym = (struct indexed_symbol){ t->value, t->size, t->plainest, t->order, binding_rank(t->info),
+						t->absolute };
+	}
+	qsort(p->sized, p->nsized, sizeof(*p->sized), by_address);
+	qsort(p->sizeless, p->nsizeless, sizeof(*p->sizeless), by_address);
+	for (size_t node = p->leaves - 1; node >= 1; node--) {
+		GElf_Addr left = node_last(p, 2 * node), right = node_last(p, 2 * node + 1);
+		p->max_last[node] = left > right ? left : right;
+	}
+	return 0;
+}
+
+static void index_free(struct symbol_index *x)
+{
+	for (size_t i = 0; i < 2; i++) {
+		free(x->pass[i].sized);
+		free(x->pass[i].sizeless);
+		free(x->pass[i].max_last);
+	}
+	free(x->cover);
+	*x = (struct symbol_index){ .built = x->built };
+}
+
+/*
+ * Built once, on the first lookup. A table that cannot be indexed (none, too large, out of memory) leaves
+ * the index empty: addresses are then named by DWARF alone.
+ */
+static void index_build(struct symbol_index *x, Dwfl_Module *mod)
+{
+	size_t n;
+	struct table_symbol *table = read_table(mod, &n);
+
+	x->built = true;
+	if (!table)
+		return;
+	name_aliases(table, n);
+	if (!(x->cover = malloc(COVER_MAX * sizeof(*x->cover))) || build_pass(&x->pass[0], table, n, 0) < 0 ||
+	    build_pass(&x->pass[1], table, n, 1) < 0)
+		index_free(x);
+	free(table);
+}
+
+/* How many of the sorted syms[0..n) start at or below addr. */
+static size_t count_at_most(const struct indexed_symbol *syms, size_t n, GElf_Addr addr)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (syms[mid].value <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* How many labels of a pass come up to (value, absolute) in their order. */
+static size_t labels_up_to(const struct symbol_pass *p, GElf_Addr value, bool absolute)
+{
+	size_t lo = 0, hi = p->nsizeless;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct indexed_symbol *sym = &p->sizeless[mid];
+		if (sym->value < value || (sym->value == value && sym->absolute <= absolute))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The label of a pass at value (absolute or not) that comes last in table order; NULL if none. */
+static const struct indexed_symbol *last_label(const struct symbol_pass *p, GElf_Addr value, bool absolute)
+{
+	size_t n = labels_up_to(p, value, absolute);
+	const struct indexed_symbol *sym = n > 0 ? &p->sizeless[n - 1] : NULL;
+	return sym && sym->value == value && sym->absolute == absolute ? sym : NULL;
+}
+
+static bool label_at(const struct symbol_pass *p, GElf_Addr addr)
+{
+	return last_label(p, addr, false) || last_label(p, addr, true);
+}
+
+/* The largest last covered address among the sized symbols sized[0..upto]. */
+static GElf_Addr prefix_max_last(const struct symbol_pass *p, size_t upto)
+{
+	GElf_Addr max = 0;
+	size_t node = 1, lo = 0, width = p->leaves;
+	while (lo + width - 1 > upto) {		/* node's range reaches past upto: split it */
+		width /= 2;
+		if (upto >= lo + width) {	/* the left half is all in */
+			GElf_Addr left = node_last(p, 2 * node);
+			max = left > max ? left : max;
+			node = 2 * node + 1;
+			lo += width;
+		} else {
+			node = 2 * node;
+		}
+	}
+	GElf_Addr last = node_last(p, node);
+	return last > max ? last : max;
+}
+
+/*
+ * libdwfl's min_label after a pass that found no sized symbol covering addr: the furthest end of the symbols
+ * starting at or below it. Those sized all end at or before addr, so last + 1 cannot overflow.
+ */
+static GElf_Addr pass_reach(const struct symbol_pass *p, GElf_Addr addr)
+{
+	GElf_Addr reach = 0;
+	size_t n = count_at_most(p->sized, p->nsized, addr);
+	if (n > 0)
+		reach = prefix_max_last(p, n - 1) + 1;
+	n = labels_up_to(p, addr, true);
+	if (n > 0 && p->sizeless[n - 1].value > reach)
+		reach = p->sizeless[n - 1].value;
+	return reach;
+}
+
+struct cover_list {
+	const struct indexed_symbol **sym;
+	size_t n;
+};
+
+/*
+ * Adds the symbols of sized[0..upto] below node (which spans [lo, lo + width)) that cover addr, visiting no
+ * subtree that holds none. false when more than COVER_MAX cover it (only a crafted file has that).
+ */
+static bool collect_covering(const struct symbol_pass *p, size_t node, size_t lo, size_t width, size_t upto,
+			     GElf_Addr addr, struct cover_list *out)
+{
+	if (lo > upto || node_last(p, node) < addr)
+		return true;
+	if (width == 1) {
+		if (out->n == COVER_MAX)
+			return false;
+		out->sym[out->n++] = &p->sized[lo];
+		return true;
+	}
+	width /= 2;
+	return collect_covering(p, 2 * node, lo, width, upto, addr, out) &&
+	       collect_covering(p, 2 * node + 1, lo + width, width, upto, addr, out);
+}
+
+static int by_order(const void *a, const void *b)
+{
+	const struct indexed_symbol *const *x = a, *const *y = b;
+	return (*x)->order < (*y)->order ? -1 : (*x)->order > (*y)->order;
+}
+
+/* Whether libdwfl, having chosen a covering symbol, takes the next one it meets instead. */
+static bool replaces(const struct indexed_symbol *chosen, const struct indexed_symbol *next)
+{
+	return next->value > chosen->value || next->binding > chosen->binding ||
+	       (next->value == chosen->value && next->binding == chosen->binding && next->size < chosen->size);
+}
+
+/* libdwfl's choice among the sized symbols of a pass covering addr; NULL if none covers it or too many do. */
+static const struct indexed_symbol *covering_symbol(const struct symbol_index *x, const struct symbol_pass *p,
+						    GElf_Addr addr, bool *crowded)
+{
+	struct cover_list found = { x->cover, 0 };
+	const struct indexed_symbol *chosen = NULL;
+	size_t n = count_at_most(p->sized, p->nsized, addr);
+
+	if (n == 0)
+		return NULL;
+	if (!collect_covering(p, 1, 0, p->leaves, n - 1, addr, &found)) {
+		*crowded = true;
+		return NULL;
+	}
+	qsort(found.sym, found.n, sizeof(*found.sym), by_order);
+	for (size_t i = 0; i < found.n; i++)
+		if (!chosen || replaces(chosen, found.sym[i]))
+			chosen = found.sym[i];
+	return chosen;
 }
 
 /* ---- opening and checking the main file ---- */
@@ -463,6 +852,7 @@ void symbolizer_free(struct symbolizer *s)
 		close(s->fd);
 	strtab_free(&s->strings);
 	cache_free(&s->cache);
+	index_free(&s->index);
 	demangler_free(s->demangler);
 	free(s->dir);
 	free(s);
@@ -478,55 +868,68 @@ static bool in_code(struct symbolizer *s, GElf_Addr va)
 	return scn && gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_EXECINSTR);
 }
 
-/* How plainly a symbol name reads: leading underscores, and worse, a version ("shm_open@GLIBC_2.2.5"). */
-static int name_noise(const char *name)
+static size_t section_index(struct symbolizer *s, GElf_Addr va)
 {
-	int n = 0;
-	while (name[n] == '_')
-		n++;
-	return strchr(name, '@') ? n + 1000 : n;
+	Dwarf_Addr offset = va, bias;
+	Elf_Scn *scn = dwfl_module_address_section(s->mod, &offset, &bias);
+	return scn ? elf_ndxscn(scn) : SHN_UNDEF;
 }
 
 /*
- * Among aliases of the chosen symbol (same address, size, type and binding, like malloc and __libc_malloc),
- * the plainest name is the one users know. Mangled names have no such aliases.
+ * libdwfl's label for va when no sized symbol covers it (passes: how many of its passes ran; reach: its
+ * final min_label): of the labels starting at reach, in va's section or, absolute ones, right at va, the
+ * last one its walk meets.
  */
-static const char *best_alias(Dwfl_Module *mod, GElf_Addr addr, const GElf_Sym *chosen, const char *name)
+static const struct indexed_symbol *label_for(struct symbolizer *s, int passes, GElf_Addr reach, GElf_Addr va)
 {
-	if (name_noise(name) == 0 || (name[0] == '_' && (name[1] == 'Z' || name[1] == 'R')))
-		return name;
-	int n = dwfl_module_getsymtab(mod);
-	for (int i = 1; i < n && name_noise(name) > 0; i++) {
-		GElf_Sym sym;
-		GElf_Addr sym_addr;
-		const char *alias = dwfl_module_getsym_info(mod, i, &sym, &sym_addr, NULL, NULL, NULL);
-		if (alias && *alias && sym_addr == addr && sym.st_size == chosen->st_size &&
-		    sym.st_info == chosen->st_info && name_noise(alias) < name_noise(name))
-			name = alias;
+	bool same_section = reach == va || section_index(s, reach) == section_index(s, va);
+	for (int i = passes - 1; i >= 0; i--) {
+		const struct symbol_pass *p = &s->index.pass[i];
+		const struct indexed_symbol *in_section = same_section ? last_label(p, reach, false) : NULL;
+		const struct indexed_symbol *absolute = reach == va ? last_label(p, reach, true) : NULL;
+		if (!absolute || (in_section && in_section->order > absolute->order))
+			absolute = in_section;
+		if (absolute)
+			return absolute;
 	}
-	return name;
+	return NULL;
 }
 
 /*
- * The ELF symbol for va. A sized symbol counts only if it covers va. A sizeless one (hand-written assembly)
- * is what libdwfl offers only when it lies in the same section as va with no sized symbol ending in between;
- * we also want that section to hold code, and DWARF, when it covers va, is preferred to it by the caller.
+ * The ELF symbol for va, as dwfl_module_addrinfo() finds it (see "symbol index"). A sized symbol counts only
+ * if it covers va. A sizeless one (hand-written assembly) is what libdwfl offers only when it lies in the
+ * same section as va with no sized symbol ending in between; we also want that section to hold code, and
+ * DWARF, when it covers va, is preferred to it by the caller.
  */
 static struct symbol find_symbol(struct symbolizer *s, GElf_Addr va)
 {
 	struct symbol out = { NULL, NO_SYMBOL };
-	GElf_Off offset;
-	GElf_Sym sym;
-	const char *name = dwfl_module_addrinfo(s->mod, va, &offset, &sym, NULL, NULL, NULL);
-	if (!name || !*name)
+	struct symbol_index *x = &s->index;
+	bool crowded = false;
+	int passes = 1;
+	GElf_Addr reach = 0;
+
+	if (!x->built)
+		index_build(x, s->mod);
+	const struct indexed_symbol *sym = covering_symbol(x, &x->pass[0], va, &crowded);
+	if (!sym && !crowded) {
+		reach = pass_reach(&x->pass[0], va);
+		if (!label_at(&x->pass[0], va)) {	/* libdwfl then skips the locals */
+			passes = 2;
+			sym = covering_symbol(x, &x->pass[1], va, &crowded);
+			GElf_Addr local_reach = sym || crowded ? 0 : pass_reach(&x->pass[1], va);
+			reach = local_reach > reach ? local_reach : reach;
+		}
+	}
+	if (crowded)
 		return out;
-	if (sym.st_size > 0 && offset < sym.st_size)
+	if (sym)
 		out.evidence = COVERING_SYMBOL;
-	else if (sym.st_size == 0 && in_code(s, va))
+	else if (in_code(s, va) && (sym = label_for(s, passes, reach, va)))
 		out.evidence = SIZELESS_SYMBOL;
 	else
 		return out;
-	out.name = display_name(s, best_alias(s->mod, va - offset, &sym, name));
+	out.name = display_name(s, sym->name);
 	return out;
 }
 
