@@ -147,7 +147,7 @@ check-asan: deps-auto
 	  OPTFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 
 bench: deps-auto
-	$(MAKE) $(BIN) $(WORKLOAD_BINS) fixtures
+	$(MAKE) $(BIN) $(WORKLOAD_BINS) fixtures $(BUILD)/tests/test_apm
 	BUILD=$(BUILD) HOSTPROF=./$(BIN) bench/run-bench
 
 PREFIX     ?= /usr/local
