@@ -75,7 +75,7 @@ struct lookup_cache {
 struct indexed_symbol {
 	GElf_Addr value;	/* libdwfl's address for it (st_value + bias) */
 	GElf_Xword size;
-	const char *name;	/* already the plainest of its aliases (best_alias()); libdwfl's string */
+	const char *name;	/* already the plainest of its aliases (name_aliases()); libdwfl's string */
 	uint32_t order;		/* its index in libdwfl's symbol table: the order libdwfl meets symbols in */
 	uint8_t binding;	/* binding_rank() */
 	bool absolute;		/* section index >= SHN_LORESERVE (SHN_ABS…): a label only at its own address */
@@ -281,7 +281,7 @@ struct table_symbol {
 	GElf_Addr value;
 	GElf_Xword size;
 	const char *name;
-	const char *plainest;	/* best_alias() of it */
+	const char *plainest;	/* the name to show for it (name_aliases()) */
 	int noise;		/* name_noise(name) */
 	uint32_t order;
 	unsigned char info;
@@ -317,11 +317,96 @@ static uint8_t binding_rank(unsigned char info)
 	return 0;
 }
 
+/*
+ * libdwfl hands out a symbol name at any offset inside its string table without checking that the name ends
+ * there: in a crafted file it may run off the end of the table. A name is used only if it ends inside the
+ * table, known by its start (the name minus its offset): the section linked from the file's symbol table,
+ * chosen as libdwfl chooses it (another choice just leaves the names unused), or, in a file without symbol
+ * table sections, .dynstr as libdwfl then reads it through PT_DYNAMIC: DT_STRSZ bytes.
+ */
+struct string_table {
+	uintptr_t start;
+	size_t size;		/* 0 when not found: none of its names is used */
+};
+
+struct name_tables {
+	struct string_table table[2];	/* libdwfl reads at most two: the symbol file's and .gnu_debugdata's */
+	size_t n;
+	Elf *main;
+};
+
+/* The names of the symbol table libdwfl's load_symtab() takes: the last SHT_SYMTAB's, else SHT_DYNSYM's. */
+static Elf_Data *symbol_names(Elf *elf, bool *has_symbols)
+{
+	Elf_Scn *symtab = NULL, *dynsym = NULL, *names;
+	GElf_Shdr sh;
+	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_SYMTAB)
+			symtab = scn;
+		else if (sh.sh_type == SHT_DYNSYM && !symtab)
+			dynsym = scn;
+	}
+	*has_symbols = symtab || dynsym;
+	if (!*has_symbols || !gelf_getshdr(symtab ? symtab : dynsym, &sh) ||
+	    !(names = elf_getscn(elf, sh.sh_link)) || !gelf_getshdr(names, &sh) || sh.sh_type != SHT_STRTAB)
+		return NULL;
+	return elf_getdata(names, NULL);
+}
+
+/* The least DT_STRSZ of the PT_DYNAMIC segments: no more than libdwfl read of .dynstr, whichever it used. */
+static size_t dynamic_names_size(Elf *elf)
+{
+	size_t phnum, entry = gelf_fsize(elf, ELF_T_DYN, 1, EV_CURRENT);
+	GElf_Xword least = UINT64_MAX;
+	if (entry == 0 || elf_getphdrnum(elf, &phnum) != 0)
+		return 0;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+		Elf_Data *data;
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_DYNAMIC ||
+		    !(data = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_DYN)))
+			continue;
+		for (size_t j = 0; j < data->d_size / entry && j <= INT_MAX; j++) {
+			GElf_Dyn dyn;
+			if (gelf_getdyn(data, (int)j, &dyn) && dyn.d_tag == DT_STRSZ && dyn.d_un.d_val < least)
+				least = dyn.d_un.d_val;
+		}
+	}
+	return least == UINT64_MAX || least > SIZE_MAX ? 0 : (size_t)least;
+}
+
+static size_t names_size(struct name_tables *t, Elf *elf, uintptr_t start)
+{
+	bool has_symbols;
+	size_t size = 0;
+	for (size_t i = 0; i < t->n; i++)
+		if (t->table[i].start == start)
+			return t->table[i].size;
+	Elf_Data *names = elf ? symbol_names(elf, &has_symbols) : NULL;
+	if (names && (uintptr_t)names->d_buf == start)
+		size = names->d_size;
+	else if (elf && elf == t->main && !has_symbols)
+		size = dynamic_names_size(elf);
+	if (t->n < sizeof(t->table) / sizeof(t->table[0]))
+		t->table[t->n++] = (struct string_table){ start, size };
+	return size;
+}
+
+static bool name_ends_in_table(struct name_tables *t, Elf *elf, const char *name, GElf_Word offset)
+{
+	size_t size = names_size(t, elf, (uintptr_t)name - offset);
+	return offset < size && memchr(name, '\0', size - offset);
+}
+
 /* The named symbols that can name an address or be an alias of one, in table order; NULL if none. */
 static struct table_symbol *read_table(Dwfl_Module *mod, size_t *count)
 {
 	int n = dwfl_module_getsymtab(mod);
 	int first_global = dwfl_module_getsymtab_first_global(mod);
+	GElf_Addr bias;
+	struct name_tables names = { .main = dwfl_module_getelf(mod, &bias) };
 	struct table_symbol *table;
 
 	*count = 0;
@@ -331,9 +416,11 @@ static struct table_symbol *read_table(Dwfl_Module *mod, size_t *count)
 		GElf_Sym sym;
 		GElf_Addr value;
 		GElf_Word shndx;
-		const char *name = dwfl_module_getsym_info(mod, i, &sym, &value, &shndx, NULL, NULL);
-		if (!name || !*name || GELF_ST_TYPE(sym.st_info) == STT_SECTION ||
-		    GELF_ST_TYPE(sym.st_info) == STT_FILE || GELF_ST_TYPE(sym.st_info) == STT_TLS)
+		Elf *elf;
+		const char *name = dwfl_module_getsym_info(mod, i, &sym, &value, &shndx, &elf, NULL);
+		if (!name || !name_ends_in_table(&names, elf, name, sym.st_name) || !*name ||
+		    GELF_ST_TYPE(sym.st_info) == STT_SECTION || GELF_ST_TYPE(sym.st_info) == STT_FILE ||
+		    GELF_ST_TYPE(sym.st_info) == STT_TLS)
 			continue;
 		table[(*count)++] = (struct table_symbol){
 			.value = value,
@@ -367,9 +454,9 @@ static bool aliases(const struct table_symbol *a, const struct table_symbol *b)
 }
 
 /*
- * best_alias() of every symbol: among its aliases (same address, size, type and binding, like malloc and
- * __libc_malloc), the first in table order of the plainest names, if plainer than its own: the name users
- * know. Mangled names have no such aliases.
+ * The name to show for every symbol: among its aliases (same address, size, type and binding, like malloc
+ * and __libc_malloc), the first in table order of the plainest names, if plainer than its own: the name
+ * users know. Mangled names have no such aliases.
  */
 static void name_aliases(struct table_symbol *table, size_t n)
 {

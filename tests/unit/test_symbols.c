@@ -3,6 +3,8 @@
  * function that an always_inline one is inlined into; addresses come from nm, line numbers from markers in
  * the source below, and the addresses of the inlined code from the line table (libdw, read independently).
  * Copies of it (stripped, with a separate debug file, truncated, corrupted) exercise the other paths.
+ * The symbol index is checked against libdwfl's own search (dwfl_module_addrinfo) on libc and on a
+ * generated program with thousands of functions and hand-made assembly symbols.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,9 +12,11 @@
 #include <cmocka.h>
 #include <dlfcn.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <gelf.h>
 #include <inttypes.h>
 #include <link.h>
 #include <stdbool.h>
@@ -20,8 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "symbols/demangle.h"
 #include "symbols/symbolizer.h"
 
 static const char prog_source[] =
@@ -64,6 +70,81 @@ static const char cpp_source[] =
 	"__attribute__((noinline)) int work(Box *b, int x) { return b->twice(x) + 1; }\n"
 	"}\n"
 	"int main(int argc, char **) { ns::Box b{argc}; return ns::work(&b, argc); }\n";
+
+/*
+ * Symbols that put the rules to work, for the generated program: nesting, weak over global, aliases of
+ * different plainness, equal starts, a local and a global at one address, assembly labels after, inside and
+ * between sized symbols, a global label inside a local function, symbol versions, an object in the code,
+ * a code section of its own and an absolute symbol. Directives only, so any GNU assembler takes it.
+ */
+static const char tricky_asm[] =
+	"	.text\n"
+	"	.p2align 6\n"
+	"	.globl tricky_outer\n	.type tricky_outer, %function\n"
+	"tricky_outer:\n	.skip 64\n"
+	"	.type tricky_inner_local, %function\n"
+	"tricky_inner_local:\n	.skip 32\n	.size tricky_inner_local, 32\n	.skip 32\n"
+	"	.globl tricky_inner_global\n	.type tricky_inner_global, %function\n"
+	"tricky_inner_global:\n	.skip 16\n	.size tricky_inner_global, 16\n	.skip 112\n"
+	"	.size tricky_outer, .-tricky_outer\n"
+	"	.weak tricky_weak_wide\n	.type tricky_weak_wide, %function\n"
+	"tricky_weak_wide:\n	.skip 48\n"
+	"	.globl tricky_global_narrow\n	.type tricky_global_narrow, %function\n"
+	"tricky_global_narrow:\n	.skip 16\n	.size tricky_global_narrow, 16\n	.skip 64\n"
+	"	.size tricky_weak_wide, .-tricky_weak_wide\n"
+	"	.globl __tricky_alias, _tricky_alias, tricky_alias\n"
+	"	.type __tricky_alias, %function\n	.type _tricky_alias, %function\n"
+	"	.type tricky_alias, %function\n"
+	"__tricky_alias:\n_tricky_alias:\ntricky_alias:\n	.skip 40\n"
+	"	.size __tricky_alias, 40\n	.size _tricky_alias, 40\n	.size tricky_alias, 40\n"
+	"	.globl tricky_same_long, tricky_same_short\n"
+	"	.type tricky_same_long, %function\n	.type tricky_same_short, %function\n"
+	"tricky_same_long:\ntricky_same_short:\n	.skip 64\n"
+	"	.size tricky_same_long, 64\n	.size tricky_same_short, 24\n"
+	"	.globl tricky_dup_global\n"
+	"	.type tricky_dup_local, %function\n	.type tricky_dup_global, %function\n"
+	"tricky_dup_local:\ntricky_dup_global:\n	.skip 32\n"
+	"	.size tricky_dup_local, 32\n	.size tricky_dup_global, 32\n"
+	"	.globl tricky_sized\n	.type tricky_sized, %function\n"
+	"tricky_sized:\n	.skip 16\n	.size tricky_sized, 16\n"
+	"	.globl tricky_label_global\n"
+	"tricky_label_global:\n	.skip 24\n"
+	"tricky_label_local:\n	.skip 24\n"
+	"	.globl tricky_label_function\n	.type tricky_label_function, %function\n"
+	"tricky_label_function:\n	.skip 24\n"
+	"	.globl tricky_host\n	.type tricky_host, %function\n"
+	"tricky_host:\n	.skip 16\n"
+	"	.globl tricky_label_inside\n"
+	"tricky_label_inside:\n	.skip 16\n	.size tricky_host, 32\n	.skip 8\n"
+	"	.type tricky_local_wide, %function\n"
+	"tricky_local_wide:\n	.skip 64\n"
+	"	.globl tricky_label_in_local\n"
+	"tricky_label_in_local:\n	.skip 64\n	.size tricky_local_wide, 128\n"
+	"	.type tricky_table, %object\n"
+	"tricky_table:\n	.skip 32\n	.size tricky_table, 32\n"
+	"	.globl tricky_twin_b\n"
+	"tricky_twin_a:\ntricky_twin_b:\n	.skip 16\n"
+	"	.globl tricky_v1\n	.type tricky_v1, %function\n"
+	"tricky_v1:\n	.skip 16\n	.size tricky_v1, 16\n"
+	"	.symver tricky_v1, tricky_versioned@VERS_1\n"
+	"	.globl tricky_v2\n	.type tricky_v2, %function\n"
+	"tricky_v2:\n	.skip 16\n	.size tricky_v2, 16\n"
+	"	.symver tricky_v2, tricky_versioned@@VERS_2\n"
+	"	.globl tricky_last\n	.type tricky_last, %function\n"
+	"tricky_last:\n	.skip 16\n	.size tricky_last, 16\n"
+	"	.section hostprof_code, \"ax\", %progbits\n"
+	"	.globl tricky_own_section_label\n"
+	"tricky_own_section_label:\n	.skip 32\n"
+	"	.globl tricky_own_section\n	.type tricky_own_section, %function\n"
+	"tricky_own_section:\n	.skip 32\n	.size tricky_own_section, 32\n	.skip 16\n"
+	"	.globl tricky_absolute\n	.set tricky_absolute, 0x1234\n"
+	"	.data\n	.globl tricky_data_label\n"
+	"tricky_data_label:\n	.skip 16\n"
+	"	.section .note.GNU-stack, \"\", %progbits\n";
+
+static const char tricky_versions[] =
+	"VERS_1 { global: tricky_versioned; };\n"
+	"VERS_2 { global: tricky_versioned; } VERS_1;\n";
 
 struct symbol_addr {
 	uint64_t addr, size;
@@ -558,6 +639,398 @@ static void test_cxx_demangled(void **state)
 	symbolizer_free(s);
 }
 
+/* ---- the symbol index against libdwfl's own search ---- */
+
+static double seconds(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The file as libdwfl sees it, at its link-time addresses, to ask dwfl_module_addrinfo() directly. */
+struct reference {
+	Dwfl *dwfl;
+	Dwfl_Module *mod;
+	struct demangler *demangler;
+};
+
+static void reference_open(struct reference *r, const char *path)
+{
+	static char debug_root[] = "/usr/lib/debug";
+	static char *debuginfo_path = debug_root;
+	static const Dwfl_Callbacks callbacks = {
+		.find_elf = dwfl_build_id_find_elf,
+		.find_debuginfo = dwfl_build_id_find_debuginfo,
+		.debuginfo_path = &debuginfo_path,
+	};
+	GElf_Addr bias = 1;
+
+	r->dwfl = dwfl_begin(&callbacks);
+	assert_non_null(r->dwfl);
+	dwfl_report_begin(r->dwfl);
+	r->mod = dwfl_report_elf(r->dwfl, path, path, -1, 0, true);
+	assert_non_null(r->mod);
+	assert_int_equal(dwfl_report_end(r->dwfl, NULL, NULL), 0);
+	assert_non_null(dwfl_module_getelf(r->mod, &bias));
+	assert_int_equal(bias, 0);
+	r->demangler = demangler_new();
+	assert_non_null(r->demangler);
+}
+
+static void reference_close(struct reference *r)
+{
+	dwfl_end(r->dwfl);
+	demangler_free(r->demangler);
+}
+
+static int reference_noise(const char *name)
+{
+	int n = 0;
+	while (name[n] == '_')
+		n++;
+	return strchr(name, '@') ? n + 1000 : n;
+}
+
+/*
+ * The ELF symbol name the symbolizer gave for va before it had an index, computed as it did: the symbol
+ * dwfl_module_addrinfo() returns, if it covers va or is sizeless in a code section; its plainest alias found
+ * by a scan of the whole table; demangled, or without its version. NULL if none; malloc'd otherwise, with
+ * *covering telling which of the two kinds it is.
+ */
+static char *reference_name(const struct reference *r, uint64_t va, bool *covering)
+{
+	GElf_Off off;
+	GElf_Sym sym;
+	GElf_Shdr sh;
+	Dwarf_Addr offset = va, bias;
+	const char *name = dwfl_module_addrinfo(r->mod, va, &off, &sym, NULL, NULL, NULL);
+
+	if (!name || !*name)
+		return NULL;
+	*covering = sym.st_size > 0 && off < sym.st_size;
+	if (!*covering) {
+		Elf_Scn *scn = dwfl_module_address_section(r->mod, &offset, &bias);
+		if (sym.st_size != 0 || !scn || !gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_EXECINSTR))
+			return NULL;
+	}
+	bool mangled = name[0] == '_' && (name[1] == 'Z' || name[1] == 'R');
+	int n = dwfl_module_getsymtab(r->mod);
+	for (int i = 1; i < n && !mangled && reference_noise(name) > 0; i++) {
+		GElf_Sym alias_sym;
+		GElf_Addr alias_addr;
+		const char *alias = dwfl_module_getsym_info(r->mod, i, &alias_sym, &alias_addr, NULL, NULL, NULL);
+		if (alias && *alias && alias_addr == va - off && alias_sym.st_size == sym.st_size &&
+		    alias_sym.st_info == sym.st_info && reference_noise(alias) < reference_noise(name))
+			name = alias;
+	}
+	char *demangled = demangle(r->demangler, name);
+	if (demangled)
+		return demangled;
+	const char *at = strchr(name, '@');
+	return strndup(name, at && at > name ? (size_t)(at - name) : strlen(name));
+}
+
+struct address_list {
+	uint64_t *addr;
+	size_t n, cap;
+};
+
+static void add_address(struct address_list *l, uint64_t addr)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 4096;
+		l->addr = realloc(l->addr, l->cap * sizeof(*l->addr));
+		assert_non_null(l->addr);
+	}
+	l->addr[l->n++] = addr;
+}
+
+static int by_value(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+	return *x < *y ? -1 : *x > *y;
+}
+
+/*
+ * Every symbol's start, middle and one-past-end address, each once; around and inside the symbols whose
+ * names start with sweep_prefix (when given), every address.
+ */
+static size_t symbol_addresses(const struct reference *r, const char *sweep_prefix, struct address_list *l)
+{
+	int n = dwfl_module_getsymtab(r->mod);
+	assert_true(n > 1);
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr value;
+		const char *name = dwfl_module_getsym_info(r->mod, i, &sym, &value, NULL, NULL, NULL);
+		if (!name || sym.st_size > UINT64_MAX - value)
+			continue;
+		add_address(l, value);
+		add_address(l, value + sym.st_size / 2);
+		add_address(l, value + sym.st_size);
+		if (sweep_prefix && strncmp(name, sweep_prefix, strlen(sweep_prefix)) == 0 && value >= 8)
+			for (uint64_t a = value - 8; a < value + sym.st_size + 8; a++)
+				add_address(l, a);
+	}
+	qsort(l->addr, l->n, sizeof(*l->addr), by_value);
+	size_t unique = 0;
+	for (size_t i = 0; i < l->n; i++)
+		if (unique == 0 || l->addr[unique - 1] != l->addr[i])
+			l->addr[unique++] = l->addr[i];
+	l->n = unique;
+	return (size_t)n - 1;
+}
+
+/*
+ * The symbolizer names every address as it did with dwfl_module_addrinfo(): exactly, where no DWARF covers
+ * the address; where DWARF does, the physical frame carries a covering symbol's name. Prints both rates.
+ */
+static void compare_with_reference(const char *path, const char *sweep_prefix)
+{
+	struct reference r;
+	struct address_list l = { NULL, 0, 0 };
+	struct symbol_frame fr[8];
+	size_t mismatches = 0, named = 0;
+
+	reference_open(&r, path);
+	size_t nsyms = symbol_addresses(&r, sweep_prefix, &l);
+	char **expected = calloc(l.n, sizeof(*expected));
+	bool *covering = calloc(l.n, sizeof(*covering));
+	int *got_n = calloc(l.n, sizeof(*got_n));
+	const char **got = calloc(l.n, sizeof(*got));
+	assert_true(expected && covering && got_n && got);
+
+	double start = seconds();
+	for (size_t i = 0; i < l.n; i++)
+		expected[i] = reference_name(&r, l.addr[i], &covering[i]);
+	double before = seconds() - start;
+
+	struct symbolizer *s = open_ok(path);
+	start = seconds();
+	got_n[0] = symbolizer_lookup(s, l.addr[0], fr, 8);	/* builds the index */
+	got[0] = got_n[0] > 0 ? fr[got_n[0] - 1].function : NULL;
+	double build = seconds() - start;
+	start = seconds();
+	for (size_t i = 1; i < l.n; i++) {
+		got_n[i] = symbolizer_lookup(s, l.addr[i], fr, 8);
+		got[i] = got_n[i] > 0 ? fr[got_n[i] - 1].function : NULL;
+	}
+	double after = seconds() - start;
+
+	for (size_t i = 0; i < l.n; i++) {
+		Dwarf_Addr bias;
+		bool dwarf = dwfl_module_addrdie(r.mod, l.addr[i], &bias) != NULL;
+		bool same;
+		if (!dwarf)
+			same = expected[i] ? got_n[i] == 1 && strcmp(got[i], expected[i]) == 0 : got_n[i] == 0;
+		else
+			same = !expected[i] || !covering[i] || (got_n[i] > 0 && strcmp(got[i], expected[i]) == 0);
+		named += expected[i] != NULL;
+		if (!same && mismatches++ < 20)
+			fprintf(stderr, "%s: 0x%" PRIx64 ": dwfl_module_addrinfo gives %s, the index %s (%d frames)\n",
+				path, l.addr[i], expected[i] ? expected[i] : "nothing", got[i] ? got[i] : "nothing",
+				got_n[i]);
+		free(expected[i]);
+	}
+	printf("    %s: %zu symbols, %zu addresses (%zu named): dwfl_module_addrinfo %.0f lookups/s, "
+	       "index %.0f lookups/s (built in %.1f ms by the first lookup)\n",
+	       path, nsyms, l.n, named, (double)l.n / before, (double)(l.n - 1) / after, build * 1e3);
+	symbolizer_free(s);
+	reference_close(&r);
+	free(expected);
+	free(covering);
+	free(got_n);
+	free(got);
+	free(l.addr);
+	assert_int_equal(mismatches, 0);
+	assert_true(named > 0);
+}
+
+static void test_index_matches_dwfl_on_libc(void **state)
+{
+	const char *libc;
+	uint64_t va;
+	(void)state;
+	libc_malloc(&libc, &va);
+	compare_with_reference(libc, NULL);
+}
+
+/*
+ * Writes count noinline functions (local, weak, aliased behind an underscored name, plain) over two C files
+ * and builds them, with tricky_asm, at -O1 without DWARF.
+ */
+static void build_many_functions(const struct fixture *f, const char *bin, int count)
+{
+	for (int part = 0; part < 2; part++) {
+		char path[256], name[32];
+		snprintf(name, sizeof(name), "many%d.c", part);
+		path_in(f, path, sizeof(path), name);
+		FILE *out = fopen(path, "w");
+		assert_non_null(out);
+		fprintf(out, "extern volatile int sink;\n");
+		if (part == 0)
+			fprintf(out, "volatile int sink;\nint main(void) { return sink; }\n");
+		for (int i = part; i < count; i += 2) {
+			const char *body = "(int x) { return x * %d + sink; }\n";
+			switch (i % 4) {
+			case 0:
+				fprintf(out, "static __attribute__((noinline, used)) int fn_%d", i);
+				break;
+			case 1:
+				fprintf(out, "__attribute__((noinline, weak)) int fn_%d", i);
+				break;
+			case 2:
+				fprintf(out, "int fn_%d(int) __attribute__((alias(\"__fn_%d\")));\n", i, i);
+				fprintf(out, "__attribute__((noinline)) int __fn_%d", i);
+				break;
+			default:
+				fprintf(out, "__attribute__((noinline)) int fn_%d", i);
+			}
+			fprintf(out, body, i + 3);
+		}
+		assert_int_equal(fclose(out), 0);
+	}
+	char asm_path[256], map_path[256];
+	path_in(f, asm_path, sizeof(asm_path), "tricky.s");
+	path_in(f, map_path, sizeof(map_path), "tricky.map");
+	write_file(asm_path, tricky_asm, strlen(tricky_asm));
+	write_file(map_path, tricky_versions, strlen(tricky_versions));
+	assert_int_equal(run("cd '%s' && (gcc -O1 -c many0.c & gcc -O1 -c many1.c & wait) && "
+			     "gcc -O1 -o '%s' many0.o many1.o tricky.s -Wl,--version-script=tricky.map",
+			     f->dir, bin), 0);
+}
+
+/* HOSTPROF_TEST_FUNCTIONS sets how many (5000 by default: gcc -O1 takes about a millisecond each). */
+static void test_index_matches_dwfl_on_many_functions(void **state)
+{
+	struct fixture *f = *state;
+	char bin[256];
+	const char *env = getenv("HOSTPROF_TEST_FUNCTIONS");
+	int count = env && atoi(env) > 0 ? atoi(env) : 5000;
+
+	path_in(f, bin, sizeof(bin), "many");
+	build_many_functions(f, bin, count);
+	compare_with_reference(bin, "tricky_");
+}
+
+/* More sized symbols over one address than the index weighs (a crafted file): no ELF name there, only. */
+static void test_crowded_address(void **state)
+{
+	struct fixture *f = *state;
+	struct symbol_frame fr[8];
+	char src[256], bin[256];
+
+	path_in(f, src, sizeof(src), "crowd.s");
+	path_in(f, bin, sizeof(bin), "crowd");
+	FILE *out = fopen(src, "w");
+	assert_non_null(out);
+	fprintf(out, "	.text\n	.globl crowd_before\n	.type crowd_before, %%function\n"
+		     "crowd_before:\n	.skip 16\n	.size crowd_before, 16\n");
+	for (int i = 0; i < 1100; i++)
+		fprintf(out, "	.globl crowd_%d\n	.type crowd_%d, %%function\n	.size crowd_%d, 64\n"
+			     "crowd_%d:\n", i, i, i, i);
+	fprintf(out, "	.skip 64\n	.globl crowd_after\n	.type crowd_after, %%function\n"
+		     "crowd_after:\n	.skip 16\n	.size crowd_after, 16\n"
+		     "	.section .note.GNU-stack, \"\", %%progbits\n");
+	assert_int_equal(fclose(out), 0);
+	assert_int_equal(run("gcc -nostdlib -Wl,-e,crowd_before -o '%s' '%s'", bin, src), 0);
+
+	struct symbol_addr before = nm_symbol(bin, "crowd_before"), after = nm_symbol(bin, "crowd_after");
+	struct symbolizer *s = open_ok(bin);
+	assert_int_equal(symbolizer_lookup(s, before.addr + 16, fr, 8), 0);
+	assert_int_equal(symbolizer_lookup(s, before.addr + 16 + 63, fr, 8), 0);
+	assert_int_equal(symbolizer_lookup(s, before.addr, fr, 8), 1);
+	assert_string_equal(fr[0].function, "crowd_before");
+	assert_int_equal(symbolizer_lookup(s, after.addr, fr, 8), 1);
+	assert_string_equal(fr[0].function, "crowd_after");
+	symbolizer_free(s);
+}
+
+/* A copy of the program without section headers: libdwfl then reads .dynsym through PT_DYNAMIC. */
+static void test_no_section_headers(void **state)
+{
+	struct fixture *f = *state;
+	struct symbol_frame fr[8];
+	char path[256];
+	size_t len;
+	Elf64_Ehdr eh;
+	char *prog = read_file(f->prog, &len);
+
+	memcpy(&eh, prog, sizeof(eh));
+	if (eh.e_ident[EI_CLASS] != ELFCLASS64) {
+		free(prog);
+		skip();
+	}
+	eh.e_shoff = 0;
+	eh.e_shnum = 0;
+	eh.e_shstrndx = 0;
+	memcpy(prog, &eh, sizeof(eh));
+	path_in(f, path, sizeof(path), "prog.noshdr");
+	write_file(path, prog, len);
+	free(prog);
+
+	struct symbolizer *s = open_ok(path);
+	assert_int_equal(symbolizer_lookup(s, f->leaf.addr + 1, fr, 8), 1);
+	assert_frame(&fr[0], "exported_leaf", NULL, 0, 0, 0);
+	assert_int_equal(symbolizer_lookup(s, f->hidden.addr, fr, 8), 0);	/* only in .symtab */
+	symbolizer_free(s);
+}
+
+/* File offset and size of the named section. */
+static void section_extent(const char *path, const char *name, uint64_t *offset, uint64_t *size)
+{
+	size_t shstrndx;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	elf_version(EV_CURRENT);
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	assert_non_null(elf);
+	assert_int_equal(elf_getshdrstrndx(elf, &shstrndx), 0);
+	*offset = *size = 0;
+	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+		GElf_Shdr sh;
+		assert_non_null(gelf_getshdr(scn, &sh));
+		const char *scn_name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (scn_name && strcmp(scn_name, name) == 0) {
+			*offset = sh.sh_offset;
+			*size = sh.sh_size;
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	assert_true(*size > 0);
+}
+
+/*
+ * The last name in .strtab runs off its end (it and its NUL overwritten with 'x'): it is not used, nothing
+ * reads past the table (which the sanitizer build checks), and the other names are still there.
+ */
+static void test_unterminated_name(void **state)
+{
+	struct fixture *f = *state;
+	struct symbol_frame fr[8];
+	char path[256];
+	uint64_t offset, size;
+	size_t len;
+	char *prog = read_file(f->prog, &len);
+
+	section_extent(f->prog, ".strtab", &offset, &size);
+	assert_true(offset + size <= len && size >= 2 && prog[offset + size - 1] == '\0');
+	for (uint64_t i = offset + size - 1; i > offset && (i == offset + size - 1 || prog[i] != '\0'); i--)
+		prog[i] = 'x';
+	path_in(f, path, sizeof(path), "prog.unterminated");
+	write_file(path, prog, len);
+	free(prog);
+
+	struct symbolizer *s = open_ok(path);
+	for (uint64_t a = f->outer.addr; a < f->hidden.addr + f->hidden.size; a++)
+		assert_in_range(symbolizer_lookup(s, a, fr, 8), 0, 8);
+	assert_int_equal(symbolizer_lookup(s, f->leaf.addr, fr, 8), 1);
+	assert_string_equal(fr[0].function, "exported_leaf");
+	symbolizer_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -575,6 +1048,11 @@ int main(void)
 		cmocka_unit_test(test_corrupt_copies_do_not_crash),
 		cmocka_unit_test(test_libc_malloc),
 		cmocka_unit_test(test_cxx_demangled),
+		cmocka_unit_test(test_index_matches_dwfl_on_libc),
+		cmocka_unit_test(test_index_matches_dwfl_on_many_functions),
+		cmocka_unit_test(test_crowded_address),
+		cmocka_unit_test(test_no_section_headers),
+		cmocka_unit_test(test_unterminated_name),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
