@@ -19,6 +19,9 @@
  */
 #include "symbols/symbolizer.h"
 
+#include "symbols/gosym.h"
+#include "unwind/gopclntab.h"
+
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
@@ -118,6 +121,7 @@ struct symbolizer {
 	struct lookup_cache cache;
 	struct symbol_index index;
 	struct demangler *demangler;
+	struct gopclntab *go;		/* Go's function table, when the file has one (gosym.h) */
 };
 
 /* How sure we are that a symbol names the function at an address. */
@@ -901,8 +905,12 @@ static int report(struct symbolizer *s, const char *path)
 	dwfl_module_info(s->mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
 	*userdata = s;
 	/* Opens the ELF now (find_main_elf), so that lookups never meet a half-usable module. */
-	if (!dwfl_module_getelf(s->mod, &bias) || bias != 0)
+	Elf *elf = dwfl_module_getelf(s->mod, &bias);
+	if (!elf || bias != 0)
 		return -ENOEXEC;
+	/* Go binaries name their functions, files, lines and inlined calls in .gopclntab, stripped or not. */
+	if (gopclntab_open(elf, &s->go) < 0)
+		s->go = NULL;
 	return 0;
 }
 
@@ -931,6 +939,7 @@ void symbolizer_free(struct symbolizer *s)
 {
 	if (!s)
 		return;
+	gopclntab_free(s->go); /* it reads the module's Elf, which dwfl_end closes */
 	if (s->dwfl)
 		dwfl_end(s->dwfl);
 	if (s->elf)
@@ -1170,6 +1179,9 @@ static size_t inline_frames(struct symbolizer *s, Dwarf_Die *cu, Dwarf_Addr pc, 
 
 static int lookup_uncached(struct symbolizer *s, uint64_t elf_va, struct symbol_frame *frames, size_t max)
 {
+	int ngo = s->go ? gosym_lookup(s->go, elf_va, frames, max) : 0;
+	if (ngo > 0)
+		return ngo;
 	Dwarf_Die funcs[SCOPE_DEPTH_MAX];
 	Dwarf_Addr bias = 0;
 	struct symbol sym = find_symbol(s, elf_va);

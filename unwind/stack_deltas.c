@@ -14,6 +14,8 @@
  */
 #include "unwind/stack_deltas.h"
 
+#include "unwind/gopclntab.h"
+
 #include <capstone/capstone.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -48,7 +50,7 @@
 #define SD_MAX_FRAME (1 << 24)
 
 /* Which source a build-time row came from; at one address the higher priority wins. */
-enum sd_prio { SD_PRIO_END, SD_PRIO_ANALYSIS, SD_PRIO_CFI, SD_PRIO_SIGNAL };
+enum sd_prio { SD_PRIO_END, SD_PRIO_ANALYSIS, SD_PRIO_CFI, SD_PRIO_GO, SD_PRIO_SIGNAL };
 
 /* x86_64 DWARF register numbers. */
 enum { SD_DW_RBP = 6, SD_DW_RSP = 7, SD_DW_RA = 16 };
@@ -126,6 +128,8 @@ struct sd_builder {
 	uint64_t *funcs;		/* sorted function symbol addresses, to split code without CFI */
 	size_t nfuncs;
 	bool is_program;		/* an executable (not a library): its entry point is the outermost frame */
+	uint64_t go_lo, go_hi;		/* Go code, described by .gopclntab (have_go) */
+	bool have_go;
 
 	uint64_t work, work_max;
 	size_t analysed_bytes;
@@ -1461,8 +1465,45 @@ static void sd_fini(struct sd_builder *b)
 	free(b->funcs);
 }
 
+/* ---- Go: rows from .gopclntab (unwind/gopclntab.h) ---------------------------------------------------- */
+
+static int sd_go_row(void *ctx, uint64_t va, const struct stack_delta_rule *r)
+{
+	struct sd_builder *b = ctx;
+	/* The row that ends the Go range may share its address with the next code's first row: let that win. */
+	sd_add_rule_row(b, va, r, va == b->go_hi ? SD_PRIO_END : SD_PRIO_GO);
+	b->st->go_rows++;
+	return b->err;
+}
+
+/* Pure Go code has no .eh_frame; its pcsp tables give each function's SP delta at every pc. */
+static void sd_add_go(struct sd_builder *b)
+{
+	struct gopclntab *go;
+	if (gopclntab_open(b->elf, &go) < 0)
+		return; /* not Go, or a corrupt table: CFI and analysis as for any file */
+	gopclntab_text_range(go, &b->go_lo, &b->go_hi);
+	b->have_go = gopclntab_for_each_rule(go, sd_go_row, b) == 0;
+	gopclntab_free(go);
+}
+
+/* Go's own .debug_frame (when present) knows nothing of its stop, frame-pointer and signal functions: inside the
+ * Go range the pclntab rows rule. cgo's C functions lie outside it and keep their CFI. */
+static void sd_drop_go_ranges(struct sd_builder *b)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < b->nranges; i++) {
+		if (!b->have_go || b->ranges[i].end <= b->go_lo || b->ranges[i].start >= b->go_hi)
+			b->ranges[n++] = b->ranges[i];
+		else
+			b->st->fdes_skipped++;
+	}
+	b->nranges = n;
+}
+
 static int sd_run(struct sd_builder *b)
 {
+	sd_add_go(b);
 	sd_open_eh_frame(b);
 	sd_open_debug_frame(b);
 	b->work_max = SD_WORK_PER_FDE;
@@ -1475,10 +1516,17 @@ static int sd_run(struct sd_builder *b)
 	}
 	if (sd_resolve_overlaps(b) < 0)
 		return -ENOMEM;
+	sd_drop_go_ranges(b);
 	uint64_t prev_end = 0;
 	for (size_t i = 0; i < b->nranges && !b->err; i++) {
 		sd_eval_range(b, &b->ranges[i], prev_end);
 		prev_end = b->ranges[i].end;
+	}
+	/* The Go range counts as covered, so the prologue analysis does not disassemble Go code. */
+	if (b->have_go) {
+		if (sd_add_range(b, b->go_lo, b->go_hi, UINT32_MAX, 0) < 0)
+			return -ENOMEM;
+		sd_sort(b->ranges, b->nranges, sizeof(*b->ranges), sd_range_cmp);
 	}
 	if (b->err || sd_collect_code(b) < 0 || sd_collect_funcs(b) < 0)
 		return -ENOMEM;

@@ -4,7 +4,7 @@
  * The table maps every ELF virtual address of the file's code to one unwind rule ("CFA = SP + 48, return
  * address at CFA - 8, FP saved at CFA - 16"), in the spirit of the OpenTelemetry eBPF profiler's stack deltas
  * (research/otel-internals.md § 3). It is built once per file from .eh_frame and .debug_frame (evaluated with
- * libdw's CFI interpreter), plus a capstone prologue/epilogue analysis of code that has no CFI, so that the
+ * libdw's CFI interpreter) and, for Go code, from .gopclntab (gopclntab.h), plus a capstone prologue/epilogue analysis of code that has no CFI, so that the
  * unwinder (unwind_deltas.h) needs one binary search and a few loads per frame.
  *
  * x86_64 only. The rules assume the System V ABI: the return address is at CFA - 8 and the caller's SP is the
@@ -74,6 +74,7 @@ struct stack_deltas_stats {
 	size_t stop_rows;	/* rows whose rule is STOP */
 	size_t analysed_ranges;	/* code ranges without CFI covered by prologue/epilogue analysis */
 	size_t fp_ranges;	/* code ranges without CFI given the plain frame-pointer rule */
+	size_t go_rows;		/* rows taken from .gopclntab (Go code) */
 };
 
 struct stack_deltas;
