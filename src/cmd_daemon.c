@@ -119,6 +119,7 @@ static int start_sampling(struct daemon *d)
 		.apm = d->cfg.apm,
 		.host_id = d->cfg.host_id[0] ? d->cfg.host_id : NULL,
 		.apm_delay_ms = d->cfg.apm_delay_ms,
+		.apm_max_staleness_us = d->cfg.apm_max_staleness_us,
 	};
 	int err;
 	d->sampler = sampler_new(&so, &err);
@@ -236,7 +237,8 @@ static int sampler_settings_changed(const struct daemon_config *a, const struct 
 {
 	return strcmp(a->event, b->event) || strcmp(a->unwinder, b->unwinder) || a->freq_hz != b->freq_hz ||
 	       a->stack_size != b->stack_size || a->kernel != b->kernel || a->apm != b->apm ||
-	       strcmp(a->host_id, b->host_id) || a->apm_delay_ms != b->apm_delay_ms;
+	       strcmp(a->host_id, b->host_id) || a->apm_delay_ms != b->apm_delay_ms ||
+	       a->apm_max_staleness_us != b->apm_max_staleness_us;
 }
 
 static void reload(struct daemon *d)
@@ -315,6 +317,7 @@ static void daemon_usage(FILE *out)
 		"      --no-kernel                 no kernel frames\n"
 		"      --no-apm                    no APM trace correlation\n"
 		"      --apm-delay-ms MS           APM: bound of sample-to-message latency announced to agents\n"
+		"      --apm-max-staleness-us US   APM: correlate only samples handled this soon (default 50)\n"
 		"      --host-id ID                host id sent to APM agents and written in profiles\n"
 		"      --log-level LEVEL           error, warn, info (default) or debug\n");
 }
@@ -348,6 +351,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
 		{ "no-kernel", no_argument, NULL, 0 },
 		{ "no-apm", no_argument, NULL, 0 },
 		{ "apm-delay-ms", required_argument, NULL, 0 },
+		{ "apm-max-staleness-us", required_argument, NULL, 0 },
 		{ "host-id", required_argument, NULL, 0 },
 		{ "log-level", required_argument, NULL, 0 },
 		{ "help", no_argument, NULL, 'h' },

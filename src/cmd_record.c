@@ -74,6 +74,7 @@ static void record_usage(FILE *out)
 		"      --no-apm           no APM trace correlation\n"
 		"      --apm-delay-ms MS  APM: sample-to-message latency bound announced to agents\n"
 		"      --host-id ID       host id sent to APM agents (default /etc/machine-id)\n"
+		"      --apm-max-staleness-us US  APM: correlate only samples handled this soon (default 50)\n"
 		"  -q, --quiet            no progress messages\n");
 }
 
@@ -118,7 +119,7 @@ static int parse_uint(const char *arg, const char *what, unsigned long max, unsi
 	return 0;
 }
 
-enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES, OPT_NO_APM, OPT_APM_DELAY, OPT_HOST_ID };
+enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES, OPT_NO_APM, OPT_APM_DELAY, OPT_HOST_ID, OPT_APM_STALENESS };
 
 static int parse_option(int c, struct record_options *o)
 {
@@ -189,6 +190,11 @@ static int parse_option(int c, struct record_options *o)
 	case OPT_HOST_ID:
 		o->session.host_id = optarg;
 		return 0;
+	case OPT_APM_STALENESS:
+		if (parse_uint(optarg, "APM staleness", 1000000, &v) < 0)
+			return -EINVAL;
+		o->session.apm_max_staleness_us = (unsigned)v;
+		return 0;
 	default:
 		return -EINVAL;
 	}
@@ -210,6 +216,7 @@ static int parse_args(int argc, char **argv, struct record_options *o)
 		{ "no-apm", no_argument, NULL, OPT_NO_APM },
 		{ "apm-delay-ms", required_argument, NULL, OPT_APM_DELAY },
 		{ "host-id", required_argument, NULL, OPT_HOST_ID },
+		{ "apm-max-staleness-us", required_argument, NULL, OPT_APM_STALENESS },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -453,7 +460,7 @@ static void print_correlation(struct record_run *r)
 	fprintf(stderr, "hostprof: apm: trace context read within 64 us of the sample for %.1f%% of samples; %llu "
 			"read later than %u us left uncorrelated\n",
 		total ? 100.0 * (double)fast / (double)total : 0.0, (unsigned long long)st->apm_stale,
-		SESSION_APM_MAX_STALENESS_US);
+		r->o->session.apm_max_staleness_us ? r->o->session.apm_max_staleness_us : SESSION_APM_MAX_STALENESS_US);
 }
 
 static void print_summary(struct record_run *r)

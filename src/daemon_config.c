@@ -118,6 +118,7 @@ static const struct uint_key uint_keys[] = {
 	UKEY("max-processes", max_processes, 0, 1000000),
 	DKEY("forget-idle", forget_idle_s, 1, 86400 * 7),
 	UKEY("apm-delay-ms", apm_delay_ms, 1, 60000),
+	UKEY("apm-max-staleness-us", apm_max_staleness_us, 1, 1000000),
 };
 
 static int set_uint(struct daemon_config *c, const struct uint_key *k, const char *v)

@@ -29,6 +29,7 @@ struct daemon_config {
 	unsigned max_processes;		/* tracked at once; others count under [too many processes] */
 	unsigned forget_idle_s;		/* processes without samples this long are forgotten */
 	unsigned apm_delay_ms;		/* 0 = the correlation library's default */
+	unsigned apm_max_staleness_us;	/* 0 = the session's default */
 	int apm;			/* APM correlation on */
 	int kernel;			/* kernel frames */
 	enum log_level log_level;

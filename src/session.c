@@ -366,7 +366,7 @@ static int correlated(struct session *s, struct process *p, const struct perf_sa
 	 * in between. A read long after the sample is not trusted: the sample stays uncorrelated (counted). */
 	uint64_t now = monotonic_ns(), lat_us = now > ps->time ? (now - ps->time) / 1000 : 0;
 	s->stats.apm_read_hist[lat_us < 64 ? lat_us / 8 : lat_us < 1024 ? 8 + lat_us / 128 : 15]++;
-	if (lat_us > SESSION_APM_MAX_STALENESS_US) {
+	if (lat_us > (s->opts.apm_max_staleness_us ? s->opts.apm_max_staleness_us : SESSION_APM_MAX_STALENESS_US)) {
 		s->stats.apm_stale++;
 		return 0;
 	}

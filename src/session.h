@@ -17,8 +17,9 @@
 #include "src/profile.h"
 #include "src/sampler.h"
 
-/* A sample's APM trace context is read only if the sample is handled within this time after it was taken. */
-#define SESSION_APM_MAX_STALENESS_US 100
+/* By default a sample's APM trace context is read only if the sample is handled within this time after it was
+ * taken: a thread may switch transactions meanwhile (measured: 99.5 % attribution with a switch every 10 ms). */
+#define SESSION_APM_MAX_STALENESS_US 50
 
 struct session_stats {
 	uint64_t samples;	/* samples counted into traces */
@@ -49,6 +50,7 @@ struct session_options {
 	int apm;			/* correlate samples of APM agents' processes (correlate.h) */
 	const char *host_id;		/* sent to APM agents; NULL: /etc/machine-id */
 	unsigned apm_delay_ms;		/* 0: the correlation library's default */
+	unsigned apm_max_staleness_us;	/* 0: SESSION_APM_MAX_STALENESS_US */
 	int quiet;			/* no correlation log lines below warnings */
 };
 
