@@ -489,7 +489,7 @@ static void print_summary(struct record_run *r)
 		fprintf(stderr, "hostprof: %u stack-delta tables, %llu rows, %.1f bytes/row, built in %.1f ms; "
 				"%llu frames stepped by libunwind\n",
 			tables, (unsigned long long)rows, rows ? (double)bytes / (double)rows : 0.0, build_ns / 1e6,
-			(unsigned long long)st->fallback_steps);
+			(unsigned long long)session_fallback_steps(r->session));
 }
 
 static int child_exit_code(const struct record_run *r)

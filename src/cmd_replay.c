@@ -54,27 +54,6 @@ static void forget_everywhere(void *ctx, const struct execinfo *e)
 	unwind_libdw_forget(run->libdw, e);
 }
 
-static int libunwind_fallback(void *ctx, const struct unwind_process *proc, const struct unwind_sample *sample,
-			      const struct unwind_module *mod, const struct unwind_deltas_regs *frame,
-			      struct unwind_deltas_regs *caller)
-{
-	struct replay_run *run = ctx;
-	uint64_t regs[UNWIND_NREGS], out[UNWIND_NREGS];
-	bool signal;
-	(void)mod;
-	for (int i = 0; i < UNWIND_NREGS; i++)
-		regs[i] = frame->known & UNWIND_DELTAS_REG(i) ? frame->regs[i] : 0;
-	int r = unwind_libunwind_step(run->libunwind, proc, sample, regs, frame->exact_ip, out, &signal);
-	if (r <= 0)
-		return r == 0 ? UNWIND_DELTAS_FALLBACK_END : r;
-	memset(caller, 0, sizeof(*caller));
-	memcpy(caller->regs, out, sizeof(out));
-	caller->known = UNWIND_DELTAS_REG(UNWIND_REG_IP) | UNWIND_DELTAS_REG(UNWIND_REG_SP) |
-			UNWIND_DELTAS_REG(UNWIND_REG_BP);
-	caller->exact_ip = signal;
-	return 0;
-}
-
 static void sample_of(const struct replay_sample *rs, struct unwind_sample *us)
 {
 	memcpy(us->regs, rs->regs, sizeof(us->regs));
@@ -268,15 +247,16 @@ static int bench(struct replay_run *run, unsigned iterations)
 static int run_setup(struct replay_run *run, const char *path)
 {
 	char err[512];
-	struct unwind_deltas_options dopts = { .fallback = libunwind_fallback, .fallback_ctx = run };
 	int rc = replay_read(path, &run->r, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "hostprof: %s\n", err);
 		return rc;
 	}
 	run->em = execinfo_mgr_new();
-	run->deltas = unwind_deltas_new(&dopts);
 	run->libunwind = unwind_libunwind_new();
+	struct unwind_deltas_options dopts = { .fallback = unwind_libunwind_deltas_fallback,
+					       .fallback_ctx = run->libunwind };
+	run->deltas = run->libunwind ? unwind_deltas_new(&dopts) : NULL;
 	run->libdw = unwind_libdw_new();
 	run->usable = calloc(run->r->nsamples + 1, 1);
 	if (!run->em || !run->deltas || !run->libunwind || !run->libdw || !run->usable ||

@@ -59,29 +59,6 @@ static void forget_in_unwinders(void *ctx, const struct execinfo *e)
 	unwind_deltas_forget(s->deltas, e);
 }
 
-/* Rows the delta tables cannot express are stepped by libunwind, for that frame only. */
-static int libunwind_fallback(void *ctx, const struct unwind_process *proc, const struct unwind_sample *sample,
-			      const struct unwind_module *mod, const struct unwind_deltas_regs *frame,
-			      struct unwind_deltas_regs *caller)
-{
-	struct session *s = ctx;
-	uint64_t regs[UNWIND_NREGS], out[UNWIND_NREGS];
-	bool signal;
-	(void)mod;
-	for (int i = 0; i < UNWIND_NREGS; i++)
-		regs[i] = frame->known & UNWIND_DELTAS_REG(i) ? frame->regs[i] : 0;
-	s->stats.fallback_steps++;
-	int r = unwind_libunwind_step(s->unwinder, proc, sample, regs, frame->exact_ip, out, &signal);
-	if (r <= 0)
-		return r == 0 ? UNWIND_DELTAS_FALLBACK_END : r;
-	memset(caller, 0, sizeof(*caller));
-	memcpy(caller->regs, out, sizeof(out));
-	caller->known = UNWIND_DELTAS_REG(UNWIND_REG_IP) | UNWIND_DELTAS_REG(UNWIND_REG_SP) |
-			UNWIND_DELTAS_REG(UNWIND_REG_BP);
-	caller->exact_ip = signal;
-	return 0;
-}
-
 /* The kernel's build-id from /sys/kernel/notes, a sequence of ELF notes. */
 static void read_kernel_build_id(char *out)
 {
@@ -165,8 +142,10 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 	s->execinfo = execinfo_mgr_new();
 	s->procs = s->execinfo ? procmgr_new(s->execinfo) : NULL;
 	s->traces = s->execinfo ? traces_new(s->execinfo, &s->kernel) : NULL;
-	struct unwind_deltas_options dopts = { .fallback = libunwind_fallback, .fallback_ctx = s };
 	s->unwinder = unwind_libunwind_new();
+	/* Rows the delta tables cannot express are stepped by libunwind, for that frame only. */
+	struct unwind_deltas_options dopts = { .fallback = unwind_libunwind_deltas_fallback,
+					       .fallback_ctx = s->unwinder };
 	s->deltas = unwind_deltas_new(&dopts);
 	if (s->opts.capture_path)
 		s->capture = replay_writer_new();
@@ -198,6 +177,13 @@ void session_free(struct session *s)
 const struct session_stats *session_stats(const struct session *s)
 {
 	return &s->stats;
+}
+
+uint64_t session_fallback_steps(const struct session *s)
+{
+	struct unwind_deltas_stats st;
+	unwind_deltas_get_stats(s->deltas, &st);
+	return st.fallback_calls;
 }
 
 unsigned session_processes(const struct session *s)

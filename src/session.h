@@ -31,7 +31,6 @@ struct session_stats {
 	uint64_t bad_records;	/* records that failed to decode */
 	uint64_t unwind_ns;	/* time spent unwinding user stacks */
 	uint64_t handle_ns;	/* time spent handling samples in total */
-	uint64_t fallback_steps;	/* frames the delta unwinder handed to libunwind */
 	uint64_t capture_errors;	/* samples that could not be added to the replay file */
 	uint64_t untracked;	/* samples of processes over the tracking limit */
 	uint64_t apm_read_hist[16];	/* APM context read latency after the sample: 8 us buckets below 64 us,
@@ -70,6 +69,8 @@ void session_track_pid(struct session *s, pid_t pid);
 void session_tick(struct session *s);
 
 const struct session_stats *session_stats(const struct session *s);
+/* Frames the delta unwinder handed to libunwind since the session started. */
+uint64_t session_fallback_steps(const struct session *s);
 /* Correlation counters; returns 0, or -ENOENT when correlation is off. */
 struct correlate_stats;
 int session_correlate_stats(const struct session *s, struct correlate_stats *out);

@@ -1228,6 +1228,26 @@ int unwind_libunwind_step(struct unwind_libunwind *u, const struct unwind_proces
 	return u->sc.err ? u->sc.err : r < 0 ? -ENOENT : r;
 }
 
+int unwind_libunwind_deltas_fallback(void *ctx, const struct unwind_process *proc, const struct unwind_sample *sample,
+				     const struct unwind_module *mod, const struct unwind_deltas_regs *frame,
+				     struct unwind_deltas_regs *caller)
+{
+	uint64_t regs[UNWIND_NREGS], out[UNWIND_NREGS];
+	bool signal;
+	(void)mod;
+	for (int i = 0; i < UNWIND_NREGS; i++)
+		regs[i] = frame->known & UNWIND_DELTAS_REG(i) ? frame->regs[i] : 0;
+	int r = unwind_libunwind_step(ctx, proc, sample, regs, frame->exact_ip, out, &signal);
+	if (r <= 0)
+		return r == 0 ? UNWIND_DELTAS_FALLBACK_END : r;
+	memset(caller, 0, sizeof(*caller));
+	memcpy(caller->regs, out, sizeof(out));
+	caller->known = UNWIND_DELTAS_REG(UNWIND_REG_IP) | UNWIND_DELTAS_REG(UNWIND_REG_SP) |
+			UNWIND_DELTAS_REG(UNWIND_REG_BP);
+	caller->exact_ip = signal;
+	return 0;
+}
+
 /* ---- lifetime ---- */
 
 struct unwind_libunwind *unwind_libunwind_new(void)

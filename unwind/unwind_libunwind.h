@@ -16,6 +16,7 @@
 #include <stdbool.h>
 
 #include "unwind/unwind.h"
+#include "unwind/unwind_deltas.h"
 
 struct unwind_libunwind;
 
@@ -47,5 +48,13 @@ int unwind_libunwind_unwind(struct unwind_libunwind *u, const struct unwind_proc
 int unwind_libunwind_step(struct unwind_libunwind *u, const struct unwind_process *proc,
 			  const struct unwind_sample *sample, const uint64_t regs[UNWIND_NREGS], bool exact_ip,
 			  uint64_t caller[UNWIND_NREGS], bool *caller_signal);
+
+/*
+ * An unwind_deltas fallback hook (unwind_deltas.h) that steps with unwind_libunwind_step(): pass it with the
+ * struct unwind_libunwind as fallback_ctx, so rows the delta tables cannot express are unwound by libunwind.
+ */
+int unwind_libunwind_deltas_fallback(void *ctx, const struct unwind_process *proc, const struct unwind_sample *sample,
+				     const struct unwind_module *mod, const struct unwind_deltas_regs *frame,
+				     struct unwind_deltas_regs *caller);
 
 #endif
