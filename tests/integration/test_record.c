@@ -26,28 +26,6 @@ struct fixture_state {
 	char out[512];
 };
 
-/* Whether this kernel lets us sample our own process with user stacks; prints why not. */
-static int perf_available(void)
-{
-	struct perf_event_attr a = { 0 };
-	a.size = sizeof(a);
-	a.type = PERF_TYPE_SOFTWARE;
-	a.config = PERF_COUNT_SW_CPU_CLOCK;
-	a.sample_period = 1000000;
-	a.sample_type = PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-	a.sample_regs_user = 0xff;
-	a.sample_stack_user = 8192;
-	a.exclude_kernel = 1;
-	a.disabled = 1;
-	long fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
-	if (fd < 0) {
-		fprintf(stderr, "SKIP: the kernel refuses perf_event_open here (%s)\n", strerror(errno));
-		return 0;
-	}
-	close((int)fd);
-	return 1;
-}
-
 static int setup(void **state)
 {
 	struct fixture_state *f = calloc(1, sizeof(*f));
@@ -84,7 +62,7 @@ static void test_split_paths_shares(void **state)
 {
 	struct fixture_state *f = *state;
 	char fixture[256];
-	if (!perf_available())
+	if (!test_perf_available())
 		skip();
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s 2", f->out,
 				  test_fixture_path("split_paths", fixture, sizeof(fixture))), 0);
@@ -108,7 +86,7 @@ static void test_threads_all_seen(void **state)
 {
 	struct fixture_state *f = *state;
 	char fixture[256];
-	if (!perf_available())
+	if (!test_perf_available())
 		skip();
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s 2 4", f->out,
 				  test_fixture_path("threads", fixture, sizeof(fixture))), 0);
@@ -127,7 +105,7 @@ static void test_shared_library(void **state)
 {
 	struct fixture_state *f = *state;
 	char fixture[256];
-	if (!perf_available())
+	if (!test_perf_available())
 		skip();
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s 2", f->out,
 				  test_fixture_path("shared_caller", fixture, sizeof(fixture))), 0);
@@ -155,7 +133,7 @@ static void test_attach_running_process(void **state)
 {
 	struct fixture_state *f = *state;
 	char fixture[256];
-	if (!perf_available())
+	if (!test_perf_available())
 		skip();
 	char *argv[] = { (char *)test_fixture_path("threads", fixture, sizeof(fixture)), "0", "3", NULL };
 	pid_t pid = spawn_fixture(argv);
@@ -190,7 +168,7 @@ static void test_system_wide(void **state)
 {
 	struct fixture_state *f = *state;
 	char fixture[256];
-	if (!perf_available())
+	if (!test_perf_available())
 		skip();
 	if (geteuid() != 0) {
 		fprintf(stderr, "SKIP: -a needs root\n");
@@ -215,7 +193,7 @@ static void test_system_wide(void **state)
 static void test_kernel_frames_symbolized(void **state)
 {
 	struct fixture_state *f = *state;
-	if (!perf_available())
+	if (!test_perf_available())
 		skip();
 	if (geteuid() != 0) {
 		fprintf(stderr, "SKIP: kernel call chains need root here\n");
@@ -246,7 +224,7 @@ static void test_sigint_still_writes(void **state)
 {
 	struct fixture_state *f = *state;
 	char fixture[256];
-	if (!perf_available())
+	if (!test_perf_available())
 		skip();
 	char *fargv[] = { (char *)test_fixture_path("threads", fixture, sizeof(fixture)), "0", "2", NULL };
 	pid_t target = spawn_fixture(fargv);
@@ -298,7 +276,7 @@ static void test_unprivileged_own_command(void **state)
 static void test_distro_binary_xz(void **state)
 {
 	struct fixture_state *f = *state;
-	if (!perf_available())
+	if (!test_perf_available())
 		skip();
 	if (test_run("command -v xz >/dev/null") != 0) {
 		fprintf(stderr, "SKIP: xz is not installed\n");

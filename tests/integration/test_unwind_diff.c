@@ -26,27 +26,6 @@ struct diff_state {
 	char *dir;
 };
 
-static int perf_available(void)
-{
-	struct perf_event_attr a = { 0 };
-	a.size = sizeof(a);
-	a.type = PERF_TYPE_SOFTWARE;
-	a.config = PERF_COUNT_SW_CPU_CLOCK;
-	a.sample_period = 1000000;
-	a.sample_type = PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-	a.sample_regs_user = 0xff;
-	a.sample_stack_user = 8192;
-	a.exclude_kernel = 1;
-	a.disabled = 1;
-	long fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
-	if (fd < 0) {
-		fprintf(stderr, "SKIP: the kernel refuses perf_event_open here (%s)\n", strerror(errno));
-		return 0;
-	}
-	close((int)fd);
-	return 1;
-}
-
 static int setup(void **state)
 {
 	struct diff_state *s = calloc(1, sizeof(*s));
@@ -107,7 +86,7 @@ static void test_fixtures_agree(void **state)
 		{ "split_paths", "1" }, { "threads", "1 3" }, { "shared_caller", "1" },
 		{ "signal_handler", "1" }, { "vdso_clock", "1" }, { "deep_recursion", "1" },
 	};
-	if (!perf_available())
+	if (!test_perf_available())
 		skip();
 	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
 		snprintf(cmd, sizeof(cmd), "%s %s", test_fixture_path(fixtures[i][0], path, sizeof(path)),
@@ -120,7 +99,7 @@ static void test_distro_programs_agree(void **state)
 {
 	struct diff_state *s = *state;
 	char cmd[1024];
-	if (!perf_available())
+	if (!test_perf_available())
 		skip();
 	assert_int_equal(test_run("head -c 3000000 /dev/urandom | base64 > %s/input.txt", s->dir), 0);
 	if (test_run("command -v xz >/dev/null") == 0) {
@@ -179,7 +158,7 @@ static void test_special_frames(void **state)
 {
 	struct diff_state *s = *state;
 	char path[256], out[512];
-	if (!perf_available())
+	if (!test_perf_available())
 		skip();
 	snprintf(out, sizeof(out), "%s/p.msgpack", s->dir);
 

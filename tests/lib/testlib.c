@@ -8,7 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #define MAX_NAMES 1024
 
@@ -171,4 +175,25 @@ size_t test_distinct_tids(const struct profile *p, const char *prefix)
 			seen[n++] = s->tid;
 	}
 	return n;
+}
+
+int test_perf_available(void)
+{
+	struct perf_event_attr a = { 0 };
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_SOFTWARE;
+	a.config = PERF_COUNT_SW_CPU_CLOCK;
+	a.sample_period = 1000000;
+	a.sample_type = PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+	a.sample_regs_user = 0xff;
+	a.sample_stack_user = 8192;
+	a.exclude_kernel = 1;
+	a.disabled = 1;
+	long fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+	if (fd < 0) {
+		fprintf(stderr, "SKIP: the kernel refuses perf_event_open here (%s)\n", strerror(errno));
+		return 0;
+	}
+	close((int)fd);
+	return 1;
 }

@@ -22,6 +22,10 @@ const char *test_hostprof(void);
 char *test_mkdtemp(void);
 void test_rmdir_rf(const char *dir);
 
+/* Whether the kernel lets this process sample itself with user stacks; prints "SKIP: ..." with the reason if
+ * not (callers then skip()). */
+int test_perf_available(void);
+
 /* Run a shell command line; returns its exit status (or -1). Output goes to the test's output. */
 int test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
