@@ -242,13 +242,16 @@ static int add_function(struct profile *p, const char *name, const char *file, u
 	return profile_add_function(p, &f, index);
 }
 
+/* The source lines at va in e, innermost first; *kind becomes PROFILE_FRAME_GO when Go's table names them. */
 static int native_lines(struct profile *p, struct execinfo *e, uint64_t va, struct profile_line *lines,
-			uint32_t *nlines)
+			uint32_t *nlines, uint8_t *kind)
 {
 	struct symbol_frame sf[SYMBOL_FRAMES_MAX];
 	struct symbolizer *s = execinfo_symbolizer(e);
 	int n = s ? symbolizer_lookup(s, va, sf, SYMBOL_FRAMES_MAX) : 0;
 	*nlines = 0;
+	if (n > 0 && sf[0].go)
+		*kind = PROFILE_FRAME_GO;
 	for (int i = 0; i < n; i++) {
 		if (!sf[i].function)
 			continue;
@@ -298,7 +301,7 @@ static int frame_location(struct traces *t, struct profile *p, const struct trac
 	} else if (f->exe) {
 		loc.address = f->address;
 		if ((err = add_mapping(p, f->exe, &loc.mapping)) == 0)
-			err = native_lines(p, f->exe, f->address, lines, &loc.nlines);
+			err = native_lines(p, f->exe, f->address, lines, &loc.nlines, &loc.frame_kind);
 	} else {
 		loc.address = f->address;
 	}

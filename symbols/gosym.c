@@ -23,6 +23,7 @@ static void gosym_frame(const struct gopclntab *t, size_t fi, uint64_t pc, const
 										  : NULL;
 	out->line = gopclntab_pcvalue(t, fi, GOPCLNTAB_PCLN, pc, &line) == 0 && line > 0 ? line : 0;
 	out->inlined = inlined;
+	out->go = 1;
 }
 
 int gosym_lookup(const struct gopclntab *t, uint64_t elf_va, struct symbol_frame *frames, size_t max)

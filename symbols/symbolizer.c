@@ -1157,6 +1157,7 @@ static void set_frame(struct symbolizer *s, struct symbol_frame *f, const char *
 	f->file = intern(&s->strings, pos.file);
 	f->line = pos.line;
 	f->inlined = inlined;
+	f->go = 0;
 }
 
 /* Frames for the function DIEs funcs[0..n) (outermost first), emitted innermost first. */

@@ -28,6 +28,7 @@ struct symbol_frame {
 	const char *file;	/* source file, NULL if unknown */
 	int line;		/* 1-based, 0 if unknown */
 	int inlined;		/* 1 if this frame was inlined into the next one */
+	int go;			/* 1 if named from the Go function table (.gopclntab): Go code */
 };
 
 /*

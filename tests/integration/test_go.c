@@ -107,6 +107,21 @@ static int has_file_line(const struct profile *p, const char *name)
 	return 0;
 }
 
+/* Whether every location whose innermost line is function name has frame kind kind (and there is one). */
+static int locations_have_kind(const struct profile *p, const char *name, uint8_t kind)
+{
+	int found = 0;
+	for (uint32_t i = 1; i < p->locations.count; i++) {
+		const struct profile_location *l = &p->locations.items[i];
+		if (!l->nlines || strcmp(profile_string(p, p->functions.items[l->lines[0].function].name), name) != 0)
+			continue;
+		if (l->frame_kind != kind)
+			return 0;
+		found = 1;
+	}
+	return found;
+}
+
 static void assert_complete_share(const struct profile *p, const char *what, double min_pct)
 {
 	uint64_t total = test_total_samples(p);
@@ -137,6 +152,8 @@ static void check_hot_profile(const char *out, const char *what)
 			 square);
 	if (!has_file_line(p, "main.hotLoop") || !has_file_line(p, "main.square"))
 		fail_msg("%s: no main.go:LINE for main.hotLoop or main.square in the location table", what);
+	if (!locations_have_kind(p, "main.hotLoop", PROFILE_FRAME_GO))
+		fail_msg("%s: main.hotLoop's locations are not all of frame kind Go (0xB)", what);
 	assert_complete_share(p, what, 95.0);
 	profile_free(p);
 }
@@ -195,6 +212,9 @@ static void test_go_cgo(void **state)
 		share(c_from_go, in_c));
 	assert_true(share(in_c, total) > 25.0);
 	assert_true(share(in_go, total) > 25.0);
+	/* Frame kinds: Go code named from .gopclntab is Go (0xB), the C code in the same binary native (3). */
+	assert_true(locations_have_kind(p, "main.goBurn", PROFILE_FRAME_GO));
+	assert_true(locations_have_kind(p, "c_burn", PROFILE_FRAME_NATIVE));
 	/* C code called through cgo runs on g0: its samples unwind through the C frames to the cgo boundary
 	 * (runtime.asmcgocall); the calling goroutine's stack is not in the stack copy (see the esbuild tests).
 	 * Following it, as the issue wants, is not done yet: the share is printed above. */

@@ -613,6 +613,7 @@ static void tg_check_symbols(const struct gopclntab *t, enum gopclntab_version v
 	assert_string_equal(fr[0].file, "/src/main.go");
 	assert_int_equal(fr[0].line, 5);
 	assert_int_equal(fr[0].inlined, 0);
+	assert_int_equal(fr[0].go, 1);	/* Go code: profiles give it frame kind Go */
 	n = gosym_lookup(t, code + 0x44, fr, 4);
 	assert_int_equal(n, 1);
 	assert_string_equal(fr[0].function, "main.beta");

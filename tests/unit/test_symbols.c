@@ -359,6 +359,7 @@ static void test_function_name_and_line(void **state)
 	}
 	assert_int_equal(symbolizer_lookup(s, f->hidden.addr, fr, 8), 1);
 	assert_frame(&fr[0], "hidden_static", "/prog.c", f->line_hidden, f->line_hidden + 3, 0);
+	assert_int_equal(fr[0].go, 0);	/* C, named from DWARF: not Go code */
 	/* Before the inlined code: outer_work itself. */
 	assert_int_equal(symbolizer_lookup(s, f->outer.addr, fr, 8), 1);
 	assert_frame(&fr[0], "outer_work", "/prog.c", f->line_call - 3, f->line_call - 1, 0);
