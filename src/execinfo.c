@@ -142,15 +142,26 @@ static void entry_free(struct execinfo *e)
 	free(e);
 }
 
+/*
+ * Whether the file may be mmap'd. A mapped file that shrinks under us turns the next read of a lost page into
+ * SIGBUS, so a user who can truncate a file hostprof has open could kill the root daemon. Only files that no
+ * one but root can write are mapped (distro binaries and libraries: cheap, shared with the page cache); the
+ * others are read with pread, where a truncated file is a read error for the one request that needs it.
+ */
+static int only_root_can_write(const struct stat *st)
+{
+	return st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
 /* Parse the ELF image (fd or memory already set in e) and fill the derived fields. */
-static int entry_load(struct execinfo *e, const char *path)
+static int entry_load(struct execinfo *e, const char *path, Elf_Cmd cmd)
 {
 	e->path = strdup(path);
 	if (!e->path)
 		return -ENOMEM;
 	const char *slash = strrchr(e->path, '/');
 	e->name = slash ? (char *)slash + 1 : e->path;
-	e->elf = e->image ? elf_memory(e->image, e->image_size) : elf_begin(e->fd, ELF_C_READ_MMAP, NULL);
+	e->elf = e->image ? elf_memory(e->image, e->image_size) : elf_begin(e->fd, cmd, NULL);
 	if (!e->elf || elf_kind(e->elf) != ELF_K_ELF)
 		return -ENOEXEC;
 	read_build_id(e);
@@ -212,7 +223,7 @@ int execinfo_acquire_fd(struct execinfo_mgr *m, int fd, const char *path, struct
 	e->ino = st.st_ino;
 	e->size = st.st_size;
 	e->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-	if ((err = entry_load(e, path)) < 0) {
+	if ((err = entry_load(e, path, only_root_can_write(&st) ? ELF_C_READ_MMAP : ELF_C_READ)) < 0) {
 		entry_free(e);
 		return err;
 	}
@@ -246,7 +257,7 @@ int execinfo_acquire_image(struct execinfo_mgr *m, const void *image, size_t siz
 	}
 	memcpy(e->image, image, size);
 	e->image_size = size;
-	if ((err = entry_load(e, name)) < 0) {
+	if ((err = entry_load(e, name, ELF_C_READ)) < 0) {
 		entry_free(e);
 		return err;
 	}

@@ -7,6 +7,9 @@
  * in two containers can be two files. An entry holds the open file, its ELF handle, FileID, build-id, load
  * segments and, lazily, its symbolizer.
  *
+ * Files that only root can write are mmap'd; any other file is read with pread, so that a user truncating it
+ * cannot turn hostprof's next read into SIGBUS (a truncated file is then a read error, e.g. no delta table).
+ *
  * The manager never calls into the process manager. Release hooks let other caches keyed on an entry (the
  * unwinders' per-file tables) drop their data before the entry is freed. Not thread-safe.
  */

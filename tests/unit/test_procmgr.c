@@ -5,8 +5,11 @@
 #include <cmocka.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "src/procmgr.h"
@@ -167,6 +170,69 @@ static void test_vdso_image(void **state)
 	fail_msg("no [vdso] mapping in /proc/self/maps");
 }
 
+/* Copy this test program to a new file of mode mode in $TMPDIR; returns an open read-only fd, path in path. */
+static int copy_self(char *path, size_t len, mode_t mode)
+{
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	snprintf(path, len, "%s/hostprof-execinfo-XXXXXX", tmp);
+	int out = mkstemp(path);
+	int in = open("/proc/self/exe", O_RDONLY);
+	assert_true(out >= 0 && in >= 0);
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)n), n);
+	assert_int_equal(n, 0);
+	assert_int_equal(fchmod(out, mode), 0);
+	close(in);
+	close(out);
+	int fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+/* Whether path is mapped into this process. */
+static int self_maps(const char *path)
+{
+	char line[1024];
+	int found = 0;
+	FILE *fp = fopen("/proc/self/maps", "r");
+	assert_non_null(fp);
+	while (fgets(line, sizeof(line), fp))
+		found |= strstr(line, path) != NULL;
+	fclose(fp);
+	return found;
+}
+
+/*
+ * A file that someone other than root can write is read, not mmap'd: truncated under hostprof, it must cost
+ * the tables that can no longer be read, not SIGBUS. (Mapped, this test dies reading .eh_frame.)
+ */
+static void test_writable_file_truncated(void **state)
+{
+	struct pm_state *s = *state;
+	char path[256];
+	struct execinfo *e;
+	int fd = copy_self(path, sizeof(path), 0666);
+	assert_int_equal(execinfo_acquire_fd(s->em, fd, path, &e), 0);
+	assert_false(self_maps(path));
+	assert_int_equal(truncate(path, 4096), 0);
+	assert_null(execinfo_deltas(e)); /* .eh_frame is past the first page: a read error, nothing else */
+	assert_false(self_maps(path));
+	execinfo_release(s->em, e);
+	unlink(path);
+
+	/* The same file that only root can write is mapped (shared with the page cache), when we are root. */
+	if (geteuid() != 0)
+		return;
+	fd = copy_self(path, sizeof(path), 0644);
+	assert_int_equal(execinfo_acquire_fd(s->em, fd, path, &e), 0);
+	assert_non_null(execinfo_deltas(e));
+	assert_true(self_maps(path));
+	execinfo_release(s->em, e);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -175,6 +241,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fork_exec_exit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_self_mapping_and_bias, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vdso_image, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_writable_file_truncated, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("procmgr", tests, NULL, NULL);
 }
