@@ -49,6 +49,12 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 INTEG_SRCS:= $(wildcard tests/integration/test_*.c)
 INTEG_BINS:= $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/%)
+# Fuzz targets, one per parser of untrusted input: standalone runners (tests/fuzz/standalone_main.c) that
+# `make check` replays seeds and their mutants through, and libFuzzer builds for `make fuzz`.
+FUZZ_SRCS    := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_RUNNERS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_ENGINES := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/libfuzzer/%)
+FUZZ_SECONDS ?= 60
 TESTLIB_SRCS := $(wildcard tests/lib/*.c)
 TESTLIB_OBJS := $(TESTLIB_SRCS:%.c=$(BUILD)/%.o)
 
@@ -58,7 +64,7 @@ FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
 FIXTURE_BINS := $(filter-out $(BUILD)/fixtures/libfixture_shared,$(FIXTURE_SRCS:tests/fixtures/%.c=$(BUILD)/fixtures/%))
 WORKLOAD_BINS := $(patsubst bench/workloads/%.c,$(BUILD)/workloads/%,$(wildcard bench/workloads/*.c))
 
-.PHONY: all deps deps-check deps-auto run check check-asan test fixtures bench clean install
+.PHONY: all deps deps-check deps-auto run check check-asan test fixtures bench clean install fuzz fuzz-engines
 
 all: deps-check $(BIN)
 
@@ -105,6 +111,14 @@ $(BUILD)/tests/%: tests/integration/%.c $(LIB_OBJS) $(TESTLIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEP_CFLAGS) -o $@ $^ $(DEP_LIBS) $(TEST_LIBS)
 
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/standalone_main.c $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEP_CFLAGS) -o $@ $^ $(DEP_LIBS)
+
+$(BUILD)/libfuzzer/%: tests/fuzz/%.c $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEP_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(DEP_LIBS)
+
 $(BUILD)/fixtures/libfixture_shared.so: tests/fixtures/libfixture_shared.c
 	@mkdir -p $(dir $@)
 	$(CC) $(FIXTURE_CFLAGS) -fPIC -shared -o $@ $<
@@ -136,7 +150,7 @@ run: deps-auto
 	./$(BIN) report $(BUILD)/run.msgpack
 
 check: deps-auto
-	$(MAKE) $(BIN) $(UNIT_BINS) $(INTEG_BINS) fixtures
+	$(MAKE) $(BIN) $(UNIT_BINS) $(INTEG_BINS) $(FUZZ_RUNNERS) fixtures
 	BUILD=$(BUILD) HOSTPROF=./$(BIN) tests/run-tests $(UNIT_BINS) $(INTEG_BINS)
 
 test: check
@@ -145,6 +159,16 @@ test: check
 check-asan: deps-auto
 	$(MAKE) check BUILD=build-asan BIN=build-asan/hostprof \
 	  OPTFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+
+# libFuzzer (clang, ASan+UBSan) on every fuzz target for FUZZ_SECONDS each, corpora kept in build-fuzz/corpus.
+fuzz: deps-auto
+	command -v clang >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y clang; }
+	$(MAKE) $(BIN) fixtures
+	$(MAKE) fuzz-engines BUILD=build-fuzz CC=clang \
+	  OPTFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer"
+	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run-fuzz build-fuzz $(BUILD) ./$(BIN)
+
+fuzz-engines: $(FUZZ_ENGINES)
 
 bench: deps-auto
 	$(MAKE) $(BIN) $(WORKLOAD_BINS) fixtures $(BUILD)/tests/test_apm
@@ -167,6 +191,6 @@ install: $(BIN)
 	  install -D -m 0644 src/hostprof.conf $(DESTDIR)$(SYSCONFDIR)/hostprof.conf
 
 clean:
-	rm -rf build build-asan hostprof
+	rm -rf build build-asan build-fuzz hostprof
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,194 @@
+/*
+ * Replays seed inputs and deterministic mutants of them through every fuzz target (tests/fuzz/), built as
+ * standalone runners: real ELF files, a profile hostprof recorded, a committed replay file, perf records and
+ * an APM process storage block written here. Each mutant is hostile input (bytes overwritten, lengths set to
+ * zero or 0xff.., files cut short); the parsers must reject it without crashing, and under `make check-asan`
+ * without a sanitizer report. `make fuzz` runs the same targets under libFuzzer for longer.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <linux/perf_event.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/lib/testlib.h"
+#include "unwind/unwind.h"
+
+struct fuzz_state {
+	char *dir;
+};
+
+static const char *build_dir(void)
+{
+	const char *build = getenv("BUILD");
+	return build && *build ? build : "build";
+}
+
+static int setup(void **state)
+{
+	struct fuzz_state *f = calloc(1, sizeof(*f));
+	f->dir = test_mkdtemp();
+	test_hostprof();
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fuzz_state *f = *state;
+	test_rmdir_rf(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+/* Run target over the inputs (a shell word list) with mutants of each; assert it finished. */
+static void run_target(const char *target, unsigned mutants, const char *inputs)
+{
+	assert_int_equal(test_run("'%s/fuzz/%s' -m %u %s", build_dir(), target, mutants, inputs), 0);
+}
+
+static void test_fuzz_elf(void **state)
+{
+	(void)state;
+	char a[512], b[512], c[512];
+	char inputs[1600];
+	snprintf(inputs, sizeof(inputs), "'%s' '%s' '%s'", test_fixture_path("split_paths", a, sizeof(a)),
+		 test_fixture_path("libfixture_shared.so", b, sizeof(b)),
+		 test_fixture_path("elastic-jvmti-linux-x86_64.so", c, sizeof(c)));
+	run_target("fuzz_elf", 150, inputs);
+}
+
+static void test_fuzz_profile(void **state)
+{
+	struct fuzz_state *f = *state;
+	char fixture[512];
+	if (!test_perf_available())
+		skip();
+	assert_int_equal(test_run("\"$HOSTPROF\" record -q -F 499 -o %s/seed.msgpack -- %s 1 >/dev/null", f->dir,
+				  test_fixture_path("threads", fixture, sizeof(fixture))), 0);
+	char input[600];
+	snprintf(input, sizeof(input), "'%s/seed.msgpack'", f->dir);
+	run_target("fuzz_profile", 1000, input);
+}
+
+static void test_fuzz_replay(void **state)
+{
+	(void)state;
+	run_target("fuzz_replay", 60, "tests/data/vdso_clock.replay");
+}
+
+/* Append n 64-bit words. */
+static void put_words(FILE *fp, const uint64_t *w, size_t n)
+{
+	assert_int_equal(fwrite(w, sizeof(*w), n, fp), n);
+}
+
+static void put_header(FILE *fp, uint32_t type, size_t size)
+{
+	struct perf_event_header h = { .type = type, .misc = PERF_RECORD_MISC_USER, .size = (uint16_t)size };
+	assert_int_equal(fwrite(&h, sizeof(h), 1, fp), 1);
+}
+
+/* A sample as the sampler asks for it: IP, TID, TIME, CPU, PERIOD, a callchain, user registers and stack. */
+static void put_sample(FILE *fp)
+{
+	enum { CHAIN = 3, STACK = 64 };
+	size_t nregs = (size_t)__builtin_popcountll(UNWIND_SAMPLE_REGS_MASK);
+	uint64_t w[64] = { 0 };
+	size_t n = 0;
+	w[n++] = 0x401000;			/* ip */
+	w[n++] = 42ull << 32 | 42;		/* pid, tid */
+	w[n++] = 123456789;			/* time */
+	w[n++] = 1;				/* cpu, reserved */
+	w[n++] = 1000000;			/* period */
+	w[n++] = CHAIN;				/* callchain */
+	w[n++] = PERF_CONTEXT_KERNEL;
+	w[n++] = 0xffffffff81000000ull;
+	w[n++] = PERF_CONTEXT_USER;
+	w[n++] = PERF_SAMPLE_REGS_ABI_64;	/* regs_user */
+	for (size_t i = 0; i < nregs; i++)
+		w[n++] = 0x7ffd0000 + i * 8;
+	w[n++] = STACK;				/* stack_user: size, data, dyn_size */
+	for (size_t i = 0; i < STACK / 8; i++)
+		w[n++] = 0x401100 + i;
+	w[n++] = STACK;
+	put_header(fp, PERF_RECORD_SAMPLE, sizeof(struct perf_event_header) + n * 8);
+	put_words(fp, w, n);
+}
+
+static void put_side_band(FILE *fp)
+{
+	/* MMAP2: pid tid addr len pgoff maj min ino ino_generation prot flags filename (8-aligned). */
+	const char name[16] = "/usr/bin/true";
+	uint64_t mm[] = { 42ull << 32 | 42, 0x400000, 0x1000, 0, 8ull << 32 | 1, 1234, 0, 5ull << 32 | 2 };
+	put_header(fp, PERF_RECORD_MMAP2, sizeof(struct perf_event_header) + sizeof(mm) + sizeof(name));
+	put_words(fp, mm, sizeof(mm) / 8);
+	assert_int_equal(fwrite(name, sizeof(name), 1, fp), 1);
+	/* COMM: pid tid comm. */
+	const char comm[8] = "worker";
+	uint64_t pt = 42ull << 32 | 42;
+	put_header(fp, PERF_RECORD_COMM, sizeof(struct perf_event_header) + 8 + sizeof(comm));
+	put_words(fp, &pt, 1);
+	assert_int_equal(fwrite(comm, sizeof(comm), 1, fp), 1);
+	/* FORK and EXIT: pid ppid tid ptid time. */
+	uint64_t task[] = { 43ull << 32 | 42, 43ull << 32 | 42, 99 };
+	put_header(fp, PERF_RECORD_FORK, sizeof(struct perf_event_header) + sizeof(task));
+	put_words(fp, task, 3);
+	put_header(fp, PERF_RECORD_EXIT, sizeof(struct perf_event_header) + sizeof(task));
+	put_words(fp, task, 3);
+	uint64_t lost[] = { 7, 3 };
+	put_header(fp, PERF_RECORD_LOST, sizeof(struct perf_event_header) + sizeof(lost));
+	put_words(fp, lost, 2);
+}
+
+static void test_fuzz_perf_record(void **state)
+{
+	struct fuzz_state *f = *state;
+	char path[600];
+	snprintf(path, sizeof(path), "%s/records", f->dir);
+	FILE *fp = fopen(path, "wb");
+	assert_non_null(fp);
+	uint64_t layout = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
+			  PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+	put_words(fp, &layout, 1);
+	put_sample(fp);
+	put_side_band(fp);
+	put_sample(fp);
+	assert_int_equal(fclose(fp), 0);
+	char input[620];
+	snprintf(input, sizeof(input), "'%s'", path);
+	run_target("fuzz_perf_record", 3000, input);
+}
+
+static void test_fuzz_apm_storage(void **state)
+{
+	struct fuzz_state *f = *state;
+	/* Pointer 7 (the target reads at 1 + 7 % size = 8), minor 1, service, environment, socket path. */
+	static const uint8_t storage[] = "\7\0\0\0\0\0\0\0\1\0\3\0\0\0svc\4\0\0\0prod\11\0\0\0/tmp/sock";
+	char path[600];
+	snprintf(path, sizeof(path), "%s/storage", f->dir);
+	FILE *fp = fopen(path, "wb");
+	assert_non_null(fp);
+	assert_int_equal(fwrite(storage, sizeof(storage) - 1, 1, fp), 1);
+	assert_int_equal(fclose(fp), 0);
+	char input[620];
+	snprintf(input, sizeof(input), "'%s'", path);
+	run_target("fuzz_apm_storage", 3000, input);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fuzz_elf),
+		cmocka_unit_test(test_fuzz_profile),
+		cmocka_unit_test(test_fuzz_replay),
+		cmocka_unit_test(test_fuzz_perf_record),
+		cmocka_unit_test(test_fuzz_apm_storage),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
