@@ -120,6 +120,8 @@ static int start_sampling(struct daemon *d)
 		.host_id = d->cfg.host_id[0] ? d->cfg.host_id : NULL,
 		.apm_delay_ms = d->cfg.apm_delay_ms,
 		.apm_max_staleness_us = d->cfg.apm_max_staleness_us,
+		.go_stacks = d->cfg.go_stacks,
+		.go_stack_bytes = d->cfg.stack_size,
 	};
 	int err;
 	d->sampler = sampler_new(&so, &err);
@@ -238,7 +240,7 @@ static int sampler_settings_changed(const struct daemon_config *a, const struct 
 	return strcmp(a->event, b->event) || strcmp(a->unwinder, b->unwinder) || a->freq_hz != b->freq_hz ||
 	       a->stack_size != b->stack_size || a->kernel != b->kernel || a->apm != b->apm ||
 	       strcmp(a->host_id, b->host_id) || a->apm_delay_ms != b->apm_delay_ms ||
-	       a->apm_max_staleness_us != b->apm_max_staleness_us;
+	       a->apm_max_staleness_us != b->apm_max_staleness_us || a->go_stacks != b->go_stacks;
 }
 
 static void reload(struct daemon *d)
@@ -315,6 +317,7 @@ static void daemon_usage(FILE *out)
 		"      --max-processes N           processes tracked at once (default 4096)\n"
 		"      --forget-idle DURATION      forget processes without samples this long (default 300s)\n"
 		"      --no-kernel                 no kernel frames\n"
+		"      --no-go-stacks              do not follow Go samples on the g0 stack to their goroutine\n"
 		"      --no-apm                    no APM trace correlation\n"
 		"      --apm-delay-ms MS           APM: bound of sample-to-message latency announced to agents\n"
 		"      --apm-max-staleness-us US   APM: correlate only samples handled this soon (default 50)\n"
@@ -350,6 +353,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
 		{ "forget-idle", required_argument, NULL, 0 },
 		{ "no-kernel", no_argument, NULL, 0 },
 		{ "no-apm", no_argument, NULL, 0 },
+		{ "no-go-stacks", no_argument, NULL, 0 },
 		{ "apm-delay-ms", required_argument, NULL, 0 },
 		{ "apm-max-staleness-us", required_argument, NULL, 0 },
 		{ "host-id", required_argument, NULL, 0 },

@@ -25,6 +25,7 @@
 #include "src/commands.h"
 #include "src/profile.h"
 #include "src/sampler.h"
+#include "src/gostack.h"
 #include "src/session.h"
 
 #define MAX_PIDS 1024
@@ -71,6 +72,7 @@ static void record_usage(FILE *out)
 		"      --no-kernel        user-space samples only\n"
 		"      --unwinder NAME    deltas (default: stack-delta tables) or libunwind (the reference)\n"
 		"      --save-samples FILE  also save the raw samples to a replay file\n"
+		"      --no-go-stacks     do not follow Go samples on the g0 stack onto their goroutine's stack\n"
 		"      --no-apm           no APM trace correlation\n"
 		"      --apm-delay-ms MS  APM: sample-to-message latency bound announced to agents\n"
 		"      --host-id ID       host id sent to APM agents (default /etc/machine-id)\n"
@@ -119,7 +121,8 @@ static int parse_uint(const char *arg, const char *what, unsigned long max, unsi
 	return 0;
 }
 
-enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES, OPT_NO_APM, OPT_APM_DELAY, OPT_HOST_ID, OPT_APM_STALENESS };
+enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES, OPT_NO_APM, OPT_APM_DELAY, OPT_HOST_ID, OPT_APM_STALENESS,
+       OPT_NO_GO_STACKS };
 
 static int parse_option(int c, struct record_options *o)
 {
@@ -178,6 +181,9 @@ static int parse_option(int c, struct record_options *o)
 	case OPT_SAVE_SAMPLES:
 		o->session.capture_path = optarg;
 		return 0;
+	case OPT_NO_GO_STACKS:
+		o->session.go_stacks = 0;
+		return 0;
 	case OPT_NO_APM:
 		o->session.apm = 0;
 		o->sampler.low_latency = 0;
@@ -213,6 +219,7 @@ static int parse_args(int argc, char **argv, struct record_options *o)
 		{ "no-kernel", no_argument, NULL, OPT_NO_KERNEL },
 		{ "unwinder", required_argument, NULL, OPT_UNWINDER },
 		{ "save-samples", required_argument, NULL, OPT_SAVE_SAMPLES },
+		{ "no-go-stacks", no_argument, NULL, OPT_NO_GO_STACKS },
 		{ "no-apm", no_argument, NULL, OPT_NO_APM },
 		{ "apm-delay-ms", required_argument, NULL, OPT_APM_DELAY },
 		{ "host-id", required_argument, NULL, OPT_HOST_ID },
@@ -463,6 +470,20 @@ static void print_correlation(struct record_run *r)
 		r->o->session.apm_max_staleness_us ? r->o->session.apm_max_staleness_us : SESSION_APM_MAX_STALENESS_US);
 }
 
+static void print_go_stacks(struct record_run *r)
+{
+	struct gostack_stats gs;
+	if (session_gostack_stats(r->session, &gs) < 0)
+		return;
+	uint64_t tried = gs.followed + gs.no_goroutine + gs.stale + gs.unreadable;
+	if (!tried)
+		return;
+	fprintf(stderr, "hostprof: go: %llu of %llu samples on the g0 stack followed onto their goroutine's stack "
+			"(not: %llu no goroutine found, %llu goroutine moved on, %llu unreadable)\n",
+		(unsigned long long)gs.followed, (unsigned long long)tried, (unsigned long long)gs.no_goroutine,
+		(unsigned long long)gs.stale, (unsigned long long)gs.unreadable);
+}
+
 static void print_summary(struct record_run *r)
 {
 	const struct session_stats *st = session_stats(r->session);
@@ -485,6 +506,7 @@ static void print_summary(struct record_run *r)
 		fprintf(stderr, ", command CPU %.3f s", cpu_seconds(&r->child_usage));
 	fprintf(stderr, "; wrote %s\n", r->o->output);
 	print_correlation(r);
+	print_go_stacks(r);
 	if (tables)
 		fprintf(stderr, "hostprof: %u stack-delta tables, %llu rows, %.1f bytes/row, built in %.1f ms; "
 				"%llu frames stepped by libunwind\n",
@@ -523,6 +545,7 @@ static int record(struct record_options *o, const struct cli_env *env)
 	int err, go_fd = -1;
 
 	r.sampler = sampler_new(&o->sampler, &err);
+	o->session.go_stack_bytes = o->sampler.stack_size; /* as much of the goroutine's stack as of g0's */
 	r.session = r.sampler ? session_new(r.sampler, &o->session, &err) : NULL;
 	if (!r.session) {
 		fprintf(stderr, "hostprof: cannot set up sampling: %s\n", strerror(-err));
@@ -574,6 +597,7 @@ int cmd_record(int argc, char **argv, const struct cli_env *env)
 	o->sampler.kernel = 1;
 	o->output = "hostprof.msgpack";
 	o->session.apm = 1;
+	o->session.go_stacks = 1;
 	o->sampler.low_latency = 1; /* APM trace context is read when the sample is handled: handle it soon */
 
 	int err = parse_args(argc, argv, o);

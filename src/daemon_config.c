@@ -26,6 +26,7 @@ void daemon_config_defaults(struct daemon_config *c)
 	c->max_processes = 4096;
 	c->forget_idle_s = 300;
 	c->apm = 1;
+	c->go_stacks = 1;
 	c->kernel = 1;
 	c->log_level = LOG_LEVEL_INFO;
 }
@@ -161,10 +162,10 @@ static int set_other(struct daemon_config *c, const char *key, const char *v)
 		return parse_unsigned(v, 0, UINT64_MAX, &c->max_bytes);
 	if (!strcmp(key, "log-level"))
 		return set_log_level(c, v);
-	if (!strcmp(key, "no-apm") || !strcmp(key, "no-kernel")) {
+	if (!strcmp(key, "no-apm") || !strcmp(key, "no-kernel") || !strcmp(key, "no-go-stacks")) {
 		if (parse_bool(v, &b) < 0)
 			return -EINVAL;
-		*(key[3] == 'a' ? &c->apm : &c->kernel) = !b;
+		*(key[3] == 'a' ? &c->apm : key[3] == 'k' ? &c->kernel : &c->go_stacks) = !b;
 		return 0;
 	}
 	return -ENOENT;

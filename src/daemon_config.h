@@ -31,6 +31,7 @@ struct daemon_config {
 	unsigned apm_delay_ms;		/* 0 = the correlation library's default */
 	unsigned apm_max_staleness_us;	/* 0 = the session's default */
 	int apm;			/* APM correlation on */
+	int go_stacks;			/* follow Go samples on the g0 stack onto their goroutine's stack */
 	int kernel;			/* kernel frames */
 	enum log_level log_level;
 };

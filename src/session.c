@@ -12,6 +12,7 @@
 
 #include "correlate/correlate.h"
 #include "src/execinfo.h"
+#include "src/gostack.h"
 #include "src/procmgr.h"
 #include "src/replay.h"
 #include "src/traces.h"
@@ -29,6 +30,7 @@ struct session {
 	struct unwind_deltas *deltas;
 	struct replay_writer *capture;
 	struct correlate *correlate;		/* NULL when APM correlation is off */
+	struct gostack *gostack;		/* NULL when not following goroutines from g0 */
 	char host_id[128];
 	struct kallsyms *kallsyms;
 	struct trace_kernel kernel;
@@ -127,6 +129,43 @@ static int setup_correlation(struct session *s)
 	return s->correlate ? 0 : -ENOMEM;
 }
 
+/*
+ * The delta unwinder's stack-switch hook: a sample on Go's g0 stack reached the function that switched there;
+ * go on with the goroutine that switched, read from the process (gostack.h). Its first PC is exact (a saved PC,
+ * not a return address).
+ */
+static int follow_goroutine(void *ctx, const struct unwind_process *proc, const struct unwind_sample *sample,
+			    const struct unwind_deltas_regs *frame, struct unwind_deltas_regs *resumed,
+			    struct unwind_sample *stack)
+{
+	struct session *s = ctx;
+	const struct find_ctx *c = proc->ctx;
+	struct gostack_context g;
+	if (!(frame->known & UNWIND_DELTAS_REG(UNWIND_REG_BP)))
+		return -ENOENT;
+	int rc = gostack_read(s->gostack, c->proc->pid, sample->regs[UNWIND_REG_R14], frame->regs[UNWIND_REG_BP], &g);
+	if (rc < 0)
+		return rc;
+	resumed->regs[UNWIND_REG_IP] = g.pc;
+	resumed->regs[UNWIND_REG_SP] = g.sp;
+	resumed->regs[UNWIND_REG_BP] = g.bp;
+	resumed->known = UNWIND_DELTAS_REG(UNWIND_REG_IP) | UNWIND_DELTAS_REG(UNWIND_REG_SP) |
+			 UNWIND_DELTAS_REG(UNWIND_REG_BP);
+	resumed->exact_ip = true;
+	stack->regs[UNWIND_REG_SP] = g.sp;
+	stack->stack = g.stack;
+	stack->stack_size = g.size;
+	return 0;
+}
+
+int session_gostack_stats(const struct session *s, struct gostack_stats *out)
+{
+	if (!s->gostack)
+		return -ENOENT;
+	gostack_get_stats(s->gostack, out);
+	return 0;
+}
+
 struct session *session_new(struct sampler *sampler, const struct session_options *o, int *err)
 {
 	struct session *s = calloc(1, sizeof(*s));
@@ -146,10 +185,16 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 	/* Rows the delta tables cannot express are stepped by libunwind, for that frame only. */
 	struct unwind_deltas_options dopts = { .fallback = unwind_libunwind_deltas_fallback,
 					       .fallback_ctx = s->unwinder };
+	if (s->opts.go_stacks) {
+		s->gostack = gostack_new(s->opts.go_stack_bytes ? s->opts.go_stack_bytes : 16384);
+		dopts.stack_switch = follow_goroutine;
+		dopts.stack_switch_ctx = s;
+	}
 	s->deltas = unwind_deltas_new(&dopts);
 	if (s->opts.capture_path)
 		s->capture = replay_writer_new();
 	if (!s->procs || !s->traces || !s->unwinder || !s->deltas || (s->opts.capture_path && !s->capture) ||
+	    (s->opts.go_stacks && !s->gostack) ||
 	    setup_correlation(s) < 0 || execinfo_mgr_add_release_hook(s->execinfo, forget_in_unwinders, s) < 0) {
 		session_free(s);
 		*err = -ENOMEM;
@@ -168,6 +213,7 @@ void session_free(struct session *s)
 	execinfo_mgr_free(s->execinfo);
 	unwind_libunwind_free(s->unwinder);
 	unwind_deltas_free(s->deltas);
+	gostack_free(s->gostack);
 	replay_writer_free(s->capture);
 	correlate_free(s->correlate);
 	kallsyms_free(s->kallsyms);

@@ -38,6 +38,8 @@ struct session_stats {
 	uint64_t apm_stale;	/* samples of APM processes handled too late to read their trace context */
 };
 
+
+
 enum session_unwinder {
 	SESSION_UNWIND_DELTAS,		/* stack-delta tables, libunwind for the rows they cannot express */
 	SESSION_UNWIND_LIBUNWIND,	/* the reference unwinder alone */
@@ -51,6 +53,8 @@ struct session_options {
 	unsigned apm_delay_ms;		/* 0: the correlation library's default */
 	unsigned apm_max_staleness_us;	/* 0: SESSION_APM_MAX_STALENESS_US */
 	int quiet;			/* no correlation log lines below warnings */
+	int go_stacks;			/* follow samples on Go's g0 stack onto their goroutine's stack (gostack.h) */
+	unsigned go_stack_bytes;	/* most goroutine stack read per such sample; 0: 16 KiB */
 };
 
 struct session;
@@ -74,6 +78,10 @@ uint64_t session_fallback_steps(const struct session *s);
 /* Correlation counters; returns 0, or -ENOENT when correlation is off. */
 struct correlate_stats;
 int session_correlate_stats(const struct session *s, struct correlate_stats *out);
+/* Samples taken on Go's g0 stack and followed onto their goroutine's stack, or not (gostack.h). Returns 0, or
+ * -ENOENT when following goroutines is off. */
+struct gostack_stats;
+int session_gostack_stats(const struct session *s, struct gostack_stats *out);
 /* Processes seen (with samples or mappings) since the start. */
 unsigned session_processes(const struct session *s);
 

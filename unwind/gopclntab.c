@@ -1082,7 +1082,7 @@ int gopclntab_inline(const struct gopclntab *t, size_t i, int32_t index, const c
 
 /* ---- stack-delta rules (x86_64) ------------------------------------------------------------------------------- */
 
-enum gp_special { GP_NORMAL, GP_STOP, GP_FRAME_POINTER, GP_SIGNAL, GP_SP_WRITE };
+enum gp_special { GP_NORMAL, GP_STOP, GP_STOP_SWITCH, GP_FRAME_POINTER, GP_SIGNAL, GP_SP_WRITE };
 
 /* Whether name is base, or base with an ABI suffix (".abi0"). */
 static bool gp_name_is(const char *name, const char *base)
@@ -1103,14 +1103,15 @@ static bool gp_name_in(const char *name, const char *const *set, size_t n)
 
 static enum gp_special gp_classify(const struct gopclntab_func *f)
 {
-	static const char *const stop[] = { "runtime.goexit", "runtime.mstart", "runtime.rt0_go", "runtime.mcall",
-					    "runtime.morestack" };
+	static const char *const stop[] = { "runtime.goexit", "runtime.mstart", "runtime.rt0_go", "runtime.mcall" };
 	static const char *const fp[] = { "runtime.systemstack", "runtime.asmcgocall" };
 	static const char *const sig[] = { "runtime.sigreturn", "runtime.sigreturn__sigaction" };
 	/* TOPFRAME for Go's traceback, but the kernel's signal frame (the restorer as return address) follows. */
 	static const char *const sigtramp[] = { "runtime.sigtramp", "runtime.cgoSigtramp" };
 	if (GP_IN(f->name, stop) || strncmp(f->name, "_rt0_", 5) == 0)
 		return GP_STOP;
+	if (gp_name_is(f->name, "runtime.morestack"))
+		return GP_STOP_SWITCH;
 	if (GP_IN(f->name, fp))
 		return GP_FRAME_POINTER;
 	if (GP_IN(f->name, sig))
@@ -1274,8 +1275,13 @@ static void gp_emit_func(const struct gopclntab *t, size_t i, uint64_t prev_entr
 	case GP_STOP:
 		r = gp_rule(STACK_DELTA_STOP);
 		break;
+	case GP_STOP_SWITCH:
+		r = gp_rule(STACK_DELTA_STOP);
+		r.aux = STACK_DELTA_GO_STACK_SWITCH;
+		break;
 	case GP_FRAME_POINTER:
 		r = gp_fp_rule();
+		r.aux = STACK_DELTA_GO_STACK_SWITCH;
 		break;
 	case GP_SIGNAL:
 		r = gp_rule(STACK_DELTA_SIGNAL);

@@ -14,13 +14,16 @@
  * has stored it (checked against the code: Go's frame-pointer prologue, in its pre-1.21 "mov %rbp, off(%rsp)" and
  * 1.21+ "push %rbp" forms); functions without that prologue leave RBP alone. Special functions:
  *  - STOP (outermost frames): runtime.goexit, runtime.mstart, runtime.rt0_go, _rt0_* entry stubs, runtime.mcall
- *    and runtime.morestack (both run the rest of their work on the g0 stack, whose bottom they are; the goroutine
- *    they serve is reachable only through runtime structures, not the stack), and functions flagged TOPFRAME
- *    except runtime.sigtramp / runtime.cgoSigtramp, whose return address is the kernel's signal frame.
- *  - Frame-pointer rule (CFA = RBP + 16): runtime.systemstack and runtime.asmcgocall. They switch from a
- *    goroutine's stack to the g0 stack without a frame of their own; RBP still holds the goroutine caller's frame
- *    pointer, so the walk continues on the goroutine stack when the sampled stack copy covers it (skipping the one
- *    frame that called the switch), and otherwise ends there, truncated (the unwinder rejects a CFA outside the
+ *    (it runs the scheduler on the g0 stack, whose bottom it is), and functions flagged TOPFRAME except
+ *    runtime.sigtramp / runtime.cgoSigtramp, whose return address is the kernel's signal frame.
+ *  - runtime.morestack: STOP flagged STACK_DELTA_GO_STACK_SWITCH. It moved stack growth onto the g0 stack; the
+ *    goroutine that grew, with its callers, is on its own stack, reachable only through runtime structures (the
+ *    unwinder's stack-switch hook may follow it there; else the g0 stack ends here).
+ *  - Frame-pointer rule (CFA = RBP + 16) flagged STACK_DELTA_GO_STACK_SWITCH: runtime.systemstack and
+ *    runtime.asmcgocall. They switch from a goroutine's stack to the g0 stack without a frame of their own; RBP
+ *    still holds the goroutine caller's frame pointer, so the walk continues on the goroutine stack when the
+ *    sampled stack copy covers it (skipping the one frame that called the switch); otherwise the stack-switch
+ *    hook may follow the goroutine, or the walk ends there, truncated (the unwinder rejects a CFA outside the
  *    copy or below SP).
  *  - SIGNAL: runtime.sigreturn and runtime.sigreturn__sigaction (also the byte before them, for return-address
  *    lookups at address - 1).

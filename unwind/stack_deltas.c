@@ -1628,11 +1628,18 @@ void stack_delta_rule_format(const struct stack_delta_rule *r, char *buf, size_t
 		n = snprintf(buf, len, "plt sp%+" PRId32 " ip&15>=%" PRId32, r->cfa_off, r->aux);
 		break;
 	default:
-		n = snprintf(buf, len, "%s", k);
+		n = snprintf(buf, len, "%s%s", k,
+			     r->kind == STACK_DELTA_STOP && (r->aux & STACK_DELTA_GO_STACK_SWITCH) ? " go-switch" : "");
 		return;
 	}
 	if (n < 0 || (size_t)n >= len)
 		return;
+	if (r->kind == STACK_DELTA_CFA_FP && (r->aux & STACK_DELTA_GO_STACK_SWITCH)) {
+		int m = snprintf(buf + n, len - (size_t)n, " go-switch");
+		if (m < 0 || (size_t)m >= len - (size_t)n)
+			return;
+		n += m;
+	}
 	if (r->fp == STACK_DELTA_FP_AT_CFA)
 		snprintf(buf + n, len - (size_t)n, " fp=[cfa%+d]", r->fp_off);
 	else if (r->fp == STACK_DELTA_FP_AT_FP)

@@ -56,8 +56,17 @@ struct stack_delta_rule {
 	uint8_t fp;		/* enum stack_delta_fp */
 	int16_t fp_off;
 	int32_t cfa_off;
-	int32_t aux;		/* DEREF kinds: added after the load; PLT: the (IP & 15) threshold */
+	int32_t aux;		/* DEREF kinds: added after the load; PLT: the (IP & 15) threshold;
+				 * CFA_FP and STOP: flags (STACK_DELTA_GO_STACK_SWITCH) */
 };
+
+/*
+ * aux flag of CFA_FP and STOP rules: the function switched from a goroutine's stack to the g0 (system) stack
+ * (Go's runtime.morestack, runtime.systemstack, runtime.asmcgocall). The frames of the goroutine that called it
+ * are on that goroutine's own stack, not below on this one: the unwinder may continue there through its
+ * stack-switch hook (unwind_deltas.h).
+ */
+#define STACK_DELTA_GO_STACK_SWITCH 1
 
 /* What a build found and cost; all counts are for one file. */
 struct stack_deltas_stats {

@@ -49,6 +49,9 @@ struct ud_walk {
 	bool have_mod;
 	struct unwind_deltas_regs r;
 	int err;			/* internal error (-ENOMEM) */
+	bool at_go_switch;		/* the last step's rule was a Go stack switch (STACK_DELTA_GO_STACK_SWITCH) */
+	bool switched;			/* the walk continues on the stack the switch hook gave */
+	struct unwind_sample switched_stack;
 };
 
 /* How one step ended. */
@@ -285,8 +288,11 @@ static enum ud_step ud_step(struct ud_walk *w)
 	if (!ud_find_module(w, addr))
 		return UD_STEP_NO_MODULE;
 	struct stack_delta_rule rule;
+	w->at_go_switch = false;
 	if (!ud_rule(w, addr - w->mod.bias, &rule))
 		return w->err ? UD_STEP_FAIL : ud_step_fallback(w);
+	w->at_go_switch = (rule.kind == STACK_DELTA_CFA_FP || rule.kind == STACK_DELTA_STOP) &&
+			  (rule.aux & STACK_DELTA_GO_STACK_SWITCH);
 	switch (rule.kind) {
 	case STACK_DELTA_CFA_SP:
 	case STACK_DELTA_CFA_FP:
@@ -305,6 +311,29 @@ static enum ud_step ud_step(struct ud_walk *w)
 	}
 }
 
+/* At a Go stack switch where the walk would end: ask the hook for the goroutine's stack and go on there. */
+static enum ud_step ud_switch_stack(struct ud_walk *w, enum ud_step ended)
+{
+	struct unwind_deltas *u = w->u;
+	struct unwind_deltas_regs resumed;
+	uint32_t need = UNWIND_DELTAS_REG(UNWIND_REG_SP) | UNWIND_DELTAS_REG(UNWIND_REG_IP);
+	if (!u->opts.stack_switch || w->switched)
+		return ended;
+	memset(&resumed, 0, sizeof(resumed));
+	memset(&w->switched_stack, 0, sizeof(w->switched_stack));
+	int rc = u->opts.stack_switch(u->opts.stack_switch_ctx, w->proc, w->s, &w->r, &resumed, &w->switched_stack);
+	if (rc < 0 || (resumed.known & need) != need ||
+	    w->switched_stack.regs[UNWIND_REG_SP] != resumed.regs[UNWIND_REG_SP] || !w->switched_stack.stack) {
+		u->stats.stack_switch_failures++;
+		return ended;
+	}
+	u->stats.stack_switches++;
+	w->switched = true;
+	w->s = &w->switched_stack;
+	w->r = resumed;
+	return resumed.regs[UNWIND_REG_IP] == 0 ? UD_STEP_END : UD_STEP_OK;
+}
+
 int unwind_deltas_unwind(struct unwind_deltas *u, const struct unwind_process *proc,
 			 const struct unwind_sample *sample, struct unwind_frame *frames, size_t max,
 			 enum unwind_status *status)
@@ -321,6 +350,8 @@ int unwind_deltas_unwind(struct unwind_deltas *u, const struct unwind_process *p
 	size_t n = 1;
 	for (;;) {
 		enum ud_step st = ud_step(&w);
+		if ((st == UD_STEP_END || st == UD_STEP_FAIL) && w.at_go_switch)
+			st = ud_switch_stack(&w, st);
 		if (st == UD_STEP_END)
 			*status = UNWIND_COMPLETE;
 		else if (st == UD_STEP_NO_MODULE && n == 1)

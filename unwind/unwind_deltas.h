@@ -14,7 +14,9 @@
  * unwind_deltas_forget() (standalone use: tests, tools).
  *
  * Rows the tables cannot express (FALLBACK) are handed to an optional fallback hook, e.g. libunwind, for that
- * frame only; without a hook the walk ends there as UNWIND_TRUNCATED.
+ * frame only; without a hook the walk ends there as UNWIND_TRUNCATED. Where Go switched from a goroutine's
+ * stack to the g0 stack, an optional stack-switch hook may hand over a copy of the goroutine's stack, and the walk
+ * continues there (the one place a walk leaves the sample's stack copy; what the hook reads is its business).
  *
  * Ownership: created by unwind_deltas_new(), freed by unwind_deltas_free(). Call unwind_deltas_forget(key) before
  * the file behind a cache_key is closed or the key reused. Not thread-safe: one instance per thread (the
@@ -56,9 +58,25 @@ typedef int (*unwind_deltas_fallback_fn)(void *ctx, const struct unwind_process 
 					 const struct unwind_sample *sample, const struct unwind_module *mod,
 					 const struct unwind_deltas_regs *frame, struct unwind_deltas_regs *caller);
 
+/*
+ * Stack switch, for frames whose rule carries STACK_DELTA_GO_STACK_SWITCH (Go's morestack, systemstack and
+ * asmcgocall moved from a goroutine's stack to the g0 stack; the goroutine's frames are on its own stack, not in
+ * the copy). The hook may give that goroutine's context: resumed's IP, SP and BP (known bits set; IP is looked up
+ * as a return address unless exact_ip) and *stack, a copy of the goroutine's stack that starts at resumed's SP
+ * (stack->regs[UNWIND_REG_SP] == that SP), owned by the hook and valid until the walk ends. frame is the switching
+ * function's frame as the walk recovered it; sample is the one being unwound (its registers may say which
+ * goroutine, e.g. Go's g register R14). Return 0 to continue on that stack, or a negative errno to end the walk as
+ * the rule says (STOP: complete; CFA_FP whose CFA is outside the copy: truncated). At most once per walk.
+ */
+typedef int (*unwind_deltas_switch_fn)(void *ctx, const struct unwind_process *proc,
+				       const struct unwind_sample *sample, const struct unwind_deltas_regs *frame,
+				       struct unwind_deltas_regs *resumed, struct unwind_sample *stack);
+
 struct unwind_deltas_options {
 	unwind_deltas_fallback_fn fallback;	/* NULL: FALLBACK rows end the walk (TRUNCATED) */
 	void *fallback_ctx;
+	unwind_deltas_switch_fn stack_switch;	/* NULL: walks end at Go's stack switches */
+	void *stack_switch_ctx;
 };
 
 /* Counters since unwind_deltas_new(). */
@@ -66,6 +84,7 @@ struct unwind_deltas_stats {
 	uint64_t samples, frames;
 	uint64_t cache_hits, cache_misses;	/* rule lookups */
 	uint64_t fallback_calls, fallback_failures;
+	uint64_t stack_switches, stack_switch_failures;	/* stack-switch hook calls that continued / did not */
 	uint64_t tables_built, table_failures;	/* standalone mode only */
 };
 

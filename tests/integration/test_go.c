@@ -178,7 +178,7 @@ static void test_go_hot_stripped(void **state)
 	run_hot(state, "-s -w", "go hot (stripped)");
 }
 
-static void test_go_cgo(void **state)
+static void run_cgo(void **state, int follow)
 {
 	struct fixture_state *f = *state;
 	if (!test_perf_available() || !go_available())
@@ -188,7 +188,8 @@ static void test_go_cgo(void **state)
 		skip();
 	}
 	go_build(f->dir, "cgo", "cgo", 1, "");
-	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s/cgo 2 >/dev/null", f->out, f->dir), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -q %s -o %s -- %s/cgo 2 >/dev/null",
+				  follow ? "" : "--no-go-stacks", f->out, f->dir), 0);
 	struct profile *p = test_read_profile(f->out);
 	uint64_t total = test_total_samples(p);
 	uint64_t in_c = test_samples_with_function(p, "c_burn");
@@ -207,8 +208,8 @@ static void test_go_cgo(void **state)
 		if (c && go)
 			c_from_go += p->samples.items[i].count;
 	}
-	fprintf(stderr, "go cgo: %llu samples, c_burn %.1f%%, main.goBurn %.1f%%; %.1f%% of c_burn samples unwind "
-		"into main.main->main.callC\n", (unsigned long long)total, share(in_c, total), share(in_go, total),
+	fprintf(stderr, "go cgo%s: %llu samples, c_burn %.1f%%, main.goBurn %.1f%%; %.1f%% of c_burn samples unwind "
+		"into main.main->main.callC\n", follow ? "" : " --no-go-stacks", (unsigned long long)total, share(in_c, total), share(in_go, total),
 		share(c_from_go, in_c));
 	assert_true(share(in_c, total) > 25.0);
 	assert_true(share(in_go, total) > 25.0);
@@ -216,8 +217,13 @@ static void test_go_cgo(void **state)
 	assert_true(locations_have_kind(p, "main.goBurn", PROFILE_FRAME_GO));
 	assert_true(locations_have_kind(p, "c_burn", PROFILE_FRAME_NATIVE));
 	/* C code called through cgo runs on g0: its samples unwind through the C frames to the cgo boundary
-	 * (runtime.asmcgocall); the calling goroutine's stack is not in the stack copy (see the esbuild tests).
-	 * Following it, as the issue wants, is not done yet: the share is printed above. */
+	 * (runtime.asmcgocall); the calling goroutine's stack is not in the stack copy, and hostprof reads it from
+	 * the process (g.sched, gostack.h) to go on into main.callC and main.main. Without --no-go-stacks most C
+	 * samples must get there (85-97% measured; fewer under load, as a C call that returned before its sample
+	 * was handled is left at the boundary); with it, none. */
+	if (share(c_from_go, in_c) < (follow ? 50.0 : 0.0) || (!follow && c_from_go))
+		fail_msg("go cgo%s: %.1f%% of c_burn samples unwind into main.main->main.callC, want %s", follow ? "" :
+			 " --no-go-stacks", share(c_from_go, in_c), follow ? ">= 50%" : "none");
 	const char *to_boundary[] = { "runtime.asmcgocall" };
 	uint64_t in_c_bounded = 0;
 	for (uint32_t i = 0; i < p->samples.count; i++) {
@@ -238,6 +244,16 @@ static void test_go_cgo(void **state)
 	uint64_t go_complete = test_samples_complete_to(p, go_roots_only, 4);
 	assert_true(share(go_complete, total) >= share(in_go, total) * 0.95); /* Go's own samples are whole */
 	profile_free(p);
+}
+
+static void test_go_cgo(void **state)
+{
+	run_cgo(state, 1);
+}
+
+static void test_go_cgo_no_go_stacks(void **state)
+{
+	run_cgo(state, 0);
 }
 
 /* One ES module: a class, functions, template strings and imports of earlier modules. */
@@ -326,6 +342,7 @@ struct comm_counts {
 	uint64_t complete;	/* no error frame, reaching a Go root */
 	uint64_t error;		/* with an error frame such as [truncated] */
 	uint64_t at_morestack;	/* rooted at runtime.morestack: on g0, the goroutine's stack not followed */
+	uint64_t followed;	/* complete, taken on g0 and followed onto the goroutine's stack */
 };
 
 static int stack_has_error(const struct profile *p, uint32_t stack)
@@ -363,8 +380,16 @@ static struct comm_counts count_comm(const struct profile *p, const char *comm)
 			continue;
 		}
 		size_t n = test_stack_functions(p, s->stack, names, MAX_FRAMES);
-		if (names_reach_root(names, n))
+		if (names_reach_root(names, n)) {
 			c.complete += s->count;
+			for (size_t j = 0; j < n; j++) {
+				if (strcmp(names[j], "runtime.morestack") == 0 ||
+				    strcmp(names[j], "runtime.systemstack_switch") == 0) {
+					c.followed += s->count;
+					break;
+				}
+			}
+		}
 		else if (n && strcmp(names[0], "runtime.morestack") == 0)
 			c.at_morestack += s->count;
 	}
@@ -388,7 +413,8 @@ static uint64_t samples_with_name_part(const struct profile *p, const char *part
 	return total;
 }
 
-static void run_esbuild(void **state, const char *spec)
+/* g_register: built by Go >= 1.17, whose g register lets hostprof follow g0 samples onto goroutine stacks. */
+static void run_esbuild(void **state, const char *spec, int g_register)
 {
 	struct fixture_state *f = *state;
 	char bin[512];
@@ -414,15 +440,19 @@ static void run_esbuild(void **state, const char *spec)
 	uint64_t total = c.total;
 	uint64_t parser = samples_with_name_part(p, "js_parser");
 	uint64_t printer = samples_with_name_part(p, "js_printer");
-	fprintf(stderr, "%s: %llu esbuild samples, %.2f%% complete to a Go root (incomplete: %.2f%% with an error "
-		"frame, %.2f%% rooted at runtime.morestack), js_parser %.1f%%, js_printer %.1f%%\n", spec,
-		(unsigned long long)total, share(c.complete, total), share(c.error, total), share(c.at_morestack, total),
+	fprintf(stderr, "%s: %llu esbuild samples, %.2f%% complete to a Go root (%.2f%% taken on g0 and followed "
+		"onto their goroutine's stack; incomplete: %.2f%% with an error frame, %.2f%% rooted at "
+		"runtime.morestack), js_parser %.1f%%, js_printer %.1f%%\n", spec, (unsigned long long)total,
+		share(c.complete, total), share(c.followed, total), share(c.error, total), share(c.at_morestack, total),
 		share(parser, total), share(printer, total));
 	assert_true(total >= 500);
-	/* Samples taken on g0 (stack growth: newstack under runtime.morestack) unwind to the root of g0's stack: the
-	 * goroutine's own stack is elsewhere in memory, outside the copied stack, so it cannot be followed from a
-	 * stack copy. The issue's goal, 95 % reaching a goroutine's root, is not met yet (68-75 % measured); what is
-	 * asserted is that nearly every sample reaches the root of the stack it was taken on. */
+	/* Samples taken on g0 (stack growth: newstack under runtime.morestack) go on to their goroutine's stack when
+	 * hostprof could read it before the goroutine moved on (gostack.h; Go >= 1.17); the others end at the root of
+	 * g0's stack. The issue's goal, 95 % reaching a goroutine's root, is not met (65-80 % measured: stack growth
+	 * is short and often over before its sample is handled); what is asserted is that nearly every sample reaches
+	 * the root of the goroutine or g0 stack it was taken on, and that g0 samples are followed at all. */
+	if (g_register && !c.followed)
+		fail_msg("%s: no sample taken on g0 was followed onto its goroutine's stack", spec);
 	uint64_t rooted = c.complete + c.at_morestack;
 	if (share(rooted, total) < 90.0)
 		fail_msg("%s: only %.2f%% of samples reach the root of their goroutine or g0 stack, want >= 90%%", spec,
@@ -435,17 +465,17 @@ static void run_esbuild(void **state, const char *spec)
 
 static void test_esbuild_go116(void **state)
 {
-	run_esbuild(state, "esbuild-linux-64@0.11.23");
+	run_esbuild(state, "esbuild-linux-64@0.11.23", 0);
 }
 
 static void test_esbuild_go119(void **state)
 {
-	run_esbuild(state, "@esbuild/linux-x64@0.15.18");
+	run_esbuild(state, "@esbuild/linux-x64@0.15.18", 1);
 }
 
 static void test_esbuild_latest(void **state)
 {
-	run_esbuild(state, "@esbuild/linux-x64@latest");
+	run_esbuild(state, "@esbuild/linux-x64@latest", 1);
 }
 
 int main(void)
@@ -454,6 +484,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_go_hot_unstripped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_go_hot_stripped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_go_cgo, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_go_cgo_no_go_stacks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_esbuild_go116, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_esbuild_go119, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_esbuild_latest, setup, teardown),

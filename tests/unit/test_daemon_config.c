@@ -32,6 +32,7 @@ static void test_defaults(void **state)
 	assert_string_equal(c.output_dir, "/var/lib/hostprof");
 	assert_int_equal(c.prob_threshold, 100);
 	assert_true(c.apm);
+	assert_true(c.go_stacks);
 }
 
 static void test_values_and_errors(void **state)
@@ -58,6 +59,10 @@ static void test_values_and_errors(void **state)
 	assert_false(c.apm);
 	assert_int_equal(daemon_config_set(&c, "no-kernel", "yes", err, sizeof(err)), 0);
 	assert_false(c.kernel);
+	assert_true(c.apm == 0 && c.go_stacks); /* each key sets its own setting */
+	assert_int_equal(daemon_config_set(&c, "no-go-stacks", "true", err, sizeof(err)), 0);
+	assert_false(c.go_stacks);
+	assert_false(c.apm);
 	assert_int_equal(daemon_config_set(&c, "unwinder", "magic", err, sizeof(err)), -EINVAL);
 	assert_int_equal(daemon_config_set(&c, "intervall", "5", err, sizeof(err)), -ENOENT);
 	assert_string_equal(err, "unknown key 'intervall'");
