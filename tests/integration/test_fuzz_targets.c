@@ -22,12 +22,6 @@ struct fuzz_state {
 	char *dir;
 };
 
-static const char *build_dir(void)
-{
-	const char *build = getenv("BUILD");
-	return build && *build ? build : "build";
-}
-
 static int setup(void **state)
 {
 	struct fuzz_state *f = calloc(1, sizeof(*f));
@@ -49,7 +43,7 @@ static int teardown(void **state)
 /* Run target over the inputs (a shell word list) with mutants of each; assert it finished. */
 static void run_target(const char *target, unsigned mutants, const char *inputs)
 {
-	assert_int_equal(test_run("'%s/fuzz/%s' -m %u %s", build_dir(), target, mutants, inputs), 0);
+	assert_int_equal(test_run("'%s/fuzz/%s' -m %u %s", test_build_dir(), target, mutants, inputs), 0);
 }
 
 static void test_fuzz_elf(void **state)

@@ -49,12 +49,6 @@ static int go_available(void)
 	return 1;
 }
 
-static const char *build_dir(void)
-{
-	const char *build = getenv("BUILD");
-	return build && *build ? build : "build";
-}
-
 static int setup(void **state)
 {
 	struct fixture_state *f = calloc(1, sizeof(*f));
@@ -87,7 +81,7 @@ static void go_build(const char *dir, const char *pkg, const char *out, int cgo,
 	assert_int_equal(test_run("b=$(realpath -m '%s') && cd tests/fixtures/go && "
 				  "GOCACHE=\"$b/go-cache\" GOPATH=\"$b/go-path\" GOFLAGS=-mod=mod GOTOOLCHAIN=local "
 				  "GOPROXY=off CGO_ENABLED=%d go build -ldflags='%s' -o %s/%s ./%s",
-				  build_dir(), cgo, ldflags, dir, out, pkg), 0);
+				  test_build_dir(), cgo, ldflags, dir, out, pkg), 0);
 }
 
 /* Whether some location line of function name has a file ending in main.go and a known line number. */
@@ -320,7 +314,7 @@ static int fetch_esbuild(const char *spec, char *bin, size_t len)
 	for (const char *s = spec + (spec[0] == '@'); *s && n + 1 < sizeof(name); s++)
 		name[n++] = *s == '/' || *s == '@' ? '-' : *s;
 	name[n] = 0;
-	snprintf(dir, sizeof(dir), "%s/npm-cache/%s", build_dir(), name);
+	snprintf(dir, sizeof(dir), "%s/npm-cache/%s", test_build_dir(), name);
 	snprintf(bin, len, "%s/package/bin/esbuild", dir);
 	if (access(bin, X_OK) == 0)
 		return 0;

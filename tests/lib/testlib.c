@@ -16,10 +16,15 @@
 
 #define MAX_NAMES 1024
 
-const char *test_fixture_path(const char *name, char *buf, size_t len)
+const char *test_build_dir(void)
 {
 	const char *build = getenv("BUILD");
-	snprintf(buf, len, "%s/fixtures/%s", build && *build ? build : "build", name);
+	return build && *build ? build : "build";
+}
+
+const char *test_fixture_path(const char *name, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/fixtures/%s", test_build_dir(), name);
 	return buf;
 }
 

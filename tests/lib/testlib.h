@@ -14,6 +14,8 @@
 
 #include "src/profile.h"
 
+/* The build tree: $BUILD, else "build". */
+const char *test_build_dir(void);
 /* "$BUILD/fixtures/name" in a static buffer of the caller's. */
 const char *test_fixture_path(const char *name, char *buf, size_t len);
 /* The hostprof binary under test: $HOSTPROF, else ./hostprof (exported so commands can use "$HOSTPROF"). */
