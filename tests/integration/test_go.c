@@ -203,8 +203,8 @@ static void run_cgo(void **state, int follow)
 			c_from_go += p->samples.items[i].count;
 	}
 	fprintf(stderr, "go cgo%s: %llu samples, c_burn %.1f%%, main.goBurn %.1f%%; %.1f%% of c_burn samples unwind "
-		"into main.main->main.callC\n", follow ? "" : " --no-go-stacks", (unsigned long long)total, share(in_c, total), share(in_go, total),
-		share(c_from_go, in_c));
+		"into main.main->main.callC\n", follow ? "" : " --no-go-stacks", (unsigned long long)total,
+		share(in_c, total), share(in_go, total), share(c_from_go, in_c));
 	assert_true(share(in_c, total) > 25.0);
 	assert_true(share(in_go, total) > 25.0);
 	/* Frame kinds: Go code named from .gopclntab is Go (0xB), the C code in the same binary native (3). */

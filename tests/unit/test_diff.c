@@ -14,19 +14,14 @@
 
 #include "src/diff.h"
 #include "src/profile.h"
+#include "tests/lib/profile_builder.h"
 
-static uint32_t str(struct profile *p, const char *s)
-{
-	uint32_t i;
-	assert_int_equal(profile_add_string(p, s, &i), 0);
-	return i;
-}
 
 /* The location of function name in /bin/app, one per function. */
 static uint32_t function_location(struct profile *p, const char *name, uint64_t address)
 {
-	struct profile_mapping m = { .filename = str(p, "/bin/app") };
-	struct profile_function f = { .name = str(p, name), .filename = str(p, "/src/app.c") };
+	struct profile_mapping m = { .filename = tp_string(p, "/bin/app") };
+	struct profile_function f = { .name = tp_string(p, name), .filename = tp_string(p, "/src/app.c") };
 	struct profile_line line = { 0, 1 };
 	struct profile_location l = { .address = address, .frame_kind = PROFILE_FRAME_NATIVE, .nlines = 1,
 				      .lines = &line };
@@ -42,7 +37,7 @@ static void add_path(struct profile *p, const char *leaf, uint64_t address, uint
 {
 	uint32_t locs[2] = { function_location(p, leaf, address), function_location(p, "main", 0x100) };
 	struct profile_stack st = { .nlocations = 2, .locations = locs };
-	struct profile_sample s = { .pid = 1, .tid = 1, .comm = str(p, "app"), .count = count };
+	struct profile_sample s = { .pid = 1, .tid = 1, .comm = tp_string(p, "app"), .count = count };
 	st.trace_id[0] = (uint8_t)address;
 	assert_int_equal(profile_add_stack(p, &st, &s.stack), 0);
 	assert_int_equal(profile_add_sample(p, &s), 0);

@@ -21,43 +21,14 @@
 
 #include "src/pprof.h"
 #include "src/profile.h"
+#include "tests/lib/profile_builder.h"
 #include "src/proto/profile.pb-c.h"
 
 typedef Perftools__Profiles__Profile pb_profile;
 
-static uint32_t str(struct profile *p, const char *s)
-{
-	uint32_t i;
-	assert_int_equal(profile_add_string(p, s, &i), 0);
-	return i;
-}
 
-static uint32_t func(struct profile *p, const char *name, const char *file)
-{
-	struct profile_function f = { .name = str(p, name), .filename = str(p, file) };
-	uint32_t i;
-	assert_int_equal(profile_add_function(p, &f, &i), 0);
-	return i;
-}
 
-static uint32_t loc(struct profile *p, uint32_t m, uint64_t address, uint8_t kind, const struct profile_line *lines,
-		    uint32_t nlines)
-{
-	struct profile_location l = { .mapping = m, .address = address, .frame_kind = kind, .nlines = nlines,
-				      .lines = (struct profile_line *)lines };
-	uint32_t i;
-	assert_int_equal(profile_add_location(p, &l, &i), 0);
-	return i;
-}
 
-static uint32_t stack(struct profile *p, uint8_t id, const uint32_t *locs, uint32_t n)
-{
-	struct profile_stack s = { .nlocations = n, .locations = (uint32_t *)locs };
-	uint32_t i;
-	memset(s.trace_id, id, sizeof(s.trace_id));
-	assert_int_equal(profile_add_stack(p, &s, &i), 0);
-	return i;
-}
 
 static uint32_t link_(struct profile *p, const uint8_t span_id[8])
 {
@@ -73,8 +44,8 @@ static uint32_t link_(struct profile *p, const uint8_t span_id[8])
 static void sample(struct profile *p, uint32_t st, int32_t pid, int32_t tid, const char *comm, const char *thread,
 		   uint32_t link, uint64_t count, uint64_t cpu_ns)
 {
-	struct profile_sample s = { .stack = st, .pid = pid, .tid = tid, .comm = str(p, comm),
-				    .thread_name = str(p, thread), .link = link, .count = count, .cpu_ns = cpu_ns };
+	struct profile_sample s = { .stack = st, .pid = pid, .tid = tid, .comm = tp_string(p, comm),
+				    .thread_name = tp_string(p, thread), .link = link, .count = count, .cpu_ns = cpu_ns };
 	assert_int_equal(profile_add_sample(p, &s), 0);
 }
 
@@ -100,9 +71,10 @@ static struct profile *build(void)
 	i->samples = 10;
 	i->lost = 1;
 
-	struct profile_mapping m_lib = { .filename = str(p, "/usr/lib/libz.so.1") };
-	struct profile_mapping m_app = { .filename = str(p, "/opt/app/bin/app"), .build_id = str(p, "abcdef0123") };
-	struct profile_mapping m_unused = { .filename = str(p, "/unused") };
+	struct profile_mapping m_lib = { .filename = tp_string(p, "/usr/lib/libz.so.1") };
+	struct profile_mapping m_app = { .filename = tp_string(p, "/opt/app/bin/app"),
+					 .build_id = tp_string(p, "abcdef0123") };
+	struct profile_mapping m_unused = { .filename = tp_string(p, "/unused") };
 	uint32_t lib, app, unused;
 	for (int k = 0; k < 16; k++)
 		m_lib.file_id[k] = (uint8_t)(k + 1);
@@ -110,23 +82,23 @@ static struct profile *build(void)
 	assert_int_equal(profile_add_mapping(p, &m_app, &app), 0);
 	assert_int_equal(profile_add_mapping(p, &m_unused, &unused), 0);
 
-	uint32_t f_main = func(p, "main", "/src/app.c"), f_work = func(p, "work", "/src/app.c");
-	uint32_t f_helper = func(p, "helper", "/src/util.h"), f_sched = func(p, "schedule", NULL);
+	uint32_t f_main = tp_function(p, "main", "/src/app.c"), f_work = tp_function(p, "work", "/src/app.c");
+	uint32_t f_helper = tp_function(p, "helper", "/src/util.h"), f_sched = tp_function(p, "schedule", NULL);
 	struct profile_line l_main[] = { { f_main, 9 } }, l_inl[] = { { f_helper, 3 }, { f_work, 20 } };
 	struct profile_line l_sched[] = { { f_sched, 0 } };
-	uint32_t main_ = loc(p, app, 0x1000, PROFILE_FRAME_NATIVE, l_main, 1);
-	uint32_t inl = loc(p, app, 0x1100, PROFILE_FRAME_NATIVE, l_inl, 2);
-	uint32_t unsym = loc(p, lib, 0x2f0a, PROFILE_FRAME_NATIVE, NULL, 0);
-	uint32_t sched = loc(p, 0, 0x40, PROFILE_FRAME_KERNEL, l_sched, 1);
-	uint32_t gone = loc(p, unused, 0x10, PROFILE_FRAME_NATIVE, NULL, 0);
+	uint32_t main_ = tp_location(p, app, 0x1000, PROFILE_FRAME_NATIVE, l_main, 1);
+	uint32_t inl = tp_location(p, app, 0x1100, PROFILE_FRAME_NATIVE, l_inl, 2);
+	uint32_t unsym = tp_location(p, lib, 0x2f0a, PROFILE_FRAME_NATIVE, NULL, 0);
+	uint32_t sched = tp_location(p, 0, 0x40, PROFILE_FRAME_KERNEL, l_sched, 1);
+	uint32_t gone = tp_location(p, unused, 0x10, PROFILE_FRAME_NATIVE, NULL, 0);
 
 	const uint8_t span1[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
 	const uint8_t span2[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
-	uint32_t s1 = stack(p, 1, (uint32_t[]){ inl, main_ }, 2);
+	uint32_t s1 = tp_stack(p, 1, (uint32_t[]){ inl, main_ }, 2);
 	sample(p, s1, 7, 8, "app", "worker", 0, 4, 0);
-	sample(p, stack(p, 2, (uint32_t[]){ unsym, main_ }, 2), 7, 7, "app", "app", link_(p, span1), 2, 2500000);
-	sample(p, stack(p, 3, (uint32_t[]){ sched, inl, main_ }, 3), 7, 8, "app", "worker", link_(p, span2), 3, 0);
-	sample(p, stack(p, 4, &gone, 1), 7, 7, "app", "app", 0, 0, 0);
+	sample(p, tp_stack(p, 2, (uint32_t[]){ unsym, main_ }, 2), 7, 7, "app", "app", link_(p, span1), 2, 2500000);
+	sample(p, tp_stack(p, 3, (uint32_t[]){ sched, inl, main_ }, 3), 7, 8, "app", "worker", link_(p, span2), 3, 0);
+	sample(p, tp_stack(p, 4, &gone, 1), 7, 7, "app", "app", 0, 0, 0);
 	sample(p, s1, 9, 9, "", "", 0, 1, 0);
 	return p;
 }
@@ -465,11 +437,11 @@ static void test_go_pprof_symbolizes_elf_address(void **state)
 	assert_non_null(realpath("/proc/self/exe", exe));
 	dl_iterate_phdr(main_object_bias, &bias);
 	struct profile *p = profile_new();
-	struct profile_mapping m = { .filename = str(p, exe) };
+	struct profile_mapping m = { .filename = tp_string(p, exe) };
 	uint32_t mi, li, si;
 	assert_int_equal(profile_add_mapping(p, &m, &mi), 0);
-	li = loc(p, mi, (uintptr_t)&pprof_test_marker - bias + 4, PROFILE_FRAME_NATIVE, NULL, 0);
-	si = stack(p, 1, &li, 1);
+	li = tp_location(p, mi, (uintptr_t)&pprof_test_marker - bias + 4, PROFILE_FRAME_NATIVE, NULL, 0);
+	si = tp_stack(p, 1, &li, 1);
 	sample(p, si, 1, 1, "t", "t", 0, 5, 5000000);
 	assert_int_equal(pprof_test_marker(1), 4);
 	int fd = mkstemp(path);

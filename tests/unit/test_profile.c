@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "src/profile.h"
+#include "tests/lib/profile_builder.h"
 
 /* --- fixtures ----------------------------------------------------------------------------------------------- */
 
@@ -89,45 +90,15 @@ static uint8_t *read_bytes(const char *path, size_t *len)
 	return buf;
 }
 
-static uint32_t str(struct profile *p, const char *s)
-{
-	uint32_t i;
-	assert_int_equal(profile_add_string(p, s, &i), 0);
-	return i;
-}
 
-static uint32_t func(struct profile *p, const char *name, const char *file)
-{
-	struct profile_function f = { .name = str(p, name), .filename = str(p, file) };
-	uint32_t i;
-	assert_int_equal(profile_add_function(p, &f, &i), 0);
-	return i;
-}
 
-static uint32_t loc(struct profile *p, uint32_t mapping, uint64_t address, uint8_t kind,
-		    const struct profile_line *lines, uint32_t nlines)
-{
-	struct profile_location l = { .mapping = mapping, .address = address, .frame_kind = kind,
-				      .nlines = nlines, .lines = (struct profile_line *)lines };
-	uint32_t i;
-	assert_int_equal(profile_add_location(p, &l, &i), 0);
-	return i;
-}
 
-static uint32_t stack(struct profile *p, uint8_t id, const uint32_t *locs, uint32_t n)
-{
-	struct profile_stack s = { .nlocations = n, .locations = (uint32_t *)locs };
-	uint32_t i;
-	memset(s.trace_id, id, sizeof(s.trace_id));
-	assert_int_equal(profile_add_stack(p, &s, &i), 0);
-	return i;
-}
 
 static void sample(struct profile *p, uint32_t st, int32_t pid, int32_t tid, const char *comm, const char *thread,
 		   uint32_t link, uint64_t count)
 {
-	struct profile_sample s = { .stack = st, .pid = pid, .tid = tid, .comm = str(p, comm),
-				    .thread_name = str(p, thread), .link = link, .count = count,
+	struct profile_sample s = { .stack = st, .pid = pid, .tid = tid, .comm = tp_string(p, comm),
+				    .thread_name = tp_string(p, thread), .link = link, .count = count,
 				    .cpu_ns = count * 10101010 };
 	assert_int_equal(profile_add_sample(p, &s), 0);
 }
@@ -158,11 +129,11 @@ static struct profile *build_profile(void)
 	struct profile *p = profile_new();
 	assert_non_null(p);
 	set_info(p);
-	struct profile_mapping libc = { .build_id = str(p, "deadbeef00112233"),
-					.filename = str(p, "/usr/lib/libc.so.6"),
+	struct profile_mapping libc = { .build_id = tp_string(p, "deadbeef00112233"),
+					.filename = tp_string(p, "/usr/lib/libc.so.6"),
 					.memory_start = 0x7f0000000000, .memory_limit = 0x7f0000100000,
 					.file_offset = 0x1000 };
-	struct profile_mapping app = { .filename = str(p, "/opt/app/bin/app") };
+	struct profile_mapping app = { .filename = tp_string(p, "/opt/app/bin/app") };
 	uint32_t m_libc, m_app;
 	for (int b = 0; b < 16; b++)
 		libc.file_id[b] = (uint8_t)(0x10 + b);
@@ -170,21 +141,21 @@ static struct profile *build_profile(void)
 	assert_int_equal(profile_add_mapping(p, &libc, &m_libc), 0);
 	assert_int_equal(profile_add_mapping(p, &app, &m_app), 0);
 
-	struct profile_line work[] = { { func(p, "helper", "util.h"), 10 }, { func(p, "work", "app.c"), 42 } };
-	struct profile_line main_[] = { { func(p, "main", "app.c"), 7 } };
-	struct profile_line sched[] = { { func(p, "schedule", NULL), 0 } };
-	struct profile_line trunc[] = { { func(p, "[truncated]", NULL), 0 } };
-	struct profile_line go[] = { { func(p, "main.loop", "loop.go"), -3 } };
-	uint32_t l_work = loc(p, m_app, 0x1234, PROFILE_FRAME_NATIVE, work, 2);
-	uint32_t l_main = loc(p, m_app, 0x1100, PROFILE_FRAME_NATIVE, main_, 1);
-	uint32_t l_memcpy = loc(p, m_libc, 0x9abc, PROFILE_FRAME_NATIVE, NULL, 0);
-	uint32_t l_sched = loc(p, 0, 0x5555, PROFILE_FRAME_KERNEL, sched, 1);
-	uint32_t l_trunc = loc(p, 0, 1, PROFILE_FRAME_ERROR, trunc, 1);
-	uint32_t l_go = loc(p, m_app, 0x2000, PROFILE_FRAME_GO, go, 1);
+	struct profile_line work[] = { { tp_function(p, "helper", "util.h"), 10 }, { tp_function(p, "work", "app.c"), 42 } };
+	struct profile_line main_[] = { { tp_function(p, "main", "app.c"), 7 } };
+	struct profile_line sched[] = { { tp_function(p, "schedule", NULL), 0 } };
+	struct profile_line trunc[] = { { tp_function(p, "[truncated]", NULL), 0 } };
+	struct profile_line go[] = { { tp_function(p, "main.loop", "loop.go"), -3 } };
+	uint32_t l_work = tp_location(p, m_app, 0x1234, PROFILE_FRAME_NATIVE, work, 2);
+	uint32_t l_main = tp_location(p, m_app, 0x1100, PROFILE_FRAME_NATIVE, main_, 1);
+	uint32_t l_memcpy = tp_location(p, m_libc, 0x9abc, PROFILE_FRAME_NATIVE, NULL, 0);
+	uint32_t l_sched = tp_location(p, 0, 0x5555, PROFILE_FRAME_KERNEL, sched, 1);
+	uint32_t l_trunc = tp_location(p, 0, 1, PROFILE_FRAME_ERROR, trunc, 1);
+	uint32_t l_go = tp_location(p, m_app, 0x2000, PROFILE_FRAME_GO, go, 1);
 
-	uint32_t s1 = stack(p, 0xa1, (uint32_t[]){ l_work, l_main }, 2);
-	uint32_t s2 = stack(p, 0xb2, (uint32_t[]){ l_sched, l_memcpy, l_trunc }, 3);
-	uint32_t s3 = stack(p, 0xc3, (uint32_t[]){ l_go, l_main }, 2);
+	uint32_t s1 = tp_stack(p, 0xa1, (uint32_t[]){ l_work, l_main }, 2);
+	uint32_t s2 = tp_stack(p, 0xb2, (uint32_t[]){ l_sched, l_memcpy, l_trunc }, 3);
+	uint32_t s3 = tp_stack(p, 0xc3, (uint32_t[]){ l_go, l_main }, 2);
 
 	struct profile_link link = { 0 };
 	uint32_t li;
@@ -351,7 +322,7 @@ static void test_tables_interned(void **state)
 {
 	(void)state;
 	struct profile *p = profile_new();
-	struct profile_mapping m = { .filename = str(p, "/lib/x.so"), .memory_start = 1 }, zero_m = { 0 };
+	struct profile_mapping m = { .filename = tp_string(p, "/lib/x.so"), .memory_start = 1 }, zero_m = { 0 };
 	uint32_t m1, m2, m0, f1, f2;
 	assert_int_equal(profile_add_mapping(p, &m, &m1), 0);
 	assert_int_equal(profile_add_mapping(p, &m, &m2), 0);
@@ -362,28 +333,28 @@ static void test_tables_interned(void **state)
 	assert_int_equal(profile_add_mapping(p, &m, &m2), 0);
 	assert_int_not_equal(m1, m2);
 
-	f1 = func(p, "f", "a.c");
-	f2 = func(p, "f", "b.c");
+	f1 = tp_function(p, "f", "a.c");
+	f2 = tp_function(p, "f", "b.c");
 	assert_int_not_equal(f1, f2);
-	assert_int_equal(func(p, "f", "a.c"), f1);
+	assert_int_equal(tp_function(p, "f", "a.c"), f1);
 
 	/* Locations are keyed by (mapping, address, kind); the first lines win. */
 	struct profile_line l1[] = { { f1, 3 } }, l2[] = { { f2, 4 }, { f1, 5 } };
-	uint32_t a = loc(p, m1, 0x10, PROFILE_FRAME_NATIVE, l1, 1);
-	assert_int_equal(loc(p, m1, 0x10, PROFILE_FRAME_NATIVE, l2, 2), a);
+	uint32_t a = tp_location(p, m1, 0x10, PROFILE_FRAME_NATIVE, l1, 1);
+	assert_int_equal(tp_location(p, m1, 0x10, PROFILE_FRAME_NATIVE, l2, 2), a);
 	assert_int_equal(p->locations.items[a].nlines, 1);
 	assert_int_equal(p->locations.items[a].lines[0].line, 3);
 	l1[0].line = 99;	/* lines were copied */
 	assert_int_equal(p->locations.items[a].lines[0].line, 3);
-	assert_int_not_equal(loc(p, m1, 0x10, PROFILE_FRAME_KERNEL, NULL, 0), a);
-	assert_int_not_equal(loc(p, m2, 0x10, PROFILE_FRAME_NATIVE, NULL, 0), a);
+	assert_int_not_equal(tp_location(p, m1, 0x10, PROFILE_FRAME_KERNEL, NULL, 0), a);
+	assert_int_not_equal(tp_location(p, m2, 0x10, PROFILE_FRAME_NATIVE, NULL, 0), a);
 
 	uint32_t locs[] = { a, a };
-	uint32_t s1 = stack(p, 1, locs, 2);
-	assert_int_equal(stack(p, 1, locs, 2), s1);
-	assert_int_not_equal(stack(p, 2, locs, 2), s1);
-	assert_int_not_equal(stack(p, 1, locs, 1), s1);
-	assert_int_equal(stack(p, 0, NULL, 0), 0);
+	uint32_t s1 = tp_stack(p, 1, locs, 2);
+	assert_int_equal(tp_stack(p, 1, locs, 2), s1);
+	assert_int_not_equal(tp_stack(p, 2, locs, 2), s1);
+	assert_int_not_equal(tp_stack(p, 1, locs, 1), s1);
+	assert_int_equal(tp_stack(p, 0, NULL, 0), 0);
 
 	struct profile_link link = { .trace_id = { 1 }, .span_id = { 2 } }, zero_l = { 0 };
 	uint32_t k1, k2;
@@ -419,7 +390,7 @@ static void test_samples_merged(void **state)
 {
 	(void)state;
 	struct profile *p = profile_new();
-	uint32_t s = stack(p, 1, NULL, 0);
+	uint32_t s = tp_stack(p, 1, NULL, 0);
 	sample(p, s, 1, 1, "a", "t", 0, 2);
 	sample(p, s, 1, 1, "a", "t", 0, 3);
 	sample(p, s, 1, 2, "a", "t", 0, 1);
@@ -440,8 +411,8 @@ static void test_many_elements(void **state)
 	for (int round = 0; round < 2; round++) {
 		for (uint32_t i = 0; i < N; i++) {
 			snprintf(name, sizeof(name), "fn_%u", i);
-			struct profile_line line = { func(p, name, "f.c"), i };
-			uint32_t l = loc(p, 0, 0x1000 + i, PROFILE_FRAME_NATIVE, &line, 1);
+			struct profile_line line = { tp_function(p, name, "f.c"), i };
+			uint32_t l = tp_location(p, 0, 0x1000 + i, PROFILE_FRAME_NATIVE, &line, 1);
 			struct profile_stack s = { .nlocations = 1, .locations = &l };
 			uint32_t si;
 			memcpy(s.trace_id, &i, sizeof(i));
@@ -534,9 +505,9 @@ static void test_concatenated_maps_merge(void **state)
 	tmpdir_file(&d, "c.msgpack", pc, sizeof(pc));
 
 	struct profile *a = build_profile(), *b = profile_new();
-	uint32_t s = stack(b, 0x77, NULL, 0);
+	uint32_t s = tp_stack(b, 0x77, NULL, 0);
 	sample(b, s, 300, 300, "other", "", 0, 4);
-	sample(b, stack(b, 0x77, NULL, 0), 300, 300, "other", "", 0, 1);
+	sample(b, tp_stack(b, 0x77, NULL, 0), 300, 300, "other", "", 0, 1);
 	b->info.samples = 5;
 	assert_int_equal(profile_write_file(a, pa), 0);
 	assert_int_equal(profile_write_file(b, pb), 0);
@@ -970,7 +941,7 @@ static void test_write_fails_midway(void **state)
 	for (uint32_t i = 0; i < 20000; i++) {
 		char name[32];
 		snprintf(name, sizeof(name), "function_number_%u", i);
-		func(p, name, "file.c");
+		tp_function(p, name, "file.c");
 	}
 	signal(SIGXFSZ, SIG_IGN);
 	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);

@@ -13,22 +13,10 @@
 #include <string.h>
 
 #include "src/profile.h"
+#include "tests/lib/profile_builder.h"
 #include "src/report.h"
 
-static uint32_t str(struct profile *p, const char *s)
-{
-	uint32_t i;
-	assert_int_equal(profile_add_string(p, s, &i), 0);
-	return i;
-}
 
-static uint32_t func(struct profile *p, const char *name, const char *file)
-{
-	struct profile_function f = { .name = str(p, name), .filename = str(p, file) };
-	uint32_t i;
-	assert_int_equal(profile_add_function(p, &f, &i), 0);
-	return i;
-}
 
 static uint32_t loc(struct profile *p, uint32_t m, uint64_t address, const struct profile_line *lines,
 		    uint32_t nlines)
@@ -40,20 +28,12 @@ static uint32_t loc(struct profile *p, uint32_t m, uint64_t address, const struc
 	return i;
 }
 
-static uint32_t stack(struct profile *p, uint8_t id, const uint32_t *locs, uint32_t n)
-{
-	struct profile_stack s = { .nlocations = n, .locations = (uint32_t *)locs };
-	uint32_t i;
-	memset(s.trace_id, id, sizeof(s.trace_id));
-	assert_int_equal(profile_add_stack(p, &s, &i), 0);
-	return i;
-}
 
 static void sample(struct profile *p, uint32_t st, int32_t pid, int32_t tid, const char *comm, const char *thread,
 		   uint64_t count)
 {
-	struct profile_sample s = { .stack = st, .pid = pid, .tid = tid, .comm = str(p, comm),
-				    .thread_name = str(p, thread), .count = count };
+	struct profile_sample s = { .stack = st, .pid = pid, .tid = tid, .comm = tp_string(p, comm),
+				    .thread_name = tp_string(p, thread), .count = count };
 	assert_int_equal(profile_add_sample(p, &s), 0);
 }
 
@@ -80,19 +60,19 @@ static struct profile *build(void)
 	p->info.samples = 10;
 	p->info.unwound_complete = 10;
 
-	struct profile_mapping m = { .filename = str(p, "/opt/app/bin/app") };
+	struct profile_mapping m = { .filename = tp_string(p, "/opt/app/bin/app") };
 	uint32_t app;
 	assert_int_equal(profile_add_mapping(p, &m, &app), 0);
-	uint32_t f_main = func(p, "main", "/src/app.c"), f_work = func(p, "work", "/src/app.c");
-	uint32_t f_helper = func(p, "helper", "/src/util.h"), f_rec = func(p, "rec", "/src/app.c");
+	uint32_t f_main = tp_function(p, "main", "/src/app.c"), f_work = tp_function(p, "work", "/src/app.c");
+	uint32_t f_helper = tp_function(p, "helper", "/src/util.h"), f_rec = tp_function(p, "rec", "/src/app.c");
 	struct profile_line l_inl[] = { { f_helper, 3 }, { f_work, 20 } }, l_main[] = { { f_main, 9 } };
 	struct profile_line l_work[] = { { f_work, 22 } }, l_rec[] = { { f_rec, 30 } };
 	uint32_t main_ = loc(p, app, 0x1000, l_main, 1), inl = loc(p, app, 0x1100, l_inl, 2);
 	uint32_t work = loc(p, app, 0x1200, l_work, 1), rec = loc(p, app, 0x1300, l_rec, 1);
 
-	uint32_t s1 = stack(p, 1, (uint32_t[]){ inl, main_ }, 2);
-	uint32_t s2 = stack(p, 2, (uint32_t[]){ rec, rec, main_ }, 3);
-	uint32_t s3 = stack(p, 3, (uint32_t[]){ work, main_ }, 2);
+	uint32_t s1 = tp_stack(p, 1, (uint32_t[]){ inl, main_ }, 2);
+	uint32_t s2 = tp_stack(p, 2, (uint32_t[]){ rec, rec, main_ }, 3);
+	uint32_t s3 = tp_stack(p, 3, (uint32_t[]){ work, main_ }, 2);
 	sample(p, s1, 1, 1, "app", "app", 4);
 	sample(p, s2, 1, 1, "app", "app", 2);
 	sample(p, s1, 1, 2, "app", "worker", 2);

@@ -14,55 +14,19 @@
 #include <string.h>
 
 #include "src/profile.h"
+#include "tests/lib/profile_builder.h"
 #include "src/speedscope.h"
 
-static uint32_t str(struct profile *p, const char *s)
-{
-	uint32_t i;
-	assert_int_equal(profile_add_string(p, s, &i), 0);
-	return i;
-}
 
-static uint32_t func(struct profile *p, const char *name, const char *file)
-{
-	struct profile_function f = { .name = str(p, name), .filename = str(p, file) };
-	uint32_t i;
-	assert_int_equal(profile_add_function(p, &f, &i), 0);
-	return i;
-}
 
-static uint32_t mapping(struct profile *p, const char *path)
-{
-	struct profile_mapping m = { .filename = str(p, path) };
-	uint32_t i;
-	assert_int_equal(profile_add_mapping(p, &m, &i), 0);
-	return i;
-}
 
-static uint32_t loc(struct profile *p, uint32_t m, uint64_t address, uint8_t kind, const struct profile_line *lines,
-		    uint32_t nlines)
-{
-	struct profile_location l = { .mapping = m, .address = address, .frame_kind = kind, .nlines = nlines,
-				      .lines = (struct profile_line *)lines };
-	uint32_t i;
-	assert_int_equal(profile_add_location(p, &l, &i), 0);
-	return i;
-}
 
-static uint32_t stack(struct profile *p, uint8_t id, const uint32_t *locs, uint32_t n)
-{
-	struct profile_stack s = { .nlocations = n, .locations = (uint32_t *)locs };
-	uint32_t i;
-	memset(s.trace_id, id, sizeof(s.trace_id));
-	assert_int_equal(profile_add_stack(p, &s, &i), 0);
-	return i;
-}
 
 static void sample(struct profile *p, uint32_t st, int32_t pid, int32_t tid, const char *comm, const char *thread,
 		   uint64_t count, uint64_t cpu_ns)
 {
-	struct profile_sample s = { .stack = st, .pid = pid, .tid = tid, .comm = str(p, comm),
-				    .thread_name = str(p, thread), .count = count, .cpu_ns = cpu_ns };
+	struct profile_sample s = { .stack = st, .pid = pid, .tid = tid, .comm = tp_string(p, comm),
+				    .thread_name = tp_string(p, thread), .count = count, .cpu_ns = cpu_ns };
 	assert_int_equal(profile_add_sample(p, &s), 0);
 }
 
@@ -82,22 +46,22 @@ static struct profile *build(uint64_t period_ns)
 	struct profile *p = profile_new();
 	assert_non_null(p);
 	p->info.period_ns = period_ns;
-	uint32_t app = mapping(p, "/opt/app"), libc = mapping(p, "/usr/lib/libc.so.6");
-	uint32_t f_main = func(p, "main", "/src/app.c"), f_work = func(p, "work", "/src/app.c");
-	uint32_t f_helper = func(p, "helper", "/src/util.h"), f_sched = func(p, "schedule", NULL);
+	uint32_t app = tp_mapping(p, "/opt/app"), libc = tp_mapping(p, "/usr/lib/libc.so.6");
+	uint32_t f_main = tp_function(p, "main", "/src/app.c"), f_work = tp_function(p, "work", "/src/app.c");
+	uint32_t f_helper = tp_function(p, "helper", "/src/util.h"), f_sched = tp_function(p, "schedule", NULL);
 	struct profile_line l_main[] = { { f_main, 3 } }, l_work[] = { { f_work, 7 } };
 	struct profile_line l_inl[] = { { f_helper, 1 }, { f_work, 8 } }, l_inl2[] = { { f_helper, 2 }, { f_work, 9 } };
 	struct profile_line l_sched[] = { { f_sched, 0 } };
-	uint32_t main_ = loc(p, app, 0x100, PROFILE_FRAME_NATIVE, l_main, 1);
-	uint32_t work = loc(p, app, 0x200, PROFILE_FRAME_NATIVE, l_work, 1);
-	uint32_t inl = loc(p, app, 0x300, PROFILE_FRAME_NATIVE, l_inl, 2);
-	uint32_t inl2 = loc(p, app, 0x310, PROFILE_FRAME_NATIVE, l_inl2, 2);
-	uint32_t unsym = loc(p, libc, 0x9abc, PROFILE_FRAME_NATIVE, NULL, 0);
-	uint32_t sched = loc(p, 0, 0x40, PROFILE_FRAME_KERNEL, l_sched, 1);
-	uint32_t s1 = stack(p, 1, (uint32_t[]){ inl, main_ }, 2);
-	uint32_t s2 = stack(p, 2, (uint32_t[]){ unsym, work, main_ }, 3);
-	uint32_t s3 = stack(p, 3, (uint32_t[]){ sched, inl, main_ }, 3);
-	uint32_t s4 = stack(p, 4, (uint32_t[]){ inl2, main_ }, 2);
+	uint32_t main_ = tp_location(p, app, 0x100, PROFILE_FRAME_NATIVE, l_main, 1);
+	uint32_t work = tp_location(p, app, 0x200, PROFILE_FRAME_NATIVE, l_work, 1);
+	uint32_t inl = tp_location(p, app, 0x300, PROFILE_FRAME_NATIVE, l_inl, 2);
+	uint32_t inl2 = tp_location(p, app, 0x310, PROFILE_FRAME_NATIVE, l_inl2, 2);
+	uint32_t unsym = tp_location(p, libc, 0x9abc, PROFILE_FRAME_NATIVE, NULL, 0);
+	uint32_t sched = tp_location(p, 0, 0x40, PROFILE_FRAME_KERNEL, l_sched, 1);
+	uint32_t s1 = tp_stack(p, 1, (uint32_t[]){ inl, main_ }, 2);
+	uint32_t s2 = tp_stack(p, 2, (uint32_t[]){ unsym, work, main_ }, 3);
+	uint32_t s3 = tp_stack(p, 3, (uint32_t[]){ sched, inl, main_ }, 3);
+	uint32_t s4 = tp_stack(p, 4, (uint32_t[]){ inl2, main_ }, 2);
 	sample(p, s1, 10, 10, "app", "app", 3, 0);
 	sample(p, s4, 10, 10, "app", "app", 1, 0);
 	sample(p, s2, 10, 10, "app", "app", 2, 0);
