@@ -103,21 +103,24 @@ $(BUILD)/%.o: %.c | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEP_CFLAGS) -c -o $@ $<
 
+# The sources and objects among a program's prerequisites, not the headers -MMD adds to them.
+LINK_INPUTS = $(filter %.c %.o,$^)
+
 $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJS) $(TESTLIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(DEP_CFLAGS) -o $@ $^ $(DEP_LIBS) $(TEST_LIBS)
+	$(CC) $(CFLAGS) $(DEP_CFLAGS) -o $@ $(LINK_INPUTS) $(DEP_LIBS) $(TEST_LIBS)
 
 $(BUILD)/tests/%: tests/integration/%.c $(LIB_OBJS) $(TESTLIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(DEP_CFLAGS) -o $@ $^ $(DEP_LIBS) $(TEST_LIBS)
+	$(CC) $(CFLAGS) $(DEP_CFLAGS) -o $@ $(LINK_INPUTS) $(DEP_LIBS) $(TEST_LIBS)
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/standalone_main.c $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(DEP_CFLAGS) -o $@ $^ $(DEP_LIBS)
+	$(CC) $(CFLAGS) $(DEP_CFLAGS) -o $@ $(LINK_INPUTS) $(DEP_LIBS)
 
 $(BUILD)/libfuzzer/%: tests/fuzz/%.c $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(DEP_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(DEP_LIBS)
+	$(CC) $(CFLAGS) $(DEP_CFLAGS) -fsanitize=fuzzer -o $@ $(LINK_INPUTS) $(DEP_LIBS)
 
 $(BUILD)/fixtures/libfixture_shared.so: tests/fixtures/libfixture_shared.c
 	@mkdir -p $(dir $@)

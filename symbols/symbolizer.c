@@ -122,6 +122,7 @@ struct symbolizer {
 	struct symbol_index index;
 	struct demangler *demangler;
 	struct gopclntab *go;		/* Go's function table, when the file has one (gosym.h) */
+	int dwarf_usable;		/* 0 not checked yet, 1 usable (or absent), -1 refused (dwarf_checked) */
 };
 
 /* How sure we are that a symbol names the function at an address. */
@@ -1178,6 +1179,40 @@ static size_t inline_frames(struct symbolizer *s, Dwarf_Die *cu, Dwarf_Addr pc, 
 	return out;
 }
 
+/*
+ * Whether the string sections of the file holding the DWARF end in a NUL. libdw (elfutils 0.188) reads
+ * .debug_str and .debug_line_str strings with strlen and no bound, so in a hostile file one unterminated
+ * section is a read past its buffer (found by fuzz_elf). Such a file gets symbols, not DWARF.
+ */
+static bool dwarf_strings_terminated(Elf *elf)
+{
+	size_t shstrndx;
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return false;
+	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+		GElf_Shdr sh;
+		const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
+		if (!name || (strcmp(name, ".debug_str") != 0 && strcmp(name, ".debug_line_str") != 0))
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		if (d && d->d_size && ((const char *)d->d_buf)[d->d_size - 1] != '\0')
+			return false;
+	}
+	return true;
+}
+
+/* Whether DWARF lookups may run on this module: checked once, when the DWARF is first needed. */
+static bool dwarf_checked(struct symbolizer *s)
+{
+	if (s->dwarf_usable == 0) {
+		Dwarf_Addr bias;
+		Dwarf *dw = dwfl_module_getdwarf(s->mod, &bias);
+		Elf *elf = dw ? dwarf_getelf(dw) : NULL;
+		s->dwarf_usable = !elf || dwarf_strings_terminated(elf) ? 1 : -1;
+	}
+	return s->dwarf_usable > 0;
+}
+
 static int lookup_uncached(struct symbolizer *s, uint64_t elf_va, struct symbol_frame *frames, size_t max)
 {
 	int ngo = s->go ? gosym_lookup(s->go, elf_va, frames, max) : 0;
@@ -1186,7 +1221,7 @@ static int lookup_uncached(struct symbolizer *s, uint64_t elf_va, struct symbol_
 	Dwarf_Die funcs[SCOPE_DEPTH_MAX];
 	Dwarf_Addr bias = 0;
 	struct symbol sym = find_symbol(s, elf_va);
-	Dwarf_Die *cu = dwfl_module_addrdie(s->mod, elf_va, &bias);
+	Dwarf_Die *cu = dwarf_checked(s) ? dwfl_module_addrdie(s->mod, elf_va, &bias) : NULL;
 	int n = cu ? function_scopes(cu, elf_va - bias, funcs, SCOPE_DEPTH_MAX) : 0;
 	if (n > 0) {
 		const char *physical = sym.evidence == COVERING_SYMBOL ? sym.name : NULL;

@@ -12,7 +12,8 @@
  *
  * Ownership: symbolizer_open() returns a handle that owns its own file descriptor and memory; all strings it
  * returns stay valid until symbolizer_free(). Not thread-safe.
- * Untrusted input: the file may be corrupt or hostile; failures are reported, never fatal.
+ * Untrusted input: the file may be corrupt or hostile; failures are reported, never fatal. DWARF whose string
+ * sections are not NUL-terminated is not used (libdw would read past them): such a file gets symbols only.
  */
 #ifndef HOSTPROF_SYMBOLIZER_H
 #define HOSTPROF_SYMBOLIZER_H

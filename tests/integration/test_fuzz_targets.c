@@ -50,9 +50,10 @@ static void test_fuzz_elf(void **state)
 {
 	(void)state;
 	char a[512], b[512], c[512];
-	char inputs[1600];
-	snprintf(inputs, sizeof(inputs), "'%s' '%s' '%s'", test_fixture_path("split_paths", a, sizeof(a)),
-		 test_fixture_path("libfixture_shared.so", b, sizeof(b)),
+	char inputs[1700];
+	/* And what the fuzzer found: a .debug_line_str without its final NUL, which libdw read past. */
+	snprintf(inputs, sizeof(inputs), "'%s' '%s' '%s' tests/data/fuzz/elf-debug-line-str-unterminated",
+		 test_fixture_path("split_paths", a, sizeof(a)), test_fixture_path("libfixture_shared.so", b, sizeof(b)),
 		 test_fixture_path("elastic-jvmti-linux-x86_64.so", c, sizeof(c)));
 	run_target("fuzz_elf", 150, inputs);
 }
