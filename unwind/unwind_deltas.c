@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/ucontext.h>
 
-/* Direct-mapped cache of (file key, ELF address) -> rule: 2048 x 32 bytes. Return addresses repeat a lot from
- * sample to sample, so most frames skip the binary search. */
+/* Two-way set-associative cache of (file key, ELF address) -> rule: 2048 x 32 bytes. Return addresses repeat a
+ * lot from sample to sample, so most frames skip the binary search. */
 #define UD_CACHE_BITS 11
 #define UD_CACHE_SIZE (1u << UD_CACHE_BITS)
 
@@ -141,11 +141,20 @@ static size_t ud_cache_slot(const void *key, uint64_t va)
 static bool ud_rule(struct ud_walk *w, uint64_t va, struct stack_delta_rule *rule)
 {
 	const void *key = w->mod.cache_key ? w->mod.cache_key : (const void *)w->mod.elf;
-	struct ud_cache_entry *e = key ? &w->u->cache[ud_cache_slot(key, va)] : NULL;
-	if (e && e->key == key && e->va == va) {
-		w->u->stats.cache_hits++;
-		*rule = e->rule;
-		return true;
+	/* Two ways per set (slots s and s ^ 1, the most recent first): two hot frames that hash alike do not
+	 * evict each other on every sample. */
+	struct ud_cache_entry *e = key ? &w->u->cache[ud_cache_slot(key, va) & ~(size_t)1] : NULL;
+	for (int way = 0; e && way < 2; way++) {
+		if (e[way].key == key && e[way].va == va) {
+			w->u->stats.cache_hits++;
+			*rule = e[way].rule;
+			if (way == 1) {
+				struct ud_cache_entry hit = e[1];
+				e[1] = e[0];
+				e[0] = hit;
+			}
+			return true;
+		}
 	}
 	w->u->stats.cache_misses++;
 	const struct stack_deltas *t = w->mod.deltas;
@@ -154,8 +163,10 @@ static bool ud_rule(struct ud_walk *w, uint64_t va, struct stack_delta_rule *rul
 	if (!t)
 		return false;
 	stack_deltas_lookup(t, va, rule);
-	if (e)
-		*e = (struct ud_cache_entry){ .key = key, .va = va, .rule = *rule };
+	if (e) {
+		e[1] = e[0];
+		e[0] = (struct ud_cache_entry){ .key = key, .va = va, .rule = *rule };
+	}
 	return true;
 }
 

@@ -1,7 +1,7 @@
 /*
  * unwind_deltas.h — the fast unwinder: stack-delta tables (stack_deltas.h) applied to a copied stack.
  *
- * Per frame: find the module of the IP, look the rule up (a direct-mapped cache of recent (file, address)
+ * Per frame: find the module of the IP, look the rule up (a two-way cache of recent (file, address)
  * lookups in front of the table's binary search), compute the CFA from SP or FP, load the return address and
  * perhaps the saved FP from the stack copy. Only SP, FP and IP are tracked between frames (all registers in
  * frame 0 and right after a signal frame). Memory outside the stack copy is never read, and the live process is
