@@ -35,11 +35,6 @@
 /* Where a Go stack ends: goroutines at runtime.goexit, system threads at mstart, start-up at rt0_go. */
 static const char *const go_roots[] = { "runtime.goexit", "runtime.mstart", "runtime.rt0_go", "main.main" };
 
-struct fixture_state {
-	char *dir;
-	char out[512];
-};
-
 static int go_available(void)
 {
 	if (test_run("command -v go >/dev/null") != 0) {
@@ -47,29 +42,6 @@ static int go_available(void)
 		return 0;
 	}
 	return 1;
-}
-
-static int setup(void **state)
-{
-	struct fixture_state *f = calloc(1, sizeof(*f));
-	f->dir = test_mkdtemp();
-	snprintf(f->out, sizeof(f->out), "%s/profile.msgpack", f->dir);
-	*state = f;
-	return f->dir ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	struct fixture_state *f = *state;
-	test_rmdir_rf(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
-}
-
-static double share(uint64_t part, uint64_t total)
-{
-	return total ? 100.0 * (double)part / (double)total : 0.0;
 }
 
 /*
@@ -120,11 +92,11 @@ static void assert_complete_share(const struct profile *p, const char *what, dou
 {
 	uint64_t total = test_total_samples(p);
 	uint64_t complete = test_samples_complete_to(p, go_roots, ARRAY_LEN(go_roots));
-	fprintf(stderr, "%s: %.2f%% of %llu samples complete to a Go root\n", what, share(complete, total),
+	fprintf(stderr, "%s: %.2f%% of %llu samples complete to a Go root\n", what, test_share(complete, total),
 		(unsigned long long)total);
-	if (share(complete, total) < min_pct)
+	if (test_share(complete, total) < min_pct)
 		fail_msg("%s: only %.2f%% of samples complete to a Go root, want >= %.0f%%", what,
-			 share(complete, total), min_pct);
+			 test_share(complete, total), min_pct);
 }
 
 /* The hot fixture's profile: names, shares, the inline frame, file:line and complete stacks. */
@@ -133,9 +105,9 @@ static void check_hot_profile(const char *out, const char *what)
 	struct profile *p = test_read_profile(out);
 	uint64_t total = test_total_samples(p);
 	const char *inl[] = { "main.hotLoop", "main.square" };
-	double hot = share(test_samples_with_function(p, "main.hotLoop"), total);
-	double cold = share(test_samples_with_function(p, "main.coldLoop"), total);
-	double square = share(test_samples_with_chain(p, inl, ARRAY_LEN(inl)), total);
+	double hot = test_share(test_samples_with_function(p, "main.hotLoop"), total);
+	double cold = test_share(test_samples_with_function(p, "main.coldLoop"), total);
+	double square = test_share(test_samples_with_chain(p, inl, ARRAY_LEN(inl)), total);
 	fprintf(stderr, "%s: %llu samples, main.hotLoop %.1f%%, main.coldLoop %.1f%%, hotLoop->square (inline) "
 		"%.1f%%\n", what, (unsigned long long)total, hot, cold, square);
 	assert_true(total >= 1000); /* 999 Hz for 2 s */
@@ -154,7 +126,7 @@ static void check_hot_profile(const char *out, const char *what)
 
 static void run_hot(void **state, const char *ldflags, const char *what)
 {
-	struct fixture_state *f = *state;
+	struct test_workdir *f = *state;
 	if (!test_perf_available() || !go_available())
 		skip();
 	go_build(f->dir, "hot", "hot", 0, ldflags);
@@ -174,7 +146,7 @@ static void test_go_hot_stripped(void **state)
 
 static void run_cgo(void **state, int follow)
 {
-	struct fixture_state *f = *state;
+	struct test_workdir *f = *state;
 	if (!test_perf_available() || !go_available())
 		skip();
 	if (test_run("command -v \"$(go env CC)\" >/dev/null") != 0) {
@@ -204,9 +176,9 @@ static void run_cgo(void **state, int follow)
 	}
 	fprintf(stderr, "go cgo%s: %llu samples, c_burn %.1f%%, main.goBurn %.1f%%; %.1f%% of c_burn samples unwind "
 		"into main.main->main.callC\n", follow ? "" : " --no-go-stacks", (unsigned long long)total,
-		share(in_c, total), share(in_go, total), share(c_from_go, in_c));
-	assert_true(share(in_c, total) > 25.0);
-	assert_true(share(in_go, total) > 25.0);
+		test_share(in_c, total), test_share(in_go, total), test_share(c_from_go, in_c));
+	assert_true(test_share(in_c, total) > 25.0);
+	assert_true(test_share(in_go, total) > 25.0);
 	/* Frame kinds: Go code named from .gopclntab is Go (0xB), the C code in the same binary native (3). */
 	assert_true(locations_have_kind(p, "main.goBurn", PROFILE_FRAME_GO));
 	assert_true(locations_have_kind(p, "c_burn", PROFILE_FRAME_NATIVE));
@@ -215,9 +187,9 @@ static void run_cgo(void **state, int follow)
 	 * the process (g.sched, gostack.h) to go on into main.callC and main.main. Without --no-go-stacks most C
 	 * samples must get there (85-97% measured; fewer under load, as a C call that returned before its sample
 	 * was handled is left at the boundary); with it, none. */
-	if (share(c_from_go, in_c) < (follow ? 50.0 : 0.0) || (!follow && c_from_go))
+	if (test_share(c_from_go, in_c) < (follow ? 50.0 : 0.0) || (!follow && c_from_go))
 		fail_msg("go cgo%s: %.1f%% of c_burn samples unwind into main.main->main.callC, want %s", follow ? "" :
-			 " --no-go-stacks", share(c_from_go, in_c), follow ? ">= 50%" : "none");
+			 " --no-go-stacks", test_share(c_from_go, in_c), follow ? ">= 50%" : "none");
 	const char *to_boundary[] = { "runtime.asmcgocall" };
 	uint64_t in_c_bounded = 0;
 	for (uint32_t i = 0; i < p->samples.count; i++) {
@@ -230,13 +202,13 @@ static void run_cgo(void **state, int follow)
 		if (c && b)
 			in_c_bounded += p->samples.items[i].count;
 	}
-	fprintf(stderr, "go cgo: %.1f%% of c_burn samples unwind to runtime.asmcgocall\n", share(in_c_bounded, in_c));
-	if (share(in_c_bounded, in_c) < 80.0)
+	fprintf(stderr, "go cgo: %.1f%% of c_burn samples unwind to runtime.asmcgocall\n", test_share(in_c_bounded, in_c));
+	if (test_share(in_c_bounded, in_c) < 80.0)
 		fail_msg("go cgo: only %.1f%% of c_burn samples unwind to runtime.asmcgocall, want >= 80%%",
-			 share(in_c_bounded, in_c));
+			 test_share(in_c_bounded, in_c));
 	const char *go_roots_only[] = { "runtime.goexit", "runtime.mstart", "runtime.rt0_go", "main.main" };
 	uint64_t go_complete = test_samples_complete_to(p, go_roots_only, 4);
-	assert_true(share(go_complete, total) >= share(in_go, total) * 0.95); /* Go's own samples are whole */
+	assert_true(test_share(go_complete, total) >= test_share(in_go, total) * 0.95); /* Go's own samples are whole */
 	profile_free(p);
 }
 
@@ -410,7 +382,7 @@ static uint64_t samples_with_name_part(const struct profile *p, const char *part
 /* g_register: built by Go >= 1.17, whose g register lets hostprof follow g0 samples onto goroutine stacks. */
 static void run_esbuild(void **state, const char *spec, int g_register)
 {
-	struct fixture_state *f = *state;
+	struct test_workdir *f = *state;
 	char bin[512];
 	if (!test_perf_available())
 		skip();
@@ -437,8 +409,8 @@ static void run_esbuild(void **state, const char *spec, int g_register)
 	fprintf(stderr, "%s: %llu esbuild samples, %.2f%% complete to a Go root (%.2f%% taken on g0 and followed "
 		"onto their goroutine's stack; incomplete: %.2f%% with an error frame, %.2f%% rooted at "
 		"runtime.morestack), js_parser %.1f%%, js_printer %.1f%%\n", spec, (unsigned long long)total,
-		share(c.complete, total), share(c.followed, total), share(c.error, total), share(c.at_morestack, total),
-		share(parser, total), share(printer, total));
+		test_share(c.complete, total), test_share(c.followed, total), test_share(c.error, total),
+		test_share(c.at_morestack, total), test_share(parser, total), test_share(printer, total));
 	assert_true(total >= 500);
 	/* Samples taken on g0 (stack growth: newstack under runtime.morestack) go on to their goroutine's stack when
 	 * hostprof could read it before the goroutine moved on (gostack.h; Go >= 1.17); the others end at the root of
@@ -448,9 +420,9 @@ static void run_esbuild(void **state, const char *spec, int g_register)
 	if (g_register && !c.followed)
 		fail_msg("%s: no sample taken on g0 was followed onto its goroutine's stack", spec);
 	uint64_t rooted = c.complete + c.at_morestack;
-	if (share(rooted, total) < 90.0)
+	if (test_share(rooted, total) < 90.0)
 		fail_msg("%s: only %.2f%% of samples reach the root of their goroutine or g0 stack, want >= 90%%", spec,
-			 share(rooted, total));
+			 test_share(rooted, total));
 	if (!parser || !printer)
 		fail_msg("%s: no frame named like js_parser (%llu samples) or js_printer (%llu samples)", spec,
 			 (unsigned long long)parser, (unsigned long long)printer);
@@ -475,13 +447,13 @@ static void test_esbuild_latest(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_go_hot_unstripped, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_go_hot_stripped, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_go_cgo, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_go_cgo_no_go_stacks, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_esbuild_go116, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_esbuild_go119, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_esbuild_latest, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_go_hot_unstripped, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_go_hot_stripped, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_go_cgo, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_go_cgo_no_go_stacks, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_esbuild_go116, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_esbuild_go119, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_esbuild_latest, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests_name("go (integration)", tests, NULL, NULL);
 }

@@ -122,11 +122,6 @@ static int run_to(const struct outputs *o, const char *name, char **text, const 
 	return rc;
 }
 
-static double share(uint64_t part, uint64_t total)
-{
-	return total ? 100.0 * (double)part / (double)total : 0.0;
-}
-
 /* The fixture does what it says: variable_part is ~50% of the samples, ~67% when slow. */
 static void test_fixture_shares(void **state)
 {
@@ -134,8 +129,8 @@ static void test_fixture_shares(void **state)
 	if (!have_profiles(o))
 		skip();
 	struct profile *base = test_read_profile(o->base), *slow = test_read_profile(o->slow);
-	double b = share(test_samples_with_function(base, "variable_part"), test_total_samples(base));
-	double s = share(test_samples_with_function(slow, "variable_part"), test_total_samples(slow));
+	double b = test_share(test_samples_with_function(base, "variable_part"), test_total_samples(base));
+	double s = test_share(test_samples_with_function(slow, "variable_part"), test_total_samples(slow));
 	fprintf(stderr, "variable_part: base %.1f%% of %llu samples, slow %.1f%% of %llu\n", b,
 		(unsigned long long)test_total_samples(base), s, (unsigned long long)test_total_samples(slow));
 	assert_true(test_total_samples(base) >= 1500);
@@ -289,7 +284,7 @@ static void test_speedscope(void **state)
 	assert_int_equal(json_object_array_length(profiles), 1);	/* one thread */
 	json_object *prof = json_object_array_get_idx(profiles, 0);
 	/* Root first: samples through main end in variable_leaf for about 2/3 of the CPU time. */
-	double pct = share((uint64_t)check_profile(prof, json_object_array_length(frames), main_, leaf),
+	double pct = test_share((uint64_t)check_profile(prof, json_object_array_length(frames), main_, leaf),
 			   (uint64_t)json_object_get_int64(member(prof, "endValue")));
 	fprintf(stderr, "speedscope: main ... variable_leaf %.1f%%\n", pct);
 	assert_true(pct > 66.7 - 6.0 && pct < 66.7 + 6.0);

@@ -21,46 +21,18 @@
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-struct fixture_state {
-	char *dir;
-	char out[512];
-};
-
-static int setup(void **state)
-{
-	struct fixture_state *f = calloc(1, sizeof(*f));
-	f->dir = test_mkdtemp();
-	snprintf(f->out, sizeof(f->out), "%s/profile.msgpack", f->dir);
-	*state = f;
-	return f->dir ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	struct fixture_state *f = *state;
-	test_rmdir_rf(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
-}
-
-static double share(uint64_t part, uint64_t total)
-{
-	return total ? 100.0 * (double)part / (double)total : 0.0;
-}
-
 static void assert_complete_share(const struct profile *p, const char *const *roots, size_t nroots, double min_pct)
 {
 	uint64_t total = test_total_samples(p);
 	uint64_t complete = test_samples_complete_to(p, roots, nroots);
-	fprintf(stderr, "unwound to %s: %.2f%% of %llu samples\n", roots[0], share(complete, total),
+	fprintf(stderr, "unwound to %s: %.2f%% of %llu samples\n", roots[0], test_share(complete, total),
 		(unsigned long long)total);
-	assert_true(share(complete, total) >= min_pct);
+	assert_true(test_share(complete, total) >= min_pct);
 }
 
 static void test_split_paths_shares(void **state)
 {
-	struct fixture_state *f = *state;
+	struct test_workdir *f = *state;
 	char fixture[256];
 	if (!test_perf_available())
 		skip();
@@ -70,8 +42,8 @@ static void test_split_paths_shares(void **state)
 	uint64_t total = test_total_samples(p);
 	const char *a[] = { "main", "path_a", "leaf_a" };
 	const char *b[] = { "main", "path_b", "mid_b", "leaf_b" };
-	double pa = share(test_samples_with_chain(p, a, ARRAY_LEN(a)), total);
-	double pb = share(test_samples_with_chain(p, b, ARRAY_LEN(b)), total);
+	double pa = test_share(test_samples_with_chain(p, a, ARRAY_LEN(a)), total);
+	double pb = test_share(test_samples_with_chain(p, b, ARRAY_LEN(b)), total);
 	fprintf(stderr, "split_paths: %llu samples, path_a %.1f%%, path_b %.1f%%\n", (unsigned long long)total, pa, pb);
 	assert_true(total >= 1000); /* 999 Hz for 2 s */
 	assert_true(p->info.samples == total);
@@ -84,7 +56,7 @@ static void test_split_paths_shares(void **state)
 
 static void test_threads_all_seen(void **state)
 {
-	struct fixture_state *f = *state;
+	struct test_workdir *f = *state;
 	char fixture[256];
 	if (!test_perf_available())
 		skip();
@@ -95,7 +67,7 @@ static void test_threads_all_seen(void **state)
 	fprintf(stderr, "threads: %zu worker threads sampled\n", tids);
 	assert_int_equal(tids, 4);
 	const char *chain[] = { "worker_main", "worker_spin" };
-	assert_true(share(test_samples_with_chain(p, chain, 2), test_total_samples(p)) > 90.0);
+	assert_true(test_share(test_samples_with_chain(p, chain, 2), test_total_samples(p)) > 90.0);
 	const char *roots[] = { "worker_main", "main" };
 	assert_complete_share(p, roots, 2, 98.0);
 	profile_free(p);
@@ -103,7 +75,7 @@ static void test_threads_all_seen(void **state)
 
 static void test_shared_library(void **state)
 {
-	struct fixture_state *f = *state;
+	struct test_workdir *f = *state;
 	char fixture[256];
 	if (!test_perf_available())
 		skip();
@@ -111,7 +83,7 @@ static void test_shared_library(void **state)
 				  test_fixture_path("shared_caller", fixture, sizeof(fixture))), 0);
 	struct profile *p = test_read_profile(f->out);
 	const char *chain[] = { "main", "call_library", "lib_hot_function", "lib_inner_mix" };
-	double pct = share(test_samples_with_chain(p, chain, ARRAY_LEN(chain)), test_total_samples(p));
+	double pct = test_share(test_samples_with_chain(p, chain, ARRAY_LEN(chain)), test_total_samples(p));
 	fprintf(stderr, "shared_caller: %.1f%% in main->call_library->lib_hot_function->lib_inner_mix\n", pct);
 	assert_true(pct > 85.0);
 	const char *roots[] = { "main" };
@@ -131,7 +103,7 @@ static pid_t spawn_fixture(char *const argv[])
 
 static void test_attach_running_process(void **state)
 {
-	struct fixture_state *f = *state;
+	struct test_workdir *f = *state;
 	char fixture[256];
 	if (!test_perf_available())
 		skip();
@@ -166,7 +138,7 @@ static int count_kernel_samples(const struct profile *p)
 
 static void test_system_wide(void **state)
 {
-	struct fixture_state *f = *state;
+	struct test_workdir *f = *state;
 	char fixture[256];
 	if (!test_perf_available())
 		skip();
@@ -192,7 +164,7 @@ static void test_system_wide(void **state)
 
 static void test_kernel_frames_symbolized(void **state)
 {
-	struct fixture_state *f = *state;
+	struct test_workdir *f = *state;
 	if (!test_perf_available())
 		skip();
 	if (geteuid() != 0) {
@@ -222,7 +194,7 @@ static void test_kernel_frames_symbolized(void **state)
 
 static void test_sigint_still_writes(void **state)
 {
-	struct fixture_state *f = *state;
+	struct test_workdir *f = *state;
 	char fixture[256];
 	if (!test_perf_available())
 		skip();
@@ -249,7 +221,7 @@ static void test_sigint_still_writes(void **state)
 
 static void test_unprivileged_own_command(void **state)
 {
-	struct fixture_state *f = *state;
+	struct test_workdir *f = *state;
 	char fixture[256];
 	int paranoid = 2;
 	FILE *pf = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
@@ -275,7 +247,7 @@ static void test_unprivileged_own_command(void **state)
 
 static void test_distro_binary_xz(void **state)
 {
-	struct fixture_state *f = *state;
+	struct test_workdir *f = *state;
 	if (!test_perf_available())
 		skip();
 	if (test_run("command -v xz >/dev/null") != 0) {
@@ -292,16 +264,16 @@ static void test_distro_binary_xz(void **state)
 	const char *roots[] = { "__libc_start_main" };
 	uint64_t complete = test_samples_complete_to(p, roots, 1);
 	fprintf(stderr, "xz: %llu samples, %.1f%% through lzma_code, %.1f%% complete to __libc_start_main\n",
-		(unsigned long long)total, share(through_lzma, total), share(complete, total));
+		(unsigned long long)total, test_share(through_lzma, total), test_share(complete, total));
 	assert_true(total > 100);
-	assert_true(share(through_lzma, total) > 80.0);
-	assert_true(share(complete, total) > 95.0);
+	assert_true(test_share(through_lzma, total) > 80.0);
+	assert_true(test_share(complete, total) > 95.0);
 	profile_free(p);
 }
 
 static void test_errors_are_one_line(void **state)
 {
-	struct fixture_state *f = *state;
+	struct test_workdir *f = *state;
 	assert_int_not_equal(test_run("\"$HOSTPROF\" record -q -o %s -p 2147483646 2>%s/err", f->out, f->dir), 0);
 	assert_int_equal(test_run("grep -q 'no such process' %s/err", f->dir), 0);
 	assert_int_not_equal(test_run("\"$HOSTPROF\" report %s/missing.msgpack 2>%s/err", f->dir, f->dir), 0);
@@ -315,16 +287,16 @@ static void test_errors_are_one_line(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_split_paths_shares, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_threads_all_seen, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_shared_library, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_attach_running_process, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_system_wide, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_kernel_frames_symbolized, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sigint_still_writes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_unprivileged_own_command, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_distro_binary_xz, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_errors_are_one_line, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_split_paths_shares, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_threads_all_seen, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_shared_library, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_attach_running_process, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_system_wide, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_kernel_frames_symbolized, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_sigint_still_writes, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_unprivileged_own_command, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_distro_binary_xz, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_errors_are_one_line, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests_name("record (integration)", tests, NULL, NULL);
 }

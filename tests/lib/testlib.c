@@ -202,3 +202,28 @@ int test_perf_available(void)
 	close((int)fd);
 	return 1;
 }
+
+int test_workdir_setup(void **state)
+{
+	struct test_workdir *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -1;
+	w->dir = test_mkdtemp();
+	snprintf(w->out, sizeof(w->out), "%s/profile.msgpack", w->dir);
+	*state = w;
+	return w->dir ? 0 : -1;
+}
+
+int test_workdir_teardown(void **state)
+{
+	struct test_workdir *w = *state;
+	test_rmdir_rf(w->dir);
+	free(w->dir);
+	free(w);
+	return 0;
+}
+
+double test_share(uint64_t part, uint64_t total)
+{
+	return total ? 100.0 * (double)part / (double)total : 0.0;
+}

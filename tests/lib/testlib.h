@@ -34,6 +34,18 @@ int test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Read a profile or fail the test with the reader's message. */
 struct profile *test_read_profile(const char *path);
 
+/* A test's own temporary directory and the profile path in it ("<dir>/profile.msgpack"). */
+struct test_workdir {
+	char *dir;
+	char out[512];
+};
+/* cmocka setup/teardown: *state becomes a fresh struct test_workdir; teardown removes the directory. */
+int test_workdir_setup(void **state);
+int test_workdir_teardown(void **state);
+
+/* part as a percentage of total (0 when total is 0). */
+double test_share(uint64_t part, uint64_t total);
+
 /* Root-first function names of a stack (inline frames expanded, outer first); returns the count. */
 size_t test_stack_functions(const struct profile *p, uint32_t stack, const char **names, size_t max);
 
