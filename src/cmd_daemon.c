@@ -122,6 +122,8 @@ static int start_sampling(struct daemon *d)
 		.apm_max_staleness_us = d->cfg.apm_max_staleness_us,
 		.go_stacks = d->cfg.go_stacks,
 		.go_stack_bytes = d->cfg.stack_size,
+		.max_stack_bytes = d->cfg.max_stack,
+		.stack_copy_bytes = d->cfg.stack_size,
 	};
 	int err;
 	d->sampler = sampler_new(&so, &err);
@@ -240,7 +242,8 @@ static int sampler_settings_changed(const struct daemon_config *a, const struct 
 	return strcmp(a->event, b->event) || strcmp(a->unwinder, b->unwinder) || a->freq_hz != b->freq_hz ||
 	       a->stack_size != b->stack_size || a->kernel != b->kernel || a->apm != b->apm ||
 	       strcmp(a->host_id, b->host_id) || a->apm_delay_ms != b->apm_delay_ms ||
-	       a->apm_max_staleness_us != b->apm_max_staleness_us || a->go_stacks != b->go_stacks;
+	       a->apm_max_staleness_us != b->apm_max_staleness_us || a->go_stacks != b->go_stacks ||
+	       a->max_stack != b->max_stack;
 }
 
 static void reload(struct daemon *d)
@@ -313,6 +316,8 @@ static void daemon_usage(FILE *out)
 		"      --probabilistic-interval D  length of each on/off decision (default 60s)\n"
 		"  -e, --event NAME                cpu-clock (default), task-clock, cycles, ...\n"
 		"      --stack-size BYTES          user stack copied per sample (default 16384)\n"
+		"      --max-stack BYTES           stack a walk may see, past the copy read from the process\n"
+		"                                  when unchanged (default 1048576; 0 = the copy only)\n"
 		"      --unwinder NAME             deltas (default) or libunwind\n"
 		"      --max-processes N           processes tracked at once (default 4096)\n"
 		"      --forget-idle DURATION      forget processes without samples this long (default 300s)\n"
@@ -348,6 +353,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
 		{ "probabilistic-threshold", required_argument, NULL, 0 },
 		{ "probabilistic-interval", required_argument, NULL, 0 },
 		{ "stack-size", required_argument, NULL, 0 },
+		{ "max-stack", required_argument, NULL, 0 },
 		{ "unwinder", required_argument, NULL, 0 },
 		{ "max-processes", required_argument, NULL, 0 },
 		{ "forget-idle", required_argument, NULL, 0 },

@@ -27,6 +27,7 @@
 #include "src/sampler.h"
 #include "src/gostack.h"
 #include "src/session.h"
+#include "src/stackext.h"
 
 #define MAX_PIDS 1024
 #define POLL_MS 50
@@ -73,6 +74,8 @@ static void record_usage(FILE *out)
 		"      --unwinder NAME    deltas (default: stack-delta tables) or libunwind (the reference)\n"
 		"      --save-samples FILE  also save the raw samples to a replay file\n"
 		"      --no-go-stacks     do not follow Go samples on the g0 stack onto their goroutine's stack\n"
+		"      --max-stack BYTES  stack a walk may see: past the copy, read from the process if unchanged\n"
+		"                         (default 1048576; 0 = the copy only)\n"
 		"      --no-apm           no APM trace correlation\n"
 		"      --apm-delay-ms MS  APM: sample-to-message latency bound announced to agents\n"
 		"      --host-id ID       host id sent to APM agents (default /etc/machine-id)\n"
@@ -122,7 +125,7 @@ static int parse_uint(const char *arg, const char *what, unsigned long max, unsi
 }
 
 enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES, OPT_NO_APM, OPT_APM_DELAY, OPT_HOST_ID, OPT_APM_STALENESS,
-       OPT_NO_GO_STACKS };
+       OPT_NO_GO_STACKS, OPT_MAX_STACK };
 
 static int parse_option(int c, struct record_options *o)
 {
@@ -184,6 +187,14 @@ static int parse_option(int c, struct record_options *o)
 	case OPT_NO_GO_STACKS:
 		o->session.go_stacks = 0;
 		return 0;
+	case OPT_MAX_STACK:
+		/* 0: walks see the kernel's copy only */
+		if (strcmp(optarg, "0") == 0)
+			v = 0;
+		else if (parse_uint(optarg, "max stack (0 or bytes)", SESSION_MAX_STACK_LIMIT, &v) < 0)
+			return -EINVAL;
+		o->session.max_stack_bytes = (unsigned)v;
+		return 0;
 	case OPT_NO_APM:
 		o->session.apm = 0;
 		o->sampler.low_latency = 0;
@@ -220,6 +231,7 @@ static int parse_args(int argc, char **argv, struct record_options *o)
 		{ "unwinder", required_argument, NULL, OPT_UNWINDER },
 		{ "save-samples", required_argument, NULL, OPT_SAVE_SAMPLES },
 		{ "no-go-stacks", no_argument, NULL, OPT_NO_GO_STACKS },
+		{ "max-stack", required_argument, NULL, OPT_MAX_STACK },
 		{ "no-apm", no_argument, NULL, OPT_NO_APM },
 		{ "apm-delay-ms", required_argument, NULL, OPT_APM_DELAY },
 		{ "host-id", required_argument, NULL, OPT_HOST_ID },
@@ -478,10 +490,26 @@ static void print_go_stacks(struct record_run *r)
 	uint64_t tried = gs.followed + gs.no_goroutine + gs.stale + gs.unreadable;
 	if (!tried)
 		return;
-	fprintf(stderr, "hostprof: go: %llu of %llu samples on the g0 stack followed onto their goroutine's stack "
-			"(not: %llu no goroutine found, %llu goroutine moved on, %llu unreadable)\n",
-		(unsigned long long)gs.followed, (unsigned long long)tried, (unsigned long long)gs.no_goroutine,
+	fprintf(stderr, "hostprof: go: %llu of %llu samples on the g0 stack followed onto their goroutine's stack, "
+			"%llu of them rebuilt after stack growth (not: %llu no goroutine found, %llu goroutine moved on, "
+			"%llu unreadable)\n",
+		(unsigned long long)gs.followed, (unsigned long long)tried, (unsigned long long)gs.grown,
+		(unsigned long long)gs.no_goroutine,
 		(unsigned long long)gs.stale, (unsigned long long)gs.unreadable);
+}
+
+static void print_stack_extensions(struct record_run *r)
+{
+	struct stackext_stats x;
+	if (session_stackext_stats(r->session, &x) < 0)
+		return;
+	uint64_t tried = x.extended + x.stale + x.unreadable + x.beyond_limit;
+	if (!tried)
+		return;
+	fprintf(stderr, "hostprof: stack: %llu of %llu walks that ran past the copied stack read on from the process "
+			"(not: %llu changed since the sample, %llu unreadable, %llu past --max-stack)\n",
+		(unsigned long long)x.extended, (unsigned long long)tried,
+		(unsigned long long)x.stale, (unsigned long long)x.unreadable, (unsigned long long)x.beyond_limit);
 }
 
 static void print_summary(struct record_run *r)
@@ -507,6 +535,7 @@ static void print_summary(struct record_run *r)
 	fprintf(stderr, "; wrote %s\n", r->o->output);
 	print_correlation(r);
 	print_go_stacks(r);
+	print_stack_extensions(r);
 	if (tables)
 		fprintf(stderr, "hostprof: %u stack-delta tables, %llu rows, %.1f bytes/row, built in %.1f ms; "
 				"%llu frames stepped by libunwind\n",
@@ -546,6 +575,7 @@ static int record(struct record_options *o, const struct cli_env *env)
 
 	r.sampler = sampler_new(&o->sampler, &err);
 	o->session.go_stack_bytes = o->sampler.stack_size; /* as much of the goroutine's stack as of g0's */
+	o->session.stack_copy_bytes = o->sampler.stack_size;
 	r.session = r.sampler ? session_new(r.sampler, &o->session, &err) : NULL;
 	if (!r.session) {
 		fprintf(stderr, "hostprof: cannot set up sampling: %s\n", strerror(-err));
@@ -598,6 +628,7 @@ int cmd_record(int argc, char **argv, const struct cli_env *env)
 	o->output = "hostprof.msgpack";
 	o->session.apm = 1;
 	o->session.go_stacks = 1;
+	o->session.max_stack_bytes = SESSION_DEFAULT_MAX_STACK;
 	o->sampler.low_latency = 1; /* APM trace context is read when the sample is handled: handle it soon */
 
 	int err = parse_args(argc, argv, o);

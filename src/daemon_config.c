@@ -2,6 +2,7 @@
  * daemon_config.c — `hostprof daemon` settings. See daemon_config.h for the contract.
  */
 #include "src/daemon_config.h"
+#include "src/session.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -23,6 +24,7 @@ void daemon_config_defaults(struct daemon_config *c)
 	c->prob_threshold = 100;
 	c->prob_interval_s = 60;
 	c->stack_size = 16384;
+	c->max_stack = SESSION_DEFAULT_MAX_STACK;
 	c->max_processes = 4096;
 	c->forget_idle_s = 300;
 	c->apm = 1;
@@ -116,6 +118,7 @@ static const struct uint_key uint_keys[] = {
 	UKEY("probabilistic-threshold", prob_threshold, 1, 100),
 	DKEY("probabilistic-interval", prob_interval_s, 1, 86400),
 	UKEY("stack-size", stack_size, 8, 65528),
+	UKEY("max-stack", max_stack, 0, SESSION_MAX_STACK_LIMIT),
 	UKEY("max-processes", max_processes, 0, 1000000),
 	DKEY("forget-idle", forget_idle_s, 1, 86400 * 7),
 	UKEY("apm-delay-ms", apm_delay_ms, 1, 60000),

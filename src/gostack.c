@@ -39,9 +39,26 @@ static const struct go_layout {
 
 struct gostack {
 	size_t max_stack;
-	uint8_t *buf;
+	uint8_t *buf;		/* the goroutine's stack as read (handed out in gostack_context) */
+	uint8_t *old;		/* stack growth: the old stack (handed out), and buf the new one it is checked against */
 	struct gostack_stats stats;
 };
+
+/* Stack growth, as newstack's and copystack's frames on g0 recorded it (see gostack_read). */
+struct go_growth {
+	uint64_t caller_sp, caller_pc;	/* morebuf: SP and return address of the grower's caller (old stack) */
+	uint64_t curg, new_lo, new_hi;	/* the goroutine, and its stack now */
+	uint64_t old_lo, old_hi, delta;	/* adjustinfo: the old stack, and new.hi - old.hi */
+};
+
+/* Candidate morebufs checked against the live process at most, per sample: each costs a read. */
+#define GROWTH_MAX_CANDIDATES 8
+/* Outermost bytes of the old stack the new one must still hold for the old one to be trusted. */
+#define GROWTH_WITNESS 2048
+/* Smallest stack Go allocates; x86-64 direct call: E8 and a 32-bit displacement. */
+#define GO_MIN_STACK 2048
+#define CALL_REL32 0xe8
+#define CALL_REL32_LEN 5
 
 struct gostack *gostack_new(size_t max_stack)
 {
@@ -50,8 +67,9 @@ struct gostack *gostack_new(size_t max_stack)
 		return NULL;
 	gs->max_stack = max_stack;
 	gs->buf = malloc(max_stack ? max_stack : 1);
-	if (!gs->buf) {
-		free(gs);
+	gs->old = malloc(max_stack ? max_stack : 1);
+	if (!gs->buf || !gs->old) {
+		gostack_free(gs);
 		return NULL;
 	}
 	return gs;
@@ -62,6 +80,7 @@ void gostack_free(struct gostack *gs)
 	if (!gs)
 		return;
 	free(gs->buf);
+	free(gs->old);
 	free(gs);
 }
 
@@ -138,11 +157,12 @@ static int read_sched(pid_t pid, uint64_t curg, uint64_t m, const struct go_layo
 	return 0;
 }
 
-static int count(struct gostack *gs, int rc)
+static int count(struct gostack *gs, int rc, bool grown)
 {
-	if (rc == 0)
+	if (rc == 0) {
 		gs->stats.followed++;
-	else if (rc == -ESTALE)
+		gs->stats.grown += grown;
+	} else if (rc == -ESTALE)
 		gs->stats.stale++;
 	else if (rc == -EIO)
 		gs->stats.unreadable++;
@@ -160,7 +180,7 @@ static int count(struct gostack *gs, int rc)
  */
 static bool same_switch(const uint8_t *g_head, const struct gostack_context *ctx, uint64_t switch_bp)
 {
-	return ctx->bp == switch_bp || running_status(g_head) == G_COPYSTACK;
+	return (switch_bp && ctx->bp == switch_bp) || running_status(g_head) == G_COPYSTACK;
 }
 
 /* Read the goroutine's stack from its saved SP, then make sure its context did not change meanwhile. */
@@ -177,19 +197,29 @@ static int read_stack(struct gostack *gs, pid_t pid, uint64_t curg, uint64_t hi,
 	return 0;
 }
 
-int gostack_read(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp, struct gostack_context *out)
+/* Read the g at g and its m (heads only); 0, -ESRCH when they are not plausible, -EIO. */
+static int read_g_and_m(pid_t pid, uint64_t g, uint8_t *g_head, uint8_t *m_head, uint64_t *m)
+{
+	if (!plausible_pointer(g))
+		return -ESRCH;
+	if (mem_read(pid, g, g_head, G_HEAD) < 0)
+		return -EIO;
+	*m = word_at(g_head, G_M);
+	if (!plausible_pointer(*m))
+		return -ESRCH;
+	return mem_read(pid, *m, m_head, M_HEAD) < 0 ? -EIO : 0;
+}
+
+/* The context g.sched saved at the switch, while the goroutine is still off its stack. */
+static int read_switched(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp,
+			 struct gostack_context *out)
 {
 	uint8_t g_head[G_HEAD], m_head[M_HEAD];
-	if (!plausible_pointer(g_reg))
-		return count(gs, -ESRCH);
-	if (mem_read(pid, g_reg, g_head, G_HEAD) < 0)
-		return count(gs, -EIO);
-	uint64_t m = word_at(g_head, G_M);
-	if (!plausible_pointer(m))
-		return count(gs, -ESRCH);
-	if (mem_read(pid, m, m_head, M_HEAD) < 0)
-		return count(gs, -EIO);
-	int rc = -ESRCH;
+	uint64_t m;
+	int rc = read_g_and_m(pid, g_reg, g_head, m_head, &m);
+	if (rc < 0)
+		return rc;
+	rc = -ESRCH;
 	for (size_t i = 0; i < sizeof(go_layouts) / sizeof(go_layouts[0]) && rc == -ESRCH; i++) {
 		const struct go_layout *l = &go_layouts[i];
 		uint64_t curg = find_curg(m_head, g_reg, l), hi;
@@ -206,5 +236,164 @@ int gostack_read(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_
 				break;
 		}
 	}
-	return count(gs, rc);
+	return rc;
+}
+
+/*
+ * Whether g looks like a goroutine (its stack bounds, a power of two, then). Not whether it runs: by now it may
+ * have parked or exited; what its stack holds is checked later.
+ */
+static bool looks_like_goroutine(pid_t pid, uint64_t g, uint64_t *lo, uint64_t *hi)
+{
+	uint8_t g_head[G_HEAD];
+	if (!plausible_pointer(g) || mem_read(pid, g, g_head, G_HEAD) < 0)
+		return false;
+	*lo = word_at(g_head, G_STACK_LO);
+	*hi = word_at(g_head, G_STACK_HI);
+	uint64_t size = *hi - *lo;
+	return *lo < *hi && size >= GO_MIN_STACK && size <= GO_STACK_MAX && !(size & (size - 1));
+}
+
+/*
+ * copystack's adjustinfo in the g0 copy, by its shape: {old.lo, old.hi, delta}, the old stack a power of two
+ * holding switch_bp (when known: Go >= 1.23's morestack clears BP before it calls newstack). Searched from *off
+ * on; *off is left past the match, for the next search.
+ */
+static bool find_adjustinfo(const struct gostack_g0 *g0, uint64_t switch_bp, size_t *off, struct go_growth *gr)
+{
+	for (; *off + 24 <= g0->size; *off += 8) {
+		uint64_t lo = word_at(g0->bytes, (uint32_t)*off), hi = word_at(g0->bytes, (uint32_t)*off + 8);
+		uint64_t size = hi - lo;
+		if (lo >= hi || size < GO_MIN_STACK || size > GO_STACK_MAX || (size & (size - 1)) ||
+		    (switch_bp && (switch_bp < lo || switch_bp >= hi)))
+			continue;
+		gr->old_lo = lo;
+		gr->old_hi = hi;
+		gr->delta = word_at(g0->bytes, (uint32_t)*off + 16);
+		*off += 8;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * newstack's copy of m.morebuf in the g0 copy: {sp, pc, g} with sp in the old stack, below switch_bp if known
+ * (the caller's frame pointer sits above its SP), and g a goroutine whose stack now ends where the old one, moved by
+ * delta, does.
+ */
+static bool find_morebuf(pid_t pid, const struct gostack_g0 *g0, uint64_t switch_bp, struct go_growth *gr)
+{
+	unsigned checked = 0;
+	for (size_t off = 0; off + 24 <= g0->size && checked < GROWTH_MAX_CANDIDATES; off += 8) {
+		uint64_t sp = word_at(g0->bytes, (uint32_t)off), pc = word_at(g0->bytes, (uint32_t)off + 8);
+		uint64_t g = word_at(g0->bytes, (uint32_t)off + 16);
+		if (sp < gr->old_lo || sp >= gr->old_hi || (switch_bp && sp > switch_bp) || (sp & 7) || pc < GO_MIN_ADDR ||
+		    !plausible_pointer(g))
+			continue;
+		checked++;
+		if (looks_like_goroutine(pid, g, &gr->new_lo, &gr->new_hi) && gr->old_hi + gr->delta == gr->new_hi &&
+		    gr->new_hi - gr->new_lo > gr->old_hi - gr->old_lo) {
+			gr->caller_sp = sp;
+			gr->caller_pc = pc;
+			gr->curg = g;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Stack growth as newstack and copystack recorded it in the g0 copy; false when it is not there. */
+static bool find_growth(pid_t pid, const struct gostack_g0 *g0, uint64_t switch_bp, struct go_growth *gr)
+{
+	size_t off = 0;
+	while (find_adjustinfo(g0, switch_bp, &off, gr)) {
+		if (find_morebuf(pid, g0, switch_bp, gr))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * How many bytes at the end (the outermost frames) the old and the new stack agree on, word for word but for
+ * pointers into the old stack, which copystack moved by delta.
+ */
+static size_t agreeing_tail(const uint8_t *old, const uint8_t *cur, size_t len, const struct go_growth *gr)
+{
+	size_t tail = 0;
+	for (size_t off = len & ~(size_t)7; off >= 8; off -= 8, tail += 8) {
+		uint64_t o = word_at(old, (uint32_t)(off - 8)), n = word_at(cur, (uint32_t)(off - 8));
+		if (n != o && !(o >= gr->old_lo && o < gr->old_hi && n == o + gr->delta))
+			break;
+	}
+	return tail;
+}
+
+/* The function that needed more stack: the target of its caller's direct call, read from the process. */
+static int grower_entry(pid_t pid, uint64_t caller_pc, uint64_t *entry)
+{
+	uint8_t call[CALL_REL32_LEN];
+	int32_t rel;
+	if (caller_pc < GO_MIN_ADDR || mem_read(pid, caller_pc - CALL_REL32_LEN, call, sizeof(call)) < 0)
+		return -EIO;
+	if (call[0] != CALL_REL32)
+		return -ESRCH;
+	memcpy(&rel, call + 1, sizeof(rel));
+	*entry = caller_pc + (uint64_t)(int64_t)rel;
+	return 0;
+}
+
+/* The stack-growth case of gostack_read (see gostack.h). */
+static int read_grown(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct gostack_g0 *g0,
+		      struct gostack_context *out)
+{
+	struct go_growth gr;
+	uint64_t entry;
+	memset(&gr, 0, sizeof(gr));
+	if (!find_growth(pid, g0, switch_bp, &gr))
+		return -ESRCH;
+	/* From the grower's return-address slot, just below its caller's SP, to the old stack's end. */
+	uint64_t from = gr.caller_sp - 8, len = gr.old_hi - from;
+	if (len > gs->max_stack)
+		return -ESRCH;
+	int rc = grower_entry(pid, gr.caller_pc, &entry);
+	if (rc < 0)
+		return rc;
+	if (mem_read(pid, from, gs->old, len) < 0 || mem_read(pid, from + gr.delta, gs->buf, len) < 0)
+		return -EIO;
+	size_t witness = len < GROWTH_WITNESS ? (size_t)len : GROWTH_WITNESS;
+	if (word_at(gs->old, 0) != gr.caller_pc || agreeing_tail(gs->old, gs->buf, len, &gr) < witness)
+		return -ESTALE;
+	out->pc = entry;
+	out->sp = from;
+	out->bp = switch_bp;
+	out->stack = gs->old;
+	out->size = len;
+	return 0;
+}
+
+int gostack_read(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp, const struct gostack_g0 *g0,
+		 struct gostack_context *out)
+{
+	int rc = read_switched(gs, pid, g_reg, switch_bp, out);
+	if ((rc == -ESTALE || rc == -ESRCH) && g0 && read_grown(gs, pid, switch_bp, g0, out) == 0)
+		return count(gs, 0, true);
+	return count(gs, rc, false);
+}
+
+int gostack_bounds(pid_t pid, uint64_t g_reg, uint64_t *lo, uint64_t *hi)
+{
+	uint8_t g_head[G_HEAD], m_head[M_HEAD];
+	uint64_t m;
+	int rc = read_g_and_m(pid, g_reg, g_head, m_head, &m);
+	if (rc < 0)
+		return rc;
+	*lo = word_at(g_head, G_STACK_LO);
+	*hi = word_at(g_head, G_STACK_HI);
+	if (*lo >= *hi || *hi - *lo > GO_STACK_MAX)
+		return -ESRCH;
+	for (size_t i = 0; i < sizeof(go_layouts) / sizeof(go_layouts[0]); i++) {
+		if (word_at(m_head, M_G0) == g_reg || word_at(m_head, go_layouts[i].m_curg) == g_reg)
+			return 0;
+	}
+	return -ESRCH;
 }

@@ -31,10 +31,18 @@
 #include <sys/types.h>
 
 struct gostack_stats {
-	uint64_t followed;	/* contexts handed over */
+	uint64_t followed;	/* contexts handed over (grown included) */
+	uint64_t grown;		/* of which rebuilt after stack growth (see gostack_read) */
 	uint64_t no_goroutine;	/* the g register led to no goroutine (layout checks failed, no g) */
 	uint64_t stale;		/* the goroutine had moved on by the time it was read */
 	uint64_t unreadable;	/* process memory could not be read (gone, unmapped, permission) */
+};
+
+/* The sample's copy of the g0 stack, from its sampled SP up to the switching frame (newstack's frames and
+ * those it called), where a stack growth keeps its bookkeeping. */
+struct gostack_g0 {
+	const uint8_t *bytes;
+	size_t size;
 };
 
 /* What a goroutine was doing when it switched to g0: resume unwinding at pc with sp and bp, over stack. */
@@ -52,10 +60,33 @@ void gostack_free(struct gostack *gs);
 
 /*
  * The goroutine context of pid for a sample whose g register held g_reg, taken under a switching frame whose
- * frame pointer the unwinder recovered as switch_bp. Returns 0, -ESRCH (no goroutine found), -ESTALE (it moved
- * on) or -EIO (unreadable memory).
+ * frame pointer the unwinder recovered as switch_bp. g0 (may be NULL) is the sample's g0 stack copy, for the
+ * stack-growth case below. Returns 0, -ESRCH (no goroutine found), -ESTALE (it moved on) or -EIO (unreadable
+ * memory).
+ *
+ * Stack growth (runtime.copystack) is usually over, and the goroutine running again on its new stack, before
+ * the sample is handled: g.sched is gone. The sample's own g0 copy still says what the goroutine's stack was:
+ * newstack keeps m.morebuf (the SP and return address of the caller of the function that needed more stack,
+ * and the goroutine) in its frame, and copystack its adjustinfo (the old stack's bounds and how far it moved).
+ * Both are found by their shape and checked against the live goroutine (old bounds a power of two holding
+ * morebuf.sp and switch_bp, morebuf.g a goroutine whose stack now ends at old.hi + delta). The old stack is
+ * then what the sample saw: copystack copied it and freed it, nothing writes it but a reuse of its memory. It is
+ * read from morebuf.sp up and used only if both its ends check out: its lowest word is still morebuf's return
+ * address (taken from the sample itself), and its outermost GROWTH_WITNESS bytes still agree with the new
+ * stack's, but for copystack's pointer adjustment (old + delta) — a goroutine reusing that memory as its stack
+ * writes from the top, heap objects from the bottom. The walk resumes at the entry of the function that needed
+ * the stack (the target of its caller's direct call: an indirect call is refused), on the old copy. No g
+ * register is needed (Go 1.16 too); in Go >= 1.23, whose morestack clears BP, switch_bp is 0 (unknown).
  */
-int gostack_read(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp, struct gostack_context *out);
+int gostack_read(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp, const struct gostack_g0 *g0,
+		 struct gostack_context *out);
+
+/*
+ * The stack bounds [*lo, *hi) of the goroutine (or g0) that the g register g_reg names in pid, now: g_reg must
+ * be its m's g0 or current goroutine. Returns 0, -ESRCH when g_reg names no g (not Go, Go < 1.17, C code that
+ * reused R14) or -EIO.
+ */
+int gostack_bounds(pid_t pid, uint64_t g_reg, uint64_t *lo, uint64_t *hi);
 
 void gostack_get_stats(const struct gostack *gs, struct gostack_stats *out);
 

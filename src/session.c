@@ -15,6 +15,7 @@
 #include "src/gostack.h"
 #include "src/procmgr.h"
 #include "src/replay.h"
+#include "src/stackext.h"
 #include "src/traces.h"
 #include "symbols/kallsyms.h"
 #include "unwind/unwind_deltas.h"
@@ -31,6 +32,7 @@ struct session {
 	struct replay_writer *capture;
 	struct correlate *correlate;		/* NULL when APM correlation is off */
 	struct gostack *gostack;		/* NULL when not following goroutines from g0 */
+	struct stackext *stackext;		/* NULL when walks see only the kernel's stack copy */
 	char host_id[128];
 	struct kallsyms *kallsyms;
 	struct trace_kernel kernel;
@@ -44,6 +46,7 @@ struct session {
 struct find_ctx {
 	struct session *s;
 	struct process *proc;
+	const struct unwind_sample *sample;	/* as the kernel copied it */
 	uint64_t now;
 };
 
@@ -132,29 +135,76 @@ static int setup_correlation(struct session *s)
 /*
  * The delta unwinder's stack-switch hook: a sample on Go's g0 stack reached the function that switched there;
  * go on with the goroutine that switched, read from the process (gostack.h). Its first PC is exact (a saved PC,
- * not a return address).
+ * or the entry of the function that needed more stack, not a return address). For stack growth, the g0 frames
+ * newstack runs in (the sample's copy up to morestack's frame) say what the goroutine's stack was.
  */
 static int follow_goroutine(void *ctx, const struct unwind_process *proc, const struct unwind_sample *sample,
-			    const struct unwind_deltas_regs *frame, struct unwind_deltas_regs *resumed,
-			    struct unwind_sample *stack)
+			    const struct unwind_deltas_regs *frame, enum unwind_deltas_switch kind,
+			    struct unwind_deltas_regs *resumed, struct unwind_sample *stack)
 {
 	struct session *s = ctx;
 	const struct find_ctx *c = proc->ctx;
 	struct gostack_context g;
-	if (!(frame->known & UNWIND_DELTAS_REG(UNWIND_REG_BP)))
+	struct gostack_g0 g0 = { .bytes = sample->stack, .size = 0 };
+	if (!(frame->known & UNWIND_DELTAS_REG(UNWIND_REG_BP)) && kind != UNWIND_DELTAS_SWITCH_GROWTH)
 		return -ENOENT;
-	int rc = gostack_read(s->gostack, c->proc->pid, sample->regs[UNWIND_REG_R14], frame->regs[UNWIND_REG_BP], &g);
+	uint64_t sp = sample->regs[UNWIND_REG_SP], switch_sp = frame->regs[UNWIND_REG_SP];
+	if (kind == UNWIND_DELTAS_SWITCH_GROWTH && switch_sp > sp)
+		g0.size = switch_sp - sp < sample->stack_size ? (size_t)(switch_sp - sp) : sample->stack_size;
+	uint64_t switch_bp = frame->known & UNWIND_DELTAS_REG(UNWIND_REG_BP) ? frame->regs[UNWIND_REG_BP] : 0;
+	int rc = gostack_read(s->gostack, c->proc->pid, sample->regs[UNWIND_REG_R14], switch_bp, g0.size ? &g0 : NULL,
+			      &g);
 	if (rc < 0)
 		return rc;
 	resumed->regs[UNWIND_REG_IP] = g.pc;
 	resumed->regs[UNWIND_REG_SP] = g.sp;
 	resumed->regs[UNWIND_REG_BP] = g.bp;
+	/* BP is unknown (0) after a stack growth in Go >= 1.23; Go frames restore it from their own frames. */
 	resumed->known = UNWIND_DELTAS_REG(UNWIND_REG_IP) | UNWIND_DELTAS_REG(UNWIND_REG_SP) |
-			 UNWIND_DELTAS_REG(UNWIND_REG_BP);
+			 (g.bp ? UNWIND_DELTAS_REG(UNWIND_REG_BP) : 0);
 	resumed->exact_ip = true;
 	stack->regs[UNWIND_REG_SP] = g.sp;
 	stack->stack = g.stack;
 	stack->stack_size = g.size;
+	return 0;
+}
+
+/*
+ * The delta unwinder's stack-extension hook: the walk needs stack past the sample's copy; read on from the
+ * process (stackext.h). The kernel's copy may also have ended early, at a page it could not read from its
+ * interrupt (not present in the page tables yet): the process can still read it. In Go, whose g register names
+ * the goroutine (or g0) the sample ran on, reads stop at that stack's end, and a stack Go has since moved is
+ * not read at all (its old memory is free for reuse). A goroutine's stack that follow_goroutine read is not
+ * extended: it was read up to its end, or max_stack_bytes.
+ */
+static int extend_stack(void *ctx, const struct unwind_process *proc, const struct unwind_sample *stack,
+			uint64_t addr, struct unwind_sample *longer)
+{
+	struct session *s = ctx;
+	const struct find_ctx *c = proc->ctx;
+	struct stackext_stack have = { .sp = stack->regs[UNWIND_REG_SP], .bytes = stack->stack,
+				       .size = stack->stack_size, .lo = 0, .hi = UINT64_MAX },
+			      got;
+	if (stack->stack != c->sample->stack)
+		return -ENOENT;
+	if (gostack_bounds(c->proc->pid, c->sample->regs[UNWIND_REG_R14], &have.lo, &have.hi) < 0) {
+		have.lo = 0;
+		have.hi = UINT64_MAX;
+	}
+	int rc = stackext_read(s->stackext, c->proc->pid, &have, addr, &got);
+	if (rc < 0)
+		return rc;
+	longer->regs[UNWIND_REG_SP] = got.sp;
+	longer->stack = got.bytes;
+	longer->stack_size = got.size;
+	return 0;
+}
+
+int session_stackext_stats(const struct session *s, struct stackext_stats *out)
+{
+	if (!s->stackext)
+		return -ENOENT;
+	stackext_get_stats(s->stackext, out);
 	return 0;
 }
 
@@ -186,15 +236,22 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 	struct unwind_deltas_options dopts = { .fallback = unwind_libunwind_deltas_fallback,
 					       .fallback_ctx = s->unwinder };
 	if (s->opts.go_stacks) {
-		s->gostack = gostack_new(s->opts.go_stack_bytes ? s->opts.go_stack_bytes : 16384);
+		/* The goroutine's stack is read up to its end, as far as a walk may go (max_stack_bytes). */
+		unsigned go_bytes = s->opts.go_stack_bytes ? s->opts.go_stack_bytes : 16384;
+		s->gostack = gostack_new(s->opts.max_stack_bytes > go_bytes ? s->opts.max_stack_bytes : go_bytes);
 		dopts.stack_switch = follow_goroutine;
 		dopts.stack_switch_ctx = s;
+	}
+	if (s->opts.max_stack_bytes > s->opts.stack_copy_bytes) {
+		s->stackext = stackext_new(s->opts.max_stack_bytes);
+		dopts.stack_extend = extend_stack;
+		dopts.stack_extend_ctx = s;
 	}
 	s->deltas = unwind_deltas_new(&dopts);
 	if (s->opts.capture_path)
 		s->capture = replay_writer_new();
 	if (!s->procs || !s->traces || !s->unwinder || !s->deltas || (s->opts.capture_path && !s->capture) ||
-	    (s->opts.go_stacks && !s->gostack) ||
+	    (s->opts.go_stacks && !s->gostack) || (dopts.stack_extend && !s->stackext) ||
 	    setup_correlation(s) < 0 || execinfo_mgr_add_release_hook(s->execinfo, forget_in_unwinders, s) < 0) {
 		session_free(s);
 		*err = -ENOMEM;
@@ -214,6 +271,7 @@ void session_free(struct session *s)
 	unwind_libunwind_free(s->unwinder);
 	unwind_deltas_free(s->deltas);
 	gostack_free(s->gostack);
+	stackext_free(s->stackext);
 	replay_writer_free(s->capture);
 	correlate_free(s->correlate);
 	kallsyms_free(s->kallsyms);
@@ -339,9 +397,9 @@ static void count_status(struct session *s, enum unwind_status st)
 static unsigned add_user_frames(struct session *s, struct process *p, const struct perf_sample *ps,
 				struct trace_frame *out)
 {
-	struct find_ctx c = { .s = s, .proc = p, .now = ps->time };
-	struct unwind_process up = { .find_module = find_module, .ctx = &c };
 	struct unwind_sample us;
+	struct find_ctx c = { .s = s, .proc = p, .sample = &us, .now = ps->time };
+	struct unwind_process up = { .find_module = find_module, .ctx = &c };
 	enum unwind_status st = UNWIND_TRUNCATED;
 	unsigned n = 0;
 

@@ -45,6 +45,10 @@ enum session_unwinder {
 	SESSION_UNWIND_LIBUNWIND,	/* the reference unwinder alone */
 };
 
+/* Stack a walk may see by default (session_options.max_stack_bytes), and the most it may be set to. */
+#define SESSION_DEFAULT_MAX_STACK (1u << 20)
+#define SESSION_MAX_STACK_LIMIT (64u << 20)
+
 struct session_options {
 	enum session_unwinder unwinder;
 	const char *capture_path;	/* also save every sample to this replay file (replay.h), or NULL */
@@ -54,7 +58,12 @@ struct session_options {
 	unsigned apm_max_staleness_us;	/* 0: SESSION_APM_MAX_STALENESS_US */
 	int quiet;			/* no correlation log lines below warnings */
 	int go_stacks;			/* follow samples on Go's g0 stack onto their goroutine's stack (gostack.h) */
-	unsigned go_stack_bytes;	/* most goroutine stack read per such sample; 0: 16 KiB */
+	unsigned go_stack_bytes;	/* most goroutine stack read per such sample (at least max_stack_bytes);
+					 * 0: 16 KiB */
+	/* Most stack a walk may see, from the sampled SP: past the kernel's copy of stack_copy_bytes, the rest is
+	 * read from the live process when still unchanged (stackext.h). 0, or not above the copy: the copy only. */
+	unsigned max_stack_bytes;
+	unsigned stack_copy_bytes;	/* the stack copy size the sampler asked the kernel for */
 };
 
 struct session;
@@ -82,6 +91,10 @@ int session_correlate_stats(const struct session *s, struct correlate_stats *out
  * -ENOENT when following goroutines is off. */
 struct gostack_stats;
 int session_gostack_stats(const struct session *s, struct gostack_stats *out);
+
+struct stackext_stats;
+/* Reads past the kernel's stack copy; -ENOENT when off (max_stack_bytes not above the copy). */
+int session_stackext_stats(const struct session *s, struct stackext_stats *out);
 /* Processes seen (with samples or mappings) since the start. */
 unsigned session_processes(const struct session *s);
 

@@ -50,8 +50,11 @@ struct ud_walk {
 	struct unwind_deltas_regs r;
 	int err;			/* internal error (-ENOMEM) */
 	bool at_go_switch;		/* the last step's rule was a Go stack switch (STACK_DELTA_GO_STACK_SWITCH) */
+	enum unwind_deltas_switch go_switch;	/* which one */
 	bool switched;			/* the walk continues on the stack the switch hook gave */
 	struct unwind_sample switched_stack;
+	bool extend_failed;		/* the extension hook said no: not asked again */
+	struct unwind_sample extended_stack;
 };
 
 /* How one step ended. */
@@ -182,12 +185,41 @@ static bool ud_read(const struct unwind_sample *s, uint64_t addr, uint64_t *v)
 	return true;
 }
 
+/* Past the end of the stack the walk is on: ask the extension hook for a longer copy. */
+static bool ud_extend(struct ud_walk *w, uint64_t addr)
+{
+	struct unwind_deltas *u = w->u;
+	struct unwind_sample longer;
+	uint64_t sp = w->s->regs[UNWIND_REG_SP];
+	if (!u->opts.stack_extend || w->extend_failed || addr < sp || addr - sp < w->s->stack_size)
+		return false;
+	memset(&longer, 0, sizeof(longer));
+	int rc = u->opts.stack_extend(u->opts.stack_extend_ctx, w->proc, w->s, addr, &longer);
+	if (rc < 0 || !longer.stack || longer.regs[UNWIND_REG_SP] != sp || longer.stack_size <= w->s->stack_size) {
+		u->stats.stack_extension_failures++;
+		w->extend_failed = true;
+		return false;
+	}
+	u->stats.stack_extensions++;
+	/* The sample's other registers stay what they were (the switch hook reads Go's g register from them). */
+	memcpy(longer.regs, w->s->regs, sizeof(longer.regs));
+	w->extended_stack = longer;
+	w->s = &w->extended_stack;
+	return true;
+}
+
+/* Load 8 bytes at addr from the stack the walk is on, extended past its end when the hook can. */
+static bool ud_load(struct ud_walk *w, uint64_t addr, uint64_t *v)
+{
+	return ud_read(w->s, addr, v) || (ud_extend(w, addr) && ud_read(w->s, addr, v));
+}
+
 static bool ud_known(const struct unwind_deltas_regs *r, enum unwind_reg reg)
 {
 	return r->known & UNWIND_DELTAS_REG(reg);
 }
 
-static bool ud_cfa(const struct ud_walk *w, const struct stack_delta_rule *rule, uint64_t *cfa)
+static bool ud_cfa(struct ud_walk *w, const struct stack_delta_rule *rule, uint64_t *cfa)
 {
 	const struct unwind_deltas_regs *r = &w->r;
 	uint64_t sp = r->regs[UNWIND_REG_SP], fp = r->regs[UNWIND_REG_BP], v;
@@ -203,7 +235,7 @@ static bool ud_cfa(const struct ud_walk *w, const struct stack_delta_rule *rule,
 	case STACK_DELTA_CFA_FP_DEREF:
 		if (rule->kind == STACK_DELTA_CFA_FP_DEREF && !fp_ok)
 			return false;
-		if (!ud_read(w->s, (rule->kind == STACK_DELTA_CFA_SP_DEREF ? sp : fp) + (uint64_t)(int64_t)rule->cfa_off, &v))
+		if (!ud_load(w, (rule->kind == STACK_DELTA_CFA_SP_DEREF ? sp : fp) + (uint64_t)(int64_t)rule->cfa_off, &v))
 			return false;
 		*cfa = v + (uint64_t)(int64_t)rule->aux;
 		return true;
@@ -222,19 +254,22 @@ static enum ud_step ud_step_cfa(struct ud_walk *w, const struct stack_delta_rule
 	struct unwind_deltas_regs *r = &w->r;
 	uint64_t cfa, ra, fp = r->regs[UNWIND_REG_BP];
 	bool fp_ok = ud_known(r, UNWIND_REG_BP);
-	if (!ud_cfa(w, rule, &cfa) || cfa <= r->regs[UNWIND_REG_SP] || !ud_read(w->s, cfa - 8, &ra))
+	if (!ud_cfa(w, rule, &cfa) || cfa <= r->regs[UNWIND_REG_SP] || !ud_load(w, cfa - 8, &ra))
 		return UD_STEP_FAIL;
 	if (rule->fp == STACK_DELTA_FP_AT_CFA)
-		fp_ok = ud_read(w->s, cfa + (uint64_t)(int64_t)rule->fp_off, &fp);
+		fp_ok = ud_load(w, cfa + (uint64_t)(int64_t)rule->fp_off, &fp);
 	else if (rule->fp == STACK_DELTA_FP_AT_FP)
-		fp_ok = fp_ok && ud_read(w->s, fp + (uint64_t)(int64_t)rule->fp_off, &fp);
+		fp_ok = fp_ok && ud_load(w, fp + (uint64_t)(int64_t)rule->fp_off, &fp);
 	r->regs[UNWIND_REG_SP] = cfa;
 	r->regs[UNWIND_REG_IP] = ra;
 	r->regs[UNWIND_REG_BP] = fp;
 	r->known = UNWIND_DELTAS_REG(UNWIND_REG_SP) | UNWIND_DELTAS_REG(UNWIND_REG_IP) |
 		   (fp_ok ? UNWIND_DELTAS_REG(UNWIND_REG_BP) : 0);
 	r->exact_ip = false;
-	return ra == 0 ? UD_STEP_END : UD_STEP_OK;
+	/* A zero return address ends a stack, except in memory read past the copy, which may have been reused. */
+	if (ra == 0)
+		return w->s == &w->extended_stack ? UD_STEP_FAIL : UD_STEP_END;
+	return UD_STEP_OK;
 }
 
 /* Signal trampoline: every register comes back from the ucontext's mcontext. */
@@ -250,7 +285,7 @@ static enum ud_step ud_step_signal(struct ud_walk *w)
 	};
 	uint64_t gregs = w->r.regs[UNWIND_REG_SP] + UD_SIGFRAME_GREGS, v[sizeof(map) / sizeof(map[0])];
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (!ud_read(w->s, gregs + 8u * map[i][0], &v[i]))
+		if (!ud_load(w, gregs + 8u * map[i][0], &v[i]))
 			return UD_STEP_FAIL;
 	if (v[15] <= w->r.regs[UNWIND_REG_SP])
 		return UD_STEP_FAIL;	/* the interrupted SP is above the signal frame */
@@ -304,6 +339,7 @@ static enum ud_step ud_step(struct ud_walk *w)
 		return w->err ? UD_STEP_FAIL : ud_step_fallback(w);
 	w->at_go_switch = (rule.kind == STACK_DELTA_CFA_FP || rule.kind == STACK_DELTA_STOP) &&
 			  (rule.aux & STACK_DELTA_GO_STACK_SWITCH);
+	w->go_switch = rule.kind == STACK_DELTA_STOP ? UNWIND_DELTAS_SWITCH_GROWTH : UNWIND_DELTAS_SWITCH_CALL;
 	switch (rule.kind) {
 	case STACK_DELTA_CFA_SP:
 	case STACK_DELTA_CFA_FP:
@@ -332,7 +368,8 @@ static enum ud_step ud_switch_stack(struct ud_walk *w, enum ud_step ended)
 		return ended;
 	memset(&resumed, 0, sizeof(resumed));
 	memset(&w->switched_stack, 0, sizeof(w->switched_stack));
-	int rc = u->opts.stack_switch(u->opts.stack_switch_ctx, w->proc, w->s, &w->r, &resumed, &w->switched_stack);
+	int rc = u->opts.stack_switch(u->opts.stack_switch_ctx, w->proc, w->s, &w->r, w->go_switch, &resumed,
+				      &w->switched_stack);
 	if (rc < 0 || (resumed.known & need) != need ||
 	    w->switched_stack.regs[UNWIND_REG_SP] != resumed.regs[UNWIND_REG_SP] || !w->switched_stack.stack) {
 		u->stats.stack_switch_failures++;
@@ -340,6 +377,7 @@ static enum ud_step ud_switch_stack(struct ud_walk *w, enum ud_step ended)
 	}
 	u->stats.stack_switches++;
 	w->switched = true;
+	w->extend_failed = false;
 	w->s = &w->switched_stack;
 	w->r = resumed;
 	return resumed.regs[UNWIND_REG_IP] == 0 ? UD_STEP_END : UD_STEP_OK;

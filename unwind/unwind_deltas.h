@@ -5,7 +5,7 @@
  * lookups in front of the table's binary search), compute the CFA from SP or FP, load the return address and
  * perhaps the saved FP from the stack copy. Only SP, FP and IP are tracked between frames (all registers in
  * frame 0 and right after a signal frame). Memory outside the stack copy is never read, and the live process is
- * never touched. Return addresses are looked up at address - 1, except right after a signal frame, whose
+ * never touched, except through the optional hooks below (stack switch, stack extension). Return addresses are looked up at address - 1, except right after a signal frame, whose
  * interrupted IP is exact.
  *
  * Tables: the caller normally owns one table per file, built once with stack_deltas_build() and shared by every
@@ -58,25 +58,47 @@ typedef int (*unwind_deltas_fallback_fn)(void *ctx, const struct unwind_process 
 					 const struct unwind_sample *sample, const struct unwind_module *mod,
 					 const struct unwind_deltas_regs *frame, struct unwind_deltas_regs *caller);
 
+/* Which Go stack switch a walk reached. */
+enum unwind_deltas_switch {
+	UNWIND_DELTAS_SWITCH_GROWTH,	/* runtime.morestack: the goroutine's stack is being grown (a STOP rule) */
+	UNWIND_DELTAS_SWITCH_CALL,	/* runtime.systemstack or asmcgocall: a call on g0 (a frame-pointer rule) */
+};
+
 /*
  * Stack switch, for frames whose rule carries STACK_DELTA_GO_STACK_SWITCH (Go's morestack, systemstack and
  * asmcgocall moved from a goroutine's stack to the g0 stack; the goroutine's frames are on its own stack, not in
  * the copy). The hook may give that goroutine's context: resumed's IP, SP and BP (known bits set; IP is looked up
  * as a return address unless exact_ip) and *stack, a copy of the goroutine's stack that starts at resumed's SP
  * (stack->regs[UNWIND_REG_SP] == that SP), owned by the hook and valid until the walk ends. frame is the switching
- * function's frame as the walk recovered it; sample is the one being unwound (its registers may say which
- * goroutine, e.g. Go's g register R14). Return 0 to continue on that stack, or a negative errno to end the walk as
- * the rule says (STOP: complete; CFA_FP whose CFA is outside the copy: truncated). At most once per walk.
+ * function's frame as the walk recovered it, kind which switch it is; sample is the one being unwound (its
+ * registers may say which goroutine, e.g. Go's g register R14; its copy, from its SP up to frame's SP, holds the
+ * g0 frames the switch led to). Return 0 to continue on that stack, or a negative errno to end the walk as the
+ * rule says (STOP: complete; CFA_FP whose CFA is outside the copy: truncated). At most once per walk.
  */
 typedef int (*unwind_deltas_switch_fn)(void *ctx, const struct unwind_process *proc,
 				       const struct unwind_sample *sample, const struct unwind_deltas_regs *frame,
-				       struct unwind_deltas_regs *resumed, struct unwind_sample *stack);
+				       enum unwind_deltas_switch kind, struct unwind_deltas_regs *resumed,
+				       struct unwind_sample *stack);
+
+/*
+ * Stack extension, for a walk that needs memory past the end of the stack it runs on (the kernel copies at most
+ * 64 KiB of a sampled stack; deep recursion runs further). stack is that stack (the sample's copy, or one a hook
+ * gave); addr, the first address the walk needs past its end. The hook may fill *longer with a copy of the same
+ * stack (same SP, the same bytes first) that covers [addr, addr + 8), owned by the hook and valid until the walk
+ * ends or the hook is called again. Return 0 to go on, or a negative errno: the walk ends TRUNCATED as it would
+ * without the hook, and the hook is not called again in that walk. A zero return address read from an extended
+ * stack ends the walk TRUNCATED, not COMPLETE: that memory may have been reused since the sample.
+ */
+typedef int (*unwind_deltas_extend_fn)(void *ctx, const struct unwind_process *proc, const struct unwind_sample *stack,
+				       uint64_t addr, struct unwind_sample *longer);
 
 struct unwind_deltas_options {
 	unwind_deltas_fallback_fn fallback;	/* NULL: FALLBACK rows end the walk (TRUNCATED) */
 	void *fallback_ctx;
 	unwind_deltas_switch_fn stack_switch;	/* NULL: walks end at Go's stack switches */
 	void *stack_switch_ctx;
+	unwind_deltas_extend_fn stack_extend;	/* NULL: walks end where the stack copy does */
+	void *stack_extend_ctx;
 };
 
 /* Counters since unwind_deltas_new(). */
@@ -85,6 +107,7 @@ struct unwind_deltas_stats {
 	uint64_t cache_hits, cache_misses;	/* rule lookups */
 	uint64_t fallback_calls, fallback_failures;
 	uint64_t stack_switches, stack_switch_failures;	/* stack-switch hook calls that continued / did not */
+	uint64_t stack_extensions, stack_extension_failures;	/* the same for the stack-extension hook */
 	uint64_t tables_built, table_failures;	/* standalone mode only */
 };
 

@@ -379,8 +379,7 @@ static uint64_t samples_with_name_part(const struct profile *p, const char *part
 	return total;
 }
 
-/* g_register: built by Go >= 1.17, whose g register lets hostprof follow g0 samples onto goroutine stacks. */
-static void run_esbuild(void **state, const char *spec, int g_register)
+static void run_esbuild(void **state, const char *spec)
 {
 	struct test_workdir *f = *state;
 	char bin[512];
@@ -412,13 +411,22 @@ static void run_esbuild(void **state, const char *spec, int g_register)
 		test_share(c.complete, total), test_share(c.followed, total), test_share(c.error, total),
 		test_share(c.at_morestack, total), test_share(parser, total), test_share(printer, total));
 	assert_true(total >= 500);
-	/* Samples taken on g0 (stack growth: newstack under runtime.morestack) go on to their goroutine's stack when
-	 * hostprof could read it before the goroutine moved on (gostack.h; Go >= 1.17); the others end at the root of
-	 * g0's stack. The issue's goal, 95 % reaching a goroutine's root, is not met (65-80 % measured: stack growth
-	 * is short and often over before its sample is handled); what is asserted is that nearly every sample reaches
-	 * the root of the goroutine or g0 stack it was taken on, and that g0 samples are followed at all. */
-	if (g_register && !c.followed)
+	/*
+	 * Samples taken on g0 (stack growth: newstack under runtime.morestack; systemstack) go on to their
+	 * goroutine's stack (gostack.h): read live while the goroutine is still off its stack (Go >= 1.17's g
+	 * register finds it), or, once the growth is over, rebuilt from the old stack that newstack's and
+	 * copystack's records in the sample's g0 copy point to (any Go version). Stacks deeper than the 64 KiB copy
+	 * are read on from the process (stackext.h). The issue's goal, 95 % reaching a goroutine's root, is not met
+	 * (83-92 % measured: growth samples whose goroutine exited or rewrote its outer frames before the sample was
+	 * handled, systemstack calls over before that, samples the kernel could copy no stack for); what is asserted
+	 * is that nearly every sample reaches the root of the goroutine or g0 stack it was taken on, that g0 samples
+	 * are followed, and a floor under the share reaching a goroutine's root.
+	 */
+	if (!c.followed)
 		fail_msg("%s: no sample taken on g0 was followed onto its goroutine's stack", spec);
+	if (test_share(c.complete, total) < 75.0)
+		fail_msg("%s: only %.2f%% of samples complete to a Go root, want >= 75%%", spec,
+			 test_share(c.complete, total));
 	uint64_t rooted = c.complete + c.at_morestack;
 	if (test_share(rooted, total) < 90.0)
 		fail_msg("%s: only %.2f%% of samples reach the root of their goroutine or g0 stack, want >= 90%%", spec,
@@ -431,17 +439,17 @@ static void run_esbuild(void **state, const char *spec, int g_register)
 
 static void test_esbuild_go116(void **state)
 {
-	run_esbuild(state, "esbuild-linux-64@0.11.23", 0);
+	run_esbuild(state, "esbuild-linux-64@0.11.23");
 }
 
 static void test_esbuild_go119(void **state)
 {
-	run_esbuild(state, "@esbuild/linux-x64@0.15.18", 1);
+	run_esbuild(state, "@esbuild/linux-x64@0.15.18");
 }
 
 static void test_esbuild_latest(void **state)
 {
-	run_esbuild(state, "@esbuild/linux-x64@latest", 1);
+	run_esbuild(state, "@esbuild/linux-x64@latest");
 }
 
 int main(void)

@@ -215,6 +215,30 @@ static void test_special_frames(void **state)
 	assert_true(test_samples_with_chain(p, leaf, 2) * 100 >= total * 90);
 	assert_int_equal(p->info.samples, total);
 	profile_free(p);
+
+	/*
+	 * Deeper than the largest stack copy, but within the frames kept: the rest of the stack is read from the
+	 * process (--max-stack, default 1 MiB), so samples reach main; with --max-stack 0 they end in [truncated].
+	 */
+	const char *const deep_roots[] = { "main" };
+	for (int extend = 1; extend >= 0; extend--) {
+		assert_int_equal(test_run("\"$HOSTPROF\" record -q --stack-size 65528 %s -o %s -- %s 1 240",
+					  extend ? "" : "--max-stack 0", out,
+					  test_fixture_path("deep_recursion", path, sizeof(path))), 0);
+		p = test_read_profile(out);
+		total = test_total_samples(p);
+		uint64_t complete = test_samples_complete_to(p, deep_roots, 1);
+		fprintf(stderr, "deep recursion, 240 levels, %s: %llu of %llu samples complete to main\n",
+			extend ? "stack read past the copy" : "--max-stack 0", (unsigned long long)complete,
+			(unsigned long long)total);
+		assert_true(total >= 200);
+		if (extend)
+			assert_true(complete * 100 >= total * 90);
+		else
+			assert_true(complete * 100 <= total * 5);
+		assert_true(test_samples_with_chain(p, leaf, 2) * 100 >= total * 90);
+		profile_free(p);
+	}
 }
 
 int main(void)

@@ -217,7 +217,12 @@ int test_workdir_setup(void **state)
 int test_workdir_teardown(void **state)
 {
 	struct test_workdir *w = *state;
-	test_rmdir_rf(w->dir);
+	/* HOSTPROF_TEST_KEEP=1 keeps the directory (its profile, inputs, logs) to look at after a run. */
+	const char *keep = getenv("HOSTPROF_TEST_KEEP");
+	if (keep && *keep && strcmp(keep, "0") != 0)
+		fprintf(stderr, "kept %s\n", w->dir);
+	else
+		test_rmdir_rf(w->dir);
 	free(w->dir);
 	free(w);
 	return 0;

@@ -33,6 +33,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c.prob_threshold, 100);
 	assert_true(c.apm);
 	assert_true(c.go_stacks);
+	assert_int_equal(c.max_stack, 1u << 20);
 }
 
 static void test_values_and_errors(void **state)
@@ -55,6 +56,9 @@ static void test_values_and_errors(void **state)
 	assert_int_equal(daemon_config_set(&c, "probabilistic-threshold", "101", err, sizeof(err)), -EINVAL);
 	assert_int_equal(daemon_config_set(&c, "probabilistic-threshold", "25", err, sizeof(err)), 0);
 	assert_int_equal(c.prob_threshold, 25);
+	assert_int_equal(daemon_config_set(&c, "max-stack", "0", err, sizeof(err)), 0);	/* the copy only */
+	assert_int_equal(c.max_stack, 0);
+	assert_int_equal(daemon_config_set(&c, "max-stack", "200000000", err, sizeof(err)), -EINVAL);
 	assert_int_equal(daemon_config_set(&c, "no-apm", "true", err, sizeof(err)), 0);
 	assert_false(c.apm);
 	assert_int_equal(daemon_config_set(&c, "no-kernel", "yes", err, sizeof(err)), 0);

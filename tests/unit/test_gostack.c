@@ -63,14 +63,14 @@ static void test_follows_from_g0(void **state)
 		struct gostack_context ctx;
 		struct gostack_stats st;
 		go_thread_init(t, six, 2);
-		assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), &ctx), 0);
+		assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), NULL, &ctx), 0);
 		assert_int_equal(ctx.sp, t->g[7]);
 		assert_int_equal(ctx.pc, 0x401234);
 		assert_int_equal(ctx.bp, sched_bp(t));
 		assert_int_equal(ctx.size, 256); /* up to stack.hi */
 		assert_memory_equal(ctx.stack, t->stack + STACK_SIZE - 256, 256);
 		/* The g register may hold the goroutine itself (cgo: C code keeps Go's R14). */
-		assert_int_equal(gostack_read(gs, getpid(), addr(t->g), sched_bp(t), &ctx), 0);
+		assert_int_equal(gostack_read(gs, getpid(), addr(t->g), sched_bp(t), NULL, &ctx), 0);
 		gostack_get_stats(gs, &st);
 		assert_int_equal(st.followed, 2);
 		gostack_free(gs);
@@ -85,7 +85,7 @@ static void test_stack_read_is_bounded(void **state)
 	struct gostack *gs = gostack_new(64);
 	struct gostack_context ctx;
 	go_thread_init(t, 0, 2);
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), &ctx), 0);
+	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), NULL, &ctx), 0);
 	assert_int_equal(ctx.size, 64);
 	gostack_free(gs);
 	free(t);
@@ -100,12 +100,12 @@ static void test_stale_context(void **state)
 	struct gostack_context ctx;
 	struct gostack_stats st;
 	go_thread_init(t, 0, 2);
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t) + 16, &ctx), -ESTALE);
+	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t) + 16, NULL, &ctx), -ESTALE);
 	go_thread_init(t, 0, 8 | 0x1000);	/* _Gcopystack, with the GC's scan bit */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t) + 16, &ctx), 0);
+	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t) + 16, NULL, &ctx), 0);
 	go_thread_init(t, 0, 2);
 	t->g[7] = 0;				/* gogo cleared sched.sp: the goroutine runs again */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), &ctx), -ESTALE);
+	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), NULL, &ctx), -ESTALE);
 	gostack_get_stats(gs, &st);
 	assert_int_equal(st.stale, 2);
 	assert_int_equal(st.followed, 1);
@@ -124,31 +124,157 @@ static void test_bad_structures(void **state)
 
 	go_thread_init(t, 0, 2);
 	t->g[6] = addr(t->g0);			/* curg.m is not this m */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), &ctx), -ESRCH);
+	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), NULL, &ctx), -ESRCH);
 	go_thread_init(t, 0, 2);
 	t->m[0] = addr(t->g);			/* m.g0 is not g0, and g is not m.curg either */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), &ctx), -ESRCH);
+	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), NULL, &ctx), -ESRCH);
 	go_thread_init(t, 0, 2);
 	t->g[7] = addr(t->stack) - 8;		/* sched.sp below the goroutine's stack */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), &ctx), -ESRCH);
+	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), NULL, &ctx), -ESRCH);
 	go_thread_init(t, 0, 2);
 	t->g[1] = t->g[0] + (2ull << 30);	/* a 2 GiB goroutine stack */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), &ctx), -ESRCH);
-	assert_int_equal(gostack_read(gs, getpid(), 0, 0, &ctx), -ESRCH);		/* no g register */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0) + 3, 0, &ctx), -ESRCH); /* misaligned */
+	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), NULL, &ctx), -ESRCH);
+	assert_int_equal(gostack_read(gs, getpid(), 0, 0, NULL, &ctx), -ESRCH);		/* no g register */
+	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0) + 3, 0, NULL, &ctx), -ESRCH); /* misaligned */
 
 	/* A g register pointing at memory that is gone. */
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	void *gone = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	assert_true(gone != MAP_FAILED);
 	assert_int_equal(munmap(gone, page), 0);
-	assert_int_equal(gostack_read(gs, getpid(), addr(gone), 0, &ctx), -EIO);
+	assert_int_equal(gostack_read(gs, getpid(), addr(gone), 0, NULL, &ctx), -EIO);
 	gostack_get_stats(gs, &st);
 	assert_int_equal(st.no_goroutine, 6);
 	assert_int_equal(st.unreadable, 1);
 	assert_int_equal(st.followed, 0);
 	gostack_free(gs);
 	free(t);
+}
+
+/*
+ * A stack growth that is over: the goroutine's old stack (freed, still intact) and its new one (where it runs
+ * now, its frames near the leaf already different), and the sample's g0 copy with newstack's morebuf and
+ * copystack's adjustinfo among other words.
+ */
+#define OLD_STACK 8192
+#define NEW_STACK 16384
+#define USED 4096	/* bytes of the old stack in use above the grower's return-address slot */
+
+struct growth {
+	uint64_t old_stack[OLD_STACK / 8], new_stack[NEW_STACK / 8];
+	uint64_t g[32];
+	uint8_t code[32];	/* the caller's direct call of the grower: E8 rel32, then the return address */
+	uint64_t g0[64];	/* the sample's g0 copy */
+	uint64_t caller_pc, caller_sp, switch_bp, delta, grower;
+};
+
+static void growth_init(struct growth *gr, uint64_t bp_known)
+{
+	memset(gr, 0, sizeof(*gr));
+	uint64_t old_lo = addr(gr->old_stack), old_hi = old_lo + OLD_STACK;
+	uint64_t new_lo = addr(gr->new_stack), new_hi = new_lo + NEW_STACK;
+	gr->delta = new_hi - old_hi;
+	gr->caller_sp = old_hi - USED;
+	gr->switch_bp = bp_known ? gr->caller_sp + 64 : 0;
+	/* The caller's CALL rel32 at code+8; it returns to code+13. */
+	gr->caller_pc = addr(gr->code) + 13;
+	gr->grower = addr(gr->code) + 24;
+	int32_t rel = (int32_t)(gr->grower - gr->caller_pc);
+	gr->code[8] = 0xe8;
+	memcpy(gr->code + 9, &rel, sizeof(rel));
+	/* Old stack: the grower's return address into the caller, then frames; one saved frame pointer. */
+	size_t slot = (OLD_STACK - USED) / 8 - 1;
+	for (size_t i = slot; i < OLD_STACK / 8; i++)
+		gr->old_stack[i] = 0x5151000000000000ull + i;
+	gr->old_stack[slot] = gr->caller_pc;
+	gr->old_stack[slot + 100] = gr->switch_bp ? gr->switch_bp + 32 : old_hi - 512;
+	/* New stack: the same words moved up by delta, pointers into the old stack adjusted; the goroutine has run
+	 * on since, rewriting its innermost frames. */
+	for (size_t i = slot; i < OLD_STACK / 8; i++)
+		gr->new_stack[i + (NEW_STACK - OLD_STACK) / 8] = gr->old_stack[i];
+	gr->new_stack[slot + 100 + (NEW_STACK - OLD_STACK) / 8] = gr->old_stack[slot + 100] + gr->delta;
+	for (size_t i = slot; i < slot + 16; i++)
+		gr->new_stack[i + (NEW_STACK - OLD_STACK) / 8] ^= 0xabcdef;
+	gr->g[0] = new_lo;
+	gr->g[1] = new_hi;
+	/* g0: noise, adjustinfo {old.lo, old.hi, delta} at word 10, morebuf {sp, pc, g} at word 40. */
+	for (size_t i = 0; i < 64; i++)
+		gr->g0[i] = 0x1000 * i + 8;
+	gr->g0[8] = old_lo - 4096;		/* a range that does not hold the caller */
+	gr->g0[9] = old_lo;
+	gr->g0[10] = old_lo;
+	gr->g0[11] = old_hi;
+	gr->g0[12] = gr->delta;
+	gr->g0[40] = gr->caller_sp;
+	gr->g0[41] = gr->caller_pc;
+	gr->g0[42] = addr(gr->g);
+}
+
+static int read_growth(struct gostack *gs, const struct growth *gr, struct gostack_context *ctx)
+{
+	struct gostack_g0 g0 = { .bytes = (const uint8_t *)gr->g0, .size = sizeof(gr->g0) };
+	/* No g register: the growth is found from the g0 copy alone. */
+	return gostack_read(gs, getpid(), 0, gr->switch_bp, &g0, ctx);
+}
+
+static void test_follows_finished_growth(void **state)
+{
+	(void)state;
+	struct growth *gr = malloc(sizeof(*gr));
+	struct gostack *gs = gostack_new(OLD_STACK);
+	struct gostack_context ctx;
+	struct gostack_stats st;
+	assert_non_null(gr);
+	for (int bp_known = 1; bp_known >= 0; bp_known--) {
+		growth_init(gr, (uint64_t)bp_known);
+		assert_int_equal(read_growth(gs, gr, &ctx), 0);
+		assert_int_equal(ctx.pc, gr->grower);		/* the callee of the caller's direct call */
+		assert_int_equal(ctx.sp, gr->caller_sp - 8);	/* at its return-address slot, on the old stack */
+		assert_int_equal(ctx.bp, gr->switch_bp);
+		assert_int_equal(ctx.size, USED + 8);
+		assert_memory_equal(ctx.stack, (const uint8_t *)gr->old_stack + OLD_STACK - USED - 8, USED + 8);
+	}
+	gostack_get_stats(gs, &st);
+	assert_int_equal(st.followed, 2);
+	assert_int_equal(st.grown, 2);
+	gostack_free(gs);
+	free(gr);
+}
+
+/* What does not check out is refused: never a stack the sample did not see. */
+static void test_refuses_unproven_growth(void **state)
+{
+	(void)state;
+	struct growth *gr = malloc(sizeof(*gr));
+	struct gostack *gs = gostack_new(OLD_STACK);
+	struct gostack_context ctx;
+	struct gostack_stats st;
+	assert_non_null(gr);
+	size_t top = NEW_STACK / 8 - 4;
+
+	growth_init(gr, 1);
+	gr->new_stack[top] ^= 1;		/* the outermost frames changed: the old memory was reused */
+	assert_int_not_equal(read_growth(gs, gr, &ctx), 0);
+	growth_init(gr, 1);
+	gr->old_stack[(OLD_STACK - USED) / 8 - 1] = 0;	/* the grower's return address is gone */
+	assert_int_not_equal(read_growth(gs, gr, &ctx), 0);
+	growth_init(gr, 1);
+	gr->code[8] = 0xff;			/* an indirect call: which function grew is unknown */
+	assert_int_not_equal(read_growth(gs, gr, &ctx), 0);
+	growth_init(gr, 1);
+	gr->g[1] += 4096;			/* the goroutine's stack is not where the old one moved */
+	assert_int_not_equal(read_growth(gs, gr, &ctx), 0);
+	growth_init(gr, 1);
+	gr->g0[11] = gr->g0[10] + 6000;		/* old bounds not a power of two */
+	assert_int_not_equal(read_growth(gs, gr, &ctx), 0);
+	growth_init(gr, 1);
+	gr->switch_bp = gr->caller_sp - 64;	/* the caller's frame pointer below its SP */
+	assert_int_not_equal(read_growth(gs, gr, &ctx), 0);
+	gostack_get_stats(gs, &st);
+	assert_int_equal(st.followed, 0);
+	assert_int_equal(st.grown, 0);
+	gostack_free(gs);
+	free(gr);
 }
 
 int main(void)
@@ -158,6 +284,8 @@ int main(void)
 		cmocka_unit_test(test_stack_read_is_bounded),
 		cmocka_unit_test(test_stale_context),
 		cmocka_unit_test(test_bad_structures),
+		cmocka_unit_test(test_follows_finished_growth),
+		cmocka_unit_test(test_refuses_unproven_growth),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,115 @@
+/*
+ * stackext.c — the rest of a sampled stack, read from the live process. See stackext.h for the contract.
+ */
+#include "src/stackext.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+/* Read at least this much more per extension: one system call covers a few more frames than the walk needs. */
+#define STACKEXT_CHUNK (64u * 1024u)
+
+struct stackext {
+	size_t max_bytes;
+	uint8_t *buf;
+	size_t cap;
+	struct stackext_stats stats;
+};
+
+struct stackext *stackext_new(size_t max_bytes)
+{
+	struct stackext *x = calloc(1, sizeof(*x));
+	if (x)
+		x->max_bytes = max_bytes;
+	return x;
+}
+
+void stackext_free(struct stackext *x)
+{
+	if (!x)
+		return;
+	free(x->buf);
+	free(x);
+}
+
+void stackext_get_stats(const struct stackext *x, struct stackext_stats *out)
+{
+	*out = x->stats;
+}
+
+static int count(struct stackext *x, int rc)
+{
+	if (rc == 0)
+		x->stats.extended++;
+	else if (rc == -ESTALE)
+		x->stats.stale++;
+	else if (rc == -EIO)
+		x->stats.unreadable++;
+	else if (rc == -E2BIG)
+		x->stats.beyond_limit++;
+	return rc;
+}
+
+/* Make x->buf hold want bytes, starting with stack's bytes (already there when stack is x's own buffer). */
+static int hold(struct stackext *x, const struct stackext_stack *stack, size_t want)
+{
+	bool own = stack->bytes == x->buf;
+	if (want > x->cap) {
+		uint8_t *nb = realloc(x->buf, want);	/* keeps the bytes when they are x's own */
+		if (!nb)
+			return -ENOMEM;
+		x->buf = nb;
+		x->cap = want;
+	}
+	if (!own)
+		memcpy(x->buf, stack->bytes, stack->size);
+	return 0;
+}
+
+/* Bytes of stack a walk needing addr should see: a chunk more than it has, at least through addr, at most max. */
+static size_t wanted_size(const struct stackext *x, const struct stackext_stack *stack, uint64_t addr)
+{
+	uint64_t need = addr + 8 - stack->sp, want = stack->size + STACKEXT_CHUNK;
+	if (want < need)
+		want = need;
+	if (want > stack->hi - stack->sp)
+		want = stack->hi - stack->sp;
+	return want > x->max_bytes ? x->max_bytes : (size_t)want;
+}
+
+int stackext_read(struct stackext *x, pid_t pid, const struct stackext_stack *stack, uint64_t addr,
+		  struct stackext_stack *out)
+{
+	uint64_t end = stack->sp + stack->size;
+	size_t wlen = stack->size < STACKEXT_WITNESS ? stack->size : STACKEXT_WITNESS;
+	if (wlen < STACKEXT_MIN_WITNESS || end < stack->sp || addr < end || addr > UINT64_MAX - 8)
+		return count(x, -EINVAL);
+	if (stack->sp < stack->lo || stack->sp >= stack->hi)
+		return count(x, -ESTALE);
+	if (addr + 8 - stack->sp > x->max_bytes || addr + 8 > stack->hi)
+		return count(x, -E2BIG);
+	size_t want = wanted_size(x, stack, addr);
+	int rc = hold(x, stack, want);
+	if (rc < 0)
+		return rc;
+	/* One read: the witness (the copy's last bytes, as the process has them now) and the extension after it. */
+	uint8_t witness[STACKEXT_WITNESS];
+	struct iovec local[2] = { { .iov_base = witness, .iov_len = wlen },
+				  { .iov_base = x->buf + stack->size, .iov_len = want - stack->size } };
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)(end - wlen), .iov_len = wlen + want - stack->size };
+	ssize_t n = process_vm_readv(pid, local, 2, &remote, 1, 0);
+	/* A short read ends where the stack's mapping does; it must still reach addr. */
+	if (n < 0 || (uint64_t)n < wlen + (addr + 8 - end))
+		return count(x, -EIO);
+	if (memcmp(witness, x->buf + stack->size - wlen, wlen) != 0)
+		return count(x, -ESTALE);
+	out->sp = stack->sp;
+	out->lo = stack->lo;
+	out->hi = stack->hi;
+	out->bytes = x->buf;
+	out->size = stack->size + ((size_t)n - wlen);
+	return count(x, 0);
+}

@@ -1,0 +1,70 @@
+/*
+ * stackext.h — the rest of a sampled stack, past the kernel's copy, read from the live process.
+ *
+ * The kernel copies at most 64 KiB of user stack per sample (PERF_SAMPLE_STACK_USER: the whole record must fit
+ * in 64 KiB). Deep recursion — a recursive-descent parser with multi-KiB frames, a Go goroutine thousands of
+ * frames down — leaves its outer callers beyond that copy, and the walk would end [truncated] there. When a walk
+ * needs an address past the copy, stackext reads on from the live process with process_vm_readv, in chunks,
+ * up to a limit.
+ *
+ * Correctness: the read happens when the sample is handled, after it was taken, so the thread has moved on. A
+ * caller's return address and saved frame pointer change only when that caller returns; a thread that returned
+ * past the end of the copy and called again would, in all likelihood, have rewritten the frames just below it.
+ * So the extension is used only if the last STACKEXT_WITNESS bytes of the copy (the frames just below its end)
+ * are still byte-for-byte the same in the process, read in the same system call as the extension. A thread that
+ * changed them (returned, or wrote its callers' locals) is refused and counted as stale; the walk then ends
+ * where it did without stackext. The kernel's copy can also end early, at a page its interrupt-time copy could
+ * not read (not present in the page tables): the same rule reads on from there. The extension is never used for a copy the kernel cut short (its copy ended
+ * at unreadable memory: there is nothing further to read).
+ *
+ * Untrusted input: the address to read comes from the sampled stack. Reads are bounded by the limit given to
+ * stackext_new(), counted from the sampled SP; a pid that vanished or memory that is unmapped is reported, not
+ * fatal. Not thread-safe.
+ */
+#ifndef HOSTPROF_STACKEXT_H
+#define HOSTPROF_STACKEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Bytes at the end of a copy that must be unchanged in the process for an extension to be used: this many, or
+ * the whole copy when shorter, but no fewer than STACKEXT_MIN_WITNESS. */
+#define STACKEXT_WITNESS 512
+#define STACKEXT_MIN_WITNESS 128
+
+struct stackext_stats {
+	uint64_t extended;	/* extensions handed to the unwinder */
+	uint64_t stale;		/* refused: the end of the copy had changed in the process */
+	uint64_t unreadable;	/* the process's memory there could not be read (gone, unmapped) */
+	uint64_t beyond_limit;	/* the walk needed more than the limit */
+};
+
+/* A stack: bytes from sp up, as the unwinder reads them (unwind.h's unwind_sample.stack). */
+struct stackext_stack {
+	uint64_t sp;
+	const uint8_t *bytes;
+	size_t size;
+	/* Where the thread's stack is now, when known (Go: the goroutine's bounds); else 0 and UINT64_MAX. A stack
+	 * whose sp is no longer inside moved (Go copies a goroutine's stack to grow it, and frees the old one). */
+	uint64_t lo, hi;
+};
+
+struct stackext;
+
+/* max_bytes: most stack bytes a walk may see, from the sampled SP (>= the copy size to be of any use). */
+struct stackext *stackext_new(size_t max_bytes);
+void stackext_free(struct stackext *x);
+
+/*
+ * A longer copy of stack (same sp) that covers [addr, addr + 8): stack's bytes then the process's, from the
+ * end of stack on, in a buffer owned by x and valid until the next call. addr must lie past the end of stack.
+ * Reads stop at stack->hi. Returns 0 and fills *out; -ESTALE (the end of stack changed in the process, or the
+ * stack moved), -EIO (unreadable), -E2BIG (addr beyond the limit or stack->hi) or -EINVAL (addr not past stack, or stack shorter than STACKEXT_MIN_WITNESS).
+ */
+int stackext_read(struct stackext *x, pid_t pid, const struct stackext_stack *stack, uint64_t addr,
+		  struct stackext_stack *out);
+
+void stackext_get_stats(const struct stackext *x, struct stackext_stats *out);
+
+#endif
