@@ -47,12 +47,14 @@ struct gostack {
 /* Stack growth, as newstack's and copystack's frames on g0 recorded it (see gostack_read). */
 struct go_growth {
 	uint64_t caller_sp, caller_pc;	/* morebuf: SP and return address of the grower's caller (old stack) */
-	uint64_t curg, new_lo, new_hi;	/* the goroutine, and its stack now */
+	uint64_t grower;		/* the entry of the function that needed more stack */
 	uint64_t old_lo, old_hi, delta;	/* adjustinfo: the old stack, and new.hi - old.hi */
 };
 
-/* Candidate morebufs checked against the live process at most, per sample: each costs a read. */
+/* Candidate morebufs checked against the live process at most, per adjustinfo: each costs a read. */
 #define GROWTH_MAX_CANDIDATES 8
+/* adjustinfo-shaped records tried at most, per sample (copystack keeps the old bounds twice: old and adjinfo). */
+#define GROWTH_MAX_RECORDS 4
 /* Outermost bytes of the old stack the new one must still hold for the old one to be trusted. */
 #define GROWTH_WITNESS 2048
 /* Smallest stack Go allocates; x86-64 direct call: E8 and a 32-bit displacement. */
@@ -240,23 +242,8 @@ static int read_switched(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t
 }
 
 /*
- * Whether g looks like a goroutine (its stack bounds, a power of two, then). Not whether it runs: by now it may
- * have parked or exited; what its stack holds is checked later.
- */
-static bool looks_like_goroutine(pid_t pid, uint64_t g, uint64_t *lo, uint64_t *hi)
-{
-	uint8_t g_head[G_HEAD];
-	if (!plausible_pointer(g) || mem_read(pid, g, g_head, G_HEAD) < 0)
-		return false;
-	*lo = word_at(g_head, G_STACK_LO);
-	*hi = word_at(g_head, G_STACK_HI);
-	uint64_t size = *hi - *lo;
-	return *lo < *hi && size >= GO_MIN_STACK && size <= GO_STACK_MAX && !(size & (size - 1));
-}
-
-/*
  * copystack's adjustinfo in the g0 copy, by its shape: {old.lo, old.hi, delta}, the old stack a power of two
- * holding switch_bp (when known: Go >= 1.23's morestack clears BP before it calls newstack). Searched from *off
+ * apart from the new one, holding switch_bp (when known: Go >= 1.23's morestack clears BP before it calls newstack). Searched from *off
  * on; *off is left past the match, for the next search.
  */
 static bool find_adjustinfo(const struct gostack_g0 *g0, uint64_t switch_bp, size_t *off, struct go_growth *gr)
@@ -267,19 +254,39 @@ static bool find_adjustinfo(const struct gostack_g0 *g0, uint64_t switch_bp, siz
 		if (lo >= hi || size < GO_MIN_STACK || size > GO_STACK_MAX || (size & (size - 1)) ||
 		    (switch_bp && (switch_bp < lo || switch_bp >= hi)))
 			continue;
+		/* The new stack, twice as large or more, does not overlap the old one. */
+		uint64_t delta = word_at(g0->bytes, (uint32_t)*off + 16);
+		uint64_t distance = (int64_t)delta < 0 ? -delta : delta;
+		if (distance < size || !plausible_pointer(hi + delta))
+			continue;
 		gr->old_lo = lo;
 		gr->old_hi = hi;
-		gr->delta = word_at(g0->bytes, (uint32_t)*off + 16);
+		gr->delta = delta;
 		*off += 8;
 		return true;
 	}
 	return false;
 }
 
+/* The function that needed more stack: the target of its caller's direct call, read from the process. */
+static int grower_entry(pid_t pid, uint64_t caller_pc, uint64_t *entry)
+{
+	uint8_t call[CALL_REL32_LEN];
+	int32_t rel;
+	if (caller_pc < GO_MIN_ADDR || mem_read(pid, caller_pc - CALL_REL32_LEN, call, sizeof(call)) < 0)
+		return -EIO;
+	if (call[0] != CALL_REL32)
+		return -ESRCH;
+	memcpy(&rel, call + 1, sizeof(rel));
+	*entry = caller_pc + (uint64_t)(int64_t)rel;
+	return 0;
+}
+
 /*
  * newstack's copy of m.morebuf in the g0 copy: {sp, pc, g} with sp in the old stack, below switch_bp if known
- * (the caller's frame pointer sits above its SP), and g a goroutine whose stack now ends where the old one, moved by
- * delta, does.
+ * (the caller's frame pointer sits above its SP), g a pointer, pc returning from a direct call (whose target
+ * is the function that grew) and still in the old stack's slot just below sp. Whether the goroutine still runs
+ * does not matter: it may have exited by now; what its stacks hold is checked after.
  */
 static bool find_morebuf(pid_t pid, const struct gostack_g0 *g0, uint64_t switch_bp, struct go_growth *gr)
 {
@@ -291,24 +298,12 @@ static bool find_morebuf(pid_t pid, const struct gostack_g0 *g0, uint64_t switch
 		    !plausible_pointer(g))
 			continue;
 		checked++;
-		if (looks_like_goroutine(pid, g, &gr->new_lo, &gr->new_hi) && gr->old_hi + gr->delta == gr->new_hi &&
-		    gr->new_hi - gr->new_lo > gr->old_hi - gr->old_lo) {
+		uint64_t slot;
+		if (mem_read(pid, sp - 8, &slot, sizeof(slot)) == 0 && slot == pc && grower_entry(pid, pc, &gr->grower) == 0) {
 			gr->caller_sp = sp;
 			gr->caller_pc = pc;
-			gr->curg = g;
 			return true;
 		}
-	}
-	return false;
-}
-
-/* Stack growth as newstack and copystack recorded it in the g0 copy; false when it is not there. */
-static bool find_growth(pid_t pid, const struct gostack_g0 *g0, uint64_t switch_bp, struct go_growth *gr)
-{
-	size_t off = 0;
-	while (find_adjustinfo(g0, switch_bp, &off, gr)) {
-		if (find_morebuf(pid, g0, switch_bp, gr))
-			return true;
 	}
 	return false;
 }
@@ -328,47 +323,41 @@ static size_t agreeing_tail(const uint8_t *old, const uint8_t *cur, size_t len, 
 	return tail;
 }
 
-/* The function that needed more stack: the target of its caller's direct call, read from the process. */
-static int grower_entry(pid_t pid, uint64_t caller_pc, uint64_t *entry)
+/* The old stack of growth gr, when both its ends check out (see gostack.h). */
+static int read_old_stack(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct go_growth *gr,
+			  struct gostack_context *out)
 {
-	uint8_t call[CALL_REL32_LEN];
-	int32_t rel;
-	if (caller_pc < GO_MIN_ADDR || mem_read(pid, caller_pc - CALL_REL32_LEN, call, sizeof(call)) < 0)
-		return -EIO;
-	if (call[0] != CALL_REL32)
-		return -ESRCH;
-	memcpy(&rel, call + 1, sizeof(rel));
-	*entry = caller_pc + (uint64_t)(int64_t)rel;
-	return 0;
-}
-
-/* The stack-growth case of gostack_read (see gostack.h). */
-static int read_grown(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct gostack_g0 *g0,
-		      struct gostack_context *out)
-{
-	struct go_growth gr;
-	uint64_t entry;
-	memset(&gr, 0, sizeof(gr));
-	if (!find_growth(pid, g0, switch_bp, &gr))
-		return -ESRCH;
 	/* From the grower's return-address slot, just below its caller's SP, to the old stack's end. */
-	uint64_t from = gr.caller_sp - 8, len = gr.old_hi - from;
+	uint64_t from = gr->caller_sp - 8, len = gr->old_hi - from;
 	if (len > gs->max_stack)
 		return -ESRCH;
-	int rc = grower_entry(pid, gr.caller_pc, &entry);
-	if (rc < 0)
-		return rc;
-	if (mem_read(pid, from, gs->old, len) < 0 || mem_read(pid, from + gr.delta, gs->buf, len) < 0)
+	if (mem_read(pid, from, gs->old, len) < 0 || mem_read(pid, from + gr->delta, gs->buf, len) < 0)
 		return -EIO;
 	size_t witness = len < GROWTH_WITNESS ? (size_t)len : GROWTH_WITNESS;
-	if (word_at(gs->old, 0) != gr.caller_pc || agreeing_tail(gs->old, gs->buf, len, &gr) < witness)
+	if (word_at(gs->old, 0) != gr->caller_pc || agreeing_tail(gs->old, gs->buf, len, gr) < witness)
 		return -ESTALE;
-	out->pc = entry;
+	out->pc = gr->grower;
 	out->sp = from;
 	out->bp = switch_bp;
 	out->stack = gs->old;
 	out->size = len;
 	return 0;
+}
+
+/* The stack-growth case of gostack_read (see gostack.h): each adjustinfo-shaped record in turn. */
+static int read_grown(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct gostack_g0 *g0,
+		      struct gostack_context *out)
+{
+	struct go_growth gr;
+	size_t off = 0;
+	int rc = -ESRCH;
+	memset(&gr, 0, sizeof(gr));
+	for (unsigned tries = 0; rc != 0 && tries < GROWTH_MAX_RECORDS && find_adjustinfo(g0, switch_bp, &off, &gr);
+	     tries++) {
+		if (find_morebuf(pid, g0, switch_bp, &gr))
+			rc = read_old_stack(gs, pid, switch_bp, &gr, out);
+	}
+	return rc;
 }
 
 int gostack_read(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp, const struct gostack_g0 *g0,

@@ -64,19 +64,20 @@ void gostack_free(struct gostack *gs);
  * stack-growth case below. Returns 0, -ESRCH (no goroutine found), -ESTALE (it moved on) or -EIO (unreadable
  * memory).
  *
- * Stack growth (runtime.copystack) is usually over, and the goroutine running again on its new stack, before
- * the sample is handled: g.sched is gone. The sample's own g0 copy still says what the goroutine's stack was:
- * newstack keeps m.morebuf (the SP and return address of the caller of the function that needed more stack,
- * and the goroutine) in its frame, and copystack its adjustinfo (the old stack's bounds and how far it moved).
- * Both are found by their shape and checked against the live goroutine (old bounds a power of two holding
- * morebuf.sp and switch_bp, morebuf.g a goroutine whose stack now ends at old.hi + delta). The old stack is
- * then what the sample saw: copystack copied it and freed it, nothing writes it but a reuse of its memory. It is
- * read from morebuf.sp up and used only if both its ends check out: its lowest word is still morebuf's return
- * address (taken from the sample itself), and its outermost GROWTH_WITNESS bytes still agree with the new
- * stack's, but for copystack's pointer adjustment (old + delta) — a goroutine reusing that memory as its stack
- * writes from the top, heap objects from the bottom. The walk resumes at the entry of the function that needed
- * the stack (the target of its caller's direct call: an indirect call is refused), on the old copy. No g
- * register is needed (Go 1.16 too); in Go >= 1.23, whose morestack clears BP, switch_bp is 0 (unknown).
+ * Stack growth (runtime.copystack) is usually over, and the goroutine running again on its new stack (or gone),
+ * before the sample is handled: g.sched is gone. The sample's own g0 copy still says what the goroutine's stack
+ * was: newstack keeps m.morebuf (the SP and return address of the caller of the function that needed more
+ * stack) in its frame, and copystack its adjustinfo (the old stack's bounds and how far it moved). Both are found
+ * by their shape: old bounds a power of two holding morebuf.sp and switch_bp, the new stack as far away as the
+ * old one is large, morebuf.pc returning from a direct call (whose target is the function that grew; an indirect
+ * call is refused). The old stack is then what the sample saw: copystack copied it and freed it, and nothing
+ * writes it but a reuse of its memory. It is read from morebuf.sp up and used only if both its ends check out:
+ * its lowest word is still the return address morebuf names (taken from the sample itself), and its outermost
+ * 2 KiB agree with the new stack's, but for copystack's pointer adjustment (old + delta) — a goroutine reusing
+ * that memory as its stack writes from the top, heap objects from the bottom, and a goroutine that has since
+ * returned from its outermost frames rewrote the new stack's top. The walk resumes at the entry of the function
+ * that grew, on the old copy. No g register is needed (Go 1.16 too); in Go >= 1.23, whose morestack clears BP,
+ * switch_bp is 0 (unknown).
  */
 int gostack_read(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp, const struct gostack_g0 *g0,
 		 struct gostack_context *out);

@@ -33,7 +33,11 @@
 #define JS_MODULES 300
 
 /* Where a Go stack ends: goroutines at runtime.goexit, system threads at mstart, start-up at rt0_go. */
-static const char *const go_roots[] = { "runtime.goexit", "runtime.mstart", "runtime.rt0_go", "main.main" };
+/* Roots of Go stacks: a goroutine's (goexit), the main thread's and an m's g0 stack (rt0_go, mstart; mcall,
+ * under which the scheduler runs on g0 and never returns: Go's own traceback stops there too), and the fixtures'
+ * main.main. */
+static const char *const go_roots[] = { "runtime.goexit", "runtime.mstart", "runtime.mcall", "runtime.rt0_go",
+					"main.main" };
 
 static int go_available(void)
 {
@@ -276,10 +280,10 @@ static void write_js_project(const char *dir)
 }
 
 /*
- * The esbuild binary of npm package spec (name@version), fetched once into $BUILD/npm-cache/<name>-<version>.
- * Returns 0, or -1 after printing why it is unavailable.
+ * The npm package spec (name@version), fetched once into $BUILD/npm-cache/<name>-<version>; *dir gets its
+ * "package" directory. Returns 0, or -1 after printing why it is unavailable.
  */
-static int fetch_esbuild(const char *spec, char *bin, size_t len)
+static int fetch_npm(const char *spec, char *pkg, size_t len)
 {
 	char dir[300], name[128];
 	size_t n = 0;
@@ -287,18 +291,47 @@ static int fetch_esbuild(const char *spec, char *bin, size_t len)
 		name[n++] = *s == '/' || *s == '@' ? '-' : *s;
 	name[n] = 0;
 	snprintf(dir, sizeof(dir), "%s/npm-cache/%s", test_build_dir(), name);
-	snprintf(bin, len, "%s/package/bin/esbuild", dir);
-	if (access(bin, X_OK) == 0)
+	snprintf(pkg, len, "%s/package", dir);
+	if (access(pkg, F_OK) == 0)
 		return 0;
 	if (test_run("command -v npm >/dev/null") != 0) {
 		fprintf(stderr, "SKIP: npm is not installed, cannot fetch %s\n", spec);
 		return -1;
 	}
 	if (test_run("rm -rf '%s' && mkdir -p '%s' && cd '%s' && timeout 120 npm pack -q --cache ../_npm '%s' "
-		     ">/dev/null 2>npm.err && tar xzf *.tgz", dir, dir, dir, spec) != 0 || access(bin, X_OK) != 0) {
+		     ">/dev/null 2>npm.err && tar xzf *.tgz", dir, dir, dir, spec) != 0 || access(pkg, F_OK) != 0) {
 		fprintf(stderr, "SKIP: cannot fetch %s from the npm registry (see %s/npm.err)\n", spec, dir);
 		return -1;
 	}
+	return 0;
+}
+
+/* The esbuild binary of npm package spec; 0 or -1 as fetch_npm. */
+static int fetch_esbuild(const char *spec, char *bin, size_t len)
+{
+	char pkg[400];
+	if (fetch_npm(spec, pkg, sizeof(pkg)) != 0)
+		return -1;
+	snprintf(bin, len, "%s/bin/esbuild", pkg);
+	if (access(bin, X_OK) != 0) {
+		fprintf(stderr, "SKIP: %s has no bin/esbuild\n", spec);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * esbuild's own JavaScript benchmark: ten copies of three.js r108's sources, each imported by one entry, in
+ * <dir>/three. Returns 0, or -1 (printed) when three cannot be fetched.
+ */
+static int write_three_project(const char *dir)
+{
+	char pkg[400];
+	if (fetch_npm("three@0.108.0", pkg, sizeof(pkg)) != 0)
+		return -1;
+	assert_int_equal(test_run("mkdir '%s/three' && for i in 1 2 3 4 5 6 7 8 9 10; do cp -r '%s/src' "
+				  "'%s/three/copy'$i && echo \"import * as copy$i from './copy$i/Three.js'; export "
+				  "{copy$i}\" >> '%s/three/entry.js'; done", dir, pkg, dir, dir), 0);
 	return 0;
 }
 
@@ -379,10 +412,64 @@ static uint64_t samples_with_name_part(const struct profile *p, const char *part
 	return total;
 }
 
+/*
+ * Profile at least 3 bundles and 2.5 s of esbuild (for >= 500 samples whatever the machine's speed) in project
+ * directory proj. esbuild's recursive-descent parser runs deeper than the default 16 KiB of copied stack, hence
+ * the largest --stack-size.
+ */
+static struct profile *profile_bundles(const struct test_workdir *f, const char *bin, const char *proj)
+{
+	assert_int_equal(test_run("\"$HOSTPROF\" record -q --stack-size 65528 -o %s -- sh -c 'bin=$(realpath \"$0\") && "
+				  "cd \"$1\" && i=0 && end=$(($(date +%%s%%N) + 2500000000)) && "
+				  "while [ $i -lt 3 ] || [ $(date +%%s%%N) -lt $end ]; do i=$((i + 1)); "
+				  "\"$bin\" entry.js --bundle --minify --sourcemap --outfile=out.js --log-level=warning "
+				  "|| exit 1; done; echo \"$i bundles\" >&2' '%s' '%s'", f->out, bin, proj), 0);
+	return test_read_profile(f->out);
+}
+
+/* Print and return the counts of esbuild's samples; check what every esbuild profile must show. */
+static struct comm_counts check_esbuild_profile(const struct profile *p, const char *what)
+{
+	struct comm_counts c = count_comm(p, "esbuild");
+	uint64_t total = c.total;
+	uint64_t parser = samples_with_name_part(p, "js_parser");
+	uint64_t printer = samples_with_name_part(p, "js_printer");
+	fprintf(stderr, "%s: %llu esbuild samples, %.2f%% complete to a Go root (%.2f%% taken on g0 and followed "
+		"onto their goroutine's stack; incomplete: %.2f%% with an error frame, %.2f%% rooted at "
+		"runtime.morestack), js_parser %.1f%%, js_printer %.1f%%\n", what, (unsigned long long)total,
+		test_share(c.complete, total), test_share(c.followed, total), test_share(c.error, total),
+		test_share(c.at_morestack, total), test_share(parser, total), test_share(printer, total));
+	assert_true(total >= 500);
+	if (!c.followed)
+		fail_msg("%s: no sample taken on g0 was followed onto its goroutine's stack", what);
+	uint64_t rooted = c.complete + c.at_morestack;
+	if (test_share(rooted, total) < 90.0)
+		fail_msg("%s: only %.2f%% of samples reach the root of their goroutine or g0 stack, want >= 90%%", what,
+			 test_share(rooted, total));
+	if (!parser || !printer)
+		fail_msg("%s: no frame named like js_parser (%llu samples) or js_printer (%llu samples)", what,
+			 (unsigned long long)parser, (unsigned long long)printer);
+	return c;
+}
+
+/*
+ * Samples taken on g0 (stack growth: newstack under runtime.morestack; systemstack) go on to their goroutine's
+ * stack (gostack.h): read live while the goroutine is still off its stack (Go >= 1.17's g register finds it),
+ * or, once a growth is over, rebuilt from the old stack that newstack's and copystack's records in the sample's
+ * g0 copy point to (any Go version). Stacks deeper than the 64 KiB copy are read on from the process
+ * (stackext.h). Two workloads: a generated project of 300 tiny modules, one short-lived goroutine each, whose
+ * stacks grow from scratch every time (the worst case: growth is most of the g0 time), and esbuild's own
+ * benchmark, ten copies of three.js. The issue's goal, 95 % reaching a goroutine's root, is met only by some
+ * (measured: benchmark 90 % Go 1.16, 94-95 % Go 1.19, 95-96 % current Go; generated project 83 / 91 / 92 %):
+ * what is missing are growth samples whose goroutine exited or rewrote its outer frames, and systemstack calls
+ * that were over, before the sample was handled, and samples the kernel copied no stack for (taken in a page
+ * fault on the stack). Asserted: floors under those shares, and that nearly every sample reaches the root of the
+ * goroutine or g0 stack it was taken on.
+ */
 static void run_esbuild(void **state, const char *spec)
 {
 	struct test_workdir *f = *state;
-	char bin[512];
+	char bin[512], proj[600], what[200];
 	if (!test_perf_available())
 		skip();
 	if (fetch_esbuild(spec, bin, sizeof(bin)) != 0)
@@ -390,50 +477,26 @@ static void run_esbuild(void **state, const char *spec)
 	test_run("v=$(go version '%s' 2>/dev/null | sed -n 's/.*: //p'); "
 		 "[ -n \"$v\" ] || v=$(grep -ao 'go1\\.[0-9]*\\.[0-9]*' '%s' | head -n 1); "
 		 "echo \"%s: built by ${v:-unknown Go}\" >&2", bin, bin, spec);
+
 	write_js_project(f->dir);
-	/*
-	 * At least 3 bundles and 2.5 s, for >= 500 samples whatever the machine's speed. esbuild's recursive-descent
-	 * parser runs deeper than the default 16 KiB of copied stack, hence the largest --stack-size.
-	 */
-	assert_int_equal(test_run("\"$HOSTPROF\" record -q --stack-size 65528 -o %s -- sh -c 'bin=$(realpath \"$0\") && cd \"$1\" && i=0 && "
-				  "end=$(($(date +%%s%%N) + 2500000000)) && "
-				  "while [ $i -lt 3 ] || [ $(date +%%s%%N) -lt $end ]; do i=$((i + 1)); "
-				  "\"$bin\" entry.js --bundle --minify --sourcemap --outfile=out.js --log-level=warning "
-				  "|| exit 1; done; echo \"$i bundles\" >&2' '%s' '%s/js'", f->out, bin, f->dir), 0);
-	struct profile *p = test_read_profile(f->out);
-	struct comm_counts c = count_comm(p, "esbuild");
-	uint64_t total = c.total;
-	uint64_t parser = samples_with_name_part(p, "js_parser");
-	uint64_t printer = samples_with_name_part(p, "js_printer");
-	fprintf(stderr, "%s: %llu esbuild samples, %.2f%% complete to a Go root (%.2f%% taken on g0 and followed "
-		"onto their goroutine's stack; incomplete: %.2f%% with an error frame, %.2f%% rooted at "
-		"runtime.morestack), js_parser %.1f%%, js_printer %.1f%%\n", spec, (unsigned long long)total,
-		test_share(c.complete, total), test_share(c.followed, total), test_share(c.error, total),
-		test_share(c.at_morestack, total), test_share(parser, total), test_share(printer, total));
-	assert_true(total >= 500);
-	/*
-	 * Samples taken on g0 (stack growth: newstack under runtime.morestack; systemstack) go on to their
-	 * goroutine's stack (gostack.h): read live while the goroutine is still off its stack (Go >= 1.17's g
-	 * register finds it), or, once the growth is over, rebuilt from the old stack that newstack's and
-	 * copystack's records in the sample's g0 copy point to (any Go version). Stacks deeper than the 64 KiB copy
-	 * are read on from the process (stackext.h). The issue's goal, 95 % reaching a goroutine's root, is not met
-	 * (83-92 % measured: growth samples whose goroutine exited or rewrote its outer frames before the sample was
-	 * handled, systemstack calls over before that, samples the kernel could copy no stack for); what is asserted
-	 * is that nearly every sample reaches the root of the goroutine or g0 stack it was taken on, that g0 samples
-	 * are followed, and a floor under the share reaching a goroutine's root.
-	 */
-	if (!c.followed)
-		fail_msg("%s: no sample taken on g0 was followed onto its goroutine's stack", spec);
-	if (test_share(c.complete, total) < 75.0)
-		fail_msg("%s: only %.2f%% of samples complete to a Go root, want >= 75%%", spec,
-			 test_share(c.complete, total));
-	uint64_t rooted = c.complete + c.at_morestack;
-	if (test_share(rooted, total) < 90.0)
-		fail_msg("%s: only %.2f%% of samples reach the root of their goroutine or g0 stack, want >= 90%%", spec,
-			 test_share(rooted, total));
-	if (!parser || !printer)
-		fail_msg("%s: no frame named like js_parser (%llu samples) or js_printer (%llu samples)", spec,
-			 (unsigned long long)parser, (unsigned long long)printer);
+	snprintf(proj, sizeof(proj), "%s/js", f->dir);
+	snprintf(what, sizeof(what), "%s, 300 generated modules", spec);
+	struct profile *p = profile_bundles(f, bin, proj);
+	struct comm_counts c = check_esbuild_profile(p, what);
+	if (test_share(c.complete, c.total) < 75.0)
+		fail_msg("%s: only %.2f%% of samples complete to a Go root, want >= 75%%", what,
+			 test_share(c.complete, c.total));
+	profile_free(p);
+
+	if (write_three_project(f->dir) != 0)
+		return;
+	snprintf(proj, sizeof(proj), "%s/three", f->dir);
+	snprintf(what, sizeof(what), "%s, esbuild's benchmark (10 x three.js)", spec);
+	p = profile_bundles(f, bin, proj);
+	c = check_esbuild_profile(p, what);
+	if (test_share(c.complete, c.total) < 85.0)
+		fail_msg("%s: only %.2f%% of samples complete to a Go root, want >= 85%%", what,
+			 test_share(c.complete, c.total));
 	profile_free(p);
 }
 

@@ -154,7 +154,8 @@ static void test_bad_structures(void **state)
 /*
  * A stack growth that is over: the goroutine's old stack (freed, still intact) and its new one (where it runs
  * now, its frames near the leaf already different), and the sample's g0 copy with newstack's morebuf and
- * copystack's adjustinfo among other words.
+ * copystack's adjustinfo among other words. The goroutine itself (its g) is not needed: by the time a sample is
+ * handled it may have exited.
  */
 #define OLD_STACK 8192
 #define NEW_STACK 16384
@@ -200,6 +201,9 @@ static void growth_init(struct growth *gr, uint64_t bp_known)
 	/* g0: noise, adjustinfo {old.lo, old.hi, delta} at word 10, morebuf {sp, pc, g} at word 40. */
 	for (size_t i = 0; i < 64; i++)
 		gr->g0[i] = 0x1000 * i + 8;
+	gr->g0[4] = old_lo;			/* the old bounds, kept twice by copystack: first with */
+	gr->g0[5] = old_hi;			/* a word after them that is no delta (unmapped there) */
+	gr->g0[6] = 0x100000000000ull - old_hi;
 	gr->g0[8] = old_lo - 4096;		/* a range that does not hold the caller */
 	gr->g0[9] = old_lo;
 	gr->g0[10] = old_lo;
@@ -262,7 +266,10 @@ static void test_refuses_unproven_growth(void **state)
 	gr->code[8] = 0xff;			/* an indirect call: which function grew is unknown */
 	assert_int_not_equal(read_growth(gs, gr, &ctx), 0);
 	growth_init(gr, 1);
-	gr->g[1] += 4096;			/* the goroutine's stack is not where the old one moved */
+	gr->g0[12] += 4096;			/* a delta that does not lead to where the stack moved */
+	assert_int_not_equal(read_growth(gs, gr, &ctx), 0);
+	growth_init(gr, 1);
+	gr->g0[12] = 4096;			/* a "new" stack overlapping the old one */
 	assert_int_not_equal(read_growth(gs, gr, &ctx), 0);
 	growth_init(gr, 1);
 	gr->g0[11] = gr->g0[10] + 6000;		/* old bounds not a power of two */
