@@ -53,6 +53,8 @@ struct go_growth {
 
 /* Candidate morebufs checked against the live process at most, per adjustinfo: each costs a read. */
 #define GROWTH_MAX_CANDIDATES 8
+/* Most bytes between a caller's SP and its frame pointer that a morebuf candidate may have. */
+#define MOREBUF_MAX_FRAME (1u << 20)
 /* adjustinfo-shaped records tried at most, per sample (copystack keeps the old bounds twice: old and adjinfo). */
 #define GROWTH_MAX_RECORDS 4
 /* Outermost bytes of the old stack the new one must still hold for the old one to be trusted. */
@@ -360,10 +362,41 @@ static int read_grown(struct gostack *gs, pid_t pid, uint64_t switch_bp, const s
 	return rc;
 }
 
+/*
+ * Without a g register (Go < 1.17), the goroutine of a stack growth: morebuf.g in newstack's frame, nearest the
+ * top of the g0 copy (newstack's frame is the outermost there). {sp, pc, g} with sp a little below switch_bp;
+ * read_switched checks g as thoroughly as one from the g register.
+ */
+static int read_switched_via_morebuf(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct gostack_g0 *g0,
+				     struct gostack_context *out)
+{
+	unsigned checked = 0;
+	int rc = -ESRCH;
+	if (!switch_bp || g0->size < 24)
+		return -ESRCH;
+	for (size_t off = (g0->size - 24) & ~(size_t)7; checked < GROWTH_MAX_CANDIDATES; off -= 8) {
+		uint64_t sp = word_at(g0->bytes, (uint32_t)off), pc = word_at(g0->bytes, (uint32_t)off + 8);
+		uint64_t g = word_at(g0->bytes, (uint32_t)off + 16);
+		if (plausible_pointer(sp) && sp <= switch_bp && switch_bp - sp <= MOREBUF_MAX_FRAME && pc >= GO_MIN_ADDR &&
+		    plausible_pointer(g)) {
+			checked++;
+			/* A candidate that is no g (unreadable, or not its m's) is not the one; a g found stale is. */
+			int got = read_switched(gs, pid, g, switch_bp, out);
+			if (got == 0 || got == -ESTALE)
+				return got;
+		}
+		if (off == 0)
+			break;
+	}
+	return rc;
+}
+
 int gostack_read(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp, const struct gostack_g0 *g0,
 		 struct gostack_context *out)
 {
 	int rc = read_switched(gs, pid, g_reg, switch_bp, out);
+	if (rc == -ESRCH && g0)
+		rc = read_switched_via_morebuf(gs, pid, switch_bp, g0, out);
 	if ((rc == -ESTALE || rc == -ESRCH) && g0 && read_grown(gs, pid, switch_bp, g0, out) == 0)
 		return count(gs, 0, true);
 	return count(gs, rc, false);
