@@ -507,7 +507,7 @@ static void print_stack_extensions(struct record_run *r)
 	if (!tried)
 		return;
 	fprintf(stderr, "hostprof: stack: %llu of %llu walks that ran past the copied stack read on from the process "
-			"(not: %llu changed since the sample, %llu unreadable, %llu past --max-stack)\n",
+			"(not: %llu changed since the sample, %llu unreadable, %llu past --max-stack or a Go stack's end)\n",
 		(unsigned long long)x.extended, (unsigned long long)tried,
 		(unsigned long long)x.stale, (unsigned long long)x.unreadable, (unsigned long long)x.beyond_limit);
 }

@@ -244,9 +244,9 @@ static int read_switched(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t
 }
 
 /*
- * copystack's adjustinfo in the g0 copy, by its shape: {old.lo, old.hi, delta}, the old stack a power of two
- * apart from the new one, holding switch_bp (when known: Go >= 1.23's morestack clears BP before it calls newstack). Searched from *off
- * on; *off is left past the match, for the next search.
+ * copystack's adjustinfo in the g0 copy, by its shape: {old.lo, old.hi, delta}, the old stack a power of two in
+ * size, clear of the new one, holding switch_bp (when known: Go >= 1.23's morestack clears BP before it calls
+ * newstack). Searched from *off on; *off is left past the match, for the next search.
  */
 static bool find_adjustinfo(const struct gostack_g0 *g0, uint64_t switch_bp, size_t *off, struct go_growth *gr)
 {

@@ -6,13 +6,16 @@
  * that switched, with all its callers, is on its own stack elsewhere in memory. Go saved that goroutine's
  * context (g.sched: PC, SP, BP) when it switched, so it can be found and read from the live process:
  * the g register (R14, Go >= 1.17) gives g0 or the goroutine; g.m, m.g0 and m.curg lead to the goroutine;
- * its g.sched and the stack from g.sched.sp up are read with process_vm_readv.
+ * its g.sched and the stack from g.sched.sp up are read with process_vm_readv. Without a g register (Go < 1.17),
+ * a stack growth still names its goroutine: newstack's copy of m.morebuf, in the g0 frames the sample copied,
+ * holds it (morebuf.g), and it is checked the same way.
  *
  * Correctness: the read happens when the sample is handled, after it was taken, so the goroutine may have moved
  * on. The context is used only when it provably is the one the sample saw: the frame pointer the goroutine saved
  * at the switch equals the one the unwinder recovered at the switching frame from the sample's own stack copy,
- * and g.sched is unchanged after its stack was read. Anything else — no g register (Go < 1.17, or C code that
- * reused R14), a layout that does not check out (m.g0 == g0, curg.m == m, SP inside the goroutine's stack), an
+ * and g.sched is unchanged after its stack was read (or, for a stack growth already over, what gostack_read
+ * below describes). Anything else — no goroutine found (C code that reused R14; Go < 1.17 outside a stack
+ * growth), a layout that does not check out (m.g0 == g0, curg.m == m, SP inside the goroutine's stack), an
  * unreadable address, a stale context — is refused and counted; the stack then ends where it did without this.
  *
  * Runtime layout used (amd64, stable since Go 1.5 through at least 1.26): g.stack at 0, g.m at 48, g.sched

@@ -14,8 +14,9 @@
  * are still byte-for-byte the same in the process, read in the same system call as the extension. A thread that
  * changed them (returned, or wrote its callers' locals) is refused and counted as stale; the walk then ends
  * where it did without stackext. The kernel's copy can also end early, at a page its interrupt-time copy could
- * not read (not present in the page tables): the same rule reads on from there. The extension is never used for a copy the kernel cut short (its copy ended
- * at unreadable memory: there is nothing further to read).
+ * not read (not present in the page tables): the same rule reads on from there. A copy shorter than
+ * STACKEXT_MIN_WITNESS (or empty: a sample taken while the thread faulted in its stack page) has no witness and
+ * is not extended.
  *
  * Untrusted input: the address to read comes from the sampled stack. Reads are bounded by the limit given to
  * stackext_new(), counted from the sampled SP; a pid that vanished or memory that is unmapped is reported, not
@@ -37,7 +38,7 @@ struct stackext_stats {
 	uint64_t extended;	/* extensions handed to the unwinder */
 	uint64_t stale;		/* refused: the end of the copy had changed in the process */
 	uint64_t unreadable;	/* the process's memory there could not be read (gone, unmapped) */
-	uint64_t beyond_limit;	/* the walk needed more than the limit */
+	uint64_t beyond_limit;	/* the walk needed more than the limit, or past the end of a Go stack */
 };
 
 /* A stack: bytes from sp up, as the unwinder reads them (unwind.h's unwind_sample.stack). */
@@ -60,7 +61,8 @@ void stackext_free(struct stackext *x);
  * A longer copy of stack (same sp) that covers [addr, addr + 8): stack's bytes then the process's, from the
  * end of stack on, in a buffer owned by x and valid until the next call. addr must lie past the end of stack.
  * Reads stop at stack->hi. Returns 0 and fills *out; -ESTALE (the end of stack changed in the process, or the
- * stack moved), -EIO (unreadable), -E2BIG (addr beyond the limit or stack->hi) or -EINVAL (addr not past stack, or stack shorter than STACKEXT_MIN_WITNESS).
+ * stack moved), -EIO (unreadable), -E2BIG (addr beyond the limit or stack->hi) or -EINVAL (addr not past
+ * stack, or stack shorter than STACKEXT_MIN_WITNESS).
  */
 int stackext_read(struct stackext *x, pid_t pid, const struct stackext_stack *stack, uint64_t addr,
 		  struct stackext_stack *out);

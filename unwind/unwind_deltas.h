@@ -5,8 +5,8 @@
  * lookups in front of the table's binary search), compute the CFA from SP or FP, load the return address and
  * perhaps the saved FP from the stack copy. Only SP, FP and IP are tracked between frames (all registers in
  * frame 0 and right after a signal frame). Memory outside the stack copy is never read, and the live process is
- * never touched, except through the optional hooks below (stack switch, stack extension). Return addresses are looked up at address - 1, except right after a signal frame, whose
- * interrupted IP is exact.
+ * never touched, except through the optional hooks below (stack switch, stack extension). Return addresses are
+ * looked up at address - 1, except right after a signal frame, whose interrupted IP is exact.
  *
  * Tables: the caller normally owns one table per file, built once with stack_deltas_build() and shared by every
  * process that maps the file, and passes it in unwind_module.deltas. When deltas is NULL the unwinder builds

@@ -459,12 +459,12 @@ static struct comm_counts check_esbuild_profile(const struct profile *p, const c
  * g0 copy point to (any Go version). Stacks deeper than the 64 KiB copy are read on from the process
  * (stackext.h). Two workloads: a generated project of 300 tiny modules, one short-lived goroutine each, whose
  * stacks grow from scratch every time (the worst case: growth is most of the g0 time), and esbuild's own
- * benchmark, ten copies of three.js. The issue's goal, 95 % reaching a goroutine's root, is met only by some
- * (measured: benchmark 90 % Go 1.16, 94-95 % Go 1.19, 95-96 % current Go; generated project 83 / 91 / 92 %):
- * what is missing are growth samples whose goroutine exited or rewrote its outer frames, and systemstack calls
- * that were over, before the sample was handled, and samples the kernel copied no stack for (taken in a page
- * fault on the stack). Asserted: floors under those shares, and that nearly every sample reaches the root of the
- * goroutine or g0 stack it was taken on.
+ * benchmark, ten copies of three.js. The issue's goal, 95 % reaching a goroutine's root, is met only by the
+ * newest Go (measured: benchmark 92 % Go 1.16, 94-95 % Go 1.19, 95-96 % current Go; generated project 87 / 93 /
+ * 94 %): what is missing are growth samples whose goroutine exited or rewrote its outer frames, and systemstack
+ * calls that were over, before the sample was handled, and samples the kernel copied no stack for (taken in a
+ * page fault on the stack). Asserted: floors under those shares, and that nearly every sample reaches the root
+ * of the goroutine or g0 stack it was taken on.
  */
 static void run_esbuild(void **state, const char *spec)
 {
