@@ -453,6 +453,90 @@ static void test_deep_recursion_truncated(void **state)
 	free(c);
 }
 
+/* A stack-extension hook serving the rest of a full copy, as the live process would. */
+struct extension {
+	const uint8_t *full;
+	size_t full_size;
+	int calls;
+	int fail;		/* answer -ESTALE */
+	uint64_t zero_at;	/* nonzero: that address reads as 0 in the extension */
+	uint8_t patched[STACK_COPY];
+};
+
+static int serve_extension(void *ctx, const struct unwind_process *proc, const struct unwind_sample *stack,
+			   uint64_t addr, struct unwind_sample *longer)
+{
+	struct extension *x = ctx;
+	(void)proc;
+	x->calls++;
+	assert_true(addr >= stack->regs[UNWIND_REG_SP] + stack->stack_size);
+	if (x->fail)
+		return -ESTALE;
+	memcpy(x->patched, x->full, x->full_size);
+	if (x->zero_at)
+		memset(x->patched + (x->zero_at - stack->regs[UNWIND_REG_SP]), 0, 8);
+	longer->regs[UNWIND_REG_SP] = stack->regs[UNWIND_REG_SP];
+	longer->stack = x->patched;
+	longer->stack_size = x->full_size;
+	return 0;
+}
+
+/* A copy that ends inside f2's frame: the hook extends it, the walk goes on as over the full copy. */
+static void test_stack_extension(void **state)
+{
+	(void)state;
+	struct extension *x = calloc(1, sizeof(*x));
+	struct unwind_deltas_options o = { .stack_extend = serve_extension, .stack_extend_ctx = x };
+	struct unwind_deltas *u = unwind_deltas_new(&o);
+	struct unwind_frame full[UNWIND_MAX_FRAMES], fr[UNWIND_MAX_FRAMES];
+	enum unwind_status full_st, st;
+	assert_non_null(x);
+	assert_non_null(u);
+	int nfull = unwind_deltas_unwind(env->u, &env->proc, &env->cap.sample, full, UNWIND_MAX_FRAMES, &full_st);
+	assert_int_equal(full_st, UNWIND_COMPLETE);
+	struct unwind_sample cut = env->cap.sample;
+	cut.stack_size = 64;	/* f3's frame only: f3's return address into f2 is past it */
+	x->full = env->cap.sample.stack;
+	x->full_size = env->cap.sample.stack_size;
+
+	int n = unwind_deltas_unwind(u, &env->proc, &cut, fr, UNWIND_MAX_FRAMES, &st);
+	assert_int_equal(st, UNWIND_COMPLETE);
+	assert_int_equal(n, nfull);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(fr[i].ip, full[i].ip);
+	assert_int_equal(x->calls, 1);
+
+	/* Refused: the walk ends where the copy does, and the hook is not asked again in that walk. */
+	x->fail = 1;
+	x->calls = 0;
+	n = unwind_deltas_unwind(u, &env->proc, &cut, fr, UNWIND_MAX_FRAMES, &st);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	assert_true(n >= 1 && n < nfull);
+	assert_int_equal(x->calls, 1);
+
+	/* A zero return address read past the copy is no proof of the outermost frame: truncated, not complete. */
+	x->fail = 0;
+	uint64_t sp = cut.regs[UNWIND_REG_SP];
+	for (uint64_t a = sp + 64; a + 8 <= sp + x->full_size; a += 8) {
+		uint64_t v;
+		memcpy(&v, x->full + (a - sp), 8);
+		if (v == full[2].ip) {	/* f2's return address into f1 */
+			x->zero_at = a;
+			break;
+		}
+	}
+	assert_true(x->zero_at != 0);
+	n = unwind_deltas_unwind(u, &env->proc, &cut, fr, UNWIND_MAX_FRAMES, &st);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	assert_int_equal(n, 2);
+	struct unwind_deltas_stats ust;
+	unwind_deltas_get_stats(u, &ust);
+	assert_int_equal(ust.stack_extensions, 2);
+	assert_int_equal(ust.stack_extension_failures, 1);
+	unwind_deltas_free(u);
+	free(x);
+}
+
 static uint32_t next_rand(uint32_t *s)
 {
 	*s ^= *s << 13;
@@ -895,6 +979,7 @@ int main(void)
 		cmocka_unit_test(test_thread_to_clone),
 		cmocka_unit_test(test_signal_frame),
 		cmocka_unit_test(test_deep_recursion_truncated),
+		cmocka_unit_test(test_stack_extension),
 		cmocka_unit_test(test_garbage_never_crashes),
 		cmocka_unit_test(test_speed_and_cache),
 	};
