@@ -371,7 +371,6 @@ static int read_switched_via_morebuf(struct gostack *gs, pid_t pid, uint64_t swi
 				     struct gostack_context *out)
 {
 	unsigned checked = 0;
-	int rc = -ESRCH;
 	if (!switch_bp || g0->size < 24)
 		return -ESRCH;
 	for (size_t off = (g0->size - 24) & ~(size_t)7; checked < GROWTH_MAX_CANDIDATES; off -= 8) {
@@ -388,7 +387,7 @@ static int read_switched_via_morebuf(struct gostack *gs, pid_t pid, uint64_t swi
 		if (off == 0)
 			break;
 	}
-	return rc;
+	return -ESRCH;
 }
 
 int gostack_read(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp, const struct gostack_g0 *g0,
