@@ -112,6 +112,7 @@ static int start_sampling(struct daemon *d)
 {
 	struct sampler_options so = { .event = d->cfg.event, .freq_hz = d->cfg.freq_hz,
 				      .stack_size = d->cfg.stack_size, .kernel = d->cfg.kernel,
+				      .fp_chain = d->cfg.fp_chain,
 				      /* APM trace context must be read soon after each sample */
 				      .low_latency = d->cfg.apm };
 	struct session_options se = {
@@ -243,7 +244,7 @@ static int sampler_settings_changed(const struct daemon_config *a, const struct 
 	       a->stack_size != b->stack_size || a->kernel != b->kernel || a->apm != b->apm ||
 	       strcmp(a->host_id, b->host_id) || a->apm_delay_ms != b->apm_delay_ms ||
 	       a->apm_max_staleness_us != b->apm_max_staleness_us || a->go_stacks != b->go_stacks ||
-	       a->max_stack != b->max_stack;
+	       a->max_stack != b->max_stack || a->fp_chain != b->fp_chain;
 }
 
 static void reload(struct daemon *d)
@@ -323,6 +324,7 @@ static void daemon_usage(FILE *out)
 		"      --forget-idle DURATION      forget processes without samples this long (default 300s)\n"
 		"      --no-kernel                 no kernel frames\n"
 		"      --no-go-stacks              do not follow Go samples on the g0 stack to their goroutine\n"
+		"      --no-fp-chain               do not ask the kernel for each sample's frame-pointer chain\n"
 		"      --no-apm                    no APM trace correlation\n"
 		"      --apm-delay-ms MS           APM: bound of sample-to-message latency announced to agents\n"
 		"      --apm-max-staleness-us US   APM: correlate only samples handled this soon (default 50)\n"
@@ -360,6 +362,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
 		{ "no-kernel", no_argument, NULL, 0 },
 		{ "no-apm", no_argument, NULL, 0 },
 		{ "no-go-stacks", no_argument, NULL, 0 },
+		{ "no-fp-chain", no_argument, NULL, 0 },
 		{ "apm-delay-ms", required_argument, NULL, 0 },
 		{ "apm-max-staleness-us", required_argument, NULL, 0 },
 		{ "host-id", required_argument, NULL, 0 },

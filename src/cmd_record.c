@@ -28,6 +28,7 @@
 #include "src/gostack.h"
 #include "src/session.h"
 #include "src/stackext.h"
+#include "unwind/unwind_deltas.h"
 
 #define MAX_PIDS 1024
 #define POLL_MS 50
@@ -74,6 +75,8 @@ static void record_usage(FILE *out)
 		"      --unwinder NAME    deltas (default: stack-delta tables) or libunwind (the reference)\n"
 		"      --save-samples FILE  also save the raw samples to a replay file\n"
 		"      --no-go-stacks     do not follow Go samples on the g0 stack onto their goroutine's stack\n"
+		"      --no-fp-chain      do not ask the kernel for each sample's frame-pointer chain (finishes\n"
+		"                         walks the stack copy cannot, e.g. Go stack growth)\n"
 		"      --max-stack BYTES  stack a walk may see: past the copy, read from the process if unchanged\n"
 		"                         (default 1048576; 0 = the copy only)\n"
 		"      --no-apm           no APM trace correlation\n"
@@ -125,7 +128,7 @@ static int parse_uint(const char *arg, const char *what, unsigned long max, unsi
 }
 
 enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES, OPT_NO_APM, OPT_APM_DELAY, OPT_HOST_ID, OPT_APM_STALENESS,
-       OPT_NO_GO_STACKS, OPT_MAX_STACK };
+       OPT_NO_GO_STACKS, OPT_MAX_STACK, OPT_NO_FP_CHAIN };
 
 static int parse_option(int c, struct record_options *o)
 {
@@ -187,6 +190,9 @@ static int parse_option(int c, struct record_options *o)
 	case OPT_NO_GO_STACKS:
 		o->session.go_stacks = 0;
 		return 0;
+	case OPT_NO_FP_CHAIN:
+		o->sampler.fp_chain = 0;
+		return 0;
 	case OPT_MAX_STACK:
 		/* 0: walks see the kernel's copy only */
 		if (strcmp(optarg, "0") == 0)
@@ -231,6 +237,7 @@ static int parse_args(int argc, char **argv, struct record_options *o)
 		{ "unwinder", required_argument, NULL, OPT_UNWINDER },
 		{ "save-samples", required_argument, NULL, OPT_SAVE_SAMPLES },
 		{ "no-go-stacks", no_argument, NULL, OPT_NO_GO_STACKS },
+		{ "no-fp-chain", no_argument, NULL, OPT_NO_FP_CHAIN },
 		{ "max-stack", required_argument, NULL, OPT_MAX_STACK },
 		{ "no-apm", no_argument, NULL, OPT_NO_APM },
 		{ "apm-delay-ms", required_argument, NULL, OPT_APM_DELAY },
@@ -512,6 +519,19 @@ static void print_stack_extensions(struct record_run *r)
 		(unsigned long long)x.stale, (unsigned long long)x.unreadable, (unsigned long long)x.beyond_limit);
 }
 
+static void print_fp_chain(struct record_run *r)
+{
+	struct unwind_deltas_stats us;
+	session_unwind_stats(r->session, &us);
+	uint64_t joins = us.fp_chain_joins + us.fp_chain_join_failures;
+	if (!us.fp_chain_walks && !joins)
+		return;
+	fprintf(stderr, "hostprof: fp chain: %llu walks the stack copy could not finish went on with the kernel's "
+			"frame-pointer chain; %llu of %llu g0 switches joined it\n",
+		(unsigned long long)us.fp_chain_walks, (unsigned long long)us.fp_chain_joins,
+		(unsigned long long)joins);
+}
+
 static void print_summary(struct record_run *r)
 {
 	const struct session_stats *st = session_stats(r->session);
@@ -536,11 +556,14 @@ static void print_summary(struct record_run *r)
 	print_correlation(r);
 	print_go_stacks(r);
 	print_stack_extensions(r);
+	print_fp_chain(r);
+	struct unwind_deltas_stats us;
+	session_unwind_stats(r->session, &us);
 	if (tables)
 		fprintf(stderr, "hostprof: %u stack-delta tables, %llu rows, %.1f bytes/row, built in %.1f ms; "
 				"%llu frames stepped by libunwind\n",
 			tables, (unsigned long long)rows, rows ? (double)bytes / (double)rows : 0.0, build_ns / 1e6,
-			(unsigned long long)session_fallback_steps(r->session));
+			(unsigned long long)us.fallback_calls);
 }
 
 static int child_exit_code(const struct record_run *r)
@@ -629,6 +652,7 @@ int cmd_record(int argc, char **argv, const struct cli_env *env)
 	o->session.apm = 1;
 	o->session.go_stacks = 1;
 	o->session.max_stack_bytes = SESSION_DEFAULT_MAX_STACK;
+	o->sampler.fp_chain = 1;
 	o->sampler.low_latency = 1; /* APM trace context is read when the sample is handled: handle it soon */
 
 	int err = parse_args(argc, argv, o);

@@ -54,11 +54,15 @@ static void forget_everywhere(void *ctx, const struct execinfo *e)
 	unwind_libdw_forget(run->libdw, e);
 }
 
+/* The sample as the unwinders see it: its registers and stack copy. Not its frame-pointer chain, which only the
+ * delta unwinder could use: the unwinders are compared on the same input. */
 static void sample_of(const struct replay_sample *rs, struct unwind_sample *us)
 {
 	memcpy(us->regs, rs->regs, sizeof(us->regs));
 	us->stack = rs->stack;
 	us->stack_size = rs->stack_size;
+	us->fp_chain = NULL;
+	us->fp_chain_len = 0;
 }
 
 static int run_unwinder(struct replay_run *run, enum replay_unwinder which, const struct replay_sample *rs,

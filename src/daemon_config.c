@@ -5,6 +5,7 @@
 #include "src/session.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@ void daemon_config_defaults(struct daemon_config *c)
 	c->forget_idle_s = 300;
 	c->apm = 1;
 	c->go_stacks = 1;
+	c->fp_chain = 1;
 	c->kernel = 1;
 	c->log_level = LOG_LEVEL_INFO;
 }
@@ -165,10 +167,21 @@ static int set_other(struct daemon_config *c, const char *key, const char *v)
 		return parse_unsigned(v, 0, UINT64_MAX, &c->max_bytes);
 	if (!strcmp(key, "log-level"))
 		return set_log_level(c, v);
-	if (!strcmp(key, "no-apm") || !strcmp(key, "no-kernel") || !strcmp(key, "no-go-stacks")) {
+	static const struct {
+		const char *key;
+		size_t offset;
+	} negated[] = {
+		{ "no-apm", offsetof(struct daemon_config, apm) },
+		{ "no-kernel", offsetof(struct daemon_config, kernel) },
+		{ "no-go-stacks", offsetof(struct daemon_config, go_stacks) },
+		{ "no-fp-chain", offsetof(struct daemon_config, fp_chain) },
+	};
+	for (size_t i = 0; i < sizeof(negated) / sizeof(negated[0]); i++) {
+		if (strcmp(key, negated[i].key))
+			continue;
 		if (parse_bool(v, &b) < 0)
 			return -EINVAL;
-		*(key[3] == 'a' ? &c->apm : key[3] == 'k' ? &c->kernel : &c->go_stacks) = !b;
+		*(int *)((char *)c + negated[i].offset) = !b;
 		return 0;
 	}
 	return -ENOENT;

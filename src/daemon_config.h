@@ -33,6 +33,7 @@ struct daemon_config {
 	unsigned apm_max_staleness_us;	/* 0 = the session's default */
 	int apm;			/* APM correlation on */
 	int go_stacks;			/* follow Go samples on the g0 stack onto their goroutine's stack */
+	int fp_chain;			/* ask the kernel for each sample's user frame-pointer chain */
 	int kernel;			/* kernel frames */
 	enum log_level log_level;
 };

@@ -401,6 +401,72 @@ int gostack_read(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_
 	return count(gs, rc, false);
 }
 
+/* Candidate morebufs whose caller is checked, per sample: each check is a rule lookup, a candidate also a read. */
+#define GROWER_MAX_CANDIDATES 32
+/* Bytes of goroutine stack below a frame pointer searched for a systemstack caller's return address: more than
+ * any frame that calls systemstack in the Go runtime; a smaller window when that much is not readable. */
+#define SWITCH_CALLER_WINDOW 4096
+#define SWITCH_CALLER_WINDOW_MIN 512
+
+int gostack_find_grower(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct gostack_g0 *g0,
+			const struct gostack_rules *rules, struct gostack_caller *out)
+{
+	unsigned checked = 0;
+	int rc = -ESRCH;
+	if (!switch_bp || !g0 || g0->size < 24)
+		return -ESRCH;
+	for (size_t off = 0; off + 24 <= g0->size && checked < GROWER_MAX_CANDIDATES; off += 8) {
+		uint64_t sp = word_at(g0->bytes, (uint32_t)off), pc = word_at(g0->bytes, (uint32_t)off + 8);
+		uint64_t g = word_at(g0->bytes, (uint32_t)off + 16);
+		if (!plausible_pointer(sp) || sp > switch_bp || switch_bp - sp > MOREBUF_MAX_FRAME || pc < GO_MIN_ADDR ||
+		    !plausible_pointer(g))
+			continue;
+		checked++;
+		if (!rules->caller_keeps_fp(rules->ctx, sp, pc, switch_bp))
+			continue;
+		rc = grower_entry(pid, pc, &out->callee);
+		if (rc == 0) {
+			out->pc = pc;
+			out->sp = sp;
+			gs->stats.growers++;
+			return 0;
+		}
+	}
+	return rc;
+}
+
+int gostack_find_switch_caller(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct gostack_rules *rules,
+			       struct gostack_caller *out)
+{
+	size_t len = SWITCH_CALLER_WINDOW;
+	if (!plausible_pointer(switch_bp) || switch_bp < GO_MIN_ADDR + len || len > gs->max_stack)
+		return -ESRCH;
+	int rc = mem_read(pid, switch_bp - len, gs->buf, len);
+	if (rc < 0) {
+		len = SWITCH_CALLER_WINDOW_MIN;
+		rc = mem_read(pid, switch_bp - len, gs->buf, len);
+	}
+	if (rc < 0)
+		return rc;
+	rc = -ESRCH;
+	/* From the frame pointer down: the caller's own frame lies between its SP and its frame pointer. */
+	for (size_t off = len - 8;; off -= 8) {
+		uint64_t pc = word_at(gs->buf, (uint32_t)off), sp = switch_bp - len + off + 8;
+		if (pc >= GO_MIN_ADDR && rules->caller_keeps_fp(rules->ctx, sp, pc, switch_bp)) {
+			uint64_t callee;
+			rc = grower_entry(pid, pc, &callee);
+			if (rc == 0 && rules->is_switch_entry(rules->ctx, callee)) {
+				*out = (struct gostack_caller){ .pc = pc, .sp = sp, .callee = callee };
+				gs->stats.switch_callers++;
+				return 0;
+			}
+		}
+		if (off == 0)
+			break;
+	}
+	return rc == -EIO ? rc : -ESRCH;
+}
+
 int gostack_bounds(pid_t pid, uint64_t g_reg, uint64_t *lo, uint64_t *hi)
 {
 	uint8_t g_head[G_HEAD], m_head[M_HEAD];

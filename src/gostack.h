@@ -29,6 +29,7 @@
 #ifndef HOSTPROF_GOSTACK_H
 #define HOSTPROF_GOSTACK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -39,6 +40,8 @@ struct gostack_stats {
 	uint64_t no_goroutine;	/* the g register led to no goroutine (layout checks failed, no g) */
 	uint64_t stale;		/* the goroutine had moved on by the time it was read */
 	uint64_t unreadable;	/* process memory could not be read (gone, unmapped, permission) */
+	uint64_t growers;	/* stack growths named from the sample alone (gostack_find_grower) */
+	uint64_t switch_callers;	/* systemstack callers found (gostack_find_switch_caller) */
 };
 
 /* The sample's copy of the g0 stack, from its sampled SP up to the switching frame (newstack's frames and
@@ -84,6 +87,48 @@ void gostack_free(struct gostack *gs);
  */
 int gostack_read(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp, const struct gostack_g0 *g0,
 		 struct gostack_context *out);
+
+/* What gostack cannot tell by itself, answered by its user from the unwind rules (stack_deltas.h). */
+struct gostack_rules {
+	/* Whether the Go frame that pc returns into, with SP sp there, keeps its own frame pointer at bp. */
+	bool (*caller_keeps_fp)(void *ctx, uint64_t sp, uint64_t pc, uint64_t bp);
+	/* Whether addr is the entry of a function that switches to g0 for a call (systemstack, asmcgocall). */
+	bool (*is_switch_entry)(void *ctx, uint64_t addr);
+	void *ctx;
+};
+
+/* A goroutine frame named from the sample, for joining the sample's frame-pointer chain. */
+struct gostack_caller {
+	uint64_t pc;		/* the return address into it */
+	uint64_t sp;		/* its SP at that call */
+	uint64_t callee;	/* the target of that call (a direct call) */
+};
+
+/*
+ * The stack growth behind a sample on g0, from the sample alone, for joining the sample's frame-pointer chain
+ * (unwind_deltas.h, UNWIND_DELTAS_SWITCH_JOIN): morestack leaves FP as the function that grew found it — its
+ * caller's frame pointer, switch_bp, which newstack saved on g0 — so the kernel's walk of the chain at the sample
+ * went on through the caller's callers, and only the grower and its caller are missing. newstack's copy of
+ * m.morebuf in g0 (the sample's copy) names them: {sp, pc, g} shaped words whose caller keeps its frame pointer
+ * exactly at switch_bp (rules) and whose pc returns from a direct call, to the grower (out->callee; the call is
+ * read from the process's code). No stack is read. Returns 0, -ESRCH (none checks out) or -EIO. Go < 1.23
+ * only: later morestacks clear FP (switch_bp 0: -ESRCH).
+ */
+int gostack_find_grower(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct gostack_g0 *g0,
+			const struct gostack_rules *rules, struct gostack_caller *out);
+
+/*
+ * The caller of a runtime.systemstack (or asmcgocall) call that is over by the time the sample is handled, for
+ * joining the sample's frame-pointer chain. systemstack keeps no frame: the g0 frames saved its caller's frame
+ * pointer, switch_bp, and the chain went on from there, so only the caller itself is missing; its return address
+ * is in the goroutine's stack just below that frame. The words below switch_bp are read from the process (one
+ * read) and a word is taken only if it is the return address of a direct call to a g0-switching function
+ * (rules->is_switch_entry) from a frame whose own frame pointer is exactly switch_bp (rules->caller_keeps_fp):
+ * the frame pointer is the sample's, so the frame is where the sample saw it; what is read can only be a later
+ * call from that same frame to the same kind of function. Returns 0, -ESRCH or -EIO.
+ */
+int gostack_find_switch_caller(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct gostack_rules *rules,
+			       struct gostack_caller *out);
 
 /*
  * The stack bounds [*lo, *hi) of the goroutine (or g0) that the g register g_reg names in pid, now: g_reg must

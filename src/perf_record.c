@@ -223,27 +223,38 @@ int perf_decode_lost_samples(const struct perf_event_header *h, uint64_t *lost)
 	return c.bad ? -EBADMSG : 0;
 }
 
-void perf_callchain_kernel(const struct perf_sample *s, const uint64_t **kernel, size_t *nkernel)
+/* The entries of one context (PERF_CONTEXT_KERNEL or _USER) of a sample's callchain, without the markers. */
+static void callchain_part(const struct perf_sample *s, uint64_t context, const uint64_t **part, size_t *npart)
 {
-	int in_kernel = 0;
+	int inside = 0;
 	size_t first = 0, n = 0;
 
-	*kernel = NULL;
-	*nkernel = 0;
+	*part = NULL;
+	*npart = 0;
 	for (uint64_t i = 0; i < s->callchain_nr; i++) {
 		uint64_t ip = s->callchain[i];
 		if (ip >= (uint64_t)PERF_CONTEXT_MAX) {
-			if (in_kernel)
-				break; /* the kernel part is contiguous: a new context ends it */
-			in_kernel = ip == (uint64_t)PERF_CONTEXT_KERNEL;
+			if (inside)
+				break; /* each part is contiguous: a new context ends it */
+			inside = ip == context;
 			first = (size_t)i + 1;
 			continue;
 		}
-		if (in_kernel)
+		if (inside)
 			n++;
 	}
 	if (n) {
-		*kernel = s->callchain + first;
-		*nkernel = n;
+		*part = s->callchain + first;
+		*npart = n;
 	}
+}
+
+void perf_callchain_kernel(const struct perf_sample *s, const uint64_t **kernel, size_t *nkernel)
+{
+	callchain_part(s, (uint64_t)PERF_CONTEXT_KERNEL, kernel, nkernel);
+}
+
+void perf_callchain_user(const struct perf_sample *s, const uint64_t **user, size_t *nuser)
+{
+	callchain_part(s, (uint64_t)PERF_CONTEXT_USER, user, nuser);
 }

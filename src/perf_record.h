@@ -77,5 +77,7 @@ int perf_decode_lost_samples(const struct perf_event_header *h, uint64_t *lost);
 
 /* Split a sample callchain: kernel and nkernel receive the kernel part, without the PERF_CONTEXT_* markers. */
 void perf_callchain_kernel(const struct perf_sample *s, const uint64_t **kernel, size_t *nkernel);
+/* The user part likewise (the kernel's frame-pointer walk: the sampled IP, then return addresses). */
+void perf_callchain_user(const struct perf_sample *s, const uint64_t **user, size_t *nuser);
 
 #endif

@@ -428,6 +428,11 @@ static struct mapping *lookup(struct process *p, uint64_t addr)
 	return NULL;
 }
 
+struct mapping *procmgr_lookup_mapping(struct process *p, uint64_t addr)
+{
+	return lookup(p, addr);
+}
+
 struct mapping *procmgr_find_mapping(struct procmgr *pm, struct process *p, uint64_t addr, uint64_t now_ns)
 {
 	struct mapping *m = lookup(p, addr);

@@ -80,6 +80,9 @@ void procmgr_reap(struct procmgr *pm);
  * now_ns is a monotonic clock for the rate limit. NULL if none.
  */
 struct mapping *procmgr_find_mapping(struct procmgr *pm, struct process *p, uint64_t addr, uint64_t now_ns);
+/* The mapping containing addr as known now, without re-reading /proc/PID/maps on a miss: for addresses that are
+ * only guesses (candidates a caller is checking), where a miss is no sign the mappings changed. */
+struct mapping *procmgr_lookup_mapping(struct process *p, uint64_t addr);
 /* Open the mapping's file through the executable-info manager if not done yet; returns its entry or NULL. */
 struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, struct mapping *m);
 

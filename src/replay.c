@@ -159,7 +159,17 @@ int replay_writer_add_sample(struct replay_writer *w, pid_t pid, pid_t tid, cons
 	if (!rs->stack)
 		return -ENOMEM;
 	memcpy(rs->stack, s->stack, s->stack_size);
+	rs->fp_chain = NULL;
+	rs->fp_chain_len = 0;
 	w->r.nsamples++;
+	size_t nchain = s->fp_chain_len < REPLAY_MAX_FP_CHAIN ? s->fp_chain_len : REPLAY_MAX_FP_CHAIN;
+	if (s->fp_chain && nchain) {
+		rs->fp_chain = malloc(nchain * sizeof(*rs->fp_chain));
+		if (!rs->fp_chain)
+			return -ENOMEM;
+		memcpy(rs->fp_chain, s->fp_chain, nchain * sizeof(*rs->fp_chain));
+		rs->fp_chain_len = (uint32_t)nchain;
+	}
 	return 0;
 }
 
@@ -221,7 +231,7 @@ static void pack_samples(msgpack_packer *pk, const struct replay *r)
 	msgpack_pack_array(pk, r->nsamples);
 	for (uint32_t i = 0; i < r->nsamples; i++) {
 		const struct replay_sample *s = &r->samples[i];
-		msgpack_pack_map(pk, 4);
+		msgpack_pack_map(pk, s->fp_chain_len ? 5 : 4);
 		pack_str(pk, "pid");
 		msgpack_pack_int32(pk, s->pid);
 		pack_str(pk, "tid");
@@ -232,6 +242,12 @@ static void pack_samples(msgpack_packer *pk, const struct replay *r)
 			msgpack_pack_uint64(pk, s->regs[j]);
 		pack_str(pk, "stack");
 		pack_bin(pk, s->stack, s->stack_size);
+		if (s->fp_chain_len) {
+			pack_str(pk, "fp_chain");
+			msgpack_pack_array(pk, s->fp_chain_len);
+			for (uint32_t j = 0; j < s->fp_chain_len; j++)
+				msgpack_pack_uint64(pk, s->fp_chain[j]);
+		}
 	}
 }
 
@@ -304,8 +320,10 @@ void replay_free(struct replay *r)
 	}
 	for (uint32_t i = 0; i < r->nprocesses; i++)
 		free(r->processes[i].mappings);
-	for (uint32_t i = 0; i < r->nsamples; i++)
+	for (uint32_t i = 0; i < r->nsamples; i++) {
 		free(r->samples[i].stack);
+		free(r->samples[i].fp_chain);
+	}
 	free(r->files);
 	free(r->processes);
 	free(r->samples);
@@ -412,6 +430,29 @@ static int read_process(const msgpack_object *o, uint32_t nfiles, struct replay_
 	return err;
 }
 
+/* A sample's optional frame-pointer chain: at most REPLAY_MAX_FP_CHAIN addresses. */
+static int read_fp_chain(const msgpack_object *o, struct replay_sample *s)
+{
+	const msgpack_object *chain = map_get(o, "fp_chain");
+	if (!chain)
+		return 0;
+	if (chain->type != MSGPACK_OBJECT_ARRAY || chain->via.array.size > REPLAY_MAX_FP_CHAIN)
+		return -EBADMSG;
+	uint32_t n = chain->via.array.size;
+	if (n == 0)
+		return 0;
+	s->fp_chain = malloc(n * sizeof(*s->fp_chain));
+	if (!s->fp_chain)
+		return -ENOMEM;
+	s->fp_chain_len = n;
+	for (uint32_t i = 0; i < n; i++) {
+		if (chain->via.array.ptr[i].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+			return -EBADMSG;
+		s->fp_chain[i] = chain->via.array.ptr[i].via.u64;
+	}
+	return 0;
+}
+
 static int read_sample(const msgpack_object *o, struct replay_sample *s)
 {
 	const msgpack_object *regs = get_array(o, "regs");
@@ -431,7 +472,7 @@ static int read_sample(const msgpack_object *o, struct replay_sample *s)
 	if (size > 65536)
 		return -EBADMSG;
 	s->stack_size = (uint32_t)size;
-	return 0;
+	return read_fp_chain(o, s);
 }
 
 #define READ_ARRAY(root, key, field, count, fn, ...)                                                          \

@@ -48,7 +48,12 @@ struct replay_sample {
 	uint64_t regs[UNWIND_NREGS];
 	uint8_t *stack;
 	uint32_t stack_size;
+	uint64_t *fp_chain;	/* the kernel's frame-pointer chain (unwind_sample.fp_chain), or NULL */
+	uint32_t fp_chain_len;
 };
+
+/* Most frame-pointer chain entries a replay sample may hold (the kernel's own limit is far lower). */
+#define REPLAY_MAX_FP_CHAIN 1024
 
 struct replay {
 	struct replay_file *files;

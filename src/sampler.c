@@ -93,13 +93,15 @@ static void build_attr(struct sampler *s, uint32_t type, uint64_t config)
 	a->sample_freq = s->opts.freq_hz;
 	a->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
 			 PERF_SAMPLE_PERIOD | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-	if (s->opts.kernel)
+	if (s->opts.kernel || s->opts.fp_chain)
 		a->sample_type |= PERF_SAMPLE_CALLCHAIN;
 	a->sample_regs_user = UNWIND_SAMPLE_REGS_MASK;
 	a->sample_stack_user = s->opts.stack_size;
 	a->exclude_kernel = !s->opts.kernel;
 	a->exclude_hv = 1;
-	a->exclude_callchain_user = 1; /* we unwind user stacks ourselves */
+	/* User stacks are unwound here, from the copy; the kernel's frame-pointer walk only when asked for. */
+	a->exclude_callchain_user = !s->opts.fp_chain;
+	a->exclude_callchain_kernel = !s->opts.kernel;
 	a->mmap = 1; /* the kernel emits no mmap events at all unless some event sets mmap */
 	a->mmap2 = 1;  /* ... and then writes them in the MMAP2 layout */
 	a->comm = 1;
@@ -299,7 +301,9 @@ static int open_settling(struct sampler *s, pid_t pid, int cpu)
 				 paranoid_level());
 			s->opts.kernel = 0;
 			s->attr.exclude_kernel = 1;
-			s->attr.sample_type &= ~(uint64_t)PERF_SAMPLE_CALLCHAIN;
+			s->attr.exclude_callchain_kernel = 1;
+			if (!s->opts.fp_chain)
+				s->attr.sample_type &= ~(uint64_t)PERF_SAMPLE_CALLCHAIN;
 			s->layout.sample_type = s->attr.sample_type;
 			continue;
 		}

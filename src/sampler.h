@@ -28,6 +28,9 @@ struct sampler_options {
 	uint32_t stack_size;	/* bytes of user stack per sample: multiple of 8, <= SAMPLER_MAX_STACK */
 	int kernel;		/* also sample kernel mode and ask for kernel callchains, where permitted */
 	unsigned ring_pages;	/* data pages per CPU ring, a power of two; 0 = choose */
+	int fp_chain;		/* also have the kernel walk the user frame-pointer chain at each sample (the user
+				 * part of PERF_SAMPLE_CALLCHAIN): what the stack was at the sample, for walks the
+				 * stack copy cannot finish (unwind_deltas.h) */
 	int low_latency;	/* wake the reader at every sample instead of when a quarter of a ring is full:
 				 * what must be read from a process while the sample is fresh (APM trace context)
 				 * is read sooner, at the cost of a wakeup per sample */

@@ -38,6 +38,7 @@ struct session {
 	struct trace_kernel kernel;
 	pid_t self;
 	struct session_stats stats;
+	uint64_t grower_slot;	/* the return address a stack growth's grower would have on its stack (join_growth) */
 	/* per-sample scratch, kept here so the hot path does not allocate */
 	struct unwind_frame uframes[UNWIND_MAX_FRAMES];
 	struct trace_frame frames[TRACE_MAX_FRAMES];
@@ -133,10 +134,76 @@ static int setup_correlation(struct session *s)
 }
 
 /*
+ * The delta-table rule at addr (a return address minus 1, or an entry) of the sampled process. addr is a guess
+ * being checked: a miss does not re-read the process's mappings (which would release files the walk still uses).
+ */
+static bool rule_at(const struct unwind_process *proc, uint64_t addr, struct stack_delta_rule *rule)
+{
+	const struct find_ctx *c = proc->ctx;
+	struct mapping *m = procmgr_lookup_mapping(c->proc, addr);
+	struct execinfo *e = m ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
+	const struct stack_deltas *t = e ? execinfo_deltas(e) : NULL;
+	return t && addr >= m->bias && stack_deltas_lookup(t, addr - m->bias, rule) == 0;
+}
+
+/* gostack_rules: the Go frame returned into at pc, with SP sp, keeps its frame pointer at bp (CFA - 16). */
+static bool caller_keeps_fp(void *ctx, uint64_t sp, uint64_t pc, uint64_t bp)
+{
+	struct stack_delta_rule rule;
+	return rule_at(ctx, pc - 1, &rule) && rule.kind == STACK_DELTA_CFA_SP && (rule.aux & STACK_DELTA_GO_FP_FRAME) &&
+	       rule.fp == STACK_DELTA_FP_AT_CFA && rule.fp_off == -16 && sp + (uint64_t)(int64_t)rule.cfa_off - 16 == bp;
+}
+
+/* gostack_rules: addr is the entry of systemstack or asmcgocall (their rows carry the switch flag). */
+static bool is_switch_entry(void *ctx, uint64_t addr)
+{
+	struct stack_delta_rule rule;
+	return rule_at(ctx, addr, &rule) && rule.kind == STACK_DELTA_CFA_FP && (rule.aux & STACK_DELTA_GO_STACK_SWITCH);
+}
+
+/*
+ * Frames for the walk to join the sample's frame-pointer chain with (UNWIND_DELTAS_SWITCH_JOIN), when the
+ * goroutine's own stack no longer shows the switch (gostack_read failed). A stack growth (morestack): the grower,
+ * at its entry, and its caller, from the sample's g0 copy. A systemstack call: its caller, found below the frame
+ * pointer the g0 frames saved. The "stack" handed over is the one word the grower's return address was in (or
+ * nothing), so the walk stops right after those frames and joins the chain there.
+ */
+static int join_chain(struct session *s, const struct unwind_process *proc, enum unwind_deltas_switch kind,
+		      uint64_t switch_ip, uint64_t switch_bp, const struct gostack_g0 *g0, struct unwind_deltas_regs *resumed,
+		      struct unwind_sample *stack)
+{
+	const struct find_ctx *c = proc->ctx;
+	const struct gostack_rules rules = { caller_keeps_fp, is_switch_entry, (void *)proc };
+	struct gostack_caller caller;
+	bool growth = kind == UNWIND_DELTAS_SWITCH_GROWTH;
+	struct stack_delta_rule rule;
+	/* A switch with a frame of its own is in the chain, and its caller after it: the walk goes on by itself. */
+	if (!growth && rule_at(proc, switch_ip - 1, &rule) && (rule.aux & STACK_DELTA_GO_FP_FRAME))
+		return -ENOENT;
+	int rc = growth ? gostack_find_grower(s->gostack, c->proc->pid, switch_bp, g0, &rules, &caller) :
+			  gostack_find_switch_caller(s->gostack, c->proc->pid, switch_bp, &rules, &caller);
+	if (rc < 0)
+		return rc;
+	s->grower_slot = caller.pc;
+	resumed->regs[UNWIND_REG_IP] = growth ? caller.callee : caller.pc;
+	resumed->regs[UNWIND_REG_SP] = growth ? caller.sp - 8 : caller.sp;
+	resumed->regs[UNWIND_REG_BP] = switch_bp;
+	resumed->known = UNWIND_DELTAS_REG(UNWIND_REG_IP) | UNWIND_DELTAS_REG(UNWIND_REG_SP) |
+			 UNWIND_DELTAS_REG(UNWIND_REG_BP);
+	resumed->exact_ip = growth;
+	stack->regs[UNWIND_REG_SP] = resumed->regs[UNWIND_REG_SP];
+	stack->stack = (const uint8_t *)&s->grower_slot;
+	stack->stack_size = growth ? sizeof(s->grower_slot) : 0;
+	return UNWIND_DELTAS_SWITCH_JOIN;
+}
+
+/*
  * The delta unwinder's stack-switch hook: a sample on Go's g0 stack reached the function that switched there;
  * go on with the goroutine that switched, read from the process (gostack.h). Its first PC is exact (a saved PC,
  * or the entry of the function that needed more stack, not a return address). For stack growth, the g0 frames
- * newstack runs in (the sample's copy up to morestack's frame) say what the goroutine's stack was.
+ * newstack runs in (the sample's copy up to morestack's frame) say what the goroutine's stack was. When the
+ * goroutine cannot be read as it was, and the sample carries the kernel's frame-pointer chain, the frames
+ * missing from the chain are given for joining it instead (join_chain).
  */
 static int follow_goroutine(void *ctx, const struct unwind_process *proc, const struct unwind_sample *sample,
 			    const struct unwind_deltas_regs *frame, enum unwind_deltas_switch kind,
@@ -154,6 +221,8 @@ static int follow_goroutine(void *ctx, const struct unwind_process *proc, const 
 	uint64_t switch_bp = frame->known & UNWIND_DELTAS_REG(UNWIND_REG_BP) ? frame->regs[UNWIND_REG_BP] : 0;
 	int rc = gostack_read(s->gostack, c->proc->pid, sample->regs[UNWIND_REG_R14], switch_bp, g0.size ? &g0 : NULL,
 			      &g);
+	if (rc < 0 && c->sample->fp_chain && switch_bp)
+		return join_chain(s, proc, kind, frame->regs[UNWIND_REG_IP], switch_bp, &g0, resumed, stack);
 	if (rc < 0)
 		return rc;
 	resumed->regs[UNWIND_REG_IP] = g.pc;
@@ -283,11 +352,9 @@ const struct session_stats *session_stats(const struct session *s)
 	return &s->stats;
 }
 
-uint64_t session_fallback_steps(const struct session *s)
+void session_unwind_stats(const struct session *s, struct unwind_deltas_stats *out)
 {
-	struct unwind_deltas_stats st;
-	unwind_deltas_get_stats(s->deltas, &st);
-	return st.fallback_calls;
+	unwind_deltas_get_stats(s->deltas, out);
 }
 
 unsigned session_processes(const struct session *s)
@@ -406,6 +473,7 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 	memcpy(us.regs, ps->regs, sizeof(us.regs));
 	us.stack = ps->stack;
 	us.stack_size = ps->stack ? ps->stack_size : 0;
+	perf_callchain_user(ps, &us.fp_chain, &us.fp_chain_len);
 	uint64_t t0 = monotonic_ns();
 	int nu = s->opts.unwinder == SESSION_UNWIND_DELTAS ?
 			 unwind_deltas_unwind(s->deltas, &up, &us, s->uframes, UNWIND_MAX_FRAMES, &st) :

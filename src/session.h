@@ -82,8 +82,9 @@ void session_track_pid(struct session *s, pid_t pid);
 void session_tick(struct session *s);
 
 const struct session_stats *session_stats(const struct session *s);
-/* Frames the delta unwinder handed to libunwind since the session started. */
-uint64_t session_fallback_steps(const struct session *s);
+/* The delta unwinder's counters since the session started (fallback steps, frame-pointer chain use, ...). */
+struct unwind_deltas_stats;
+void session_unwind_stats(const struct session *s, struct unwind_deltas_stats *out);
 /* Correlation counters; returns 0, or -ENOENT when correlation is off. */
 struct correlate_stats;
 int session_correlate_stats(const struct session *s, struct correlate_stats *out);

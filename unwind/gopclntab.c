@@ -1170,6 +1170,7 @@ static struct stack_delta_rule gp_sp_rule(int32_t sp, bool fp_saved)
 	if (fp_saved && sp >= 8) {
 		r.fp = STACK_DELTA_FP_AT_CFA;
 		r.fp_off = -16;
+		r.aux = STACK_DELTA_GO_FP_FRAME;
 	}
 	return r;
 }
@@ -1261,6 +1262,18 @@ static void gp_emit_pcsp(const struct gopclntab *t, size_t i, const struct gopcl
 	gopclntab_pcsp_rows(t, i, gp_sp_rows_cb, &w);
 }
 
+/*
+ * Whether the function at entry starts "push %rbp; mov %rsp, %rbp": a frame of its own. Newer Go runtimes give
+ * systemstack and asmcgocall one on the goroutine's stack (older ones keep none: their caller's FP is left in
+ * rbp), and a frame-pointer chain through them then leads to their caller.
+ */
+static bool gp_pushes_frame(const struct gopclntab *t, uint64_t entry)
+{
+	static const uint8_t prologue[] = { 0x55, 0x48, 0x89, 0xe5 };
+	const uint8_t *p = gp_va_bytes(t, entry, sizeof(prologue));
+	return p && memcmp(p, prologue, sizeof(prologue)) == 0;
+}
+
 static void gp_emit_func(const struct gopclntab *t, size_t i, uint64_t prev_entry, struct gp_emit *em)
 {
 	struct gopclntab_func f;
@@ -1281,7 +1294,7 @@ static void gp_emit_func(const struct gopclntab *t, size_t i, uint64_t prev_entr
 		break;
 	case GP_FRAME_POINTER:
 		r = gp_fp_rule();
-		r.aux = STACK_DELTA_GO_STACK_SWITCH;
+		r.aux = STACK_DELTA_GO_STACK_SWITCH | (gp_pushes_frame(t, f.entry) ? STACK_DELTA_GO_FP_FRAME : 0);
 		break;
 	case GP_SIGNAL:
 		r = gp_rule(STACK_DELTA_SIGNAL);

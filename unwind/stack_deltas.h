@@ -57,7 +57,7 @@ struct stack_delta_rule {
 	int16_t fp_off;
 	int32_t cfa_off;
 	int32_t aux;		/* DEREF kinds: added after the load; PLT: the (IP & 15) threshold;
-				 * CFA_FP and STOP: flags (STACK_DELTA_GO_STACK_SWITCH) */
+				 * CFA_SP, CFA_FP and STOP: flags (STACK_DELTA_GO_*) */
 };
 
 /*
@@ -67,6 +67,16 @@ struct stack_delta_rule {
  * stack-switch hook (unwind_deltas.h).
  */
 #define STACK_DELTA_GO_STACK_SWITCH 1
+
+/*
+ * aux flag of CFA_SP rules: FP holds this frame's own frame pointer here (FP == CFA - 16, where the caller's FP
+ * is saved), as in every Go function past its prologue. A frame-pointer chain through such a frame leads to its
+ * caller. (C code may save rbp at CFA - 16 as a plain callee-saved register: without the flag nothing says rbp
+ * is a frame pointer there. Plain CFA_FP rules need no flag: their CFA is computed from it.) On a CFA_FP rule
+ * with STACK_DELTA_GO_STACK_SWITCH: the switching function keeps a frame of its own (newer Go runtimes), rather
+ * than leaving its caller's FP in place.
+ */
+#define STACK_DELTA_GO_FP_FRAME 2
 
 /* What a build found and cost; all counts are for one file. */
 struct stack_deltas_stats {

@@ -33,11 +33,18 @@ enum unwind_reg {
 #define UNWIND_SAMPLE_REGS_MASK \
 	(((1ULL << (UNWIND_REG_IP + 1)) - 1) | (0xffULL << UNWIND_REG_R8))
 
-/* One sample's user state. regs[] is indexed by enum unwind_reg; registers absent from the sample are 0. */
+/*
+ * One sample's user state. regs[] is indexed by enum unwind_reg; registers absent from the sample are 0.
+ * fp_chain, when the caller has one, is the kernel's walk of the frame-pointer chain at the sample (the user part
+ * of PERF_SAMPLE_CALLCHAIN: the sampled IP, then the return address found above each saved frame pointer); it
+ * is data the sample carries, not a stack an unwinder may read (only unwind_deltas uses it, see there).
+ */
 struct unwind_sample {
 	uint64_t regs[UNWIND_NREGS];
 	const uint8_t *stack;	/* copy of user memory starting at regs[UNWIND_REG_SP] */
 	size_t stack_size;	/* bytes valid in stack (the kernel's dyn_size) */
+	const uint64_t *fp_chain;	/* NULL when the sample has none */
+	size_t fp_chain_len;
 };
 
 /* A file-backed executable mapping of the sampled process, as the caller knows it. */

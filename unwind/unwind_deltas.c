@@ -40,11 +40,15 @@ struct unwind_deltas {
 	struct ud_cache_entry cache[UD_CACHE_SIZE];
 };
 
+/* How one step ended. */
+enum ud_step { UD_STEP_OK, UD_STEP_END, UD_STEP_NO_MODULE, UD_STEP_FAIL };
+
 /* One walk: the sample, the frame being unwound, and the module it is in. */
 struct ud_walk {
 	struct unwind_deltas *u;
 	const struct unwind_process *proc;
-	const struct unwind_sample *s;
+	const struct unwind_sample *s;	/* the stack the walk is on */
+	const struct unwind_sample *sample;	/* the sample as given (its registers and frame-pointer chain) */
 	struct unwind_module mod;
 	bool have_mod;
 	struct unwind_deltas_regs r;
@@ -52,13 +56,14 @@ struct ud_walk {
 	bool at_go_switch;		/* the last step's rule was a Go stack switch (STACK_DELTA_GO_STACK_SWITCH) */
 	enum unwind_deltas_switch go_switch;	/* which one */
 	bool switched;			/* the walk continues on the stack the switch hook gave */
+	bool joining;			/* ... which holds only frames that must join the frame-pointer chain */
+	size_t switch_frame;		/* frames[] index of the switching frame */
+	uint64_t switch_bp;		/* its FP (known when joining) */
+	enum ud_step switch_ended;	/* how the walk would have ended there without the hook */
 	struct unwind_sample switched_stack;
 	bool extend_failed;		/* the extension hook said no: not asked again */
 	struct unwind_sample extended_stack;
 };
-
-/* How one step ended. */
-enum ud_step { UD_STEP_OK, UD_STEP_END, UD_STEP_NO_MODULE, UD_STEP_FAIL };
 
 struct unwind_deltas *unwind_deltas_new(const struct unwind_deltas_options *opts)
 {
@@ -191,10 +196,12 @@ static bool ud_extend(struct ud_walk *w, uint64_t addr)
 	struct unwind_deltas *u = w->u;
 	struct unwind_sample longer;
 	uint64_t sp = w->s->regs[UNWIND_REG_SP];
-	if (!u->opts.stack_extend || w->extend_failed || addr < sp || addr - sp < w->s->stack_size)
+	/* Frames given for joining the chain end where their stack does: that is where the join is. */
+	if (!u->opts.stack_extend || w->extend_failed || w->joining || addr < sp || addr - sp < w->s->stack_size)
 		return false;
 	memset(&longer, 0, sizeof(longer));
 	int rc = u->opts.stack_extend(u->opts.stack_extend_ctx, w->proc, w->s, addr, &longer);
+	w->have_mod = false;	/* a hook may have changed what find_module gives (and freed what it gave) */
 	if (rc < 0 || !longer.stack || longer.regs[UNWIND_REG_SP] != sp || longer.stack_size <= w->s->stack_size) {
 		u->stats.stack_extension_failures++;
 		w->extend_failed = true;
@@ -305,6 +312,7 @@ static enum ud_step ud_step_fallback(struct ud_walk *w)
 	memset(&caller, 0, sizeof(caller));
 	u->stats.fallback_calls++;
 	int rc = u->opts.fallback(u->opts.fallback_ctx, w->proc, w->s, &w->mod, &w->r, &caller);
+	w->have_mod = false;
 	if (rc == UNWIND_DELTAS_FALLBACK_END)
 		return UD_STEP_END;
 	uint32_t need = UNWIND_DELTAS_REG(UNWIND_REG_SP) | UNWIND_DELTAS_REG(UNWIND_REG_IP);
@@ -370,24 +378,160 @@ static enum ud_step ud_switch_stack(struct ud_walk *w, enum ud_step ended)
 	memset(&w->switched_stack, 0, sizeof(w->switched_stack));
 	int rc = u->opts.stack_switch(u->opts.stack_switch_ctx, w->proc, w->s, &w->r, w->go_switch, &resumed,
 				      &w->switched_stack);
-	if (rc < 0 || (resumed.known & need) != need ||
-	    w->switched_stack.regs[UNWIND_REG_SP] != resumed.regs[UNWIND_REG_SP] || !w->switched_stack.stack) {
+	w->have_mod = false;
+	/* Joining the chain needs one, and the FP from which it went on past the switching frame. */
+	bool join = rc == UNWIND_DELTAS_SWITCH_JOIN;
+	if (rc < 0 || rc > UNWIND_DELTAS_SWITCH_JOIN || (resumed.known & need) != need ||
+	    w->switched_stack.regs[UNWIND_REG_SP] != resumed.regs[UNWIND_REG_SP] || !w->switched_stack.stack ||
+	    (join && (!w->sample->fp_chain || !ud_known(&w->r, UNWIND_REG_BP)))) {
 		u->stats.stack_switch_failures++;
 		return ended;
 	}
 	u->stats.stack_switches++;
 	w->switched = true;
+	w->joining = join;
+	w->switch_bp = w->r.regs[UNWIND_REG_BP];
+	w->switch_ended = ended;
 	w->extend_failed = false;
 	w->s = &w->switched_stack;
 	w->r = resumed;
 	return resumed.regs[UNWIND_REG_IP] == 0 ? UD_STEP_END : UD_STEP_OK;
 }
 
+/* ---- the sample's frame-pointer chain --------------------------------------------------------------------- */
+
+/* A CFA_FP rule is a real frame unless it is a Go stack switch that keeps no frame of its own. */
+static bool ud_switch_keeps_frame(const struct stack_delta_rule *r)
+{
+	return !(r->aux & STACK_DELTA_GO_STACK_SWITCH) || (r->aux & STACK_DELTA_GO_FP_FRAME);
+}
+
+/*
+ * Whether a frame under rule keeps its own frame pointer in FP wherever the rule holds, so that a frame-pointer
+ * chain through it leads to its caller: a standard rbp frame (CFA = FP + 16) that is not one of Go's stack
+ * switches (whose "frame" is the goroutine's), or a Go frame past its prologue.
+ */
+static bool ud_rule_keeps_fp(const struct stack_delta_rule *r)
+{
+	if (r->fp != STACK_DELTA_FP_AT_CFA || r->fp_off != -16)
+		return false;
+	if (r->kind == STACK_DELTA_CFA_FP)
+		return r->cfa_off == 16 && ud_switch_keeps_frame(r);
+	return r->kind == STACK_DELTA_CFA_SP && (r->aux & STACK_DELTA_GO_FP_FRAME);
+}
+
+/*
+ * Whether the frame whose registers are r holds its own frame pointer in FP right now: its rule saved the
+ * caller's FP at CFA - 16, and FP is that address (checked by value where the CFA comes from SP: a leaf still in
+ * its prologue or already past its epilogue does not).
+ */
+static bool ud_frame_owns_fp(struct ud_walk *w, const struct unwind_deltas_regs *r)
+{
+	struct stack_delta_rule rule;
+	uint64_t ip = r->regs[UNWIND_REG_IP], addr = r->exact_ip ? ip : ip - 1;
+	if (!ud_known(r, UNWIND_REG_BP) || !ud_find_module(w, addr) || !ud_rule(w, addr - w->mod.bias, &rule) ||
+	    rule.fp != STACK_DELTA_FP_AT_CFA || rule.fp_off != -16)
+		return false;
+	if (rule.kind == STACK_DELTA_CFA_FP)
+		return rule.cfa_off == 16 && ud_switch_keeps_frame(&rule);
+	return rule.kind == STACK_DELTA_CFA_SP &&
+	       r->regs[UNWIND_REG_BP] == r->regs[UNWIND_REG_SP] + (uint64_t)(int64_t)rule.cfa_off - 16;
+}
+
+/*
+ * Where frames[k] is in the sample's frame-pointer chain, when the chain agrees with frames[0..k]; -1 if not.
+ * The chain holds the sampled IP, then one return address per saved frame pointer: entry i is frame i, or frame
+ * i + 1 when the leaf has no frame of its own (FP is still its caller's, whose caller comes next). A signal frame
+ * breaks the chain.
+ */
+static ptrdiff_t ud_chain_position(struct ud_walk *w, const struct unwind_frame *frames, size_t k)
+{
+	const uint64_t *chain = w->sample->fp_chain;
+	size_t len = w->sample->fp_chain_len;
+	if (!chain || len == 0 || chain[0] != frames[0].ip)
+		return -1;
+	if (k == 0)
+		return 0;
+	struct unwind_deltas_regs leaf = { .known = UNWIND_DELTAS_ALL_REGS, .exact_ip = true };
+	memcpy(leaf.regs, w->sample->regs, sizeof(leaf.regs));
+	size_t skip = ud_frame_owns_fp(w, &leaf) ? 0 : 1;
+	if (k - skip >= len)
+		return -1;
+	for (size_t i = 1 + skip; i <= k; i++)
+		if (frames[i].flags || chain[i - skip] != frames[i].ip)
+			return -1;
+	return (ptrdiff_t)(k - skip);
+}
+
+/*
+ * Append the chain's entries from index from: each is the caller of the one before as long as that one kept its
+ * own frame pointer (past a frame without, the next entry would skip a caller: the walk ends there, truncated).
+ * Ends complete at an outermost frame (STOP rule).
+ */
+static size_t ud_append_chain(struct ud_walk *w, size_t from, struct unwind_frame *frames, size_t n, size_t max,
+			      enum unwind_status *status)
+{
+	const uint64_t *chain = w->sample->fp_chain;
+	*status = UNWIND_TRUNCATED;
+	for (size_t i = from; i < w->sample->fp_chain_len && n < max; i++) {
+		struct stack_delta_rule rule;
+		uint64_t ra = chain[i];
+		if (ra == 0 || !ud_find_module(w, ra - 1) || !ud_rule(w, ra - 1 - w->mod.bias, &rule) ||
+		    rule.kind == STACK_DELTA_INVALID)
+			break;
+		frames[n++] = (struct unwind_frame){ .ip = ra, .flags = 0 };
+		if (rule.kind == STACK_DELTA_STOP) {
+			*status = UNWIND_COMPLETE;
+			break;
+		}
+		if (!ud_rule_keeps_fp(&rule))
+			break;
+	}
+	return n;
+}
+
+/*
+ * A walk on the sample's own stack failed at frames[n - 1] (the copy ran out or was empty, a Go stack switch was
+ * not followed): when that frame owns its frame pointer and the chain agrees with every frame so far, the chain
+ * says who its callers were at the sample. Returns the new frame count; *status set when frames were added.
+ */
+static size_t ud_follow_chain(struct ud_walk *w, struct unwind_frame *frames, size_t n, size_t max,
+			      enum unwind_status *status)
+{
+	ptrdiff_t pos = ud_chain_position(w, frames, n - 1);
+	if (pos < 0 || (size_t)pos + 1 >= w->sample->fp_chain_len || !ud_frame_owns_fp(w, &w->r))
+		return n;
+	size_t added = ud_append_chain(w, (size_t)pos + 1, frames, n, max, status);
+	if (added > n)
+		w->u->stats.fp_chain_walks++;
+	return added;
+}
+
+/*
+ * The walk over the frames a stack-switch hook gave for joining (UNWIND_DELTAS_SWITCH_JOIN) ended at frames[n - 1].
+ * It joins the chain if that frame owns the frame pointer the walk had at the switching frame: the chain went on
+ * from that frame pointer, right after the switching frame's entry. Else those frames are dropped and the walk
+ * ends at the switching frame as it would have without the hook.
+ */
+static size_t ud_join_chain(struct ud_walk *w, struct unwind_frame *frames, size_t n, size_t max,
+			    enum unwind_status *status)
+{
+	ptrdiff_t pos = ud_chain_position(w, frames, w->switch_frame);
+	if (pos >= 0 && (size_t)pos + 1 < w->sample->fp_chain_len && w->r.regs[UNWIND_REG_BP] == w->switch_bp &&
+	    ud_frame_owns_fp(w, &w->r)) {
+		w->u->stats.fp_chain_joins++;
+		return ud_append_chain(w, (size_t)pos + 1, frames, n, max, status);
+	}
+	w->u->stats.fp_chain_join_failures++;
+	*status = w->switch_ended == UD_STEP_END ? UNWIND_COMPLETE : UNWIND_TRUNCATED;
+	return w->switch_frame + 1;
+}
+
 int unwind_deltas_unwind(struct unwind_deltas *u, const struct unwind_process *proc,
 			 const struct unwind_sample *sample, struct unwind_frame *frames, size_t max,
 			 enum unwind_status *status)
 {
-	struct ud_walk w = { .u = u, .proc = proc, .s = sample };
+	struct ud_walk w = { .u = u, .proc = proc, .s = sample, .sample = sample };
 	memcpy(w.r.regs, sample->regs, sizeof(w.r.regs));
 	w.r.known = UNWIND_DELTAS_ALL_REGS;
 	w.r.exact_ip = true;
@@ -399,12 +543,20 @@ int unwind_deltas_unwind(struct unwind_deltas *u, const struct unwind_process *p
 	size_t n = 1;
 	for (;;) {
 		enum ud_step st = ud_step(&w);
-		if ((st == UD_STEP_END || st == UD_STEP_FAIL) && w.at_go_switch)
+		if ((st == UD_STEP_END || st == UD_STEP_FAIL) && w.at_go_switch && !w.switched) {
+			w.switch_frame = n - 1;
 			st = ud_switch_stack(&w, st);
+		}
+		if (w.joining && (st != UD_STEP_OK || n == max)) {
+			n = ud_join_chain(&w, frames, n, max, status);
+			break;
+		}
 		if (st == UD_STEP_END)
 			*status = UNWIND_COMPLETE;
 		else if (st == UD_STEP_NO_MODULE && n == 1)
 			*status = UNWIND_UNKNOWN_LEAF;
+		else if (st == UD_STEP_FAIL && !w.switched && !w.err)
+			n = ud_follow_chain(&w, frames, n, max, status);
 		if (st != UD_STEP_OK || n == max)
 			break;
 		frames[n].ip = w.r.regs[UNWIND_REG_IP];

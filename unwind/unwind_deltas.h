@@ -8,6 +8,14 @@
  * never touched, except through the optional hooks below (stack switch, stack extension). Return addresses are
  * looked up at address - 1, except right after a signal frame, whose interrupted IP is exact.
  *
+ * Frame-pointer chain: when the sample carries the kernel's frame-pointer walk (unwind_sample.fp_chain, taken at
+ * the sample like the copy), a walk that would end truncated — the copy ran out or was empty, a Go stack switch
+ * was not followed — goes on with the chain, if the chain agrees with every frame walked so far and the last of
+ * them owns its frame pointer (FP == CFA - 16, checked by value where possible). Chain entries are taken while
+ * each one's frame keeps its own frame pointer (an rbp frame, or a Go frame: STACK_DELTA_GO_FP_FRAME): past a
+ * frame without one the chain skips its caller, so the walk ends there, truncated. The chain is also how a Go
+ * stack growth joins its goroutine's callers (UNWIND_DELTAS_SWITCH_JOIN).
+ *
  * Tables: the caller normally owns one table per file, built once with stack_deltas_build() and shared by every
  * process that maps the file, and passes it in unwind_module.deltas. When deltas is NULL the unwinder builds
  * the table from unwind_module.elf itself on the file's first frame and keeps it, keyed by cache_key, until
@@ -72,9 +80,20 @@ enum unwind_deltas_switch {
  * (stack->regs[UNWIND_REG_SP] == that SP), owned by the hook and valid until the walk ends. frame is the switching
  * function's frame as the walk recovered it, kind which switch it is; sample is the one being unwound (its
  * registers may say which goroutine, e.g. Go's g register R14; its copy, from its SP up to frame's SP, holds the
- * g0 frames the switch led to). Return 0 to continue on that stack, or a negative errno to end the walk as the
- * rule says (STOP: complete; CFA_FP whose CFA is outside the copy: truncated). At most once per walk.
+ * g0 frames the switch led to). Return 0 to continue on that stack, UNWIND_DELTAS_SWITCH_JOIN (below), or a
+ * negative errno to end the walk as the rule says (STOP: complete; CFA_FP whose CFA is outside the copy:
+ * truncated). At most once per walk.
  */
+/*
+ * A stack-switch hook's return value for "stack holds only the frames from the switch up to a frame whose own frame
+ * pointer is the FP the walk recovered at the switching frame (frame->regs[UNWIND_REG_BP])": Go's morestack does
+ * not touch FP, so the sample's frame-pointer chain (unwind_sample.fp_chain) went on from there, past the
+ * switching frame's entry, through the goroutine's callers as they were at the sample. The walk takes those
+ * frames and then the rest of the chain; if its last frame does not own that frame pointer (or the chain does not
+ * agree with the frames up to the switch), the frames are dropped and the walk ends at the switch.
+ */
+#define UNWIND_DELTAS_SWITCH_JOIN 1
+
 typedef int (*unwind_deltas_switch_fn)(void *ctx, const struct unwind_process *proc,
 				       const struct unwind_sample *sample, const struct unwind_deltas_regs *frame,
 				       enum unwind_deltas_switch kind, struct unwind_deltas_regs *resumed,
@@ -108,6 +127,8 @@ struct unwind_deltas_stats {
 	uint64_t fallback_calls, fallback_failures;
 	uint64_t stack_switches, stack_switch_failures;	/* stack-switch hook calls that continued / did not */
 	uint64_t stack_extensions, stack_extension_failures;	/* the same for the stack-extension hook */
+	uint64_t fp_chain_walks;	/* walks that would have ended truncated, continued with the sample's chain */
+	uint64_t fp_chain_joins, fp_chain_join_failures;	/* switches given for joining the chain (JOIN) */
 	uint64_t tables_built, table_failures;	/* standalone mode only */
 };
 

@@ -39,27 +39,6 @@
 static const char *const go_roots[] = { "runtime.goexit", "runtime.mstart", "runtime.mcall", "runtime.rt0_go",
 					"main.main" };
 
-static int go_available(void)
-{
-	if (test_run("command -v go >/dev/null") != 0) {
-		fprintf(stderr, "SKIP: the go tool is not installed\n");
-		return 0;
-	}
-	return 1;
-}
-
-/*
- * Build tests/fixtures/go/<pkg> into <dir>/<out> with caches under $BUILD and no network. The caches are
- * made absolute because go runs from the module directory.
- */
-static void go_build(const char *dir, const char *pkg, const char *out, int cgo, const char *ldflags)
-{
-	assert_int_equal(test_run("b=$(realpath -m '%s') && cd tests/fixtures/go && "
-				  "GOCACHE=\"$b/go-cache\" GOPATH=\"$b/go-path\" GOFLAGS=-mod=mod GOTOOLCHAIN=local "
-				  "GOPROXY=off CGO_ENABLED=%d go build -ldflags='%s' -o %s/%s ./%s",
-				  test_build_dir(), cgo, ldflags, dir, out, pkg), 0);
-}
-
 /* Whether some location line of function name has a file ending in main.go and a known line number. */
 static int has_file_line(const struct profile *p, const char *name)
 {
@@ -131,9 +110,9 @@ static void check_hot_profile(const char *out, const char *what)
 static void run_hot(void **state, const char *ldflags, const char *what)
 {
 	struct test_workdir *f = *state;
-	if (!test_perf_available() || !go_available())
+	if (!test_perf_available() || !test_go_available())
 		skip();
-	go_build(f->dir, "hot", "hot", 0, ldflags);
+	test_go_build(f->dir, "hot", "hot", 0, ldflags);
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s/hot 2 >/dev/null", f->out, f->dir), 0);
 	check_hot_profile(f->out, what);
 }
@@ -151,13 +130,13 @@ static void test_go_hot_stripped(void **state)
 static void run_cgo(void **state, int follow)
 {
 	struct test_workdir *f = *state;
-	if (!test_perf_available() || !go_available())
+	if (!test_perf_available() || !test_go_available())
 		skip();
 	if (test_run("command -v \"$(go env CC)\" >/dev/null") != 0) {
 		fprintf(stderr, "SKIP: cgo needs a C compiler\n");
 		skip();
 	}
-	go_build(f->dir, "cgo", "cgo", 1, "");
+	test_go_build(f->dir, "cgo", "cgo", 1, "");
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q %s -o %s -- %s/cgo 2 >/dev/null",
 				  follow ? "" : "--no-go-stacks", f->out, f->dir), 0);
 	struct profile *p = test_read_profile(f->out);
@@ -443,8 +422,8 @@ static struct comm_counts check_esbuild_profile(const struct profile *p, const c
 	if (!c.followed)
 		fail_msg("%s: no sample taken on g0 was followed onto its goroutine's stack", what);
 	uint64_t rooted = c.complete + c.at_morestack;
-	if (test_share(rooted, total) < 90.0)
-		fail_msg("%s: only %.2f%% of samples reach the root of their goroutine or g0 stack, want >= 90%%", what,
+	if (test_share(rooted, total) < 97.0)
+		fail_msg("%s: only %.2f%% of samples reach the root of their goroutine or g0 stack, want >= 97%%", what,
 			 test_share(rooted, total));
 	if (!parser || !printer)
 		fail_msg("%s: no frame named like js_parser (%llu samples) or js_printer (%llu samples)", what,
@@ -457,14 +436,17 @@ static struct comm_counts check_esbuild_profile(const struct profile *p, const c
  * stack (gostack.h): read live while the goroutine is still off its stack (Go >= 1.17's g register finds it),
  * or, once a growth is over, rebuilt from the old stack that newstack's and copystack's records in the sample's
  * g0 copy point to (any Go version). Stacks deeper than the 64 KiB copy are read on from the process
- * (stackext.h). Two workloads: a generated project of 300 tiny modules, one short-lived goroutine each, whose
- * stacks grow from scratch every time (the worst case: growth is most of the g0 time), and esbuild's own
- * benchmark, ten copies of three.js. The issue's goal, 95 % reaching a goroutine's root, is met only by the
- * newest Go (measured: benchmark 92 % Go 1.16, 94-95 % Go 1.19, 95-96 % current Go; generated project 87 / 93 /
- * 94 %): what is missing are growth samples whose goroutine exited or rewrote its outer frames, and systemstack
- * calls that were over, before the sample was handled, and samples the kernel copied no stack for (taken in a
- * page fault on the stack). Asserted: floors under those shares, and that nearly every sample reaches the root
- * of the goroutine or g0 stack it was taken on.
+ * (stackext.h). What the copy and the live process cannot give, the kernel's frame-pointer chain taken with the
+ * sample does (unwind_deltas.h): the callers of a stack growth or systemstack call that is over by the time the
+ * sample is handled (Go <= 1.22; newer morestacks clear the frame pointer), and stacks whose copy ran out. Two
+ * workloads: a generated project of 300 tiny modules, one short-lived goroutine each, whose stacks grow from
+ * scratch every time (the worst case: growth is most of the g0 time, and many goroutines are gone before their
+ * samples are handled), and esbuild's own benchmark, ten copies of three.js. The issue's bar, 95 % of samples
+ * reaching a Go root, is asserted on the benchmark; measured 97-99 % on both workloads for Go 1.16 and 1.19, and
+ * for the newest Go 97-98 % on the benchmark and 95.5-96.5 % on the generated project (what is missing there:
+ * growth samples whose goroutine exited or rewrote its outer frames before the sample was handled: Go >= 1.23
+ * leaves no frame pointer to follow from the sample). Also asserted: that nearly every sample reaches the root of
+ * the goroutine or g0 stack it was taken on.
  */
 static void run_esbuild(void **state, const char *spec)
 {
@@ -483,8 +465,8 @@ static void run_esbuild(void **state, const char *spec)
 	snprintf(what, sizeof(what), "%s, 300 generated modules", spec);
 	struct profile *p = profile_bundles(f, bin, proj);
 	struct comm_counts c = check_esbuild_profile(p, what);
-	if (test_share(c.complete, c.total) < 75.0)
-		fail_msg("%s: only %.2f%% of samples complete to a Go root, want >= 75%%", what,
+	if (test_share(c.complete, c.total) < 92.0)
+		fail_msg("%s: only %.2f%% of samples complete to a Go root, want >= 92%%", what,
 			 test_share(c.complete, c.total));
 	profile_free(p);
 
@@ -494,8 +476,8 @@ static void run_esbuild(void **state, const char *spec)
 	snprintf(what, sizeof(what), "%s, esbuild's benchmark (10 x three.js)", spec);
 	p = profile_bundles(f, bin, proj);
 	c = check_esbuild_profile(p, what);
-	if (test_share(c.complete, c.total) < 85.0)
-		fail_msg("%s: only %.2f%% of samples complete to a Go root, want >= 85%%", what,
+	if (test_share(c.complete, c.total) < 95.0)
+		fail_msg("%s: only %.2f%% of samples complete to a Go root, want >= 95%%", what,
 			 test_share(c.complete, c.total));
 	profile_free(p);
 }

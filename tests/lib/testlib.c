@@ -73,6 +73,24 @@ int test_run(const char *fmt, ...)
 	return WEXITSTATUS(status);
 }
 
+int test_go_available(void)
+{
+	if (test_run("command -v go >/dev/null") != 0) {
+		fprintf(stderr, "SKIP: the go tool is not installed\n");
+		return 0;
+	}
+	return 1;
+}
+
+/* The caches are made absolute because go runs from the module directory. */
+void test_go_build(const char *dir, const char *pkg, const char *out, int cgo, const char *ldflags)
+{
+	assert_int_equal(test_run("b=$(realpath -m '%s') && cd tests/fixtures/go && "
+				  "GOCACHE=\"$b/go-cache\" GOPATH=\"$b/go-path\" GOFLAGS=-mod=mod GOTOOLCHAIN=local "
+				  "GOPROXY=off CGO_ENABLED=%d go build -ldflags='%s' -o %s/%s ./%s",
+				  test_build_dir(), cgo, ldflags, dir, out, pkg), 0);
+}
+
 struct profile *test_read_profile(const char *path)
 {
 	struct profile *p = NULL;

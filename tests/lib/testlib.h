@@ -28,6 +28,12 @@ void test_rmdir_rf(const char *dir);
  * not (callers then skip()). */
 int test_perf_available(void);
 
+/* Whether the go tool is installed; prints "SKIP: ..." if not. */
+int test_go_available(void);
+/* Build tests/fixtures/go/<pkg> into <dir>/<out> (cgo on or off, -ldflags ldflags), caches under $BUILD, no
+ * network; fails the test if the build fails. */
+void test_go_build(const char *dir, const char *pkg, const char *out, int cgo, const char *ldflags);
+
 /* Run a shell command line; returns its exit status (or -1). Output goes to the test's output. */
 int test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

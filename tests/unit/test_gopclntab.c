@@ -491,8 +491,10 @@ static void tg_tiny_source(const struct tg_env *env, enum gopclntab_version ver)
 		 ".fill 0x30-14, 1, 0x90\\n.byte 0xc3\\n.fill 0x0f, 1, 0xcc\\n"
 		 /* main.beta: push %rbp; mov %rsp,%rbp ... */
 		 ".byte 0x55, 0x48,0x89,0xe5\\n.fill 0x30-4, 1, 0x90\\n.byte 0xc3\\n.fill 0x0f, 1, 0xcc\\n"
-		 ".fill 0x80, 1, 0xc3\\n\");\n"
-		 "void _start(void) { for (;;) ; }\n");
+		 /* runtime.goexit; runtime.systemstack, with a frame of its own in the 1.20 layout */
+		 ".fill 0x20, 1, 0xc3\\n%s.fill 0x60, 1, 0xc3\\n\");\n"
+		 "void _start(void) { for (;;) ; }\n",
+		 ver == GOPCLNTAB_GO120 ? ".byte 0x55, 0x48,0x89,0xe5\\n.fill 0x1c, 1, 0xc3\\n" : ".fill 0x20, 1, 0xc3\\n");
 	tg_write(env, "tiny.c", src, strlen(src));
 }
 
@@ -542,6 +544,8 @@ static void tg_rule_text(const struct stack_delta_rule *r, char *buf, size_t len
 		snprintf(buf, len, "%s", k);
 	if ((r->kind == STACK_DELTA_CFA_FP || r->kind == STACK_DELTA_STOP) && (r->aux & STACK_DELTA_GO_STACK_SWITCH))
 		snprintf(buf + strlen(buf), len - strlen(buf), " go-switch");
+	if ((r->kind == STACK_DELTA_CFA_SP || r->kind == STACK_DELTA_CFA_FP) && (r->aux & STACK_DELTA_GO_FP_FRAME))
+		snprintf(buf + strlen(buf), len - strlen(buf), " fp-frame");
 	if (r->fp == STACK_DELTA_FP_AT_CFA && r->fp_off != -16)
 		snprintf(buf, len, "bad fp_off %d", r->fp_off);
 }
@@ -574,21 +578,23 @@ static void tg_check_rules(const struct gopclntab *t, enum gopclntab_version ver
 	struct tg_rows r = { 0 };
 	char want[48];
 	assert_int_equal(gopclntab_for_each_rule(t, tg_rows_cb, &r), 0);
-	struct { uint32_t off; int kind; int cfa; bool fp; bool go_switch; } exp[] = {
-		{ 0x00, STACK_DELTA_CFA_SP, 8, false, false },	/* alpha: entry */
-		{ 0x04, STACK_DELTA_CFA_SP, 40, false, false },	/* after sub, before the rbp store */
-		{ 0x09, STACK_DELTA_CFA_SP, 40, true, false },	/* rbp saved */
-		{ 0x30, STACK_DELTA_CFA_SP, 8, false, false },	/* at ret */
-		{ 0x3f, STACK_DELTA_CFA_SP, 8, false, false },	/* padding keeps the last rule */
-		{ 0x40, STACK_DELTA_CFA_SP, 8, false, false },	/* beta: push %rbp */
-		{ 0x41, STACK_DELTA_CFA_SP, 16, true, false },	/* rbp saved by the push */
-		{ 0x70, STACK_DELTA_CFA_SP, 8, false, false },
-		{ 0x80, STACK_DELTA_STOP, 0, false, false },	/* runtime.goexit */
-		{ 0xa0, STACK_DELTA_CFA_FP, 16, true, true },	/* runtime.systemstack: onto g0 */
-		{ 0xbf, STACK_DELTA_SIGNAL, 0, false, false },	/* the byte before the restorer */
-		{ 0xc5, STACK_DELTA_SIGNAL, 0, false, false },
-		{ 0xe0, ver == GOPCLNTAB_GO12 ? STACK_DELTA_CFA_SP : STACK_DELTA_INVALID, 8, false, false },	/* SPWRITE */
-		{ TG_CODE, STACK_DELTA_INVALID, 0, false, false },
+	/* fp_frame: FP is the frame's own frame pointer there (Go code past its prologue; a systemstack that pushes
+	 * a frame of its own, as the 1.20 layout's tiny code does, like newer runtimes). */
+	struct { uint32_t off; int kind; int cfa; bool fp; bool go_switch; bool fp_frame; } exp[] = {
+		{ 0x00, STACK_DELTA_CFA_SP, 8, false, false, false },	/* alpha: entry */
+		{ 0x04, STACK_DELTA_CFA_SP, 40, false, false, false },	/* after sub, before the rbp store */
+		{ 0x09, STACK_DELTA_CFA_SP, 40, true, false, true },	/* rbp saved */
+		{ 0x30, STACK_DELTA_CFA_SP, 8, false, false, false },	/* at ret */
+		{ 0x3f, STACK_DELTA_CFA_SP, 8, false, false, false },	/* padding keeps the last rule */
+		{ 0x40, STACK_DELTA_CFA_SP, 8, false, false, false },	/* beta: push %rbp */
+		{ 0x41, STACK_DELTA_CFA_SP, 16, true, false, true },	/* rbp saved by the push */
+		{ 0x70, STACK_DELTA_CFA_SP, 8, false, false, false },
+		{ 0x80, STACK_DELTA_STOP, 0, false, false, false },	/* runtime.goexit */
+		{ 0xa0, STACK_DELTA_CFA_FP, 16, true, true, ver == GOPCLNTAB_GO120 },	/* runtime.systemstack */
+		{ 0xbf, STACK_DELTA_SIGNAL, 0, false, false, false },	/* the byte before the restorer */
+		{ 0xc5, STACK_DELTA_SIGNAL, 0, false, false, false },
+		{ 0xe0, ver == GOPCLNTAB_GO12 ? STACK_DELTA_CFA_SP : STACK_DELTA_INVALID, 8, false, false, false },
+		{ TG_CODE, STACK_DELTA_INVALID, 0, false, false, false },
 	};
 	for (size_t i = 0; i < sizeof(exp) / sizeof(exp[0]); i++) {
 		struct stack_delta_rule rule = { .kind = (uint8_t)exp[i].kind };
@@ -598,7 +604,7 @@ static void tg_check_rules(const struct gopclntab *t, enum gopclntab_version ver
 			rule.fp = STACK_DELTA_FP_AT_CFA;
 			rule.fp_off = -16;
 		}
-		rule.aux = exp[i].go_switch ? STACK_DELTA_GO_STACK_SWITCH : 0;
+		rule.aux = (exp[i].go_switch ? STACK_DELTA_GO_STACK_SWITCH : 0) | (exp[i].fp_frame ? STACK_DELTA_GO_FP_FRAME : 0);
 		tg_rule_text(&rule, want, sizeof(want));
 		const char *got = tg_rule_at(&r, code + exp[i].off);
 		assert_non_null(got);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -310,6 +311,158 @@ static void test_refuses_unproven_growth(void **state)
 	free(gr);
 }
 
+/* ---- frames named for joining the sample's frame-pointer chain --------------------------------------------- */
+
+/* The unwind rules as the test states them: one caller frame (its return address and frame size) and one
+ * g0-switching function entry. */
+struct rules_env {
+	uint64_t caller_pc, switch_entry;
+	uint64_t frame;		/* the caller's CFA - SP at caller_pc: frame pointer at SP + frame - 16 */
+	unsigned checks;
+};
+
+static bool env_caller_keeps_fp(void *ctx, uint64_t sp, uint64_t pc, uint64_t bp)
+{
+	struct rules_env *r = ctx;
+	r->checks++;
+	return pc == r->caller_pc && sp + r->frame - 16 == bp;
+}
+
+static bool env_is_switch_entry(void *ctx, uint64_t entry)
+{
+	const struct rules_env *r = ctx;
+	return entry == r->switch_entry;
+}
+
+/*
+ * A stack growth named from the sample alone: newstack's morebuf in the g0 copy, its caller keeping its frame
+ * pointer where the g0 frames say (switch_bp), the grower the target of the caller's direct call. Neither stack
+ * is read: they may be gone.
+ */
+static void test_grower_from_sample(void **state)
+{
+	(void)state;
+	struct growth *gr = malloc(sizeof(*gr));
+	struct gostack *gs = gostack_new(OLD_STACK);
+	struct gostack_caller c;
+	struct gostack_stats st;
+	assert_non_null(gr);
+	growth_init(gr, 1);
+	memset(gr->old_stack, 0, sizeof(gr->old_stack));
+	memset(gr->new_stack, 0, sizeof(gr->new_stack));
+	struct rules_env env = { .caller_pc = gr->caller_pc, .frame = 80 };	/* switch_bp = caller_sp + 64 */
+	const struct gostack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env };
+	struct gostack_g0 g0 = { .bytes = (const uint8_t *)gr->g0, .size = sizeof(gr->g0) };
+	assert_int_equal(gostack_find_grower(gs, getpid(), gr->switch_bp, &g0, &rules, &c), 0);
+	assert_int_equal(c.pc, gr->caller_pc);
+	assert_int_equal(c.sp, gr->caller_sp);
+	assert_int_equal(c.callee, gr->grower);
+
+	/* The caller's frame pointer is not where the g0 frames say: refused. So is an unknown one (Go >= 1.23). */
+	assert_int_equal(gostack_find_grower(gs, getpid(), gr->switch_bp + 8, &g0, &rules, &c), -ESRCH);
+	assert_int_equal(gostack_find_grower(gs, getpid(), 0, &g0, &rules, &c), -ESRCH);
+	/* An indirect call: which function grew is unknown. */
+	gr->code[8] = 0xff;
+	assert_int_equal(gostack_find_grower(gs, getpid(), gr->switch_bp, &g0, &rules, &c), -ESRCH);
+	gr->code[8] = 0xe8;
+	/* No morebuf-shaped words (g not a pointer). */
+	gr->g0[42] = 3;
+	assert_int_equal(gostack_find_grower(gs, getpid(), gr->switch_bp, &g0, &rules, &c), -ESRCH);
+	gostack_get_stats(gs, &st);
+	assert_int_equal(st.growers, 1);
+	gostack_free(gs);
+	free(gr);
+}
+
+/* The goroutine stack of a systemstack call that is over: its caller's frame, and below it the call's slot. */
+struct switch_frame {
+	uint8_t code[32];	/* the caller's CALL rel32 at 8, returning to 13; the switching function at 24 */
+	uint64_t *stack;	/* 512 words; the caller's frame pointer at word 400 */
+	uint64_t bp, slot;
+};
+
+/* The code: the caller calls the switching function directly; the caller's frame is 64 bytes. */
+static void switch_code_init(struct switch_frame *sf, struct rules_env *env)
+{
+	memset(sf->code, 0xcc, sizeof(sf->code));
+	*env = (struct rules_env){ .caller_pc = addr(sf->code) + 13, .switch_entry = addr(sf->code) + 24, .frame = 64 };
+	int32_t rel = 24 - 13;
+	sf->code[8] = 0xe8;
+	memcpy(sf->code + 9, &rel, sizeof(rel));
+}
+
+static void switch_frame_init(struct switch_frame *sf, uint64_t *stack, struct rules_env *env)
+{
+	switch_code_init(sf, env);
+	sf->stack = stack;
+	for (size_t i = 0; i < 512; i++)
+		stack[i] = 0x7700000000000000ull + i;
+	sf->bp = addr(&stack[400]);
+	sf->slot = sf->bp - 56;		/* the caller's SP is bp - 48 with a 64-byte frame */
+	stack[(sf->slot - addr(stack)) / 8] = env->caller_pc;
+	stack[(sf->slot - addr(stack)) / 8 - 8] = env->caller_pc;	/* an older call from deeper down */
+}
+
+static void test_switch_caller_found(void **state)
+{
+	(void)state;
+	struct gostack *gs = gostack_new(8192);
+	uint64_t *stack = calloc(512, 8);
+	struct switch_frame sf;
+	struct rules_env env;
+	struct gostack_caller c;
+	const struct gostack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env };
+	switch_frame_init(&sf, stack, &env);
+	assert_int_equal(gostack_find_switch_caller(gs, getpid(), sf.bp, &rules, &c), 0);
+	assert_int_equal(c.pc, env.caller_pc);
+	assert_int_equal(c.sp, sf.slot + 8);
+	assert_int_equal(c.callee, env.switch_entry);
+
+	/* The slot now holds the return of a call elsewhere (the caller went on): refused. */
+	env.switch_entry += 1;
+	assert_int_equal(gostack_find_switch_caller(gs, getpid(), sf.bp, &rules, &c), -ESRCH);
+	switch_frame_init(&sf, stack, &env);
+	stack[(sf.slot - addr(stack)) / 8] = 0x7700000000000000ull;
+	assert_int_equal(gostack_find_switch_caller(gs, getpid(), sf.bp, &rules, &c), -ESRCH);
+	/* Another frame pointer than the sample's: nothing fits. */
+	switch_frame_init(&sf, stack, &env);
+	assert_int_equal(gostack_find_switch_caller(gs, getpid(), sf.bp + 16, &rules, &c), -ESRCH);
+	struct gostack_stats st;
+	gostack_get_stats(gs, &st);
+	assert_int_equal(st.switch_callers, 1);
+	gostack_free(gs);
+	free(stack);
+}
+
+/* The words below the frame pointer are read with bounds: a stack near an unmapped page, memory that is gone. */
+static void test_switch_caller_bounded(void **state)
+{
+	(void)state;
+	struct gostack *gs = gostack_new(8192);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	uint8_t *mem = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(mem != MAP_FAILED);
+	assert_int_equal(munmap(mem, page), 0);	/* nothing mapped below mem + page */
+	struct switch_frame sf;
+	struct rules_env env;
+	struct gostack_caller c;
+	const struct gostack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env };
+	switch_code_init(&sf, &env);
+	/* The frame pointer 1 KiB into the mapping: the 4 KiB window is not readable, the smaller one is. */
+	uint64_t *frame = (uint64_t *)(mem + page), bp = addr(mem + page + 1024);
+	for (size_t i = 0; i < 256; i++)
+		frame[i] = 0x7700000000000000ull + i;
+	assert_int_equal(gostack_find_switch_caller(gs, getpid(), bp, &rules, &c), -ESRCH);
+	frame[(1024 - 56) / 8] = env.caller_pc;
+	assert_int_equal(gostack_find_switch_caller(gs, getpid(), bp, &rules, &c), 0);
+	assert_int_equal(c.sp, bp - 48);
+	/* All of it gone. */
+	assert_int_equal(munmap(mem + page, 2 * page), 0);
+	assert_int_equal(gostack_find_switch_caller(gs, getpid(), bp, &rules, &c), -EIO);
+	assert_int_equal(gostack_find_switch_caller(gs, getpid(), 0x1000, &rules, &c), -ESRCH);
+	gostack_free(gs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -320,6 +473,9 @@ int main(void)
 		cmocka_unit_test(test_bad_structures),
 		cmocka_unit_test(test_follows_finished_growth),
 		cmocka_unit_test(test_refuses_unproven_growth),
+		cmocka_unit_test(test_grower_from_sample),
+		cmocka_unit_test(test_switch_caller_found),
+		cmocka_unit_test(test_switch_caller_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

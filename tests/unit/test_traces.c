@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 

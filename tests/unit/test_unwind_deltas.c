@@ -633,6 +633,7 @@ static const char fixture_asm[] =
 	"sp_body:\n"
 	"	.cfi_def_cfa_offset 48\n"
 	"	call leaf\n"
+	"sp_ret:\n"
 	"	add $32, %rsp\n"
 	"	.cfi_def_cfa_offset 16\n"
 	"	pop %rbx\n"
@@ -644,6 +645,7 @@ static const char fixture_asm[] =
 	"fp_func:\n"
 	"	.cfi_startproc\n"
 	"	push %rbp\n"
+	"fp_pushed:\n"
 	"	.cfi_def_cfa_offset 16\n"
 	"	.cfi_offset %rbp, -16\n"
 	"	mov %rsp, %rbp\n"
@@ -970,6 +972,133 @@ static void test_synth_fallback(void **state)
 	unwind_deltas_free(u);
 }
 
+/* ---- the sample's frame-pointer chain -------------------------------------------------------------------- */
+
+/* A sample whose copy holds only its first bytes, with the kernel's frame-pointer chain. */
+static void chain_sample(struct synth *sy, size_t copied, const uint64_t *chain, size_t n)
+{
+	sy->s.stack_size = copied;
+	sy->s.fp_chain = chain;
+	sy->s.fp_chain_len = n;
+}
+
+/*
+ * fp_func (an rbp frame) sampled at fp_ret, its frame pointer past a 64-byte copy: the walk cannot load its
+ * return address, the chain (what the kernel read above each saved frame pointer) says the callers were fp_func
+ * again and stop_func. The leaf owns its frame pointer, so chain entry i is frame i.
+ */
+static void test_chain_after_copy(void **state)
+{
+	struct synth *sy = *state;
+	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_frame fr[8];
+	enum unwind_status st;
+	uint64_t chain[] = { fsym(sy, "fp_ret"), fsym(sy, "fp_ret"), fsym(sy, "stop_ret") };
+	sy->s.regs[UNWIND_REG_IP] = fsym(sy, "fp_ret");
+	sy->s.regs[UNWIND_REG_BP] = FAKE_SP + 128;
+	chain_sample(sy, 64, NULL, 0);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 1);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+
+	chain_sample(sy, 64, chain, 3);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 3);
+	assert_int_equal(st, UNWIND_COMPLETE);
+	assert_int_equal(fr[1].ip, fsym(sy, "fp_ret"));
+	assert_int_equal(fr[2].ip, fsym(sy, "stop_ret"));
+	assert_int_equal(fr[1].flags | fr[2].flags, 0);
+
+	/* At most max frames. */
+	assert_int_equal(synth_unwind(sy, u, fr, 2, &st), 2);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+
+	/* The copy alone finishes the walk: the chain is not used. */
+	put(sy, 128, FAKE_SP + 256);
+	put(sy, 136, fsym(sy, "stop_ret"));
+	chain_sample(sy, sizeof(sy->stack), chain, 3);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 2);
+	assert_int_equal(st, UNWIND_COMPLETE);
+	struct unwind_deltas_stats stats;
+	unwind_deltas_get_stats(u, &stats);
+	assert_int_equal(stats.fp_chain_walks, 2);
+	unwind_deltas_free(u);
+}
+
+/* A frameless leaf (sp_func): FP is still its caller's, so the caller is not in the chain, its caller's caller is. */
+static void test_chain_frameless_leaf(void **state)
+{
+	struct synth *sy = *state;
+	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_frame fr[8];
+	enum unwind_status st;
+	uint64_t chain[] = { fsym(sy, "sp_body"), fsym(sy, "stop_ret") };
+	sy->s.regs[UNWIND_REG_IP] = fsym(sy, "sp_body");
+	sy->s.regs[UNWIND_REG_BP] = FAKE_SP + 128;	/* fp_func's frame, past the copy */
+	put(sy, 40, fsym(sy, "fp_ret"));		/* sp_func's return address, in the copy */
+	chain_sample(sy, 64, chain, 2);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 3);
+	assert_int_equal(st, UNWIND_COMPLETE);
+	assert_int_equal(fr[1].ip, fsym(sy, "fp_ret"));
+	assert_int_equal(fr[2].ip, fsym(sy, "stop_ret"));
+
+	/* Nothing copied at all: the leaf owns no frame pointer, so nothing says where its caller is. */
+	chain_sample(sy, 0, chain, 2);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 1);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	unwind_deltas_free(u);
+}
+
+/* Chains that do not fit the walk are not used; a chain entry whose frame keeps no frame pointer ends it. */
+static void test_chain_refused(void **state)
+{
+	struct synth *sy = *state;
+	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_frame fr[8];
+	enum unwind_status st;
+	/* Two fp_func frames: the first in the copy, the second's frame pointer past it. */
+	sy->s.regs[UNWIND_REG_IP] = fsym(sy, "fp_ret");
+	sy->s.regs[UNWIND_REG_BP] = FAKE_SP + 16;
+	put(sy, 16, FAKE_SP + 128);
+	put(sy, 24, fsym(sy, "fp_ret"));
+	uint64_t other_ip[] = { fsym(sy, "sp_body"), fsym(sy, "fp_ret"), fsym(sy, "stop_ret") };
+	chain_sample(sy, 64, other_ip, 3);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 2);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	uint64_t disagrees[] = { fsym(sy, "fp_ret"), fsym(sy, "sp_ret"), fsym(sy, "stop_ret") };
+	chain_sample(sy, 64, disagrees, 3);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 2);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	uint64_t agrees[] = { fsym(sy, "fp_ret"), fsym(sy, "fp_ret"), fsym(sy, "stop_ret") };
+	chain_sample(sy, 64, agrees, 3);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 3);
+	assert_int_equal(st, UNWIND_COMPLETE);
+
+	/* sp_func keeps no frame pointer: the kernel's next entry would skip its caller. */
+	uint64_t frameless[] = { fsym(sy, "fp_ret"), fsym(sy, "fp_ret"), fsym(sy, "sp_ret"), fsym(sy, "stop_ret") };
+	chain_sample(sy, 64, frameless, 4);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 3);
+	assert_int_equal(fr[2].ip, fsym(sy, "sp_ret"));
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	/* An entry in no module, or a zero, ends it before. */
+	uint64_t nowhere[] = { fsym(sy, "fp_ret"), fsym(sy, "fp_ret"), 0x1234, fsym(sy, "stop_ret") };
+	chain_sample(sy, 64, nowhere, 4);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 2);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+
+	/* fp_func sampled between "push %rbp" and "mov %rsp, %rbp", nothing copied: its rule saved rbp at CFA - 16,
+	 * but rbp is a frame pointer only if it is that address (the kernel walked from rbp, whatever it held). */
+	sy->s.regs[UNWIND_REG_IP] = fsym(sy, "fp_pushed");
+	sy->s.regs[UNWIND_REG_BP] = FAKE_SP + 128;
+	uint64_t from_leaf[] = { fsym(sy, "fp_pushed"), fsym(sy, "stop_ret") };
+	chain_sample(sy, 0, from_leaf, 2);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 1);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	sy->s.regs[UNWIND_REG_BP] = FAKE_SP;
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 2);
+	assert_int_equal(fr[1].ip, fsym(sy, "stop_ret"));
+	assert_int_equal(st, UNWIND_COMPLETE);
+	unwind_deltas_free(u);
+}
+
 int main(void)
 {
 	const struct CMUnitTest real[] = {
@@ -989,6 +1118,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_synth_drap, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_synth_signal, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_synth_fallback, synth_setup, synth_teardown),
+		cmocka_unit_test_setup_teardown(test_chain_after_copy, synth_setup, synth_teardown),
+		cmocka_unit_test_setup_teardown(test_chain_frameless_leaf, synth_setup, synth_teardown),
+		cmocka_unit_test_setup_teardown(test_chain_refused, synth_setup, synth_teardown),
 	};
 	int failed = cmocka_run_group_tests_name("real samples", real, group_setup, group_teardown);
 	return failed + cmocka_run_group_tests_name("synthetic samples", synthetic, NULL, NULL);
