@@ -73,8 +73,17 @@ static void test_fuzz_profile(void **state)
 
 static void test_fuzz_replay(void **state)
 {
-	(void)state;
-	run_target("fuzz_replay", 60, "tests/data/vdso_clock.replay");
+	struct fuzz_state *f = *state;
+	char fixture[512], inputs[700];
+	snprintf(inputs, sizeof(inputs), "tests/data/vdso_clock.replay");
+	/* A fresh one too: its samples carry the kernel's frame-pointer chain. */
+	if (test_perf_available()) {
+		assert_int_equal(test_run("\"$HOSTPROF\" record -q -F 99 --save-samples %s/seed.replay -o %s/seed.msgpack "
+					  "-- %s 0.3 >/dev/null", f->dir, f->dir,
+					  test_fixture_path("vdso_clock", fixture, sizeof(fixture))), 0);
+		snprintf(inputs, sizeof(inputs), "tests/data/vdso_clock.replay '%s/seed.replay'", f->dir);
+	}
+	run_target("fuzz_replay", 60, inputs);
 }
 
 /* Append n 64-bit words. */

@@ -554,6 +554,7 @@ static void test_garbage_never_crashes(void **state)
 	uint32_t seed = 0xdecafbad;
 	uint64_t sp = env->cap.sample.regs[UNWIND_REG_SP];
 	uint64_t code = env->cap.sample.regs[UNWIND_REG_IP];
+	uint64_t chain[300];	/* a frame-pointer chain of return-address-like garbage, longer than any walk */
 	for (int round = 0; round < 2000; round++) {
 		uint64_t *words = (uint64_t *)c->stack;
 		for (size_t i = 0; i < STACK_COPY / 8; i++) {
@@ -565,6 +566,11 @@ static void test_garbage_never_crashes(void **state)
 		c->sample.stack_size = round % 7 == 0 ? next_rand(&seed) % 64 : STACK_COPY;
 		c->sample.regs[UNWIND_REG_IP] = code + next_rand(&seed) % 65536 - 32768;
 		c->sample.regs[UNWIND_REG_BP] = sp + next_rand(&seed) % (2 * STACK_COPY);
+		chain[0] = round % 2 ? c->sample.regs[UNWIND_REG_IP] : next_rand(&seed);
+		for (size_t i = 1; i < sizeof(chain) / sizeof(chain[0]); i++)
+			chain[i] = code + next_rand(&seed) % 65536 - 32768;
+		c->sample.fp_chain = round % 3 ? chain : NULL;
+		c->sample.fp_chain_len = next_rand(&seed) % (sizeof(chain) / sizeof(chain[0]) + 1);
 		struct unwind_frame fr[UNWIND_MAX_FRAMES];
 		enum unwind_status st;
 		int n = unwind_deltas_unwind(env->u, &env->proc, &c->sample, fr, UNWIND_MAX_FRAMES, &st);
