@@ -127,8 +127,8 @@ static int parse_uint(const char *arg, const char *what, unsigned long max, unsi
 	return 0;
 }
 
-enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES, OPT_NO_APM, OPT_APM_DELAY, OPT_HOST_ID, OPT_APM_STALENESS,
-       OPT_NO_GO_STACKS, OPT_MAX_STACK, OPT_NO_FP_CHAIN };
+enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES, OPT_NO_APM, OPT_APM_DELAY, OPT_HOST_ID,
+       OPT_APM_STALENESS, OPT_NO_GO_STACKS, OPT_MAX_STACK, OPT_NO_FP_CHAIN };
 
 static int parse_option(int c, struct record_options *o)
 {

@@ -7,6 +7,8 @@
  *   .gopclntab must be enough without a symbol table.
  * - tests/fixtures/go/cgo: Go calling a C function through cgo, whose samples must unwind from C through
  *   runtime.asmcgocall (which runs on the g0 stack) back into the calling goroutine.
+ * - tests/fixtures/go/grow: short-lived goroutines growing their stacks, whose growth samples (on g0) must land
+ *   under their real callers only.
  * - esbuild from the npm registry, three releases built by Go 1.16, 1.19 and a current Go, because pclntab's
  *   layout changes between Go versions; bundling a generated JS project exercises many goroutines.
  *
@@ -205,6 +207,111 @@ static void test_go_cgo_no_go_stacks(void **state)
 	run_cgo(state, 0);
 }
 
+static int stack_has_error(const struct profile *p, uint32_t stack)
+{
+	const struct profile_stack *st = &p->stacks.items[stack];
+	for (uint32_t k = 0; k < st->nlocations; k++) {
+		if (p->locations.items[st->locations[k]].frame_kind & PROFILE_FRAME_ERROR)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Whether a complete stack of the grow fixture has the only shape its code allows, root first: runtime.goexit,
+ * the go statement's wrapper (main.main.func1, Go >= 1.17), main.worker, then main.ping, main.pong, main.ping, ...
+ * at most depth + 1 of them, strictly alternating (a frame lost or made up would break that), then no code of
+ * main's (the runtime — the stack growth: morestack, newstack, copystack, ... — and the kernel).
+ */
+static int grow_stack_is_right(const char **names, size_t n)
+{
+	static const char *const recursion[2] = { "main.ping", "main.pong" };
+	size_t i = 0, recursed = 0;
+	if (n == 0 || strcmp(names[i++], "runtime.goexit") != 0)
+		return 0;
+	if (i < n && strcmp(names[i], "main.main.func1") == 0)
+		i++;
+	if (i >= n || strcmp(names[i++], "main.worker") != 0)
+		return 0;
+	for (; i < n && strcmp(names[i], recursion[recursed % 2]) == 0; i++)
+		recursed++;
+	for (; i < n; i++)
+		if (strncmp(names[i], "main.", 5) == 0)
+			return 0;
+	return recursed <= 101;
+}
+
+struct grow_counts {
+	uint64_t total, growth, growth_complete, worker_complete, wrong;
+};
+
+static struct grow_counts count_grow(const struct profile *p)
+{
+	const char *names[MAX_FRAMES];
+	struct grow_counts g = { 0 };
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_sample *s = &p->samples.items[i];
+		size_t n = test_stack_functions(p, s->stack, names, MAX_FRAMES);
+		int growth = 0, worker = 0;
+		for (size_t j = 0; j < n; j++) {
+			growth |= strcmp(names[j], "runtime.newstack") == 0;
+			worker |= strcmp(names[j], "main.worker") == 0;
+		}
+		g.total += s->count;
+		g.growth += growth ? s->count : 0;
+		if (!worker || stack_has_error(p, s->stack))
+			continue;
+		g.worker_complete += s->count;
+		g.growth_complete += growth ? s->count : 0;
+		if (!grow_stack_is_right(names, n)) {
+			g.wrong += s->count;
+			fprintf(stderr, "wrong stack (%u samples):", (unsigned)s->count);
+			for (size_t j = 0; j < n; j++)
+				fprintf(stderr, " %s", names[j]);
+			fprintf(stderr, "\n");
+		}
+	}
+	return g;
+}
+
+/*
+ * Stack growth in short-lived goroutines (tests/fixtures/go/grow): most samples sit in runtime.newstack /
+ * copystack on g0, many taken from goroutines that have moved on or exited before the sample is handled. Each
+ * must be put under its real callers (main.worker -> main.ping -> main.pong ...), whichever way they were found:
+ * read live, rebuilt from the old stack, or joined to the kernel's frame-pointer chain from the sample's g0
+ * frames (Go 1.19 here: its morestack leaves the frame pointer). With --no-fp-chain about half the growth
+ * samples stay at runtime.morestack (measured 49-50 %); with the chain nearly all reach main.worker (99.7 %).
+ */
+static void test_go_growth(void **state)
+{
+	struct test_workdir *f = *state;
+	struct grow_counts g[2];
+	if (!test_perf_available() || !test_go_available())
+		skip();
+	test_go_build(f->dir, "grow", "grow", 0, "");
+	for (int chain = 1; chain >= 0; chain--) {
+		assert_int_equal(test_run("\"$HOSTPROF\" record %s -o %s -- %s/grow 2 >/dev/null 2>%s/record.err",
+					  chain ? "" : "--no-fp-chain", f->out, f->dir, f->dir), 0);
+		struct profile *p = test_read_profile(f->out);
+		g[chain] = count_grow(p);
+		profile_free(p);
+		fprintf(stderr, "go grow%s: %llu samples, %.1f%% in stack growth, %.1f%% of those complete to main.worker; "
+			"%llu samples with a wrong stack\n", chain ? "" : " --no-fp-chain", (unsigned long long)g[chain].total,
+			test_share(g[chain].growth, g[chain].total), test_share(g[chain].growth_complete, g[chain].growth),
+			(unsigned long long)g[chain].wrong);
+		assert_true(g[chain].total >= 1000);
+		assert_true(test_share(g[chain].growth, g[chain].total) >= 20.0);
+		assert_int_equal(g[chain].wrong, 0);
+		if (chain)
+			assert_int_equal(test_run("grep -E 'fp chain: .*; [1-9][0-9]* of [0-9]+ g0 switches joined it' "
+						  "%s/record.err >&2", f->dir), 0);
+	}
+	if (test_share(g[1].growth_complete, g[1].growth) < 90.0)
+		fail_msg("go grow: only %.1f%% of stack-growth samples complete to main.worker, want >= 90%%",
+			 test_share(g[1].growth_complete, g[1].growth));
+	assert_true(g[1].growth_complete * g[0].growth > g[0].growth_complete * g[1].growth);
+}
+
 /* One ES module: a class, functions, template strings and imports of earlier modules. */
 static void write_js_module(FILE *fp, int i)
 {
@@ -322,16 +429,6 @@ struct comm_counts {
 	uint64_t at_morestack;	/* rooted at runtime.morestack: on g0, the goroutine's stack not followed */
 	uint64_t followed;	/* complete, taken on g0 and followed onto the goroutine's stack */
 };
-
-static int stack_has_error(const struct profile *p, uint32_t stack)
-{
-	const struct profile_stack *st = &p->stacks.items[stack];
-	for (uint32_t k = 0; k < st->nlocations; k++) {
-		if (p->locations.items[st->locations[k]].frame_kind & PROFILE_FRAME_ERROR)
-			return 1;
-	}
-	return 0;
-}
 
 static int names_reach_root(const char **names, size_t n)
 {
@@ -504,6 +601,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_go_hot_stripped, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_go_cgo, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_go_cgo_no_go_stacks, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_go_growth, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_esbuild_go116, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_esbuild_go119, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_esbuild_latest, test_workdir_setup, test_workdir_teardown),

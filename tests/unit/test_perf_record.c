@@ -56,11 +56,13 @@ static void build_sample(struct builder *b, uint64_t stack_size, uint64_t dyn_si
 	put(b, 123456789);		/* time */
 	put_pair(b, 1, 0);		/* cpu, res */
 	put(b, 1001000);		/* period */
-	put(b, 4);			/* callchain nr */
+	put(b, 6);			/* callchain nr */
 	put(b, (uint64_t)PERF_CONTEXT_KERNEL);
 	put(b, 0xffffffff81000010ULL);
 	put(b, 0xffffffff81000020ULL);
 	put(b, (uint64_t)PERF_CONTEXT_USER);
+	put(b, 0x401000);		/* the user frame-pointer chain: the IP, a return address */
+	put(b, 0x402345);
 	put(b, PERF_SAMPLE_REGS_ABI_64);
 	for (int bit = 0; bit < 64; bit++) {
 		if (layout.regs_mask & (1ULL << bit))
@@ -102,6 +104,19 @@ static void test_sample_fields(void **state)
 	assert_int_equal(nk, 2);
 	assert_int_equal(k[0], 0xffffffff81000010ULL);
 	assert_int_equal(k[1], 0xffffffff81000020ULL);
+	const uint64_t *u;
+	size_t nu;
+	perf_callchain_user(&s, &u, &nu);
+	assert_int_equal(nu, 2);
+	assert_int_equal(u[0], 0x401000);
+	assert_int_equal(u[1], 0x402345);
+	/* Without a user context, no user part. */
+	s.callchain_nr = 3;
+	perf_callchain_user(&s, &u, &nu);
+	assert_int_equal(nu, 0);
+	assert_null(u);
+	perf_callchain_kernel(&s, &k, &nk);
+	assert_int_equal(nk, 2);
 }
 
 static void test_sample_empty_stack_and_truncation(void **state)

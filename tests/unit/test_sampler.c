@@ -22,6 +22,7 @@ struct seen {
 	const struct perf_layout *layout;
 	pid_t tid;
 	unsigned samples, with_stack, mmaps, bad;
+	unsigned with_chain, chain_at_ip;	/* samples with a user frame-pointer chain; whose first entry is the IP */
 	int saw_marker_mmap;
 };
 
@@ -39,6 +40,11 @@ static int on_record(void *ctx, const struct perf_event_header *h)
 		s->samples++;
 		if (ps.regs_abi && ps.stack_size > 0 && ps.regs[UNWIND_REG_SP] && ps.regs[UNWIND_REG_IP])
 			s->with_stack++;
+		const uint64_t *chain;
+		size_t n;
+		perf_callchain_user(&ps, &chain, &n);
+		s->with_chain += n > 0;
+		s->chain_at_ip += n > 0 && chain[0] == ps.regs[UNWIND_REG_IP];
 	} else if (h->type == PERF_RECORD_MMAP2) {
 		struct perf_mmap2 m;
 		if (perf_decode_mmap2(h, &m) == 0) {
@@ -62,10 +68,9 @@ static void burn_cpu(double seconds)
 	} while ((double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9 < seconds);
 }
 
-static struct sampler *open_self(const char *event, int *err)
+static struct sampler *open_self_with(const struct sampler_options *o, int *err)
 {
-	struct sampler_options o = { .event = event, .freq_hz = 1000, .stack_size = 8192, .kernel = 1 };
-	struct sampler *s = sampler_new(&o, err);
+	struct sampler *s = sampler_new(o, err);
 	if (!s)
 		return NULL;
 	*err = sampler_open_task(s, (pid_t)syscall(SYS_gettid), 1, 0);
@@ -75,6 +80,48 @@ static struct sampler *open_self(const char *event, int *err)
 		return NULL;
 	}
 	return s;
+}
+
+static struct sampler *open_self(const char *event, int *err)
+{
+	struct sampler_options o = { .event = event, .freq_hz = 1000, .stack_size = 8192, .kernel = 1 };
+	return open_self_with(&o, err);
+}
+
+/* Samples of this thread burning CPU for 0.2 s under options o; NULL (skip) where the kernel refuses. */
+static int sample_self(const struct sampler_options *o, struct seen *seen)
+{
+	int err;
+	struct sampler *s = open_self_with(o, &err);
+	if (!s)
+		return -1;
+	*seen = (struct seen){ .layout = sampler_layout(s), .tid = (pid_t)syscall(SYS_gettid) };
+	assert_int_equal(sampler_enable(s), 0);
+	burn_cpu(0.2);
+	assert_int_equal(sampler_disable(s), 0);
+	while (sampler_read(s, 10, on_record, seen) > 0)
+		;
+	sampler_free(s);
+	return 0;
+}
+
+/* fp_chain: every sample carries the kernel's user frame-pointer chain, from the sampled IP on; else none. */
+static void test_fp_chain(void **state)
+{
+	(void)state;
+	struct seen with, without;
+	struct sampler_options o = { .event = "cpu-clock", .freq_hz = 1000, .stack_size = 8192, .fp_chain = 1 };
+	if (sample_self(&o, &with) < 0)
+		skip();
+	o.fp_chain = 0;
+	assert_int_equal(sample_self(&o, &without), 0);
+	fprintf(stderr, "fp chain: %u of %u samples with one (%u starting at the IP); without: %u of %u\n",
+		with.with_chain, with.samples, with.chain_at_ip, without.with_chain, without.samples);
+	assert_true(with.samples >= 100 && without.samples >= 100);
+	assert_int_equal(with.bad + without.bad, 0);
+	assert_int_equal(with.with_chain, with.samples);
+	assert_int_equal(with.chain_at_ip, with.samples);
+	assert_int_equal(without.with_chain, 0);
 }
 
 static void test_samples_and_mmap_records(void **state)
@@ -145,6 +192,7 @@ static void test_bad_options(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fp_chain),
 		cmocka_unit_test(test_samples_and_mmap_records),
 		cmocka_unit_test(test_hardware_event_falls_back),
 		cmocka_unit_test(test_bad_options),
