@@ -519,16 +519,14 @@ static void print_stack_extensions(struct record_run *r)
 		(unsigned long long)x.stale, (unsigned long long)x.unreadable, (unsigned long long)x.beyond_limit);
 }
 
-static void print_fp_chain(struct record_run *r)
+static void print_fp_chain(const struct unwind_deltas_stats *us)
 {
-	struct unwind_deltas_stats us;
-	session_unwind_stats(r->session, &us);
-	uint64_t joins = us.fp_chain_joins + us.fp_chain_join_failures;
-	if (!us.fp_chain_walks && !joins)
+	uint64_t joins = us->fp_chain_joins + us->fp_chain_join_failures;
+	if (!us->fp_chain_walks && !joins)
 		return;
 	fprintf(stderr, "hostprof: fp chain: %llu walks the stack copy could not finish went on with the kernel's "
 			"frame-pointer chain; %llu of %llu g0 switches joined it\n",
-		(unsigned long long)us.fp_chain_walks, (unsigned long long)us.fp_chain_joins,
+		(unsigned long long)us->fp_chain_walks, (unsigned long long)us->fp_chain_joins,
 		(unsigned long long)joins);
 }
 
@@ -556,9 +554,9 @@ static void print_summary(struct record_run *r)
 	print_correlation(r);
 	print_go_stacks(r);
 	print_stack_extensions(r);
-	print_fp_chain(r);
 	struct unwind_deltas_stats us;
 	session_unwind_stats(r->session, &us);
+	print_fp_chain(&us);
 	if (tables)
 		fprintf(stderr, "hostprof: %u stack-delta tables, %llu rows, %.1f bytes/row, built in %.1f ms; "
 				"%llu frames stepped by libunwind\n",

@@ -362,10 +362,25 @@ static int read_grown(struct gostack *gs, pid_t pid, uint64_t switch_bp, const s
 	return rc;
 }
 
+/* newstack's copy of m.morebuf in a g0 copy: {sp, pc, g}, the caller's SP at most 1 MiB below its frame pointer. */
+struct morebuf {
+	uint64_t sp, pc, g;
+};
+
+/* The words at off in g0, when they have the shape of a morebuf under switch_bp. */
+static bool morebuf_at(const struct gostack_g0 *g0, size_t off, uint64_t switch_bp, struct morebuf *mb)
+{
+	mb->sp = word_at(g0->bytes, (uint32_t)off);
+	mb->pc = word_at(g0->bytes, (uint32_t)off + 8);
+	mb->g = word_at(g0->bytes, (uint32_t)off + 16);
+	return plausible_pointer(mb->sp) && mb->sp <= switch_bp && switch_bp - mb->sp <= MOREBUF_MAX_FRAME &&
+	       mb->pc >= GO_MIN_ADDR && plausible_pointer(mb->g);
+}
+
 /*
  * Without a g register (Go < 1.17), the goroutine of a stack growth: morebuf.g in newstack's frame, nearest the
- * top of the g0 copy (newstack's frame is the outermost there). {sp, pc, g} with sp a little below switch_bp;
- * read_switched checks g as thoroughly as one from the g register.
+ * top of the g0 copy (newstack's frame is the outermost there). read_switched checks g as thoroughly as one from
+ * the g register.
  */
 static int read_switched_via_morebuf(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct gostack_g0 *g0,
 				     struct gostack_context *out)
@@ -374,13 +389,11 @@ static int read_switched_via_morebuf(struct gostack *gs, pid_t pid, uint64_t swi
 	if (!switch_bp || g0->size < 24)
 		return -ESRCH;
 	for (size_t off = (g0->size - 24) & ~(size_t)7; checked < GROWTH_MAX_CANDIDATES; off -= 8) {
-		uint64_t sp = word_at(g0->bytes, (uint32_t)off), pc = word_at(g0->bytes, (uint32_t)off + 8);
-		uint64_t g = word_at(g0->bytes, (uint32_t)off + 16);
-		if (plausible_pointer(sp) && sp <= switch_bp && switch_bp - sp <= MOREBUF_MAX_FRAME && pc >= GO_MIN_ADDR &&
-		    plausible_pointer(g)) {
+		struct morebuf mb;
+		if (morebuf_at(g0, off, switch_bp, &mb)) {
 			checked++;
 			/* A candidate that is no g (unreadable, or not its m's) is not the one; a g found stale is. */
-			int got = read_switched(gs, pid, g, switch_bp, out);
+			int got = read_switched(gs, pid, mb.g, switch_bp, out);
 			if (got == 0 || got == -ESTALE)
 				return got;
 		}
@@ -416,18 +429,16 @@ int gostack_find_grower(struct gostack *gs, pid_t pid, uint64_t switch_bp, const
 	if (!switch_bp || !g0 || g0->size < 24)
 		return -ESRCH;
 	for (size_t off = 0; off + 24 <= g0->size && checked < GROWER_MAX_CANDIDATES; off += 8) {
-		uint64_t sp = word_at(g0->bytes, (uint32_t)off), pc = word_at(g0->bytes, (uint32_t)off + 8);
-		uint64_t g = word_at(g0->bytes, (uint32_t)off + 16);
-		if (!plausible_pointer(sp) || sp > switch_bp || switch_bp - sp > MOREBUF_MAX_FRAME || pc < GO_MIN_ADDR ||
-		    !plausible_pointer(g))
+		struct morebuf mb;
+		if (!morebuf_at(g0, off, switch_bp, &mb))
 			continue;
 		checked++;
-		if (!rules->caller_keeps_fp(rules->ctx, sp, pc, switch_bp))
+		if (!rules->caller_keeps_fp(rules->ctx, mb.sp, mb.pc, switch_bp))
 			continue;
-		rc = grower_entry(pid, pc, &out->callee);
+		rc = grower_entry(pid, mb.pc, &out->callee);
 		if (rc == 0) {
-			out->pc = pc;
-			out->sp = sp;
+			out->pc = mb.pc;
+			out->sp = mb.sp;
 			gs->stats.growers++;
 			return 0;
 		}

@@ -22,6 +22,9 @@ struct procmgr {
 	struct process *buckets[PROCMGR_BUCKETS];
 	unsigned count, seen;
 	unsigned limit;		/* 0: none */
+	/* Files of mappings a re-read of /proc/PID/maps replaced, released by procmgr_release_deferred(). */
+	struct execinfo **deferred;
+	size_t ndeferred, deferred_cap;
 };
 
 struct procmgr *procmgr_new(struct execinfo_mgr *execinfo)
@@ -55,10 +58,43 @@ static void process_free(struct procmgr *pm, struct process *p)
 	free(p);
 }
 
+void procmgr_release_deferred(struct procmgr *pm)
+{
+	for (size_t i = 0; i < pm->ndeferred; i++)
+		execinfo_release(pm->execinfo, pm->deferred[i]);
+	pm->ndeferred = 0;
+}
+
+/*
+ * Clear p's mappings, keeping their files referenced until procmgr_release_deferred(). -ENOMEM, with nothing
+ * cleared, when there is no room to keep them.
+ */
+static int process_clear_maps_deferred(struct procmgr *pm, struct process *p)
+{
+	if (pm->ndeferred + p->nmaps > pm->deferred_cap) {
+		size_t cap = (pm->ndeferred + p->nmaps) * 2;
+		struct execinfo **d = realloc(pm->deferred, cap * sizeof(*d));
+		if (!d)
+			return -ENOMEM;
+		pm->deferred = d;
+		pm->deferred_cap = cap;
+	}
+	for (unsigned i = 0; i < p->nmaps; i++) {
+		if (p->maps[i].exe)
+			pm->deferred[pm->ndeferred++] = p->maps[i].exe;
+		p->maps[i].exe = NULL;
+		mapping_clear(pm, &p->maps[i]);
+	}
+	p->nmaps = 0;
+	return 0;
+}
+
 void procmgr_free(struct procmgr *pm)
 {
 	if (!pm)
 		return;
+	procmgr_release_deferred(pm);
+	free(pm->deferred);
 	for (unsigned b = 0; b < PROCMGR_BUCKETS; b++) {
 		struct process *p = pm->buckets[b];
 		while (p) {
@@ -221,7 +257,11 @@ static int seed_from_proc(struct procmgr *pm, struct process *p)
 	FILE *f = fopen(fname, "re");
 	if (!f)
 		return -errno;
-	process_clear_maps(pm, p);
+	/* A walk may be using the files of the mappings being replaced: they stay open until it is over. */
+	if (process_clear_maps_deferred(pm, p) < 0) {
+		fclose(f);
+		return -ENOMEM;
+	}
 	while (fgets(line, sizeof(line), f)) {
 		struct mapping m;
 		int exec;

@@ -77,9 +77,13 @@ void procmgr_reap(struct procmgr *pm);
 
 /*
  * The mapping containing addr; on a miss, /proc/PID/maps is re-read (rate limited) and the lookup retried.
- * now_ns is a monotonic clock for the rate limit. NULL if none.
+ * now_ns is a monotonic clock for the rate limit. NULL if none. A re-read replaces the process's mappings but
+ * keeps the files the old ones held (their executable-info: ELF images, delta tables) until
+ * procmgr_release_deferred(): an unwinder in the middle of a walk may still be reading them.
  */
 struct mapping *procmgr_find_mapping(struct procmgr *pm, struct process *p, uint64_t addr, uint64_t now_ns);
+/* Release the files that re-reads of /proc/PID/maps replaced: call when no walk is in progress (after a sample). */
+void procmgr_release_deferred(struct procmgr *pm);
 /* The mapping containing addr as known now, without re-reading /proc/PID/maps on a miss: for addresses that are
  * only guesses (candidates a caller is checking), where a miss is no sign the mappings changed. */
 struct mapping *procmgr_lookup_mapping(struct process *p, uint64_t addr);

@@ -150,8 +150,9 @@ static bool rule_at(const struct unwind_process *proc, uint64_t addr, struct sta
 static bool caller_keeps_fp(void *ctx, uint64_t sp, uint64_t pc, uint64_t bp)
 {
 	struct stack_delta_rule rule;
-	return rule_at(ctx, pc - 1, &rule) && rule.kind == STACK_DELTA_CFA_SP && (rule.aux & STACK_DELTA_GO_FP_FRAME) &&
-	       rule.fp == STACK_DELTA_FP_AT_CFA && rule.fp_off == -16 && sp + (uint64_t)(int64_t)rule.cfa_off - 16 == bp;
+	uint64_t fp;
+	return rule_at(ctx, pc - 1, &rule) && (rule.aux & STACK_DELTA_GO_FP_FRAME) &&
+	       stack_delta_rule_frame_pointer(&rule, sp, &fp) && fp == bp;
 }
 
 /* gostack_rules: addr is the entry of systemstack or asmcgocall (their rows carry the switch flag). */
@@ -575,6 +576,8 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec)
 	if (traces_add_linked(s->traces, &id, (pid_t)ps.pid, (pid_t)ps.tid, ps.pid ? p->comm : "swapper", tname,
 			      s->frames, n, ps.period, linked ? &link : NULL) == 0)
 		s->stats.samples++;
+	/* The sample's frames hold their own references now: files its walk found replaced can go. */
+	procmgr_release_deferred(s->procs);
 	s->stats.handle_ns += monotonic_ns() - t0;
 	return 0;
 }

@@ -1609,6 +1609,14 @@ int stack_deltas_lookup(const struct stack_deltas *t, uint64_t elf_va, struct st
 	return out->kind == STACK_DELTA_INVALID ? -ENOENT : 0;
 }
 
+bool stack_delta_rule_frame_pointer(const struct stack_delta_rule *r, uint64_t sp, uint64_t *fp)
+{
+	if (r->kind != STACK_DELTA_CFA_SP || r->fp != STACK_DELTA_FP_AT_CFA || r->fp_off != -16)
+		return false;
+	*fp = sp + (uint64_t)(int64_t)r->cfa_off - 16;
+	return true;
+}
+
 void stack_delta_rule_format(const struct stack_delta_rule *r, char *buf, size_t len)
 {
 	static const char *const kinds[] = { "invalid", "cfa=sp", "cfa=fp", "cfa=*(sp", "cfa=*(fp", "plt",

@@ -26,6 +26,7 @@
 #define HOSTPROF_STACK_DELTAS_H
 
 #include <gelf.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -117,6 +118,13 @@ void stack_deltas_row(const struct stack_deltas *t, size_t i, uint64_t *elf_va, 
  * or -ENOENT with out->kind = STACK_DELTA_INVALID when the address is covered by no code or no information.
  */
 int stack_deltas_lookup(const struct stack_deltas *t, uint64_t elf_va, struct stack_delta_rule *out);
+
+/*
+ * For a rule whose CFA comes from SP and that saved the caller's FP at CFA - 16: true, and *fp = CFA - 16 for a
+ * frame whose SP is sp — the value FP holds in that frame if the frame keeps a frame pointer of its own (a check
+ * by value of whether it does). False for any other rule.
+ */
+bool stack_delta_rule_frame_pointer(const struct stack_delta_rule *r, uint64_t sp, uint64_t *fp);
 
 /* Human-readable form of a rule ("cfa=sp+16 fp=cfa-16"), for tests and diagnostics. */
 void stack_delta_rule_format(const struct stack_delta_rule *r, char *buf, size_t len);

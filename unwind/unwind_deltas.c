@@ -400,23 +400,17 @@ static enum ud_step ud_switch_stack(struct ud_walk *w, enum ud_step ended)
 
 /* ---- the sample's frame-pointer chain --------------------------------------------------------------------- */
 
-/* A CFA_FP rule is a real frame unless it is a Go stack switch that keeps no frame of its own. */
-static bool ud_switch_keeps_frame(const struct stack_delta_rule *r)
-{
-	return !(r->aux & STACK_DELTA_GO_STACK_SWITCH) || (r->aux & STACK_DELTA_GO_FP_FRAME);
-}
-
 /*
  * Whether a frame under rule keeps its own frame pointer in FP wherever the rule holds, so that a frame-pointer
- * chain through it leads to its caller: a standard rbp frame (CFA = FP + 16) that is not one of Go's stack
- * switches (whose "frame" is the goroutine's), or a Go frame past its prologue.
+ * chain through it leads to its caller: a standard rbp frame (CFA = FP + 16) — but for a Go stack switch that
+ * keeps no frame of its own (its "frame" is its caller's) — or a Go frame past its prologue.
  */
 static bool ud_rule_keeps_fp(const struct stack_delta_rule *r)
 {
 	if (r->fp != STACK_DELTA_FP_AT_CFA || r->fp_off != -16)
 		return false;
 	if (r->kind == STACK_DELTA_CFA_FP)
-		return r->cfa_off == 16 && ud_switch_keeps_frame(r);
+		return r->cfa_off == 16 && (!(r->aux & STACK_DELTA_GO_STACK_SWITCH) || (r->aux & STACK_DELTA_GO_FP_FRAME));
 	return r->kind == STACK_DELTA_CFA_SP && (r->aux & STACK_DELTA_GO_FP_FRAME);
 }
 
@@ -428,14 +422,12 @@ static bool ud_rule_keeps_fp(const struct stack_delta_rule *r)
 static bool ud_frame_owns_fp(struct ud_walk *w, const struct unwind_deltas_regs *r)
 {
 	struct stack_delta_rule rule;
-	uint64_t ip = r->regs[UNWIND_REG_IP], addr = r->exact_ip ? ip : ip - 1;
-	if (!ud_known(r, UNWIND_REG_BP) || !ud_find_module(w, addr) || !ud_rule(w, addr - w->mod.bias, &rule) ||
-	    rule.fp != STACK_DELTA_FP_AT_CFA || rule.fp_off != -16)
+	uint64_t ip = r->regs[UNWIND_REG_IP], addr = r->exact_ip ? ip : ip - 1, fp;
+	if (!ud_known(r, UNWIND_REG_BP) || !ud_find_module(w, addr) || !ud_rule(w, addr - w->mod.bias, &rule))
 		return false;
-	if (rule.kind == STACK_DELTA_CFA_FP)
-		return rule.cfa_off == 16 && ud_switch_keeps_frame(&rule);
-	return rule.kind == STACK_DELTA_CFA_SP &&
-	       r->regs[UNWIND_REG_BP] == r->regs[UNWIND_REG_SP] + (uint64_t)(int64_t)rule.cfa_off - 16;
+	if (rule.kind == STACK_DELTA_CFA_SP)
+		return stack_delta_rule_frame_pointer(&rule, r->regs[UNWIND_REG_SP], &fp) && fp == r->regs[UNWIND_REG_BP];
+	return ud_rule_keeps_fp(&rule);
 }
 
 /*

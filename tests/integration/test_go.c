@@ -207,16 +207,6 @@ static void test_go_cgo_no_go_stacks(void **state)
 	run_cgo(state, 0);
 }
 
-static int stack_has_error(const struct profile *p, uint32_t stack)
-{
-	const struct profile_stack *st = &p->stacks.items[stack];
-	for (uint32_t k = 0; k < st->nlocations; k++) {
-		if (p->locations.items[st->locations[k]].frame_kind & PROFILE_FRAME_ERROR)
-			return 1;
-	}
-	return 0;
-}
-
 /*
  * Whether a complete stack of the grow fixture has the only shape its code allows, root first: runtime.goexit,
  * the go statement's wrapper (main.main.func1, Go >= 1.17), main.worker, then main.ping, main.pong, main.ping, ...
@@ -259,7 +249,7 @@ static struct grow_counts count_grow(const struct profile *p)
 		}
 		g.total += s->count;
 		g.growth += growth ? s->count : 0;
-		if (!worker || stack_has_error(p, s->stack))
+		if (!worker || test_stack_has_error(p, s->stack))
 			continue;
 		g.worker_complete += s->count;
 		g.growth_complete += growth ? s->count : 0;
@@ -450,7 +440,7 @@ static struct comm_counts count_comm(const struct profile *p, const char *comm)
 		if (strcmp(profile_string(p, s->comm), comm) != 0)
 			continue;
 		c.total += s->count;
-		if (stack_has_error(p, s->stack)) {
+		if (test_stack_has_error(p, s->stack)) {
 			c.error += s->count;
 			continue;
 		}

@@ -152,7 +152,7 @@ uint64_t test_samples_with_function(const struct profile *p, const char *name)
 	return test_samples_with_chain(p, &name, 1);
 }
 
-static int stack_has_error(const struct profile *p, uint32_t stack)
+int test_stack_has_error(const struct profile *p, uint32_t stack)
 {
 	const struct profile_stack *st = &p->stacks.items[stack];
 	for (uint32_t i = 0; i < st->nlocations; i++) {
@@ -168,7 +168,7 @@ uint64_t test_samples_complete_to(const struct profile *p, const char *const *ro
 	uint64_t total = 0;
 	for (uint32_t i = 0; i < p->samples.count; i++) {
 		const struct profile_sample *s = &p->samples.items[i];
-		if (stack_has_error(p, s->stack))
+		if (test_stack_has_error(p, s->stack))
 			continue;
 		size_t n = test_stack_functions(p, s->stack, names, MAX_NAMES);
 		int found = 0;

@@ -55,6 +55,9 @@ double test_share(uint64_t part, uint64_t total);
 /* Root-first function names of a stack (inline frames expanded, outer first); returns the count. */
 size_t test_stack_functions(const struct profile *p, uint32_t stack, const char **names, size_t max);
 
+/* Whether a stack has an error frame ([truncated], [unknown], ...). */
+int test_stack_has_error(const struct profile *p, uint32_t stack);
+
 /* Sum of counts over all samples, or over samples matching (pid == 0 means any). */
 uint64_t test_total_samples(const struct profile *p);
 /* Samples whose stack contains the names as a contiguous root-to-leaf call chain. */

@@ -155,6 +155,40 @@ static void test_self_mapping_and_bias(void **state)
 	assert_int_equal(marker_function(1), 4);
 }
 
+/*
+ * A miss re-reads /proc/PID/maps; the files of the mappings it replaces must outlive the walk that missed (its
+ * unwinder still reads their images and tables), until procmgr_release_deferred().
+ */
+static void test_resync_keeps_files_until_released(void **state)
+{
+	struct pm_state *s = *state;
+	struct process *p = procmgr_get(s->pm, getpid());
+	assert_non_null(p);
+	struct mapping *m = procmgr_find_mapping(s->pm, p, (uint64_t)(uintptr_t)&marker_function, 1);
+	assert_non_null(m);
+	struct execinfo *e = procmgr_mapping_exe(s->pm, p, m);
+	assert_non_null(e);
+	assert_int_equal(execinfo_mgr_count(s->em), 1);
+	/* An address in no mapping, long after the last re-read: the maps are read again. */
+	assert_null(procmgr_find_mapping(s->pm, p, 8, 1 + 2 * PROCMGR_RESYNC_NS));
+	assert_int_equal(execinfo_mgr_count(s->em), 1);
+	assert_int_equal(e->refs, 1);
+	/* The new mapping of the same file finds the same entry. */
+	struct mapping *again = procmgr_find_mapping(s->pm, p, (uint64_t)(uintptr_t)&marker_function, 1);
+	assert_non_null(again);
+	assert_ptr_equal(procmgr_mapping_exe(s->pm, p, again), e);
+	assert_int_equal(e->refs, 2);
+	procmgr_release_deferred(s->pm);
+	assert_int_equal(e->refs, 1);
+	assert_int_equal(execinfo_mgr_count(s->em), 1);
+	/* When no mapping holds it any more, the deferred release is the last one. */
+	assert_null(procmgr_find_mapping(s->pm, p, 8, 1 + 4 * PROCMGR_RESYNC_NS));
+	assert_int_equal(execinfo_mgr_count(s->em), 1);
+	procmgr_release_deferred(s->pm);
+	assert_int_equal(execinfo_mgr_count(s->em), 0);
+	procmgr_release_deferred(s->pm);
+}
+
 static void test_vdso_image(void **state)
 {
 	struct pm_state *s = *state;
@@ -240,6 +274,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_mmap_overlap_and_split, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_exec_exit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_self_mapping_and_bias, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_resync_keeps_files_until_released, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vdso_image, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_writable_file_truncated, setup, teardown),
 	};
