@@ -38,7 +38,7 @@ struct session {
 	struct trace_kernel kernel;
 	pid_t self;
 	struct session_stats stats;
-	uint64_t grower_slot;	/* the return address a stack growth's grower would have on its stack (join_growth) */
+	uint64_t join_slot;	/* the one stack word join_chain hands over: a grower's return address */
 	/* per-sample scratch, kept here so the hot path does not allocate */
 	struct unwind_frame uframes[UNWIND_MAX_FRAMES];
 	struct trace_frame frames[TRACE_MAX_FRAMES];
@@ -185,7 +185,7 @@ static int join_chain(struct session *s, const struct unwind_process *proc, enum
 			  gostack_find_switch_caller(s->gostack, c->proc->pid, switch_bp, &rules, &caller);
 	if (rc < 0)
 		return rc;
-	s->grower_slot = caller.pc;
+	s->join_slot = caller.pc;
 	resumed->regs[UNWIND_REG_IP] = growth ? caller.callee : caller.pc;
 	resumed->regs[UNWIND_REG_SP] = growth ? caller.sp - 8 : caller.sp;
 	resumed->regs[UNWIND_REG_BP] = switch_bp;
@@ -193,8 +193,8 @@ static int join_chain(struct session *s, const struct unwind_process *proc, enum
 			 UNWIND_DELTAS_REG(UNWIND_REG_BP);
 	resumed->exact_ip = growth;
 	stack->regs[UNWIND_REG_SP] = resumed->regs[UNWIND_REG_SP];
-	stack->stack = (const uint8_t *)&s->grower_slot;
-	stack->stack_size = growth ? sizeof(s->grower_slot) : 0;
+	stack->stack = (const uint8_t *)&s->join_slot;
+	stack->stack_size = growth ? sizeof(s->join_slot) : 0;
 	return UNWIND_DELTAS_SWITCH_JOIN;
 }
 
