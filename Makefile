@@ -15,22 +15,24 @@ DEP_MODULES := libdw:libdw-dev libelf:libelf-dev libunwind-generic:libunwind-dev
                capstone:libcapstone-dev msgpack:libmsgpack-dev cmocka:libcmocka-dev \
                libcrypto:libssl-dev libprotobuf-c:libprotobuf-c-dev json-c:libjson-c-dev zlib:zlib1g-dev
 # Tools: protoc-c generates the pprof encoder; the rest are what the tests profile or check against.
-DEB_PACKAGES := pkg-config protobuf-c-compiler $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d)))) \
-                xz-utils sqlite3 python3-minimal golang-go
+DEB_PACKAGES := pkg-config protobuf-c-compiler libiberty-dev $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d)))) \
+                xz-utils sqlite3 python3-minimal golang-go clang lld
 PKG_MODULES  := $(foreach d,$(DEP_MODULES),$(word 1,$(subst :, ,$(d))))
 LIB_MODULES  := $(filter-out cmocka,$(PKG_MODULES))
 
 HAVE_PKGCONFIG := $(shell command -v pkg-config >/dev/null 2>&1 && echo yes)
+# libiberty (the demangler of binutils and gdb) ships no pkg-config file: its header tells it is there.
 ifeq ($(HAVE_PKGCONFIG),yes)
 MISSING := $(strip $(foreach d,$(DEP_MODULES),$(if $(shell pkg-config --exists $(word 1,$(subst :, ,$(d))) && echo ok),,$(d))) \
-             $(if $(shell command -v protoc-c),,protoc-c:protobuf-c-compiler))
+             $(if $(shell command -v protoc-c),,protoc-c:protobuf-c-compiler) \
+             $(if $(wildcard /usr/include/libiberty/demangle.h),,libiberty:libiberty-dev))
 else
 MISSING := pkg-config:pkg-config
 endif
 
 ifeq ($(MISSING),)
 DEP_CFLAGS := $(shell pkg-config --cflags $(LIB_MODULES))
-DEP_LIBS   := $(shell pkg-config --libs $(LIB_MODULES)) -lpthread -lm
+DEP_LIBS   := $(shell pkg-config --libs $(LIB_MODULES)) -liberty -lpthread -lm
 TEST_LIBS  := $(shell pkg-config --libs cmocka)
 endif
 
@@ -41,7 +43,7 @@ GEN_HDRS  := $(GEN_SRCS:.c=.h)
 GEN_OBJS  := $(GEN_SRCS:.c=.o)
 CFLAGS    += -I$(BUILD)/gen
 
-LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard unwind/*.c) \
+LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard src/base/*.c) $(wildcard unwind/*.c) \
              $(wildcard symbols/*.c) $(wildcard correlate/*.c)
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(GEN_OBJS)
 MAIN_OBJ  := $(BUILD)/src/main.o

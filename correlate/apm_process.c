@@ -14,10 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "correlate/correlate_impl.h"
+#include "src/base/load_bias.h"
 
 /* An agent library is ~100 KiB; anything this large is not one. */
 #define CORR_ELF_MAX_SIZE	(256ull << 20)
@@ -138,31 +140,28 @@ int corr_agent_elf_resolve(int fd, struct corr_agent_elf *out, char *why, size_t
 	return err;
 }
 
-int corr_elf_load_bias(int fd, uint64_t start, uint64_t pgoff, uint64_t *bias)
+int corr_elf_load_bias(int fd, const struct corr_map *m, uint64_t *bias)
 {
 	char why[64];
 	Elf *e = elf_open_fd(fd, why, sizeof(why));
 	if (!e)
 		return -ENOEXEC;
+	struct load_segment segs[CORR_MAX_SEGMENTS];
+	unsigned nsegs = 0;
 	size_t n = 0;
-	int err = -ENOENT;
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	if (elf_getphdrnum(e, &n) == 0) {
-		for (size_t i = 0; i < n && err; i++) {
-			GElf_Phdr ph;
-			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || ph.p_filesz == 0)
-				continue;
-			uint64_t aligned = ph.p_offset & ~(page - 1);
-			if (ph.p_filesz > UINT64_MAX - ph.p_offset || pgoff < aligned ||
-			    pgoff >= ph.p_offset + ph.p_filesz)
-				continue;
-			/* The mapping's start corresponds to this ELF address. */
-			*bias = start - (ph.p_vaddr - (ph.p_offset - pgoff));
-			err = 0;
-		}
+	if (elf_getphdrnum(e, &n) < 0)
+		n = 0;
+	for (size_t i = 0; i < n && nsegs < CORR_MAX_SEGMENTS; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || ph.p_filesz == 0 ||
+		    ph.p_filesz > UINT64_MAX - ph.p_offset)
+			continue;
+		segs[nsegs++] = (struct load_segment){ .vaddr = ph.p_vaddr, .memsz = ph.p_memsz,
+						       .offset = ph.p_offset, .filesz = ph.p_filesz,
+						       .flags = ph.p_flags };
 	}
 	elf_end(e);
-	return err;
+	return load_bias(segs, nsegs, m->start, m->end, m->pgoff, m->prot, bias);
 }
 
 int corr_elf_symbol(int fd, const char *name, uint64_t *value, uint64_t *size)
@@ -208,6 +207,7 @@ static int parse_maps_line(char *line, struct corr_map *m)
 		   &m->pgoff, &off) < 4 || off == 0)
 		return -EINVAL;
 	m->exec = perms[2] == 'x';
+	m->prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) | (m->exec ? PROT_EXEC : 0);
 	m->path = line + off;
 	line[strcspn(line, "\n")] = '\0';
 	return 0;
@@ -325,7 +325,7 @@ enum corr_resolver corr_classify_resolver(pid_t pid, int memfd, uint64_t resolve
 	int fd = corr_open_mapped_file(pid, &a.map);
 	uint64_t bias;
 	if (fd >= 0) {
-		if (corr_elf_load_bias(fd, a.map.start, a.map.pgoff, &bias) == 0)
+		if (corr_elf_load_bias(fd, &a.map, &bias) == 0)
 			kind = classify_by_symbol(fd, bias, resolver, &have_symbols);
 		close(fd);
 	}

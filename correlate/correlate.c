@@ -339,7 +339,7 @@ static void attach_elf(struct correlate *c, struct corr_proc *p)
 		snprintf(why, sizeof(why), "cannot open it (%s)", strerror(-fd));
 		r = fd;
 	} else if ((r = corr_agent_elf_resolve(fd, &elf, why, sizeof(why))) == 0 &&
-		   (r = corr_elf_load_bias(fd, a.map.start, a.map.pgoff, &bias)) < 0) {
+		   (r = corr_elf_load_bias(fd, &a.map, &bias)) < 0) {
 		snprintf(why, sizeof(why), "mapping at offset %#" PRIx64 " is in no PT_LOAD", a.map.pgoff);
 	}
 	if (fd >= 0)

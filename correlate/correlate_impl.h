@@ -120,8 +120,6 @@ struct corr_agent_elf {
  */
 int corr_agent_elf_resolve(int fd, struct corr_agent_elf *out, char *why, size_t whylen);
 
-/* The load bias of a file mapped at [start, …) from file offset pgoff: runtime address − ELF address. */
-int corr_elf_load_bias(int fd, uint64_t start, uint64_t pgoff, uint64_t *bias);
 
 /* Value of a symbol (.symtab, then .dynsym) of type STT_FUNC/STT_OBJECT/STT_TLS; -ENOENT if absent. */
 int corr_elf_symbol(int fd, const char *name, uint64_t *value, uint64_t *size);
@@ -134,8 +132,15 @@ int corr_mem_read(int memfd, uint64_t addr, void *buf, size_t len);
 struct corr_map {
 	uint64_t start, end, pgoff;
 	int exec;
+	int prot;		/* PROT_* bits */
 	const char *path;	/* "" for anonymous mappings */
 };
+
+/* PT_LOAD headers looked at in the agent library; real files have 2 to 5. */
+#define CORR_MAX_SEGMENTS 16
+
+/* The load bias of file fd mapped as m: runtime address − ELF address (load_bias.h). */
+int corr_elf_load_bias(int fd, const struct corr_map *m, uint64_t *bias);
 
 /* Calls fn for each line of /proc/PID/maps until it returns non-zero; returns that value, 0, or -errno. */
 int corr_maps_each(pid_t pid, int (*fn)(void *arg, const struct corr_map *m), void *arg);

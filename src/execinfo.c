@@ -117,7 +117,7 @@ static int read_segments(struct execinfo *e)
 		GElf_Phdr ph;
 		if (!gelf_getphdr(e->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
 			continue;
-		struct execinfo_segment *s = &e->segments[e->nsegments++];
+		struct load_segment *s = &e->segments[e->nsegments++];
 		s->vaddr = ph.p_vaddr;
 		s->memsz = ph.p_memsz;
 		s->offset = ph.p_offset;
@@ -284,18 +284,10 @@ void execinfo_release(struct execinfo_mgr *m, struct execinfo *e)
 	entry_free(e);
 }
 
-int execinfo_bias(const struct execinfo *e, uint64_t map_start, uint64_t pgoff, uint64_t *bias)
+int execinfo_bias(const struct execinfo *e, uint64_t map_start, uint64_t map_end, uint64_t pgoff, int prot,
+		  uint64_t *bias)
 {
-	for (unsigned i = 0; i < e->nsegments; i++) {
-		const struct execinfo_segment *s = &e->segments[i];
-		/* The kernel maps whole pages: pgoff is the segment's offset rounded down to a page. */
-		uint64_t page_off = s->offset & ~(uint64_t)0xfff;
-		if (pgoff >= page_off && pgoff < s->offset + (s->filesz ? s->filesz : 1)) {
-			*bias = map_start - pgoff + s->offset - s->vaddr;
-			return 0;
-		}
-	}
-	return -ENOENT;
+	return load_bias(e->segments, e->nsegments, map_start, map_end, pgoff, prot, bias);
 }
 
 int execinfo_contains_va(const struct execinfo *e, uint64_t va)

@@ -24,10 +24,7 @@
 #include "symbols/symbolizer.h"
 #include "unwind/stack_deltas.h"
 
-struct execinfo_segment {
-	uint64_t vaddr, memsz, offset, filesz;
-	uint32_t flags;	/* PF_X, PF_R, PF_W */
-};
+#include "src/base/load_bias.h"
 
 struct execinfo {
 	struct file_id file_id;
@@ -38,7 +35,7 @@ struct execinfo {
 	void *image;		/* owned copy of an in-memory image (vdso), else NULL */
 	size_t image_size;
 	Elf *elf;
-	struct execinfo_segment *segments;
+	struct load_segment *segments;	/* its PT_LOAD headers */
 	unsigned nsegments;
 	struct symbolizer *symbolizer;	/* lazily opened, see execinfo_symbolizer() */
 	int symbolizer_failed;
@@ -77,10 +74,12 @@ void execinfo_ref(struct execinfo *e);
 void execinfo_release(struct execinfo_mgr *m, struct execinfo *e);
 
 /*
- * For a mapping of e at [map_start, ...) with file offset pgoff: the bias (runtime address minus ELF virtual
- * address). Returns 0, or -ENOENT when pgoff is in no load segment.
+ * For a mapping of e at [map_start, map_end) with file offset pgoff and protection prot (PROT_* bits, or
+ * LOAD_PROT_UNKNOWN): the bias (runtime address minus ELF virtual address), see load_bias.h. Returns 0, or
+ * -ENOENT when pgoff is in no load segment.
  */
-int execinfo_bias(const struct execinfo *e, uint64_t map_start, uint64_t pgoff, uint64_t *bias);
+int execinfo_bias(const struct execinfo *e, uint64_t map_start, uint64_t map_end, uint64_t pgoff, int prot,
+		  uint64_t *bias);
 /* Whether va lies inside one of the file's load segments. */
 int execinfo_contains_va(const struct execinfo *e, uint64_t va);
 

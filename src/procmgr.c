@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -235,6 +236,8 @@ int procmgr_parse_maps_line(char *line, struct mapping *m, int *executable, cons
 	m->dev = makedev(maj, min);
 	m->ino = ino;
 	*executable = strlen(perms) >= 3 && perms[2] == 'x';
+	m->prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[0] && perms[1] == 'w' ? PROT_WRITE : 0) |
+		  (*executable ? PROT_EXEC : 0);
 	char *p = pathpos ? line + pathpos : line + strlen(line);
 	p[strcspn(p, "\n")] = '\0';
 	*path = p;
@@ -338,6 +341,7 @@ void procmgr_on_mmap2(struct procmgr *pm, const struct perf_mmap2 *rec)
 		.pgoff = rec->pgoff,
 		.dev = makedev(rec->maj, rec->min),
 		.ino = rec->ino,
+		.prot = (int)rec->prot,
 		.path = (char *)rec->filename,
 	};
 	insert_mapping(pm, p, &m);
@@ -525,6 +529,27 @@ static int acquire_vdso(struct procmgr *pm, struct execinfo **out)
 	return execinfo_acquire_image(pm->execinfo, image, size, "[vdso]", out);
 }
 
+/*
+ * The bias of a mapping of e. A non-executable mapping whose file page several segments claim (lld packs them)
+ * takes the bias of the same file's executable mapping when that one fits: a file has one bias per process.
+ */
+static int mapping_bias(struct procmgr *pm, struct process *p, struct mapping *m, struct execinfo *e)
+{
+	if (m->prot && !(m->prot & PROT_EXEC)) {
+		for (unsigned i = 0; i < p->nmaps; i++) {
+			struct mapping *x = &p->maps[i];
+			if (x == m || !(x->prot & PROT_EXEC) || x->ino != m->ino || x->dev != m->dev ||
+			    procmgr_mapping_exe(pm, p, x) != e)
+				continue;
+			if (load_bias_fits(e->segments, e->nsegments, m->start, m->pgoff, x->bias)) {
+				m->bias = x->bias;
+				return 0;
+			}
+		}
+	}
+	return execinfo_bias(e, m->start, m->end, m->pgoff, m->prot, &m->bias);
+}
+
 struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, struct mapping *m)
 {
 	int err;
@@ -538,7 +563,7 @@ struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, stru
 		int fd = open_mapping_file(p, m);
 		err = fd < 0 ? -errno : execinfo_acquire_fd(pm->execinfo, fd, m->path, &e);
 	}
-	if (err == 0 && execinfo_bias(e, m->start, m->pgoff, &m->bias) < 0) {
+	if (err == 0 && mapping_bias(pm, p, m, e) < 0) {
 		execinfo_release(pm->execinfo, e);
 		err = -ENOEXEC;
 	}

@@ -27,6 +27,7 @@ struct mapping {
 	uint64_t start, end, pgoff;
 	uint64_t dev;		/* makedev(major, minor), 0 if unknown */
 	uint64_t ino;
+	int prot;		/* PROT_READ/WRITE/EXEC as mapped; 0 if unknown */
 	char *path;		/* as the process sees it; "[vdso]" for the vdso */
 	struct execinfo *exe;	/* NULL until first needed */
 	int exe_failed;		/* opening the file failed: don't retry for this mapping */

@@ -217,11 +217,12 @@ static void pack_processes(msgpack_packer *pk, const struct replay *r)
 		msgpack_pack_array(pk, p->nmappings);
 		for (uint32_t j = 0; j < p->nmappings; j++) {
 			const struct replay_mapping *m = &p->mappings[j];
-			msgpack_pack_array(pk, 4);
+			msgpack_pack_array(pk, 5);
 			msgpack_pack_uint32(pk, m->file);
 			msgpack_pack_uint64(pk, m->start);
 			msgpack_pack_uint64(pk, m->end);
 			msgpack_pack_uint64(pk, m->pgoff);
+			msgpack_pack_uint32(pk, (uint32_t)m->prot);
 		}
 	}
 }
@@ -396,12 +397,17 @@ static int read_file_entry(const msgpack_object *o, struct replay_file *f)
 
 static int read_mapping(const msgpack_object *o, uint32_t nfiles, struct replay_mapping *m)
 {
-	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 4)
+	/* [file, start, end, pgoff] and, since mappings carry it, prot */
+	uint32_t n = o->type == MSGPACK_OBJECT_ARRAY ? o->via.array.size : 0;
+	if (n != 4 && n != 5)
 		return -EBADMSG;
-	for (int i = 0; i < 4; i++) {
+	for (uint32_t i = 0; i < n; i++) {
 		if (o->via.array.ptr[i].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
 			return -EBADMSG;
 	}
+	if (n == 5 && o->via.array.ptr[4].via.u64 > 7)
+		return -EBADMSG;
+	m->prot = n == 5 ? (int)o->via.array.ptr[4].via.u64 : 0;
 	uint64_t file = o->via.array.ptr[0].via.u64;
 	m->start = o->via.array.ptr[1].via.u64;
 	m->end = o->via.array.ptr[2].via.u64;
@@ -638,7 +644,7 @@ struct execinfo *replay_env_file(const struct replay_env *env, uint32_t file)
 static int fill_from_mapping(struct replay_env *env, const struct replay_mapping *m, struct unwind_module *mod)
 {
 	struct execinfo *e = env->files[m->file];
-	if (!e || execinfo_bias(e, m->start, m->pgoff, &mod->bias) < 0)
+	if (!e || execinfo_bias(e, m->start, m->end, m->pgoff, m->prot, &mod->bias) < 0)
 		return -ENOENT;
 	mod->start = m->start;
 	mod->end = m->end;

@@ -35,6 +35,7 @@ struct replay_file {
 struct replay_mapping {
 	uint32_t file;		/* index into files */
 	uint64_t start, end, pgoff;
+	int prot;		/* PROT_* bits as mapped; 0 if the file did not say (older replay files) */
 };
 
 struct replay_process {

@@ -654,7 +654,7 @@ static int capture_process(void *ctx, struct process *p)
 		if (!e)
 			continue;
 		maps[n] = (struct replay_mapping){ .start = p->maps[i].start, .end = p->maps[i].end,
-						   .pgoff = p->maps[i].pgoff };
+						   .pgoff = p->maps[i].pgoff, .prot = p->maps[i].prot };
 		err = replay_writer_add_file(s->capture, e, &maps[n].file);
 		n++;
 	}

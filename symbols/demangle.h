@@ -1,25 +1,19 @@
 /*
- * demangle.h — C++ (Itanium ABI, also legacy Rust) symbol demangling, when the system can do it.
+ * demangle.h — symbol names as people read them: C++ (Itanium ABI) and Rust (legacy and v0 manglings).
  *
- * The demangler is libstdc++'s __cxa_demangle, loaded with dlopen on first use so that hostprof itself stays
- * a C program with no C++ runtime dependency. Without libstdc++ every name is left as it is.
+ * The demangler is libiberty's cplus_demangle (the one binutils and gdb use), linked statically: it knows
+ * C++, Rust legacy names (whose trailing "::h<hash>" it drops, as perf and rustfilt do) and Rust v0 names
+ * ("_R..."), and bounds its own recursion. Stateless and thread-safe.
  *
- * Ownership: demangler_new() returns a handle owned by the caller (demangler_free()); demangle() returns a
- * malloc'd string the caller frees. Not thread-safe (one handle per thread).
- * Untrusted input: names longer than DEMANGLE_INPUT_MAX are not demangled (the demangler recurses).
+ * Untrusted input: names longer than DEMANGLE_INPUT_MAX are not demangled.
  */
 #ifndef HOSTPROF_DEMANGLE_H
 #define HOSTPROF_DEMANGLE_H
 
 #define DEMANGLE_INPUT_MAX 4096
 
-struct demangler;
-
-/* Never fails for lack of libstdc++: lookups then just return NULL. Returns NULL only when out of memory. */
-struct demangler *demangler_new(void);
-void demangler_free(struct demangler *d);
-
-/* Demangled form of a "_Z..." name, or NULL if name is not mangled, is invalid, or no demangler exists. */
-char *demangle(struct demangler *d, const char *name);
+/* Demangled form of a mangled name as a malloc'd string the caller frees, or NULL if name is not mangled
+ * ("_Z..." or "_R..."), is invalid, or too long. */
+char *demangle(const char *name);
 
 #endif

@@ -120,7 +120,6 @@ struct symbolizer {
 	struct strtab strings;
 	struct lookup_cache cache;
 	struct symbol_index index;
-	struct demangler *demangler;
 	struct gopclntab *go;		/* Go's function table, when the file has one (gosym.h) */
 	int dwarf_usable;		/* 0 not checked yet, 1 usable (or absent), -1 refused (dwarf_checked) */
 };
@@ -256,7 +255,7 @@ static void cache_free(struct lookup_cache *c)
 /* A function name as shown to users: demangled if it can be, without a symbol version ("@GLIBC_2.2.5"). */
 static const char *display_name(struct symbolizer *s, const char *raw)
 {
-	char *demangled = demangle(s->demangler, raw);
+	char *demangled = demangle(raw);
 	const char *at = raw ? strchr(raw, '@') : NULL;
 	if (!demangled)
 		return intern_n(&s->strings, raw, at && at > raw ? (size_t)(at - raw) : NAME_LEN_MAX);
@@ -926,7 +925,7 @@ struct symbolizer *symbolizer_open(const char *path, int fd, int *err)
 		goto fail;
 	s->dir = main_dir(path);
 	e = -ENOMEM;
-	if (!(s->demangler = demangler_new()) || (e = report(s, path)) < 0)
+	if ((e = report(s, path)) < 0)
 		goto fail;
 	return s;
 fail:
@@ -950,7 +949,6 @@ void symbolizer_free(struct symbolizer *s)
 	strtab_free(&s->strings);
 	cache_free(&s->cache);
 	index_free(&s->index);
-	demangler_free(s->demangler);
 	free(s->dir);
 	free(s);
 }
@@ -1110,7 +1108,7 @@ static const char *die_name(struct symbolizer *s, Dwarf_Die *die)
 	const char *linkage = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
 	if (!linkage)
 		linkage = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
-	char *demangled = demangle(s->demangler, linkage);
+	char *demangled = demangle(linkage);
 	if (demangled) {
 		const char *name = intern(&s->strings, demangled);
 		free(demangled);

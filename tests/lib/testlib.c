@@ -73,6 +73,37 @@ int test_run(const char *fmt, ...)
 	return WEXITSTATUS(status);
 }
 
+double test_perf_children_share(const char *dir, const char *cmd, const char *symbol)
+{
+	char out[512], line[1024], want[512];
+	if (test_run("command -v perf >/dev/null") != 0) {
+		fprintf(stderr, "perf comparison: perf is not installed (apt-get install linux-perf)\n");
+		return -1;
+	}
+	if (test_run("perf record -q -F 999 --call-graph dwarf,16384 -o %s/perf.data -- %s >/dev/null 2>&1", dir,
+		     cmd) != 0 ||
+	    test_run("perf report -i %s/perf.data --stdio --children --sort sym -q 2>/dev/null > %s/perf.report", dir,
+		     dir) != 0) {
+		fprintf(stderr, "perf comparison: perf record or report failed\n");
+		return -1;
+	}
+	snprintf(out, sizeof(out), "%s/perf.report", dir);
+	snprintf(want, sizeof(want), "[.] %s", symbol);
+	FILE *f = fopen(out, "re");
+	double share = 0;
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		size_t n = strlen(line), w = strlen(want);
+		/* "  98.81%     0.60%  [.] name": the first column is the share with children */
+		if (n >= w && strcmp(line + n - w, want) == 0 && sscanf(line, " %lf%%", &share) == 1)
+			break;
+		share = 0;
+	}
+	if (f)
+		fclose(f);
+	return share;
+}
+
 int test_go_available(void)
 {
 	if (test_run("command -v go >/dev/null") != 0) {

@@ -34,6 +34,13 @@ int test_go_available(void);
  * network; fails the test if the build fails. */
 void test_go_build(const char *dir, const char *pkg, const char *out, int cgo, const char *ldflags);
 
+/*
+ * The independent oracle: record cmd (a shell command line) with `perf record --call-graph dwarf` into dir and
+ * return the share of samples (0..100) whose stack holds symbol, as `perf report --children` shows it (perf
+ * demangles C++ and Rust itself). Returns -1, saying why, where perf is missing or refuses.
+ */
+double test_perf_children_share(const char *dir, const char *cmd, const char *symbol);
+
 /* Run a shell command line; returns its exit status (or -1). Output goes to the test's output. */
 int test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

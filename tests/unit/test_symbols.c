@@ -653,7 +653,6 @@ static double seconds(void)
 struct reference {
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
-	struct demangler *demangler;
 };
 
 static void reference_open(struct reference *r, const char *path)
@@ -675,14 +674,11 @@ static void reference_open(struct reference *r, const char *path)
 	assert_int_equal(dwfl_report_end(r->dwfl, NULL, NULL), 0);
 	assert_non_null(dwfl_module_getelf(r->mod, &bias));
 	assert_int_equal(bias, 0);
-	r->demangler = demangler_new();
-	assert_non_null(r->demangler);
 }
 
 static void reference_close(struct reference *r)
 {
 	dwfl_end(r->dwfl);
-	demangler_free(r->demangler);
 }
 
 static int reference_noise(const char *name)
@@ -725,7 +721,7 @@ static char *reference_name(const struct reference *r, uint64_t va, bool *coveri
 		    alias_sym.st_info == sym.st_info && reference_noise(alias) < reference_noise(name))
 			name = alias;
 	}
-	char *demangled = demangle(r->demangler, name);
+	char *demangled = demangle(name);
 	if (demangled)
 		return demangled;
 	const char *at = strchr(name, '@');
