@@ -1,9 +1,10 @@
 /*
  * Replays seed inputs and deterministic mutants of them through every fuzz target (tests/fuzz/), built as
- * standalone runners: real ELF files, a profile hostprof recorded, a committed replay file, perf records and
- * an APM process storage block written here. Each mutant is hostile input (bytes overwritten, lengths set to
- * zero or 0xff.., files cut short); the parsers must reject it without crashing, and under `make check-asan`
- * without a sanitizer report. `make fuzz` runs the same targets under libFuzzer for longer.
+ * standalone runners: real ELF files, a profile hostprof recorded, a committed replay file, perf records, an
+ * APM process storage block written here, and JIT maps (committed seeds, and what node writes where it is
+ * installed). Each mutant is hostile input (bytes overwritten, lengths set to zero or 0xff.., files cut short);
+ * the parsers must reject it without crashing, and under `make check-asan` without a sanitizer report.
+ * `make fuzz` runs the same targets under libFuzzer for longer.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -185,6 +186,26 @@ static void test_fuzz_apm_storage(void **state)
 	run_target("fuzz_apm_storage", 3000, input);
 }
 
+/* JIT maps the profiled process writes (perf maps, jitdump files): a seed of each, and what a real runtime wrote
+ * when one is installed (node --perf-basic-prof and --perf-prof write both). */
+static void test_fuzz_jit_maps(void **state)
+{
+	struct fuzz_state *f = *state;
+	char maps[700] = "tests/data/fuzz/perfmap-seed.map", dumps[700] = "tests/data/fuzz/jitdump-seed.dump";
+	if (test_run("command -v node >/dev/null") == 0 &&
+	    test_run("cd %s && echo 'function f(n){let s=0;for(let i=0;i<n;i++)s+=i%%7;return s}"
+		     "for(let k=0;k<200;k++)f(1e4)' > t.js && { node --perf-basic-prof --perf-prof t.js & p=$!; "
+		     "wait $p; } && mv /tmp/perf-$p.map %s/real.map && mv %s/jit-$p.dump %s/real.dump",
+		     f->dir, f->dir, f->dir, f->dir) == 0) {
+		snprintf(maps, sizeof(maps), "tests/data/fuzz/perfmap-seed.map '%s/real.map'", f->dir);
+		snprintf(dumps, sizeof(dumps), "tests/data/fuzz/jitdump-seed.dump '%s/real.dump'", f->dir);
+	} else {
+		fprintf(stderr, "node is not installed: the JIT map targets replay their seeds only\n");
+	}
+	run_target("fuzz_perfmap", 2000, maps);
+	run_target("fuzz_jitdump", 300, dumps);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -193,6 +214,7 @@ int main(void)
 		cmocka_unit_test(test_fuzz_replay),
 		cmocka_unit_test(test_fuzz_perf_record),
 		cmocka_unit_test(test_fuzz_apm_storage),
+		cmocka_unit_test(test_fuzz_jit_maps),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
