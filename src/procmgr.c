@@ -244,13 +244,28 @@ int procmgr_parse_maps_line(char *line, struct mapping *m, int *executable, cons
 	return 0;
 }
 
-/* Whether a mapping is worth keeping: file-backed (anything: unwinders read .eh_frame_hdr from r-- parts) or the
- * vdso. Anonymous memory, heap and stacks are not. */
-static int mapping_wanted(const char *path, uint64_t ino)
+/* Anonymous memory as /proc/PID/maps ("" or a name the process gave it) and perf ("//anon") show it. */
+static int is_anonymous(const char *path)
 {
-	if (strcmp(path, "[vdso]") == 0)
+	return !path[0] || strcmp(path, "//anon") == 0 || strncmp(path, "[anon:", 6) == 0;
+}
+
+/*
+ * Whether a mapping is worth keeping: file-backed (anything: unwinders read .eh_frame_hdr from r-- parts), the
+ * vdso, or anonymous executable memory (JIT code). Other anonymous memory, heap and stacks are not. Sets
+ * m->anon and gives an unnamed anonymous mapping perf's name for it.
+ */
+static int mapping_wanted(struct mapping *m, const char **path, int exec)
+{
+	if (strcmp(*path, "[vdso]") == 0)
 		return 1;
-	return path[0] == '/' && ino != 0;
+	if (exec && is_anonymous(*path)) {
+		m->anon = 1;
+		if (!(*path)[0])
+			*path = "//anon";
+		return 1;
+	}
+	return (*path)[0] == '/' && m->ino != 0;
 }
 
 static int seed_from_proc(struct procmgr *pm, struct process *p)
@@ -269,7 +284,7 @@ static int seed_from_proc(struct procmgr *pm, struct process *p)
 		struct mapping m;
 		int exec;
 		const char *path;
-		if (procmgr_parse_maps_line(line, &m, &exec, &path) < 0 || !mapping_wanted(path, m.ino))
+		if (procmgr_parse_maps_line(line, &m, &exec, &path) < 0 || !mapping_wanted(&m, &path, exec))
 			continue;
 		m.path = (char *)path;
 		if (insert_mapping(pm, p, &m) < 0)
@@ -330,20 +345,23 @@ struct process *procmgr_get(struct procmgr *pm, pid_t pid)
 
 void procmgr_on_mmap2(struct procmgr *pm, const struct perf_mmap2 *rec)
 {
-	if (!rec->filename || !mapping_wanted(rec->filename, rec->ino ? rec->ino : 1))
-		return;
-	struct process *p = procmgr_get(pm, (pid_t)rec->pid);
-	if (!p)
-		return;
 	struct mapping m = {
 		.start = rec->addr,
 		.end = rec->addr + rec->len,
 		.pgoff = rec->pgoff,
 		.dev = makedev(rec->maj, rec->min),
-		.ino = rec->ino,
+		.ino = rec->ino ? rec->ino : 1,	/* the kernel gives none for some files (the vdso) */
 		.prot = (int)rec->prot,
-		.path = (char *)rec->filename,
 	};
+	const char *path = rec->filename;
+	/* perf reports executable mappings only: its anonymous ones are code, whatever prot says. */
+	if (!path || !mapping_wanted(&m, &path, 1))
+		return;
+	struct process *p = procmgr_get(pm, (pid_t)rec->pid);
+	if (!p)
+		return;
+	m.ino = m.anon ? 0 : rec->ino;
+	m.path = (char *)path;
 	insert_mapping(pm, p, &m);
 }
 
@@ -555,7 +573,7 @@ struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, stru
 	int err;
 	struct execinfo *e = NULL;
 
-	if (m->exe || m->exe_failed)
+	if (m->exe || m->exe_failed || m->anon)
 		return m->exe;
 	if (strcmp(m->path, "[vdso]") == 0) {
 		err = acquire_vdso(pm, &e);

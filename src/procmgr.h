@@ -1,7 +1,8 @@
 /*
  * procmgr.h — the process manager: per-PID mappings, names and lifetimes.
  *
- * A process's mappings are seeded from /proc/PID/maps the first time the process is seen, then kept up to date
+ * A process's mappings — its files' mappings, the vdso and its anonymous executable memory (JIT code) — are
+ * seeded from /proc/PID/maps the first time the process is seen, then kept up to date
  * from perf MMAP2, COMM (exec), FORK and EXIT records; /proc/PID/maps is re-read only when a sample lands in
  * no known mapping, at most once per PROCMGR_RESYNC_NS per process. Files are opened lazily, when a sample
  * first needs them, through the executable-info manager: the plain path if it names the mapped inode, else
@@ -28,7 +29,9 @@ struct mapping {
 	uint64_t dev;		/* makedev(major, minor), 0 if unknown */
 	uint64_t ino;
 	int prot;		/* PROT_READ/WRITE/EXEC as mapped; 0 if unknown */
-	char *path;		/* as the process sees it; "[vdso]" for the vdso */
+	int anon;		/* executable memory no file backs (JIT code, jitinfo.h): nothing to open */
+	char *path;		/* as the process sees it; "[vdso]" for the vdso, "//anon" (or the name a
+				 * process gave it, "[anon:...]") for anonymous executable memory */
 	struct execinfo *exe;	/* NULL until first needed */
 	int exe_failed;		/* opening the file failed: don't retry for this mapping */
 	uint64_t bias;		/* valid when exe != NULL */

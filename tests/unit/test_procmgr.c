@@ -1,4 +1,5 @@
-/* Unit tests for src/procmgr.c and src/execinfo.c: mapping bookkeeping, fork/exec, lazy file opening. */
+/* Unit tests for src/procmgr.c and src/execinfo.c: mapping bookkeeping, fork/exec, lazy file opening, anonymous
+ * executable memory. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -267,6 +269,40 @@ static void test_writable_file_truncated(void **state)
 	unlink(path);
 }
 
+/*
+ * Anonymous executable memory (JIT code) is kept as a mapping with nothing to open, from /proc/PID/maps and from
+ * perf's "//anon" records; anonymous memory that is not executable is not.
+ */
+static void test_anonymous_code(void **state)
+{
+	struct pm_state *s = *state;
+	void *code = mmap(NULL, 8192, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *data = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(code != MAP_FAILED && data != MAP_FAILED);
+	struct process *p = procmgr_get(s->pm, getpid());
+	assert_non_null(p);
+	struct mapping *m = procmgr_lookup_mapping(p, (uint64_t)(uintptr_t)code);
+	assert_non_null(m);
+	assert_true(m->anon);
+	assert_string_equal(m->path, "//anon");
+	assert_true(m->prot & PROT_EXEC);
+	assert_null(procmgr_mapping_exe(s->pm, p, m));
+	assert_null(procmgr_lookup_mapping(p, (uint64_t)(uintptr_t)data));
+
+	struct perf_mmap2 rec = { .pid = FAKE_PID, .tid = FAKE_PID, .addr = 0x50000, .len = 0x1000,
+				  .prot = PROT_READ | PROT_EXEC, .filename = "//anon" };
+	procmgr_on_mmap2(s->pm, &rec);
+	struct process *fake = procmgr_get(s->pm, FAKE_PID);
+	assert_int_equal(fake->nmaps, 1);
+	assert_true(fake->maps[0].anon);
+	assert_int_equal(fake->maps[0].ino, 0);
+	assert_null(procmgr_mapping_exe(s->pm, fake, &fake->maps[0]));
+	mmap2(s->pm, FAKE_PID, 0x60000, 0x1000, 0, "/usr/bin/true");
+	assert_false(fake->maps[1].anon);
+	munmap(code, 8192);
+	munmap(data, 8192);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -277,6 +313,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_resync_keeps_files_until_released, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vdso_image, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_writable_file_truncated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_anonymous_code, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("procmgr", tests, NULL, NULL);
 }
