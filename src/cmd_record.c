@@ -26,6 +26,7 @@
 #include "src/profile.h"
 #include "src/sampler.h"
 #include "src/gostack.h"
+#include "src/jitinfo.h"
 #include "src/session.h"
 #include "src/stackext.h"
 #include "unwind/unwind_deltas.h"
@@ -530,6 +531,22 @@ static void print_fp_chain(const struct unwind_deltas_stats *us)
 		(unsigned long long)joins);
 }
 
+static void print_jit(struct record_run *r, const struct unwind_deltas_stats *us)
+{
+	struct jitinfo_stats js;
+	session_jit_stats(r->session, &js);
+	if (!js.processes && !js.untracked)
+		return;
+	fprintf(stderr, "hostprof: jit: %llu processes ran JIT code (%llu walked by frame pointer: %llu frames, "
+			"%llu steps refused); %llu perf maps and %llu jitdump files read, %llu names, %llu bytes "
+			"(skipped %llu, dropped %llu, files refused %llu, processes untracked %llu)\n",
+		(unsigned long long)js.processes, (unsigned long long)js.fp_processes,
+		(unsigned long long)us->jit_steps, (unsigned long long)us->jit_step_failures,
+		(unsigned long long)js.perf_maps, (unsigned long long)js.jitdumps, (unsigned long long)js.symbols,
+		(unsigned long long)js.bytes, (unsigned long long)js.skipped, (unsigned long long)js.dropped,
+		(unsigned long long)js.refused, (unsigned long long)js.untracked);
+}
+
 static void print_summary(struct record_run *r)
 {
 	const struct session_stats *st = session_stats(r->session);
@@ -557,6 +574,7 @@ static void print_summary(struct record_run *r)
 	struct unwind_deltas_stats us;
 	session_unwind_stats(r->session, &us);
 	print_fp_chain(&us);
+	print_jit(r, &us);
 	if (tables)
 		fprintf(stderr, "hostprof: %u stack-delta tables, %llu rows, %.1f bytes/row, built in %.1f ms; "
 				"%llu frames stepped by libunwind\n",

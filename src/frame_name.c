@@ -106,6 +106,8 @@ int frame_name_append(const struct profile *p, const struct profile_location *l,
 		return err;
 	if (l->frame_kind == PROFILE_FRAME_KERNEL)
 		return frame_buf_append(b, "_[k]", 4);
+	if (l->frame_kind == PROFILE_FRAME_JIT)
+		return frame_buf_append(b, "_[j]", 4);
 	if (l->nlines > 1 && line < l->nlines - 1)
 		return frame_buf_append(b, "_[i]", 4);
 	return 0;

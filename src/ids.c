@@ -103,10 +103,14 @@ int fileid_from_fd(int fd, struct file_id *out)
 	return 0;
 }
 
+void fileid_from_text(const void *text, size_t n, struct file_id *out)
+{
+	u128_to_be_bytes(fnv128_update(fnv128_offset_basis(), text, n), out->bytes);
+}
+
 void fileid_from_build_id_hex(const char *hex, struct file_id *out)
 {
-	unsigned __int128 h = fnv128_update(fnv128_offset_basis(), hex, strlen(hex));
-	u128_to_be_bytes(h, out->bytes);
+	fileid_from_text(hex, strlen(hex), out);
 }
 
 void trace_hash_init(struct trace_hasher *h)

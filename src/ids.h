@@ -2,7 +2,8 @@
  * ids.h — identifiers shared with the OpenTelemetry eBPF profiler (DESIGN.md § 4).
  *
  * FileID: SHA-256 over the first 4096 bytes, the last 4096 bytes and the file length (big-endian u64), first
- * 16 bytes kept. Kernel FileID: FNV-1a-128 of the build-id as lowercase hex text. Stack-trace ID: FNV-1a-128
+ * 16 bytes kept. Kernel FileID: FNV-1a-128 of the build-id as lowercase hex text. JIT code: FNV-1a-128 of a
+ * text that names it (jitinfo.h). Stack-trace ID: FNV-1a-128
  * over each frame's FileID bytes followed by its address as ASCII decimal.
  *
  * Pure functions except fileid_from_fd(), which reads the file with pread and leaves the offset alone.
@@ -22,6 +23,8 @@ void fileid_from_buffer(const uint8_t *data, size_t size, struct file_id *out);
 int fileid_from_fd(int fd, struct file_id *out);
 /* Kernel (or any build-id-named object) FileID: FNV-1a-128 of the hex text of build_id. */
 void fileid_from_build_id_hex(const char *hex, struct file_id *out);
+/* FNV-1a-128 of text[0..n): the FileID of code no file holds (JIT code, jitinfo.h). */
+void fileid_from_text(const void *text, size_t n, struct file_id *out);
 
 /* Incremental stack-trace ID: init, one call per frame (kernel frames leaf first, then user frames leaf first),
  * finish. */

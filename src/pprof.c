@@ -28,6 +28,7 @@ typedef Perftools__Profiles__Line pb_line;
 typedef Perftools__Profiles__Function pb_function;
 
 #define KERNEL_MAPPING_NAME "[kernel.kallsyms]"
+#define JIT_MAPPING_NAME "[jit]"
 #define MAX_LABELS 7
 
 /* --- arena: zeroed allocations freed together ------------------------------------------------------------- */
@@ -87,6 +88,8 @@ struct builder {
 	uint8_t *map_symbolized;	/* per mapping: some used location has lines */
 	bool kernel_used, kernel_symbolized;
 	uint64_t kernel_mapping_id;
+	bool jit_used, jit_symbolized;	/* JIT frames: one mapping for all, as for the kernel */
+	uint64_t jit_mapping_id;
 	uint64_t **stack_location_ids;	/* per stack, built on first use */
 	int64_t *link_trace_id;		/* per link: string index of the hex trace ID, 0 until made */
 	int64_t *link_span_id;		/* per link: string index of the hex transaction ID, 0 until made */
@@ -165,6 +168,9 @@ static void mark_location(struct builder *b, uint32_t loc)
 	if (l->frame_kind == PROFILE_FRAME_KERNEL) {
 		b->kernel_used = true;
 		b->kernel_symbolized |= l->nlines > 0;
+	} else if (l->frame_kind == PROFILE_FRAME_JIT) {
+		b->jit_used = true;
+		b->jit_symbolized |= l->nlines > 0;
 	} else if (l->mapping) {
 		b->map_used[l->mapping] = 1;
 		b->map_symbolized[l->mapping] |= l->nlines > 0;
@@ -195,6 +201,7 @@ static int mark_used(struct builder *b)
 	}
 	b->fn_used[0] = 0;	/* "no function": such lines are dropped */
 	b->kernel_mapping_id = p->mappings.count;	/* after the profile's own, which pprof gets as ids */
+	b->jit_mapping_id = p->mappings.count + 1;
 	return 0;
 }
 
@@ -273,7 +280,7 @@ static int build_mappings(struct builder *b)
 {
 	const struct profile *p = b->p;
 	uint32_t main = main_mapping(b);
-	size_t n = b->kernel_used, k = 0;
+	size_t n = b->kernel_used + b->jit_used, k = 0;
 	int err;
 	for (uint32_t m = 1; m < p->mappings.count; m++)
 		n += b->map_used[m];
@@ -289,7 +296,12 @@ static int build_mappings(struct builder *b)
 	}
 	if (b->kernel_used) {
 		init_mapping(&ms[k], b->kernel_mapping_id, b->kernel_symbolized);
-		if ((err = pb_string(b, KERNEL_MAPPING_NAME, &ms[k].filename)) < 0)
+		if ((err = pb_string(b, KERNEL_MAPPING_NAME, &ms[k++].filename)) < 0)
+			return err;
+	}
+	if (b->jit_used) {
+		init_mapping(&ms[k], b->jit_mapping_id, b->jit_symbolized);
+		if ((err = pb_string(b, JIT_MAPPING_NAME, &ms[k++].filename)) < 0)
 			return err;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -308,7 +320,8 @@ static int build_location(struct builder *b, uint32_t loc, pb_location *out)
 		return -ENOMEM;
 	perftools__profiles__location__init(out);
 	out->id = (uint64_t)loc + 1;	/* + 1: a stack may list location 0, and pprof ids are nonzero */
-	out->mapping_id = l->frame_kind == PROFILE_FRAME_KERNEL ? b->kernel_mapping_id : l->mapping;
+	out->mapping_id = l->frame_kind == PROFILE_FRAME_KERNEL ? b->kernel_mapping_id :
+			  l->frame_kind == PROFILE_FRAME_JIT ? b->jit_mapping_id : l->mapping;
 	out->address = l->address;
 	out->line = ptrs;
 	for (uint32_t j = 0; j < l->nlines; j++) {

@@ -18,7 +18,8 @@
  *     (and the other has_*) are set when hostprof symbolized any location of the mapping; pprof symbolizes
  *     the others, from the binary when it finds it (and would otherwise replace hostprof's lines). The main
  *     program (the first mapping that is no shared library) comes first, as pprof expects. Kernel frames
- *     share one mapping "[kernel.kallsyms]".
+ *     share one mapping "[kernel.kallsyms]", JIT frames one mapping "[jit]" (their addresses: offsets in
+ *     the named JIT code).
  *   - Location lines are innermost inlined function first; functions carry name, system_name (= name) and
  *     source file. Ids are the profile's table indices (locations: index + 1).
  * Only what the samples reach is written.

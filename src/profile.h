@@ -23,12 +23,15 @@
 #define PROFILE_FORMAT_MINOR 0
 #define PROFILE_OTEL_PROTO "v1development/1.11.0"
 
-/* Frame kinds, numbered as the OpenTelemetry eBPF profiler numbers them (DESIGN.md § 4). */
+/* Frame kinds, numbered as the OpenTelemetry eBPF profiler numbers them (DESIGN.md § 4), and one of hostprof's
+ * own where that profiler has none. */
 enum profile_frame_kind {
 	PROFILE_FRAME_UNKNOWN = 0,
 	PROFILE_FRAME_NATIVE = 3,
 	PROFILE_FRAME_KERNEL = 4,
 	PROFILE_FRAME_GO = 0xB,
+	PROFILE_FRAME_JIT = 0x40,	/* code a JIT runtime generated (or an interpreter's trampolines), named by
+					 * its perf map or jitdump file (jitinfo.h); hostprof's own number */
 	PROFILE_FRAME_ERROR = 0x80,	/* bit: a synthetic frame such as [truncated] or [unknown] */
 };
 
@@ -51,7 +54,8 @@ struct profile_line {
 
 struct profile_location {
 	uint32_t mapping;	/* mapping index, 0 if none */
-	uint64_t address;	/* ELF virtual address in the mapping's file (kernel: offset from module start) */
+	uint64_t address;	/* ELF virtual address in the mapping's file (kernel: offset from module start;
+				 * JIT: offset in the named code, or the runtime address of unnamed code) */
 	uint8_t frame_kind;	/* enum profile_frame_kind */
 	uint32_t nlines;
 	struct profile_line *lines;	/* innermost inlined function first; nlines may be 0 (unsymbolized) */

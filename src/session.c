@@ -13,6 +13,7 @@
 #include "correlate/correlate.h"
 #include "src/execinfo.h"
 #include "src/gostack.h"
+#include "src/jitinfo.h"
 #include "src/procmgr.h"
 #include "src/replay.h"
 #include "src/stackext.h"
@@ -33,6 +34,7 @@ struct session {
 	struct correlate *correlate;		/* NULL when APM correlation is off */
 	struct gostack *gostack;		/* NULL when not following goroutines from g0 */
 	struct stackext *stackext;		/* NULL when walks see only the kernel's stack copy */
+	struct jitinfo_mgr *jit;		/* profiled processes' JIT code (perf maps, jitdump files) */
 	char host_id[128];
 	struct kallsyms *kallsyms;
 	struct trace_kernel kernel;
@@ -49,6 +51,8 @@ struct find_ctx {
 	struct process *proc;
 	const struct unwind_sample *sample;	/* as the kernel copied it */
 	uint64_t now;
+	struct jitinfo *jit;	/* the process's JIT code, once a frame was in it (process_jit) */
+	bool jit_looked, jit_absent;
 };
 
 static uint64_t monotonic_ns(void)
@@ -278,6 +282,11 @@ int session_stackext_stats(const struct session *s, struct stackext_stats *out)
 	return 0;
 }
 
+void session_jit_stats(const struct session *s, struct jitinfo_stats *out)
+{
+	jitinfo_mgr_get_stats(s->jit, out);
+}
+
 int session_gostack_stats(const struct session *s, struct gostack_stats *out)
 {
 	if (!s->gostack)
@@ -318,9 +327,10 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 		dopts.stack_extend_ctx = s;
 	}
 	s->deltas = unwind_deltas_new(&dopts);
+	s->jit = jitinfo_mgr_new(NULL);
 	if (s->opts.capture_path)
 		s->capture = replay_writer_new();
-	if (!s->procs || !s->traces || !s->unwinder || !s->deltas || (s->opts.capture_path && !s->capture) ||
+	if (!s->procs || !s->traces || !s->unwinder || !s->deltas || !s->jit || (s->opts.capture_path && !s->capture) ||
 	    (s->opts.go_stacks && !s->gostack) || (dopts.stack_extend && !s->stackext) ||
 	    setup_correlation(s) < 0 || execinfo_mgr_add_release_hook(s->execinfo, forget_in_unwinders, s) < 0) {
 		session_free(s);
@@ -334,8 +344,10 @@ void session_free(struct session *s)
 {
 	if (!s)
 		return;
-	/* Traces and mappings hold execinfo references; the unwinder must outlive their release hooks. */
+	/* Traces and mappings hold execinfo references; the unwinder must outlive their release hooks. Traces hold
+	 * jitinfo references too: the manager goes after them. */
 	traces_free(s->traces);
+	jitinfo_mgr_free(s->jit);
 	procmgr_free(s->procs);
 	execinfo_mgr_free(s->execinfo);
 	unwind_libunwind_free(s->unwinder);
@@ -375,6 +387,7 @@ void session_tick(struct session *s)
 	/* A capture records every process's mappings at the end: keep exited processes until then. */
 	if (!s->capture)
 		procmgr_reap(s->procs);
+	jitinfo_mgr_reap(s->jit);
 }
 
 static void fill_module(const struct session *s, const struct mapping *m, struct execinfo *e,
@@ -410,14 +423,93 @@ static int find_in_neighbour(struct find_ctx *c, uint64_t addr, struct unwind_mo
 	return -ENOENT;
 }
 
+/* ---- JIT code (jitinfo.h) ---- */
+
+/* The sampled process's JIT code entry, looked up once per sample. */
+static struct jitinfo *process_jit(struct find_ctx *c)
+{
+	if (!c->jit_looked) {
+		c->jit_absent = false;
+		c->jit = jitinfo_get(c->s->jit, c->proc, c->now);
+		c->jit_looked = true;
+	}
+	return c->jit;
+}
+
+/* The sampled process's JIT code entry if it has one already (none is made for processes without JIT code). */
+static struct jitinfo *existing_jit(struct find_ctx *c)
+{
+	if (!c->jit_looked && !c->jit_absent) {
+		c->jit = jitinfo_find(c->s->jit, c->proc->pid);
+		c->jit_looked = c->jit != NULL;
+		c->jit_absent = !c->jit;
+	}
+	return c->jit;
+}
+
+/*
+ * File code the runtime's map names as its own (V8's embedded builtins, without unwind tables) is walked as JIT
+ * code; the file's module shrinks to the addresses around addr the map does not name, so that the unwinder,
+ * which reuses a module for the addresses it covers, asks again past them.
+ */
+static void jit_in_file(struct find_ctx *c, uint64_t addr, struct unwind_module *mod)
+{
+	struct jitinfo *j = c->s->opts.unwinder == SESSION_UNWIND_DELTAS ? existing_jit(c) : NULL;
+	uint64_t lo, hi;
+	if (!j)
+		return;
+	bool declared = jitinfo_declares(j, addr, &lo, &hi);
+	if (lo > mod->start)
+		mod->start = lo;
+	if (hi < mod->end)
+		mod->end = hi;
+	if (declared) {
+		uint64_t start = mod->start, end = mod->end;
+		memset(mod, 0, sizeof(*mod));
+		*mod = (struct unwind_module){ .start = start, .end = end, .jit = true };
+	}
+}
+
+/* JIT code whose runtime keeps frame pointers is a module the delta unwinder walks by them (unwind.h). */
+static bool jit_module(struct find_ctx *c, const struct mapping *m, struct unwind_module *mod)
+{
+	struct jitinfo *j = c->s->opts.unwinder == SESSION_UNWIND_DELTAS ? process_jit(c) : NULL;
+	if (!j || !jitinfo_walks_fp(j))
+		return false;
+	memset(mod, 0, sizeof(*mod));
+	mod->start = m->start;
+	mod->end = m->end;
+	mod->jit = true;
+	return true;
+}
+
+/* A frame in JIT code, named when the profile is built; a name missing now has the map read again if it grew. */
+static int jit_frame(struct find_ctx *c, uint64_t addr, struct trace_frame *out)
+{
+	struct jitinfo *j = process_jit(c);
+	if (!j)
+		return 0;
+	jitinfo_names(j, addr, c->now);
+	out->exe = NULL;
+	out->jit = j;
+	out->address = addr;
+	out->kind = PROFILE_FRAME_JIT;
+	return 1;
+}
+
+/* ---- */
+
 static int find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 {
 	struct find_ctx *c = ctx;
 	struct mapping *m = procmgr_find_mapping(c->s->procs, c->proc, addr, c->now);
 	struct execinfo *e = m ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
+	if (!e && m && m->anon && jit_module(c, m, mod))
+		return 0;
 	if (!e)
 		return find_in_neighbour(c, addr, mod);
 	fill_module(c->s, m, e, mod);
+	jit_in_file(c, addr, mod);
 	return 0;
 }
 
@@ -445,7 +537,7 @@ static int user_frame(struct find_ctx *c, const struct unwind_frame *uf, int is_
 	struct mapping *m = procmgr_find_mapping(c->s->procs, c->proc, lookup, c->now);
 	struct execinfo *e = m ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
 	if (!e)
-		return 0;
+		return m && m->anon ? jit_frame(c, lookup, out) : 0;
 	out->exe = e;
 	out->address = lookup - m->bias;
 	out->kind = PROFILE_FRAME_NATIVE;
@@ -486,7 +578,7 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 		/* Every caller frame holds a return address, except one a signal interrupted: its IP is exact. */
 		int is_return = i > 0 && !(s->uframes[i].flags & UNWIND_FRAME_SIGNAL);
 		if (!user_frame(&c, &s->uframes[i], is_return, &out[n])) {
-			/* Code outside any file (JIT, a vanished mapping): the stack cannot be named past it. */
+			/* Code in no mapping hostprof knows (a vanished one): the stack cannot be named past it. */
 			st = i == 0 ? UNWIND_UNKNOWN_LEAF : UNWIND_TRUNCATED;
 			break;
 		}
@@ -494,6 +586,8 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 	}
 	if (nu <= 0)
 		st = UNWIND_UNKNOWN_LEAF;
+	else if (st == UNWIND_UNKNOWN_LEAF && n)
+		st = UNWIND_TRUNCATED;	/* a leaf in JIT code no unwinder could walk: known, not followed */
 	count_status(s, st);
 	if (st != UNWIND_COMPLETE) {
 		out[n].exe = NULL;
@@ -607,6 +701,7 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec)
 	case PERF_RECORD_MMAP2:
 		if (perf_decode_mmap2(rec, &m) == 0) {
 			procmgr_on_mmap2(s->procs, &m);
+			jitinfo_mgr_on_mapping(s->jit, (pid_t)m.pid, m.filename);
 			if (s->correlate && m.filename && correlate_is_apm_library(m.filename))
 				correlate_on_mapping(s->correlate, (pid_t)m.pid, m.addr, m.addr + m.len, m.pgoff,
 						     m.filename);
@@ -615,17 +710,24 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec)
 	case PERF_RECORD_COMM:
 		if (perf_decode_comm(rec, &c) == 0) {
 			procmgr_on_comm(s->procs, &c);
+			if (c.exec)
+				jitinfo_mgr_detach(s->jit, (pid_t)c.pid);
 			if (s->correlate && c.exec)
 				correlate_on_exec(s->correlate, (pid_t)c.pid);
 		}
 		break;
 	case PERF_RECORD_FORK:
-		if (perf_decode_task(rec, &t) == 0)
+		if (perf_decode_task(rec, &t) == 0) {
 			procmgr_on_fork(s->procs, &t);
+			if (t.pid == t.tid && t.pid != t.ppid)
+				jitinfo_mgr_detach(s->jit, (pid_t)t.pid);	/* a pid reused */
+		}
 		break;
 	case PERF_RECORD_EXIT:
 		if (perf_decode_task(rec, &t) == 0) {
 			procmgr_on_exit(s->procs, &t);
+			if (t.pid == t.tid)
+				jitinfo_mgr_on_exit(s->jit, (pid_t)t.pid);
 			if (s->correlate && t.pid == t.tid)
 				correlate_on_process_exit(s->correlate, (pid_t)t.pid);
 			else if (s->correlate)
@@ -690,6 +792,8 @@ int session_build_profile(struct session *s, struct profile *p)
 	p->info.unwound_complete += s->stats.complete;
 	p->info.truncated += s->stats.truncated;
 	p->info.unknown += s->stats.unknown;
+	/* A map written since the last read, even as its process exited, names the JIT frames. */
+	jitinfo_mgr_refresh(s->jit);
 	return traces_build_profile(s->traces, p);
 }
 
@@ -706,6 +810,8 @@ void session_set_limits(struct session *s, unsigned max_processes)
 unsigned session_forget_idle(struct session *s, uint64_t idle_ns)
 {
 	uint64_t now = monotonic_ns();
+	if (now > idle_ns)
+		jitinfo_mgr_forget_idle(s->jit, now - idle_ns);
 	return now > idle_ns ? procmgr_forget_idle(s->procs, now - idle_ns) : 0;
 }
 

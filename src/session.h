@@ -93,6 +93,10 @@ int session_correlate_stats(const struct session *s, struct correlate_stats *out
 struct gostack_stats;
 int session_gostack_stats(const struct session *s, struct gostack_stats *out);
 
+/* JIT code seen and the perf maps and jitdump files read to name it (jitinfo.h). */
+struct jitinfo_stats;
+void session_jit_stats(const struct session *s, struct jitinfo_stats *out);
+
 struct stackext_stats;
 /* Reads past the kernel's stack copy; -ENOENT when off (max_stack_bytes not above the copy). */
 int session_stackext_stats(const struct session *s, struct stackext_stats *out);

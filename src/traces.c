@@ -4,6 +4,7 @@
 #include "src/traces.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,8 +69,11 @@ void traces_reset(struct traces *t)
 	for (unsigned b = 0; b < TRACE_BUCKETS; b++) {
 		for (struct trace *tr = t->buckets[b], *next; tr; tr = next) {
 			next = tr->next;
-			for (unsigned i = 0; i < tr->nframes; i++)
+			for (unsigned i = 0; i < tr->nframes; i++) {
 				execinfo_release(t->execinfo, tr->frames[i].exe);
+				if (tr->frames[i].kind == PROFILE_FRAME_JIT)
+					jitinfo_release(tr->frames[i].jit);
+			}
 			free(tr);
 		}
 		t->buckets[b] = NULL;
@@ -102,6 +106,8 @@ static void frame_identity(const struct traces *t, const struct trace_frame *f, 
 	if (f->kind == PROFILE_FRAME_KERNEL) {
 		*id = t->kernel.file_id;
 		*addr = f->address - 1 - t->kernel.text_start;
+	} else if (f->kind == PROFILE_FRAME_JIT) {
+		jitinfo_identity(f->jit, f->address, id, addr);
 	} else {
 		*id = f->exe ? f->exe->file_id : zero;
 		*addr = f->address;
@@ -145,6 +151,8 @@ static struct trace *trace_intern(struct traces *t, const struct trace_id *id, c
 	for (unsigned i = 0; i < n; i++) {
 		if (tr->frames[i].exe)
 			execinfo_ref(tr->frames[i].exe);
+		if (tr->frames[i].kind == PROFILE_FRAME_JIT)
+			jitinfo_ref(tr->frames[i].jit);
 	}
 	tr->next = t->buckets[b];
 	t->buckets[b] = tr;
@@ -277,6 +285,24 @@ static int kernel_lines(const struct traces *t, struct profile *p, uint64_t addr
 	return add_function(p, name, module, &line->function);
 }
 
+/* A JIT frame: its mapping is its identity (FileID, where the name came from), its line the code's name. */
+static int jit_location(struct profile *p, const struct trace_frame *f, struct profile_location *loc)
+{
+	struct jitinfo_frame jf;
+	struct profile_mapping m = { 0 };
+	int err;
+	jitinfo_frame(f->jit, f->address, &jf);
+	memcpy(m.file_id, jf.file_id.bytes, 16);
+	loc->address = jf.address;
+	loc->nlines = 0;
+	if ((err = profile_add_string(p, jf.origin, &m.filename)) < 0 ||
+	    (err = profile_add_mapping(p, &m, &loc->mapping)) < 0 || !jf.name)
+		return err;
+	loc->nlines = 1;
+	loc->lines[0].line = jf.line;
+	return add_function(p, jf.name, jf.source, &loc->lines[0].function);
+}
+
 static const char *error_name(uint64_t code)
 {
 	if (code == TRACE_ERROR_TOO_MANY)
@@ -298,6 +324,8 @@ static int frame_location(struct traces *t, struct profile *p, const struct trac
 	} else if (f->kind == PROFILE_FRAME_KERNEL) {
 		loc.address = f->address - 1 - t->kernel.text_start;
 		err = kernel_lines(t, p, f->address, lines, &loc.nlines);
+	} else if (f->kind == PROFILE_FRAME_JIT) {
+		err = jit_location(p, f, &loc);
 	} else if (f->exe) {
 		loc.address = f->address;
 		if ((err = add_mapping(p, f->exe, &loc.mapping)) == 0)
@@ -314,14 +342,20 @@ static int add_trace_stack(struct traces *t, struct profile *p, struct trace *tr
 {
 	uint32_t locs[TRACE_MAX_FRAMES];
 	struct profile_stack st = { .nlocations = tr->nframes, .locations = locs };
+	struct trace_id id = tr->id;
+	bool jit = false;
 	if (tr->nframes > sizeof(locs) / sizeof(locs[0]))
 		return -E2BIG;
 	for (unsigned i = 0; i < tr->nframes; i++) {
 		int err = frame_location(t, p, &tr->frames[i], &locs[i]);
 		if (err < 0)
 			return err;
+		jit |= tr->frames[i].kind == PROFILE_FRAME_JIT;
 	}
-	memcpy(st.trace_id, tr->id.bytes, 16);
+	/* JIT frames are named now, perhaps by a map written after the sample: their identity is what it is now. */
+	if (jit)
+		traces_hash(t, tr->frames, tr->nframes, &id);
+	memcpy(st.trace_id, id.bytes, 16);
 	return profile_add_stack(p, &st, &tr->stack_index);
 }
 

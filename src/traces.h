@@ -7,7 +7,10 @@
  * process and thread names seen at sampling time. Turning traces into a profile (symbolizing each location
  * once) happens only in traces_build_profile(), off the sampling path.
  *
- * Frames hold references on their execinfo entries until traces_free(). Not thread-safe.
+ * JIT frames are named when the profile is built, from what their process's JIT map says then (jitinfo.h), and
+ * their stacks' IDs are computed again then: a map written after the sample (or at exit) still names them.
+ *
+ * Frames hold references on their execinfo and jitinfo entries until traces_free(). Not thread-safe.
  */
 #ifndef HOSTPROF_TRACES_H
 #define HOSTPROF_TRACES_H
@@ -17,6 +20,7 @@
 
 #include "src/execinfo.h"
 #include "src/ids.h"
+#include "src/jitinfo.h"
 #include "src/profile.h"
 #include "symbols/kallsyms.h"
 #include "unwind/unwind.h"
@@ -32,8 +36,9 @@ enum trace_error {
 
 struct trace_frame {
 	struct execinfo *exe;	/* native frames: the file; NULL for kernel and error frames */
+	struct jitinfo *jit;	/* JIT frames (kind PROFILE_FRAME_JIT): the process's JIT code; else unused */
 	uint64_t address;	/* native: ELF VA (minus 1 for return addresses); kernel: absolute address;
-				 * error: enum trace_error */
+				 * JIT: runtime address (minus 1 for return addresses); error: enum trace_error */
 	uint8_t kind;		/* enum profile_frame_kind */
 };
 

@@ -88,18 +88,21 @@ static int64_t known_code(const struct jitdump_parser *p, uint64_t index)
 
 /* ---- records -------------------------------------------------------------------------------------------- */
 
-/* The debug lines waiting for code_addr, as offsets into it (rows before the code are left out). */
-static size_t take_debug_lines(struct jitdump_parser *p, uint64_t code_addr)
+/* The debug lines waiting for the code at code_addr, as offsets into it; none if they are for other code or
+ * any of them is outside it (then they describe something else). */
+static size_t take_debug_lines(struct jitdump_parser *p, uint64_t code_addr, uint64_t code_size)
 {
-	size_t n = 0;
-	if (p->ndebug && p->debug_addr != code_addr)
-		p->stats.skipped++;	/* debug information for code never loaded */
-	for (size_t i = 0; p->debug_addr == code_addr && i < p->ndebug; i++) {
-		if (p->debug_lines[i].offset < code_addr)
-			continue;
-		p->debug_lines[n] = p->debug_lines[i];
-		p->debug_lines[n++].offset -= code_addr;
+	size_t n = p->ndebug;
+	for (size_t i = 0; i < n && p->debug_addr == code_addr; i++) {
+		if (p->debug_lines[i].offset < code_addr || p->debug_lines[i].offset - code_addr > code_size)
+			n = 0;
 	}
+	if (p->ndebug && (p->debug_addr != code_addr || !n)) {
+		p->stats.skipped++;	/* for code never loaded, or not for this code */
+		n = 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		p->debug_lines[i].offset -= code_addr;
 	p->ndebug = 0;
 	return n;
 }
@@ -121,7 +124,7 @@ static int on_load(struct jitdump_parser *p, struct jitsyms *t, const uint8_t *r
 		return 0;
 	}
 	uint64_t vma = get64(r + 24), code_addr = get64(r + 32), code_size = get64(r + 40), index = get64(r + 48);
-	size_t nlines = take_debug_lines(p, code_addr);
+	size_t nlines = take_debug_lines(p, code_addr, code_size);
 	int64_t range = jitsyms_add(t, vma, code_size, (const char *)name, (size_t)(nul - name), p->debug_lines, nlines);
 	if (range < 0 || remember_code(p, index, range) < 0) {
 		p->stats.refused++;
@@ -193,6 +196,12 @@ static int on_debug_info(struct jitdump_parser *p, struct jitsyms *t, const uint
 			return 0;
 		}
 		file = rows[i].file;
+	}
+	/* Writers pad records to 8 bytes; more left over means the entries are not what the record holds (V8 has
+	 * written such records for baseline code): none of it is trusted. */
+	if (size - at >= 8) {
+		p->stats.skipped++;
+		return 0;
 	}
 	p->debug_addr = get64(r + 16);
 	p->ndebug = (size_t)n;

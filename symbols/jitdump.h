@@ -21,7 +21,8 @@
  * 16-byte header stops the parse (nothing says where the next one starts); a record too short for its fields,
  * with an unterminated string or a name over JITSYMS_NAME_MAX, a debug-information record over
  * JITDUMP_RECORD_PREFIX_MAX bytes or with more than JITDUMP_LINES_MAX entries, and unknown record types are
- * skipped by their size; everything skipped is counted.
+ * skipped by their size; debug information whose entries do not fill their record (up to its padding) or point
+ * outside the code it is for is not used; everything skipped is counted.
  *
  * Ownership: the caller owns the parser (jitdump_parser_init / jitdump_parser_free). Not thread-safe.
  */

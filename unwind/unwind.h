@@ -13,6 +13,7 @@
 #define HOSTPROF_UNWIND_H
 
 #include <gelf.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,7 +48,7 @@ struct unwind_sample {
 	size_t fp_chain_len;
 };
 
-/* A file-backed executable mapping of the sampled process, as the caller knows it. */
+/* An executable mapping of the sampled process, as the caller knows it: a file's, or JIT code. */
 struct unwind_module {
 	uint64_t start, end;	/* runtime address range [start, end) of this mapping */
 	uint64_t pgoff;		/* file offset mapped at start */
@@ -57,6 +58,9 @@ struct unwind_module {
 				 * per-file caches on it until unwind_*_forget(key) is called */
 	const struct stack_deltas *deltas; /* the file's stack-delta table (unwind/stack_deltas.h), built once
 				 * per file and owned by the caller; NULL lets unwind_deltas build its own */
+	bool jit;		/* JIT code: executable memory no file backs (elf, deltas and cache_key NULL) whose
+				 * runtime keeps frame pointers in it; unwind_deltas walks it by them, checking each
+				 * step, the other unwinders treat it as code without unwind information */
 };
 
 /* Callbacks through which an unwinder sees the process. */

@@ -334,6 +334,51 @@ static bool ud_find_module(struct ud_walk *w, uint64_t addr)
 	return w->have_mod;
 }
 
+/* ---- JIT code ------------------------------------------------------------------------------------------ */
+
+/* Most stack one JIT frame may span, from its SP to its frame pointer. */
+#define UD_JIT_FRAME_MAX (1u << 20)
+
+/* Whether ra is a return address a JIT frame may have: in JIT code, or in a file where its table has a rule
+ * (not in a gap between functions). */
+static bool ud_jit_return_ok(struct ud_walk *w, uint64_t ra)
+{
+	struct stack_delta_rule rule;
+	if (ra == 0 || !ud_find_module(w, ra - 1))
+		return false;
+	return w->mod.jit || (ud_rule(w, ra - 1 - w->mod.bias, &rule) && rule.kind != STACK_DELTA_INVALID);
+}
+
+/*
+ * A frame in JIT code (unwind_module.jit): no table describes it, its frame pointer does. The runtime pushed
+ * its caller's FP and pointed FP there: the return address is at FP + 8, the caller's FP at FP, the caller's SP
+ * is FP + 16. The step is taken only where that is plausible: FP known, 8-aligned, at or above SP and at most
+ * UD_JIT_FRAME_MAX above it (so SP grows with every step, and a JIT caller's FP, at or above its SP, lies
+ * above this one), both words in the stack, and the return address in code (ud_jit_return_ok). Otherwise the
+ * walk ends there, truncated: a frame pointer the code does not keep (a JVM without PreserveFramePointer) must
+ * not make up callers.
+ */
+static enum ud_step ud_step_jit(struct ud_walk *w)
+{
+	struct unwind_deltas_regs *r = &w->r;
+	uint64_t sp = r->regs[UNWIND_REG_SP], fp = r->regs[UNWIND_REG_BP], caller_fp, ra;
+	if (!ud_known(r, UNWIND_REG_BP) || (fp & 7) || fp < sp || fp - sp > UD_JIT_FRAME_MAX || fp > UINT64_MAX - 16 ||
+	    !ud_load(w, fp, &caller_fp) || !ud_load(w, fp + 8, &ra) || !ud_jit_return_ok(w, ra)) {
+		w->u->stats.jit_step_failures++;
+		return UD_STEP_FAIL;
+	}
+	r->regs[UNWIND_REG_SP] = fp + 16;
+	r->regs[UNWIND_REG_IP] = ra;
+	r->regs[UNWIND_REG_BP] = caller_fp;
+	r->known = UNWIND_DELTAS_REG(UNWIND_REG_SP) | UNWIND_DELTAS_REG(UNWIND_REG_IP) |
+		   UNWIND_DELTAS_REG(UNWIND_REG_BP);
+	r->exact_ip = false;
+	w->u->stats.jit_steps++;
+	return UD_STEP_OK;
+}
+
+/* ---- one step ------------------------------------------------------------------------------------------- */
+
 /* Replace w->r, the current frame, by its caller. */
 static enum ud_step ud_step(struct ud_walk *w)
 {
@@ -343,6 +388,8 @@ static enum ud_step ud_step(struct ud_walk *w)
 		return UD_STEP_NO_MODULE;
 	struct stack_delta_rule rule;
 	w->at_go_switch = false;
+	if (w->mod.jit)
+		return ud_step_jit(w);
 	if (!ud_rule(w, addr - w->mod.bias, &rule))
 		return w->err ? UD_STEP_FAIL : ud_step_fallback(w);
 	w->at_go_switch = (rule.kind == STACK_DELTA_CFA_FP || rule.kind == STACK_DELTA_STOP) &&

@@ -16,6 +16,10 @@
  * frame without one the chain skips its caller, so the walk ends there, truncated. The chain is also how a Go
  * stack growth joins its goroutine's callers (UNWIND_DELTAS_SWITCH_JOIN).
  *
+ * JIT code (unwind_module.jit: executable memory no file backs, whose runtime keeps frame pointers) has no
+ * table: its frames are walked by frame pointer, each step checked (FP at or above SP and within 1 MiB of it,
+ * the return address in code), and the walk ends truncated where a step is not plausible.
+ *
  * Tables: the caller normally owns one table per file, built once with stack_deltas_build() and shared by every
  * process that maps the file, and passes it in unwind_module.deltas. When deltas is NULL the unwinder builds
  * the table from unwind_module.elf itself on the file's first frame and keeps it, keyed by cache_key, until
@@ -129,6 +133,7 @@ struct unwind_deltas_stats {
 	uint64_t stack_extensions, stack_extension_failures;	/* the same for the stack-extension hook */
 	uint64_t fp_chain_walks;	/* walks that would have ended truncated, continued with the sample's chain */
 	uint64_t fp_chain_joins, fp_chain_join_failures;	/* switches given for joining the chain (JOIN) */
+	uint64_t jit_steps, jit_step_failures;	/* frames in JIT code walked by frame pointer, or not (implausible) */
 	uint64_t tables_built, table_failures;	/* standalone mode only */
 };
 

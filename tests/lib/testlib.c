@@ -104,6 +104,35 @@ double test_perf_children_share(const char *dir, const char *cmd, const char *sy
 	return share;
 }
 
+double test_perf_children_share_like(const char *dir, const char *callgraph, const char *cmd, const char *part)
+{
+	char out[512], line[4096];
+	if (cmd && test_run("command -v perf >/dev/null") != 0) {
+		fprintf(stderr, "perf comparison: perf is not installed (apt-get install linux-perf)\n");
+		return -1;
+	}
+	if (cmd && (test_run("perf record -q -F 999 --call-graph %s -o %s/perf.data -- %s >/dev/null 2>&1", callgraph,
+			     dir, cmd) != 0 ||
+		    test_run("perf report -i %s/perf.data --stdio --children --sort sym -q 2>/dev/null > %s/perf.report",
+			     dir, dir) != 0)) {
+		fprintf(stderr, "perf comparison: perf record or report failed\n");
+		return -1;
+	}
+	snprintf(out, sizeof(out), "%s/perf.report", dir);
+	FILE *f = fopen(out, "re");
+	double total = 0, share;
+	if (!f)
+		return -1;
+	while (f && fgets(line, sizeof(line), f)) {
+		const char *sym = strstr(line, "[.] ");
+		if (sym && strstr(sym + 4, part) && sscanf(line, " %lf%%", &share) == 1)
+			total += share;
+	}
+	if (f)
+		fclose(f);
+	return total;
+}
+
 int test_go_available(void)
 {
 	if (test_run("command -v go >/dev/null") != 0) {

@@ -40,6 +40,13 @@ void test_go_build(const char *dir, const char *pkg, const char *out, int cgo, c
  * demangles C++ and Rust itself). Returns -1, saying why, where perf is missing or refuses.
  */
 double test_perf_children_share(const char *dir, const char *cmd, const char *symbol);
+/*
+ * The same with the call graph perf is asked for ("dwarf,16384", or "fp" for code without unwind tables: JIT
+ * code), summed over every symbol that contains part (a JIT function has one symbol per compilation:
+ * "JS:*f a.js:1:2", "JS:^f a.js:1:2"). With cmd NULL, nothing is recorded: the report of the last recording in
+ * dir is read again. Returns -1, saying why, where perf is missing or refuses.
+ */
+double test_perf_children_share_like(const char *dir, const char *callgraph, const char *cmd, const char *part);
 
 /* Run a shell command line; returns its exit status (or -1). Output goes to the test's output. */
 int test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -452,6 +452,46 @@ static void test_jitdump_refused(void **state)
 	}
 }
 
+/* Debug information that does not describe the code it comes before is not used: entries outside the code,
+ * or entries that do not fill their record (V8 has written such records, their "file names" code bytes). */
+static void test_jitdump_bad_debug_info(void **state)
+{
+	(void)state;
+	static const struct debug_row outside[] = { { 0x7000, 1, "/app/a.js" }, { 0x9000, 2, "/app/a.js" } };
+	static const struct debug_row inside[] = { { 0x8000, 5, "/app/b.js" } };
+	struct dump d = { 0 };
+	put_header(&d, JITDUMP_MAGIC, 1, EM_X86_64);
+	put_debug(&d, 0x7000, outside, 2);
+	put_load(&d, 0x7000, 0x80, 1, "outside");
+	size_t start = d.n;
+	put_debug(&d, 0x8000, inside, 1);
+	uint32_t size;
+	memcpy(&size, d.b + start + 4, 4);
+	size += 24;				/* 24 more bytes than its entries: not padding */
+	memcpy(d.b + start + 4, &size, 4);
+	put(&d, "junk-junk-junk-junk-j", 24);
+	put_load(&d, 0x8000, 0x80, 2, "overlong");
+	struct jitsyms *t = jitsyms_new(NULL);
+	struct jitdump_parser p;
+	jitdump_parser_init(&p);
+	assert_int_equal(jitdump_parse(&p, t, d.b, d.n, d.n), (int64_t)d.n);
+	assert_int_equal(jitsyms_commit(t), 0);
+	struct jitsym_info info;
+	assert_true(jitsyms_lookup(t, 0x7010, &info));
+	assert_string_equal(info.name, "outside");
+	assert_int_equal(info.line, 0);
+	assert_string_equal(info.file, "");
+	assert_true(jitsyms_lookup(t, 0x8010, &info));
+	assert_string_equal(info.name, "overlong");
+	assert_int_equal(info.line, 0);
+	assert_int_equal(p.stats.loads, 2);
+	assert_int_equal(p.stats.debug_infos, 0);
+	assert_int_equal(p.stats.skipped, 2);
+	jitdump_parser_free(&p);
+	jitsyms_free(t);
+	free(d.b);
+}
+
 /* A record whose size is below its own header: nothing after it can be found, what came before stays. */
 static void test_jitdump_corrupt(void **state)
 {
@@ -491,6 +531,7 @@ int main(void)
 		cmocka_unit_test(test_jitdump_whole),
 		cmocka_unit_test(test_jitdump_incremental),
 		cmocka_unit_test(test_jitdump_refused),
+		cmocka_unit_test(test_jitdump_bad_debug_info),
 		cmocka_unit_test(test_jitdump_corrupt),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

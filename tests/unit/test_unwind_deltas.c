@@ -5,7 +5,8 @@
  * noinline chain f1 -> f2 -> f3 built without frame pointers, in a thread, inside a signal handler and in a
  * deep recursion; modules come from /proc/self/maps and libelf, frames are named from the ELF symbol tables.
  * Synthetic samples: hand-built stacks over a fixture assembled at test time, one rule kind at a time
- * (SP/FP-based, PLT, DRAP deref, signal frame, fallback hook, non-advancing SP, end of the copy).
+ * (SP/FP-based, PLT, DRAP deref, signal frame, fallback hook, non-advancing SP, end of the copy), and JIT code
+ * walked by frame pointer.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1105,6 +1106,102 @@ static void test_chain_refused(void **state)
 	unwind_deltas_free(u);
 }
 
+/* ---- JIT code: walked by frame pointer ------------------------------------------------------------------ */
+
+#define FAKE_JIT 0x7f0000000000ull
+
+/* The fixture, and 64 KiB of JIT code (no file, no table) at FAKE_JIT. */
+static int jit_find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
+{
+	if (addr >= FAKE_JIT && addr < FAKE_JIT + 0x10000) {
+		*mod = (struct unwind_module){ .start = FAKE_JIT, .end = FAKE_JIT + 0x10000, .jit = true };
+		return 0;
+	}
+	return synth_find_module(ctx, addr, mod);
+}
+
+/*
+ * JIT function A (sampled) called by JIT function B, called by fp_func (native, an rbp frame with CFI), called
+ * by stop_func: A's and B's frames are found through their frame pointers, the native ones through their tables.
+ */
+static void test_jit_frames(void **state)
+{
+	struct synth *sy = *state;
+	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_frame fr[8];
+	enum unwind_status st;
+	sy->proc.find_module = jit_find_module;
+	sy->s.regs[UNWIND_REG_IP] = FAKE_JIT + 0x100;
+	sy->s.regs[UNWIND_REG_BP] = FAKE_SP + 32;
+	put(sy, 32, FAKE_SP + 96);			/* A's frame: B's FP */
+	put(sy, 40, FAKE_JIT + 0x2345);			/* ... and the return address into B */
+	put(sy, 96, FAKE_SP + 200);			/* B's frame: fp_func's FP */
+	put(sy, 104, fsym(sy, "fp_ret"));		/* ... returning into fp_func */
+	put(sy, 200, FAKE_SP + 400);			/* fp_func: CFA = FP + 16 */
+	put(sy, 208, fsym(sy, "stop_ret"));
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 4);
+	assert_int_equal(st, UNWIND_COMPLETE);
+	assert_int_equal(fr[1].ip, FAKE_JIT + 0x2345);
+	assert_int_equal(fr[2].ip, fsym(sy, "fp_ret"));
+	assert_int_equal(fr[3].ip, fsym(sy, "stop_ret"));
+
+	/* Native code called from JIT code: sp_func's table leads back into it, FP untouched, the walk goes on. */
+	sy->s.regs[UNWIND_REG_IP] = fsym(sy, "sp_body");
+	put(sy, 40, FAKE_JIT + 0x2345);			/* sp_func: CFA = SP + 48 */
+	sy->s.regs[UNWIND_REG_BP] = FAKE_SP + 96;	/* B's FP, which sp_func keeps */
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 4);
+	assert_int_equal(fr[1].ip, FAKE_JIT + 0x2345);
+	assert_int_equal(fr[2].ip, fsym(sy, "fp_ret"));
+	assert_int_equal(st, UNWIND_COMPLETE);
+	struct unwind_deltas_stats stats;
+	unwind_deltas_get_stats(u, &stats);
+	assert_int_equal(stats.jit_steps, 3);
+	assert_int_equal(stats.jit_step_failures, 0);
+	unwind_deltas_free(u);
+}
+
+/* A step through JIT code is taken only where it is plausible; else the walk ends there, truncated. */
+static void test_jit_steps_refused(void **state)
+{
+	struct synth *sy = *state;
+	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_frame fr[8];
+	enum unwind_status st;
+	struct {
+		uint64_t fp, ra;
+		const char *why;
+	} cases[] = {
+		{ FAKE_SP - 16, FAKE_JIT + 0x10, "FP below SP" },
+		{ FAKE_SP + 33, FAKE_JIT + 0x10, "FP not 8-aligned" },
+		{ FAKE_SP + sizeof(sy->stack), FAKE_JIT + 0x10, "FP past the stack" },
+		{ FAKE_SP + 0x200000, FAKE_JIT + 0x10, "FP more than 1 MiB above SP" },
+		{ FAKE_SP + 32, 0, "zero return address" },
+		{ FAKE_SP + 32, 0x1234, "return address in no code" },
+		{ FAKE_SP + 32, FAKE_BIAS + 1, "return address in a file where its table has no code" },
+	};
+	sy->proc.find_module = jit_find_module;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		sy->s.regs[UNWIND_REG_IP] = FAKE_JIT + 0x100;
+		sy->s.regs[UNWIND_REG_BP] = cases[i].fp;
+		put(sy, 32, FAKE_SP + 96);
+		put(sy, 40, cases[i].ra);
+		print_message("  %s\n", cases[i].why);
+		assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 1);
+		assert_int_equal(st, UNWIND_TRUNCATED);
+	}
+	/* A JIT caller whose FP is below its SP (the step went up, its FP did not): refused at that frame. */
+	sy->s.regs[UNWIND_REG_BP] = FAKE_SP + 32;
+	put(sy, 32, FAKE_SP + 40);
+	put(sy, 40, FAKE_JIT + 0x2345);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 2);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	struct unwind_deltas_stats stats;
+	unwind_deltas_get_stats(u, &stats);
+	assert_int_equal(stats.jit_steps, 1);
+	assert_int_equal(stats.jit_step_failures, sizeof(cases) / sizeof(cases[0]) + 1);
+	unwind_deltas_free(u);
+}
+
 int main(void)
 {
 	const struct CMUnitTest real[] = {
@@ -1127,6 +1224,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_chain_after_copy, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_chain_frameless_leaf, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_chain_refused, synth_setup, synth_teardown),
+		cmocka_unit_test_setup_teardown(test_jit_frames, synth_setup, synth_teardown),
+		cmocka_unit_test_setup_teardown(test_jit_steps_refused, synth_setup, synth_teardown),
 	};
 	int failed = cmocka_run_group_tests_name("real samples", real, group_setup, group_teardown);
 	return failed + cmocka_run_group_tests_name("synthetic samples", synthetic, NULL, NULL);

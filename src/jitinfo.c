@@ -1,0 +1,629 @@
+/*
+ * jitinfo.c — the JIT code of profiled processes. See jitinfo.h for the contract.
+ */
+#include "src/jitinfo.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "symbols/jitdump.h"
+#include "symbols/perfmap.h"
+
+#define JITINFO_BUCKETS 256
+#define JITINFO_CHUNK JITDUMP_RECORD_PREFIX_MAX	/* read size: what either parser needs to move on */
+#define JITINFO_SAMPLE_BUDGET (16u << 20)	/* most read by one refresh on the sampling path */
+#define JITINFO_PROC_MAX (256u << 10)	/* most of a /proc file read (command line, environment) */
+
+/* A file a runtime writes for profilers. */
+struct jit_file {
+	char *path;		/* as the process sees it; NULL while unknown */
+	int fd;			/* -1 until opened */
+	uint64_t offset;	/* bytes parsed */
+	uint64_t bytes;		/* bytes read */
+	bool done;		/* nothing more will be read: unreadable format, closed, or at max_file_bytes */
+	bool refused, capped;	/* counted once */
+};
+
+struct jitinfo {
+	struct jitinfo_mgr *mgr;
+	unsigned refs;
+	bool attached;		/* the manager's pid table holds it (and a reference) */
+	int exited;		/* reaps left before it is detached; 0 while the process lives */
+	pid_t pid, nspid;
+	uid_t uid;
+	int root_fd;		/* the process's root directory, -1 if it could not be opened */
+	int64_t start_ns;	/* process start, CLOCK_REALTIME ns; 0 unknown */
+	bool is_jvm, jvm_fp;
+	struct file_id anon_id;	/* FileID of code nothing names */
+	struct jit_file map, dump;
+	struct perfmap_parser map_parser;
+	struct jitdump_parser dump_parser;
+	struct jitsyms *syms;
+	struct file_id *name_ids;	/* FileID per string id, computed on first use */
+	uint8_t *name_known;
+	size_t name_cap;
+	uint64_t next_refresh_ns, last_used_ns;
+	struct jitinfo *next_pid;	/* attached entries of one bucket */
+	struct jitinfo *prev, *next;	/* every entry */
+};
+
+struct jitinfo_mgr {
+	struct jitinfo_limits lim;
+	struct jitinfo *buckets[JITINFO_BUCKETS];
+	struct jitinfo *all;
+	unsigned live;
+	struct jitinfo_stats stats;	/* the parts counted as they happen */
+	struct jitinfo_stats retired;	/* file counters of entries freed */
+};
+
+struct jitinfo_mgr *jitinfo_mgr_new(const struct jitinfo_limits *limits)
+{
+	struct jitinfo_mgr *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	if (limits)
+		m->lim = *limits;
+	if (!m->lim.max_processes)
+		m->lim.max_processes = JITINFO_DEFAULT_PROCESSES;
+	if (!m->lim.max_file_bytes)
+		m->lim.max_file_bytes = JITINFO_DEFAULT_FILE_BYTES;
+	return m;
+}
+
+void jitinfo_mgr_free(struct jitinfo_mgr *m)
+{
+	if (!m)
+		return;
+	for (unsigned b = 0; b < JITINFO_BUCKETS; b++)
+		while (m->buckets[b])
+			jitinfo_mgr_detach(m, m->buckets[b]->pid);
+	free(m);
+}
+
+/* ---- what the process says about itself ---------------------------------------------------------------- */
+
+/* /proc/PID/<name>, at most max - 1 bytes, NUL-terminated (NUL-separated files stay readable with the returned
+ * length). Returns the length, or -1. */
+static ssize_t read_proc(pid_t pid, const char *name, char *buf, size_t max)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t n = 0;
+	ssize_t r = 0;
+	if (fd < 0)
+		return -1;
+	while (n < max - 1 && (r = read(fd, buf + n, max - 1 - n)) > 0)
+		n += (size_t)r;
+	close(fd);
+	buf[n] = '\0';
+	return r < 0 ? -1 : (ssize_t)n;
+}
+
+/* Effective uid and innermost pid (NSpid) from /proc/PID/status. */
+static int read_status(struct jitinfo *j)
+{
+	char buf[8192];
+	unsigned ruid, euid;
+	if (read_proc(j->pid, "status", buf, sizeof(buf)) < 0)
+		return -1;
+	const char *uid = strstr(buf, "\nUid:"), *ns = strstr(buf, "\nNSpid:");
+	if (!uid || sscanf(uid + 5, "%u %u", &ruid, &euid) != 2)
+		return -1;
+	j->uid = (uid_t)euid;
+	j->nspid = j->pid;
+	for (const char *p = ns ? ns + 7 : NULL; p && *p && *p != '\n';) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		j->nspid = (pid_t)v;
+		p = end;
+	}
+	return 0;
+}
+
+/* Start time: clock ticks since boot (field 22 of /proc/PID/stat, after the command name in parentheses). */
+static uint64_t read_start_ticks(pid_t pid)
+{
+	char buf[1024];
+	unsigned long long ticks = 0;
+	const char *p = read_proc(pid, "stat", buf, sizeof(buf)) > 0 ? strrchr(buf, ')') : NULL;
+	for (int field = 2; p && field < 22; field++)	/* the blank before field 22 */
+		p = strchr(p + 1, ' ');
+	if (p && sscanf(p, " %llu", &ticks) != 1)
+		ticks = 0;
+	return ticks;
+}
+
+/* When the process started, on the real-time clock (file times are on it): its start in ticks since boot,
+ * moved by the difference between the two clocks now. 0 if unknown. */
+static int64_t start_time_ns(pid_t pid)
+{
+	struct timespec real, boot;
+	uint64_t ticks = read_start_ticks(pid);
+	long hz = sysconf(_SC_CLK_TCK);
+	if (!ticks || hz <= 0 || clock_gettime(CLOCK_REALTIME, &real) < 0 || clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
+		return 0;
+	int64_t since_boot = (int64_t)(ticks / (uint64_t)hz) * 1000000000LL +
+			     (int64_t)(ticks % (uint64_t)hz) * (1000000000LL / hz);
+	return (real.tv_sec - boot.tv_sec) * 1000000000LL + (real.tv_nsec - boot.tv_nsec) + since_boot;
+}
+
+/* The last -XX:[+-]PreserveFramePointer among the words of s[0..n) (separated by NUL or blanks). */
+static void scan_fp_flag(const char *s, size_t n, bool *fp)
+{
+	static const char on[] = "-XX:+PreserveFramePointer", off[] = "-XX:-PreserveFramePointer";
+	for (size_t i = 0; i < n;) {
+		size_t len = 0;
+		while (i + len < n && s[i + len] && s[i + len] != ' ' && s[i + len] != '\t')
+			len++;
+		if (len == sizeof(on) - 1 && (!memcmp(s + i, on, len) || !memcmp(s + i, off, len)))
+			*fp = s[i + 4] == '+';	/* "-XX:+" */
+		i += len + 1;
+	}
+}
+
+/* The value of environment variable key in a NUL-separated environment, or NULL. */
+static const char *env_value(const char *env, size_t n, const char *key, size_t *len)
+{
+	size_t klen = strlen(key);
+	for (size_t i = 0; i < n; i += strlen(env + i) + 1) {
+		if (!strncmp(env + i, key, klen) && env[i + klen] == '=') {
+			*len = strlen(env + i + klen + 1);
+			return env + i + klen + 1;
+		}
+	}
+	return NULL;
+}
+
+/* Whether the JVM was told to keep frame pointers, the way it reads its options. */
+static bool jvm_keeps_fp(pid_t pid)
+{
+	static const char *const before[] = { "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS" };
+	char *buf = malloc(JITINFO_PROC_MAX);
+	bool fp = false;
+	size_t len;
+	const char *v;
+	ssize_t n = buf ? read_proc(pid, "environ", buf, JITINFO_PROC_MAX) : -1;
+	for (size_t i = 0; n > 0 && i < 2; i++)
+		if ((v = env_value(buf, (size_t)n, before[i], &len)))
+			scan_fp_flag(v, len, &fp);
+	char *after = n > 0 && (v = env_value(buf, (size_t)n, "_JAVA_OPTIONS", &len)) ? strndup(v, len) : NULL;
+	if (buf && (n = read_proc(pid, "cmdline", buf, JITINFO_PROC_MAX)) > 0)
+		scan_fp_flag(buf, (size_t)n, &fp);
+	if (after)
+		scan_fp_flag(after, strlen(after), &fp);
+	free(after);
+	free(buf);
+	return fp;
+}
+
+static bool is_jitdump_name(const struct jitinfo *j, const char *path)
+{
+	const char *base = strrchr(path, '/');
+	char *end;
+	base = base ? base + 1 : path;
+	if (strncmp(base, "jit-", 4) != 0)
+		return false;
+	long pid = strtol(base + 4, &end, 10);
+	return end != base + 4 && strcmp(end, ".dump") == 0 && (pid == j->nspid || pid == j->pid);
+}
+
+/* What the process's mappings say: a JVM, a jitdump file it announced. */
+static void scan_mappings(struct jitinfo *j, const struct process *p)
+{
+	for (unsigned i = 0; i < p->nmaps; i++) {
+		const char *path = p->maps[i].path ? p->maps[i].path : "";
+		const char *base = strrchr(path, '/');
+		if (base && strcmp(base + 1, "libjvm.so") == 0)
+			j->is_jvm = true;
+		if (!j->dump.path && is_jitdump_name(j, path))
+			j->dump.path = strdup(path);
+	}
+}
+
+/* ---- reading the runtime's files ------------------------------------------------------------------------ */
+
+/* path (as the process sees it) opened without following symbolic links out of its root; O_PATH. */
+static int open_in_root(const struct jitinfo *j, const char *path)
+{
+	struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+	int fd = j->root_fd >= 0 ? (int)syscall(SYS_openat2, j->root_fd, path, &how, sizeof(how)) : -1;
+	if (fd < 0 && errno == ENOSYS && j->attached) {
+		/* Kernels before 5.6: through /proc/PID/root, while the process lives. */
+		char buf[4200];
+		snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)j->pid, path);
+		fd = open(buf, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	}
+	return fd;
+}
+
+/*
+ * Open f for reading if it is a regular file of the process's user, written since the process started. The
+ * checks are made on an O_PATH descriptor, before the file is opened (opening a FIFO or a device could block or
+ * act), and again on what was opened. Returns 0, -ENOENT (not there yet) or -EPERM (refused).
+ */
+static int open_file(struct jitinfo *j, struct jit_file *f)
+{
+	struct stat st, again;
+	char self[64];
+	int pfd = open_in_root(j, f->path);
+	if (pfd < 0)
+		return -ENOENT;
+	int ok = fstat(pfd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == j->uid &&
+		 (!j->start_ns || st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec + 1000000000LL >= j->start_ns);
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	int fd = ok ? open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK) : -1;
+	close(pfd);
+	if (fd >= 0 && (fstat(fd, &again) < 0 || again.st_ino != st.st_ino || again.st_dev != st.st_dev)) {
+		close(fd);
+		fd = -1;
+	}
+	if (fd < 0) {
+		if (!f->refused)
+			j->mgr->stats.refused++;
+		f->refused = true;
+		return -EPERM;
+	}
+	f->fd = fd;
+	return 0;
+}
+
+/* Parse buf[0..n), the file from f->offset on (file_left bytes of it there): bytes to move on by, or < 0. */
+static int64_t parse_chunk(struct jitinfo *j, struct jit_file *f, const char *buf, size_t n, uint64_t file_left)
+{
+	if (f == &j->dump)
+		return jitdump_parse(&j->dump_parser, j->syms, (const uint8_t *)buf, n, file_left);
+	return (int64_t)perfmap_parse(&j->map_parser, j->syms, buf, n);
+}
+
+/* Read and parse what f gained since the last read, up to budget bytes. */
+static void read_file(struct jitinfo *j, struct jit_file *f, uint64_t budget)
+{
+	struct stat st;
+	if (f->done || !f->path || (f->fd < 0 && open_file(j, f) < 0) || fstat(f->fd, &st) < 0)
+		return;
+	uint64_t size = (uint64_t)st.st_size, max = j->mgr->lim.max_file_bytes;
+	if (size > max) {
+		j->mgr->stats.dropped += !f->capped;
+		f->capped = true;
+		size = max;
+	}
+	char *buf = size > f->offset ? malloc(JITINFO_CHUNK) : NULL;
+	while (buf && f->offset < size && budget) {
+		uint64_t left = size - f->offset;
+		ssize_t n = pread(f->fd, buf, left < JITINFO_CHUNK ? (size_t)left : JITINFO_CHUNK, (off_t)f->offset);
+		int64_t used = n > 0 ? parse_chunk(j, f, buf, (size_t)n, left) : 0;
+		if (used < 0 || (f == &j->dump && j->dump_parser.closed))
+			f->done = true;
+		if (used <= 0)
+			break;
+		f->offset += (uint64_t)used;
+		f->bytes += (uint64_t)n;
+		budget -= (uint64_t)used < budget ? (uint64_t)used : budget;
+	}
+	free(buf);
+}
+
+/* Read what the files gained (budget bytes each at most) and make it visible to lookups. */
+static void refresh(struct jitinfo *j, uint64_t budget)
+{
+	read_file(j, &j->map, budget);
+	read_file(j, &j->dump, budget);
+	if (jitsyms_dirty(j->syms))
+		jitsyms_commit(j->syms);
+}
+
+/* ---- entries -------------------------------------------------------------------------------------------- */
+
+static struct jitinfo **bucket(struct jitinfo_mgr *m, pid_t pid)
+{
+	return &m->buckets[(unsigned)pid % JITINFO_BUCKETS];
+}
+
+static struct jitinfo *find_attached(struct jitinfo_mgr *m, pid_t pid)
+{
+	struct jitinfo *j;
+	for (j = *bucket(m, pid); j && j->pid != pid; j = j->next_pid)
+		;
+	return j;
+}
+
+static void file_init(struct jit_file *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->fd = -1;
+}
+
+/* What the process says about itself and its JIT code, read while it lives. */
+static void learn_process(struct jitinfo *j, const struct process *p)
+{
+	char root[64], id[64];
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)j->pid);
+	j->root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (read_status(j) < 0)
+		j->uid = (uid_t)-1;	/* no file can be its user's */
+	uint64_t ticks = read_start_ticks(j->pid);
+	j->start_ns = start_time_ns(j->pid);
+	int n = snprintf(id, sizeof(id), "jit:pid:%d:%" PRIu64, (int)j->pid, ticks);
+	fileid_from_text(id, (size_t)n, &j->anon_id);
+	scan_mappings(j, p);
+	if (j->is_jvm)
+		j->jvm_fp = jvm_keeps_fp(j->pid);
+	char map[64];
+	snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)j->nspid);
+	j->map.path = strdup(map);
+}
+
+static struct jitinfo *entry_new(struct jitinfo_mgr *m, const struct process *p)
+{
+	struct jitinfo *j = calloc(1, sizeof(*j));
+	if (!j || !(j->syms = jitsyms_new(&m->lim.syms))) {
+		free(j);
+		return NULL;
+	}
+	j->mgr = m;
+	j->pid = p->pid;
+	file_init(&j->map);
+	file_init(&j->dump);
+	jitdump_parser_init(&j->dump_parser);
+	learn_process(j, p);
+	j->next = m->all;
+	if (m->all)
+		m->all->prev = j;
+	m->all = j;
+	m->live++;
+	m->stats.processes++;
+	return j;
+}
+
+static void file_close(struct jitinfo_stats *retired, struct jit_file *f, uint64_t *count)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	*count += f->bytes > 0;
+	retired->bytes += f->bytes;
+	free(f->path);
+}
+
+/* The counters an entry's tables and parsers hold, added to *s. */
+static void add_entry_stats(const struct jitinfo *j, struct jitinfo_stats *s)
+{
+	struct jitsyms_stats ts;
+	jitsyms_get_stats(j->syms, &ts);
+	s->symbols += ts.ranges;
+	s->dropped += ts.dropped;
+	s->skipped += j->map_parser.stats.malformed + j->map_parser.stats.too_long + j->dump_parser.stats.skipped +
+		      j->dump_parser.stats.refused;
+}
+
+static void entry_free(struct jitinfo *j)
+{
+	struct jitinfo_mgr *m = j->mgr;
+	add_entry_stats(j, &m->retired);
+	file_close(&m->retired, &j->map, &m->retired.perf_maps);
+	file_close(&m->retired, &j->dump, &m->retired.jitdumps);
+	if (j->root_fd >= 0)
+		close(j->root_fd);
+	jitdump_parser_free(&j->dump_parser);
+	jitsyms_free(j->syms);
+	free(j->name_ids);
+	free(j->name_known);
+	if (j->prev)
+		j->prev->next = j->next;
+	else
+		m->all = j->next;
+	if (j->next)
+		j->next->prev = j->prev;
+	m->live--;
+	free(j);
+}
+
+void jitinfo_ref(struct jitinfo *j)
+{
+	j->refs++;
+}
+
+void jitinfo_release(struct jitinfo *j)
+{
+	if (j && --j->refs == 0)
+		entry_free(j);
+}
+
+struct jitinfo *jitinfo_get(struct jitinfo_mgr *m, struct process *p, uint64_t now_ns)
+{
+	struct jitinfo **b = bucket(m, p->pid), *j = find_attached(m, p->pid);
+	if (!j) {
+		if (m->live >= m->lim.max_processes) {
+			m->stats.untracked++;
+			return NULL;
+		}
+		if (!(j = entry_new(m, p)))
+			return NULL;
+		j->refs = 1;
+		j->attached = true;
+		j->next_pid = *b;
+		*b = j;
+		refresh(j, JITINFO_SAMPLE_BUDGET);
+		j->next_refresh_ns = now_ns + JITINFO_REFRESH_NS;
+		m->stats.fp_processes += jitinfo_walks_fp(j);
+	}
+	j->last_used_ns = now_ns;
+	return j;
+}
+
+void jitinfo_mgr_on_mapping(struct jitinfo_mgr *m, pid_t pid, const char *path)
+{
+	struct jitinfo *j = find_attached(m, pid);
+	if (!j || j->dump.path || !path || !is_jitdump_name(j, path) || !(j->dump.path = strdup(path)))
+		return;
+	bool walked = jitinfo_walks_fp(j);
+	refresh(j, JITINFO_SAMPLE_BUDGET);
+	m->stats.fp_processes += !walked && jitinfo_walks_fp(j);
+}
+
+void jitinfo_mgr_detach(struct jitinfo_mgr *m, pid_t pid)
+{
+	for (struct jitinfo **pp = bucket(m, pid); *pp; pp = &(*pp)->next_pid) {
+		struct jitinfo *j = *pp;
+		if (j->pid != pid)
+			continue;
+		*pp = j->next_pid;
+		j->attached = false;
+		jitinfo_release(j);
+		return;
+	}
+}
+
+void jitinfo_mgr_on_exit(struct jitinfo_mgr *m, pid_t pid)
+{
+	struct jitinfo *j = find_attached(m, pid);
+	if (j && !j->exited)
+		j->exited = 3;
+}
+
+void jitinfo_mgr_reap(struct jitinfo_mgr *m)
+{
+	for (unsigned b = 0; b < JITINFO_BUCKETS; b++) {
+		for (struct jitinfo *j = m->buckets[b], *next; j; j = next) {
+			next = j->next_pid;
+			if (j->exited && --j->exited == 0)
+				jitinfo_mgr_detach(m, j->pid);
+		}
+	}
+}
+
+unsigned jitinfo_mgr_forget_idle(struct jitinfo_mgr *m, uint64_t cutoff_ns)
+{
+	unsigned n = 0;
+	for (unsigned b = 0; b < JITINFO_BUCKETS; b++) {
+		for (struct jitinfo *j = m->buckets[b], *next; j; j = next) {
+			next = j->next_pid;
+			if (j->last_used_ns < cutoff_ns) {
+				jitinfo_mgr_detach(m, j->pid);
+				n++;
+			}
+		}
+	}
+	return n;
+}
+
+void jitinfo_mgr_refresh(struct jitinfo_mgr *m)
+{
+	for (struct jitinfo *j = m->all; j; j = j->next)
+		refresh(j, UINT64_MAX);
+}
+
+void jitinfo_mgr_get_stats(const struct jitinfo_mgr *m, struct jitinfo_stats *out)
+{
+	*out = m->stats;
+	out->perf_maps += m->retired.perf_maps;
+	out->jitdumps += m->retired.jitdumps;
+	out->bytes += m->retired.bytes;
+	out->symbols += m->retired.symbols;
+	out->skipped += m->retired.skipped;
+	out->dropped += m->retired.dropped;
+	for (const struct jitinfo *j = m->all; j; j = j->next) {
+		add_entry_stats(j, out);
+		out->perf_maps += j->map.bytes > 0;
+		out->jitdumps += j->dump.bytes > 0;
+		out->bytes += j->map.bytes + j->dump.bytes;
+	}
+}
+
+/* ---- frames --------------------------------------------------------------------------------------------- */
+
+struct jitinfo *jitinfo_find(struct jitinfo_mgr *m, pid_t pid)
+{
+	return find_attached(m, pid);
+}
+
+bool jitinfo_walks_fp(const struct jitinfo *j)
+{
+	return j->is_jvm ? j->jvm_fp : j->map.fd >= 0 || j->dump.fd >= 0;
+}
+
+bool jitinfo_declares(const struct jitinfo *j, uint64_t addr, uint64_t *lo, uint64_t *hi)
+{
+	struct jitsym_info info;
+	*lo = 0;
+	*hi = UINT64_MAX;
+	return jitinfo_walks_fp(j) && jitsyms_lookup_span(j->syms, addr, &info, lo, hi);
+}
+
+bool jitinfo_names(struct jitinfo *j, uint64_t addr, uint64_t now_ns)
+{
+	struct jitsym_info info;
+	if (jitsyms_lookup(j->syms, addr, &info))
+		return true;
+	if (now_ns < j->next_refresh_ns)
+		return false;
+	j->next_refresh_ns = now_ns + JITINFO_REFRESH_NS;
+	bool walked = jitinfo_walks_fp(j);
+	refresh(j, JITINFO_SAMPLE_BUDGET);
+	j->mgr->stats.fp_processes += !walked && jitinfo_walks_fp(j);
+	return jitsyms_lookup(j->syms, addr, &info);
+}
+
+/* The FileID of a name: FNV-1a-128 of "jit:" and the name, computed once per name. */
+static struct file_id name_file_id(struct jitinfo *j, uint32_t id, const char *name)
+{
+	struct file_id fid;
+	size_t need = jitsyms_strings(j->syms);
+	if (id >= j->name_cap && need > j->name_cap) {
+		struct file_id *ids = realloc(j->name_ids, need * sizeof(*ids));
+		uint8_t *known = ids ? realloc(j->name_known, need) : NULL;
+		if (ids)
+			j->name_ids = ids;
+		if (known) {
+			memset(known + j->name_cap, 0, need - j->name_cap);
+			j->name_known = known;
+			j->name_cap = need;
+		}
+	}
+	if (id < j->name_cap && j->name_known[id])
+		return j->name_ids[id];
+	char text[JITSYMS_NAME_MAX + 8];
+	int n = snprintf(text, sizeof(text), "jit:%s", name);
+	fileid_from_text(text, (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1, &fid);
+	if (id < j->name_cap) {
+		j->name_ids[id] = fid;
+		j->name_known[id] = 1;
+	}
+	return fid;
+}
+
+void jitinfo_identity(struct jitinfo *j, uint64_t addr, struct file_id *file_id, uint64_t *address)
+{
+	struct jitsym_info info;
+	if (jitsyms_lookup(j->syms, addr, &info)) {
+		*file_id = name_file_id(j, info.name_id, info.name);
+		*address = addr - info.start;
+	} else {
+		*file_id = j->anon_id;
+		*address = addr;
+	}
+}
+
+void jitinfo_frame(struct jitinfo *j, uint64_t addr, struct jitinfo_frame *out)
+{
+	struct jitsym_info info;
+	bool named = jitsyms_lookup(j->syms, addr, &info);
+	jitinfo_identity(j, addr, &out->file_id, &out->address);
+	out->name = named ? info.name : NULL;
+	out->source = named ? info.file : "";
+	out->line = named ? info.line : 0;
+	/* Both files may name code; the perf map is the one a process writes when it writes both. */
+	out->origin = !named ? "[jit]" : j->map.bytes || !j->dump.path ? j->map.path : j->dump.path;
+}
