@@ -89,6 +89,25 @@ static void test_collapsed_empty_comm_and_profile(void **state)
 	profile_free(p);
 }
 
+/* JIT frames carry stackcollapse-perf.pl's _[j]; unnamed JIT code shows its runtime address. */
+static void test_collapsed_jit_frames(void **state)
+{
+	(void)state;
+	struct profile *p = profile_new();
+	uint32_t node = tp_mapping(p, "/usr/bin/node"), anon = tp_mapping(p, "[jit]");
+	struct profile_line js = { tp_function(p, "JS:*hot /a.js:1:1", NULL), 0 };
+	struct profile_line main_ = { tp_function(p, "main", NULL), 0 };
+	uint32_t locs[] = { tp_location(p, anon, 0x7f00001234, PROFILE_FRAME_JIT, NULL, 0),
+			    tp_location(p, tp_mapping(p, "/tmp/perf-9.map"), 0x40, PROFILE_FRAME_JIT, &js, 1),
+			    tp_location(p, node, 0x10, PROFILE_FRAME_NATIVE, &main_, 1) };
+	tp_sample(p, (struct profile_sample){ .stack = tp_stack(p, 1, locs, 3), .pid = 9, .tid = 9, .count = 3 },
+		  "node", NULL);
+	char *text = run_collapsed(p, NULL);
+	assert_string_equal(text, "node;main;JS:*hot /a.js:1:1_[j];[jit]+0x7f00001234_[j] 3\n");
+	free(text);
+	profile_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -96,6 +115,7 @@ int main(void)
 		cmocka_unit_test(test_collapsed_stack_ids),
 		cmocka_unit_test(test_stack_id_base64url),
 		cmocka_unit_test(test_collapsed_empty_comm_and_profile),
+		cmocka_unit_test(test_collapsed_jit_frames),
 	};
 	return cmocka_run_group_tests_name("collapsed", tests, NULL, NULL);
 }

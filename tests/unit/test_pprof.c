@@ -337,6 +337,56 @@ static void test_empty(void **state)
 	profile_free(p);
 }
 
+/*
+ * JIT frames: hostprof keeps one mapping per JIT function (its identity); pprof gets one "[jit]" mapping for all
+ * of them, as it gets one for the kernel, marked symbolized when any JIT frame is named.
+ */
+static void test_jit_mapping(void **state)
+{
+	(void)state;
+	struct profile *p = profile_new();
+	struct profile_mapping m_app = { .filename = tp_string(p, "/opt/app/bin/node") };
+	struct profile_mapping m_f = { .filename = tp_string(p, "/tmp/perf-7.map"), .file_id = { 1 } };
+	struct profile_mapping m_g = { .filename = tp_string(p, "/tmp/perf-7.map"), .file_id = { 2 } };
+	struct profile_mapping m_anon = { .filename = tp_string(p, "[jit]"), .file_id = { 3 } };
+	uint32_t app, mf, mg, manon;
+	assert_int_equal(profile_add_mapping(p, &m_app, &app), 0);
+	assert_int_equal(profile_add_mapping(p, &m_f, &mf), 0);
+	assert_int_equal(profile_add_mapping(p, &m_g, &mg), 0);
+	assert_int_equal(profile_add_mapping(p, &m_anon, &manon), 0);
+	struct profile_line l_main[] = { { tp_function(p, "main", NULL), 0 } };
+	struct profile_line l_f[] = { { tp_function(p, "JS:*f /a.js:1:1", "/a.js"), 2 } };
+	struct profile_line l_g[] = { { tp_function(p, "JS:*g /a.js:5:1", NULL), 0 } };
+	uint32_t main_ = tp_location(p, app, 0x1000, PROFILE_FRAME_NATIVE, l_main, 1);
+	uint32_t f = tp_location(p, mf, 0x10, PROFILE_FRAME_JIT, l_f, 1);
+	uint32_t g = tp_location(p, mg, 0x20, PROFILE_FRAME_JIT, l_g, 1);
+	uint32_t anon = tp_location(p, manon, 0x7f0000001234, PROFILE_FRAME_JIT, NULL, 0);
+	sample(p, tp_stack(p, 1, (uint32_t[]){ f, g, main_ }, 3), 7, 7, "node", "node", 0, 5, 0);
+	sample(p, tp_stack(p, 2, (uint32_t[]){ anon, g, main_ }, 3), 7, 7, "node", "node", 0, 1, 0);
+	pb_profile *pb = roundtrip(p);
+	char text[256];
+	assert_int_equal(pb->n_mapping, 2);
+	assert_string_equal(s_(pb, pb->mapping[0]->filename), "/opt/app/bin/node");
+	assert_string_equal(s_(pb, pb->mapping[1]->filename), "[jit]");
+	assert_true(pb->mapping[1]->has_functions);
+	assert_int_equal(pb->n_location, 4);
+	for (size_t i = 0; i < pb->n_location; i++) {
+		const Perftools__Profiles__Location *l = pb->location[i];
+		lines_text(pb, l, text, sizeof(text));
+		if (l->address == 0x1000)
+			continue;
+		assert_int_equal(l->mapping_id, pb->mapping[1]->id);
+		if (l->address == 0x10)
+			assert_string_equal(text, "JS:*f /a.js:1:1:2");
+		else if (l->address == 0x20)
+			assert_string_equal(text, "JS:*g /a.js:5:1:0");
+		else
+			assert_string_equal(text, "");
+	}
+	perftools__profiles__profile__free_unpacked(pb, NULL);
+	profile_free(p);
+}
+
 /* --- go tool pprof ------------------------------------------------------------------------------------- */
 
 static bool have_go(void)
@@ -464,6 +514,7 @@ int main(void)
 		cmocka_unit_test(test_dictionary),
 		cmocka_unit_test(test_samples),
 		cmocka_unit_test(test_empty),
+		cmocka_unit_test(test_jit_mapping),
 		cmocka_unit_test(test_go_pprof_top),
 		cmocka_unit_test(test_go_pprof_symbolizes_elf_address),
 	};

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/ids.h"
 #include "src/profile.h"
 #include "tests/lib/profile_builder.h"
 
@@ -123,7 +124,7 @@ static void set_info(struct profile *p)
 	i->unknown = 1;
 }
 
-/* A profile using every table and field: inline lines, kernel, Go, error and unsymbolized frames, links. */
+/* A profile using every table and field: inline lines, kernel, Go, JIT, error and unsymbolized frames, links. */
 static struct profile *build_profile(void)
 {
 	struct profile *p = profile_new();
@@ -146,16 +147,22 @@ static struct profile *build_profile(void)
 	struct profile_line sched[] = { { tp_function(p, "schedule", NULL), 0 } };
 	struct profile_line trunc[] = { { tp_function(p, "[truncated]", NULL), 0 } };
 	struct profile_line go[] = { { tp_function(p, "main.loop", "loop.go"), -3 } };
+	struct profile_line js[] = { { tp_function(p, "JS:*hot /app/hot.js:1:17", "/app/hot.js"), 3 } };
+	struct profile_mapping jit_map = { .filename = tp_string(p, "/tmp/perf-42.map") };
+	uint32_t m_jit;
+	fileid_from_text("jit:JS:*hot /app/hot.js:1:17", 28, (struct file_id *)jit_map.file_id);
+	assert_int_equal(profile_add_mapping(p, &jit_map, &m_jit), 0);
 	uint32_t l_work = tp_location(p, m_app, 0x1234, PROFILE_FRAME_NATIVE, work, 2);
 	uint32_t l_main = tp_location(p, m_app, 0x1100, PROFILE_FRAME_NATIVE, main_, 1);
 	uint32_t l_memcpy = tp_location(p, m_libc, 0x9abc, PROFILE_FRAME_NATIVE, NULL, 0);
 	uint32_t l_sched = tp_location(p, 0, 0x5555, PROFILE_FRAME_KERNEL, sched, 1);
 	uint32_t l_trunc = tp_location(p, 0, 1, PROFILE_FRAME_ERROR, trunc, 1);
 	uint32_t l_go = tp_location(p, m_app, 0x2000, PROFILE_FRAME_GO, go, 1);
+	uint32_t l_jit = tp_location(p, m_jit, 0x40, PROFILE_FRAME_JIT, js, 1);
 
 	uint32_t s1 = tp_stack(p, 0xa1, (uint32_t[]){ l_work, l_main }, 2);
 	uint32_t s2 = tp_stack(p, 0xb2, (uint32_t[]){ l_sched, l_memcpy, l_trunc }, 3);
-	uint32_t s3 = tp_stack(p, 0xc3, (uint32_t[]){ l_go, l_main }, 2);
+	uint32_t s3 = tp_stack(p, 0xc3, (uint32_t[]){ l_jit, l_go, l_main }, 3);
 
 	struct profile_link link = { 0 };
 	uint32_t li;
@@ -443,6 +450,14 @@ static void test_round_trip(void **state)
 	assert_int_equal(count_temp_files(d.path), 0);
 	struct profile *q = read_ok(path);
 	assert_profiles_equal(p, q);
+	/* Frame kinds are also written as profile.frame.type attributes, JIT frames' as "jit". */
+	char raw[65536];
+	FILE *f = fopen(path, "rb");
+	size_t n = f ? fread(raw, 1, sizeof(raw), f) : 0;
+	if (f)
+		fclose(f);
+	assert_non_null(memmem(raw, n, "\xa3jit", 4));
+	assert_non_null(memmem(raw, n, "\xa6kernel", 7));
 
 	/* And again from what was read: the format is stable under re-writing. */
 	assert_int_equal(profile_write_file(q, path), 0);

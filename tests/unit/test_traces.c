@@ -1,9 +1,11 @@
-/* Unit tests for src/traces.c: known-trace cache, counts per (pid, tid, trace), stack-trace IDs, profile build. */
+/* Unit tests for src/traces.c: known-trace cache, counts per (pid, tid, trace), stack-trace IDs, profile build, JIT
+ * frames. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -116,11 +118,88 @@ static void test_trace_id_rules(void **state)
 	assert_memory_equal(ia.bytes, ib.bytes, 16);
 }
 
+static const struct profile_location *only_location(const struct profile *p, uint32_t stack)
+{
+	assert_int_equal(p->stacks.items[stack].nlocations, 1);
+	return &p->locations.items[p->stacks.items[stack].locations[0]];
+}
+
+/*
+ * JIT frames (this process's own perf map): named when the profile is built, even by lines the map gained after
+ * the sample; their identity is the name's FileID and the offset in the named code, whichever process and address
+ * they ran at, and the stack's ID is computed again from it. Unnamed JIT code keeps its runtime address.
+ */
+static void test_jit_frames(void **state)
+{
+	struct tr_state *s = *state;
+	char map[64];
+	snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)getpid());
+	FILE *f = fopen(map, "w");
+	assert_non_null(f);
+	fputs("7f0000001000 100 JS:*early\n", f);
+	fclose(f);
+	struct jitinfo_mgr *m = jitinfo_mgr_new(NULL);
+	struct process self = { .pid = getpid() };
+	struct jitinfo *j = jitinfo_get(m, &self, 1);
+	struct trace_frame early = { .jit = j, .address = 0x7f0000001010, .kind = PROFILE_FRAME_JIT };
+	struct trace_frame late = { .jit = j, .address = 0x7f0000005020, .kind = PROFILE_FRAME_JIT };
+	struct trace_frame unnamed = { .jit = j, .address = 0x7f0000009000, .kind = PROFILE_FRAME_JIT };
+	struct trace_id late_then, late_now;
+	traces_hash(s->t, &late, 1, &late_then);
+	assert_int_equal(traces_add(s->t, 1, 1, "node", "node", &early, 1, 1), 0);
+	assert_int_equal(traces_add(s->t, 1, 1, "node", "node", &late, 1, 1), 0);
+	assert_int_equal(traces_add(s->t, 1, 1, "node", "node", &unnamed, 1, 1), 0);
+	jitinfo_mgr_detach(m, self.pid);	/* the process is gone: its frames keep the entry */
+	f = fopen(map, "a");
+	fputs("7f0000005000 100 JS:*late\n", f);
+	fclose(f);
+	jitinfo_mgr_refresh(m);
+	traces_hash(s->t, &late, 1, &late_now);
+	assert_memory_not_equal(late_then.bytes, late_now.bytes, 16);
+
+	struct profile *p = profile_new();
+	assert_int_equal(traces_build_profile(s->t, p), 0);
+	struct trace_hasher h;
+	struct trace_id want;
+	struct file_id fid;
+	fileid_from_text("jit:JS:*late", 12, &fid);
+	trace_hash_init(&h);
+	trace_hash_frame(&h, &fid, 0x20);
+	trace_hash_finish(&h, &want);
+	int named = 0, anon = 0;
+	for (uint32_t i = 1; i < p->stacks.count; i++) {
+		const struct profile_location *l = only_location(p, i);
+		const struct profile_mapping *pm = &p->mappings.items[l->mapping];
+		assert_int_equal(l->frame_kind, PROFILE_FRAME_JIT);
+		if (!l->nlines) {
+			anon++;
+			assert_int_equal(l->address, 0x7f0000009000);
+			assert_string_equal(profile_string(p, pm->filename), "[jit]");
+			continue;
+		}
+		const char *name = profile_string(p, p->functions.items[l->lines[0].function].name);
+		assert_string_equal(profile_string(p, pm->filename), map);
+		assert_int_equal(l->address, strcmp(name, "JS:*late") == 0 ? 0x20 : 0x10);
+		if (strcmp(name, "JS:*late") == 0) {
+			named++;
+			assert_memory_equal(pm->file_id, fid.bytes, 16);
+			assert_memory_equal(p->stacks.items[i].trace_id, want.bytes, 16);
+		}
+	}
+	assert_int_equal(named, 1);
+	assert_int_equal(anon, 1);
+	profile_free(p);
+	traces_reset(s->t);	/* the last references: the entry goes */
+	unlink(map);
+	jitinfo_mgr_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_counts_and_dedup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trace_id_rules, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_jit_frames, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("traces", tests, NULL, NULL);
 }
