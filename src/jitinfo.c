@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +44,7 @@ struct jitinfo {
 	int root_fd;		/* the process's root directory, -1 if it could not be opened */
 	int64_t start_ns;	/* process start, CLOCK_REALTIME ns; 0 unknown */
 	bool is_jvm, jvm_fp;
+	int trampolines;	/* CPython's perf trampolines checked in its memory: 1 as expected, -1 not, 0 not yet */
 	struct file_id anon_id;	/* FileID of code nothing names */
 	struct jit_file map, dump;
 	struct perfmap_parser map_parser;
@@ -574,6 +576,43 @@ bool jitinfo_names(struct jitinfo *j, uint64_t addr, uint64_t now_ns)
 	refresh(j, JITINFO_SAMPLE_BUDGET);
 	j->mgr->stats.fp_processes += !walked && jitinfo_walks_fp(j);
 	return jitsyms_lookup(j->syms, addr, &info);
+}
+
+/* CPython's perf trampoline (Python/asm_trampoline.S, 3.12 and later, x86-64), copied once per code object and
+ * named "py::FUNCTION:FILE" in the perf map. Its CFA is SP + 8 but between the sub and the add. */
+static const uint8_t cpython_trampoline[] = { 0x48, 0x83, 0xec, 0x08, 0xff, 0xd1, 0x48, 0x83, 0xc4, 0x08, 0xc3 };
+#define TRAMPOLINE_SUB_END 4
+#define TRAMPOLINE_ADD_START 10
+
+/* Whether the process's trampolines are CPython's: one of them compared with the template, once. */
+static bool trampolines_known(struct jitinfo *j, uint64_t start)
+{
+	uint8_t code[sizeof(cpython_trampoline)];
+	if (!j->trampolines && j->attached) {
+		struct iovec local = { code, sizeof(code) }, remote = { (void *)(uintptr_t)start, sizeof(code) };
+		ssize_t n = process_vm_readv(j->pid, &local, 1, &remote, 1, 0);
+		j->trampolines = n == (ssize_t)sizeof(code) && !memcmp(code, cpython_trampoline, sizeof(code)) ? 1 : -1;
+	}
+	return j->trampolines > 0;
+}
+
+bool jitinfo_trampoline(struct jitinfo *j, uint64_t addr, uint32_t *cfa_sp, uint64_t *lo, uint64_t *hi)
+{
+	struct jitsym_info info;
+	*lo = 0;
+	*hi = UINT64_MAX;
+	if (j->trampolines < 0 || !jitsyms_lookup_span(j->syms, addr, &info, lo, hi))
+		return false;
+	if (strncmp(info.name, "py::", 4) != 0 || info.end - info.start != sizeof(cpython_trampoline) ||
+	    *lo != info.start || *hi != info.end || !trampolines_known(j, info.start))
+		return false;
+	uint64_t off = addr - info.start;
+	*cfa_sp = off >= TRAMPOLINE_SUB_END && off < TRAMPOLINE_ADD_START ? 16 : 8;
+	*lo = info.start + (off < TRAMPOLINE_SUB_END ? 0 : off < TRAMPOLINE_ADD_START ? TRAMPOLINE_SUB_END :
+						  TRAMPOLINE_ADD_START);
+	*hi = info.start + (off < TRAMPOLINE_SUB_END ? TRAMPOLINE_SUB_END :
+			    off < TRAMPOLINE_ADD_START ? TRAMPOLINE_ADD_START : sizeof(cpython_trampoline));
+	return true;
 }
 
 /* The FileID of a name: FNV-1a-128 of "jit:" and the name, computed once per name. */

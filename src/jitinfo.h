@@ -20,7 +20,8 @@
  * says it keeps them: one that publishes a perf map or a jitdump file (V8, CPython
  * 3.12+ -X perf, ...) — but a JVM (libjvm.so mapped), whose compiled code keeps them only with
  * -XX:+PreserveFramePointer, given on its command line or in JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS or
- * _JAVA_OPTIONS (the last one wins, as in the JVM).
+ * _JAVA_OPTIONS (the last one wins, as in the JVM). Trampolines of a known shape without a frame of their own
+ * (CPython's) are stepped by their shape instead (jitinfo_trampoline).
  *
  * Identity (stack-trace IDs; man/hostprof-profile.5): a JIT frame at an address the table names is (FileID =
  * FNV-1a-128 of "jit:" and the name, address = its offset in the named code), the same in every process and
@@ -121,6 +122,13 @@ bool jitinfo_walks_fp(const struct jitinfo *j);
  * [*lo, *hi) that code, false with [*lo, *hi) the addresses around addr that are not.
  */
 bool jitinfo_declares(const struct jitinfo *j, uint64_t addr, uint64_t *lo, uint64_t *hi);
+/*
+ * Whether addr (an interrupted instruction, or a return address minus 1) is in a trampoline of a known shape that
+ * keeps no frame pointer — CPython's perf trampolines (-X perf: "py::" copies of sub $8,%rsp; call *%rcx; add
+ * $8,%rsp; ret, checked once per process against its memory): true, with the CFA at SP + *cfa_sp (FP the
+ * caller's) in [*lo, *hi). False, with [*lo, *hi) around addr free of them.
+ */
+bool jitinfo_trampoline(struct jitinfo *j, uint64_t addr, uint32_t *cfa_sp, uint64_t *lo, uint64_t *hi);
 /* Whether addr is named; when not, the files are read again if they grew (at most every JITINFO_REFRESH_NS). */
 bool jitinfo_names(struct jitinfo *j, uint64_t addr, uint64_t now_ns);
 /* The identity of the frame at addr (for stack-trace IDs). */

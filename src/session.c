@@ -470,16 +470,22 @@ static void jit_in_file(struct find_ctx *c, uint64_t addr, struct unwind_module 
 	}
 }
 
-/* JIT code whose runtime keeps frame pointers is a module the delta unwinder walks by them (unwind.h). */
-static bool jit_module(struct find_ctx *c, const struct mapping *m, struct unwind_module *mod)
+/*
+ * JIT code whose runtime keeps frame pointers is a module the delta unwinder walks by them (unwind.h), cut to the
+ * addresses around addr where no trampoline of a known shape is; such a trampoline is a module of its own, with
+ * its rule.
+ */
+static bool jit_module(struct find_ctx *c, const struct mapping *m, uint64_t addr, struct unwind_module *mod)
 {
 	struct jitinfo *j = c->s->opts.unwinder == SESSION_UNWIND_DELTAS ? process_jit(c) : NULL;
+	uint64_t lo, hi;
+	uint32_t cfa_sp = 0;
 	if (!j || !jitinfo_walks_fp(j))
 		return false;
-	memset(mod, 0, sizeof(*mod));
-	mod->start = m->start;
-	mod->end = m->end;
-	mod->jit = true;
+	if (!jitinfo_trampoline(j, addr, &cfa_sp, &lo, &hi))
+		cfa_sp = 0;
+	*mod = (struct unwind_module){ .start = lo > m->start ? lo : m->start, .end = hi < m->end ? hi : m->end,
+				       .jit = true, .jit_cfa_sp = cfa_sp };
 	return true;
 }
 
@@ -504,7 +510,7 @@ static int find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 	struct find_ctx *c = ctx;
 	struct mapping *m = procmgr_find_mapping(c->s->procs, c->proc, addr, c->now);
 	struct execinfo *e = m ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
-	if (!e && m && m->anon && jit_module(c, m, mod))
+	if (!e && m && m->anon && jit_module(c, m, addr, mod))
 		return 0;
 	if (!e)
 		return find_in_neighbour(c, addr, mod);

@@ -61,6 +61,9 @@ struct unwind_module {
 	bool jit;		/* JIT code: executable memory no file backs (elf, deltas and cache_key NULL) whose
 				 * runtime keeps frame pointers in it; unwind_deltas walks it by them, checking each
 				 * step, the other unwinders treat it as code without unwind information */
+	uint32_t jit_cfa_sp;	/* JIT code of a known shape (a runtime's fixed trampoline, which keeps no frame
+				 * pointer): nonzero, and in all of [start, end) the CFA is SP + jit_cfa_sp and FP is
+				 * the caller's; 0: walked by frame pointer */
 };
 
 /* Callbacks through which an unwinder sees the process. */

@@ -349,6 +349,20 @@ static bool ud_jit_return_ok(struct ud_walk *w, uint64_t ra)
 	return w->mod.jit || (ud_rule(w, ra - 1 - w->mod.bias, &rule) && rule.kind != STACK_DELTA_INVALID);
 }
 
+/* JIT code of a known shape (unwind_module.jit_cfa_sp): its rule, the return address checked as above. */
+static enum ud_step ud_step_jit_shaped(struct ud_walk *w)
+{
+	struct stack_delta_rule rule = { .kind = STACK_DELTA_CFA_SP, .fp = STACK_DELTA_FP_SAME,
+					 .cfa_off = (int32_t)w->mod.jit_cfa_sp };
+	uint64_t cfa = w->r.regs[UNWIND_REG_SP] + w->mod.jit_cfa_sp, ra;
+	if (cfa <= w->r.regs[UNWIND_REG_SP] || !ud_load(w, cfa - 8, &ra) || !ud_jit_return_ok(w, ra)) {
+		w->u->stats.jit_step_failures++;
+		return UD_STEP_FAIL;
+	}
+	w->u->stats.jit_steps++;
+	return ud_step_cfa(w, &rule);
+}
+
 /*
  * A frame in JIT code (unwind_module.jit): no table describes it, its frame pointer does. The runtime pushed
  * its caller's FP and pointed FP there: the return address is at FP + 8, the caller's FP at FP, the caller's SP
@@ -362,6 +376,8 @@ static enum ud_step ud_step_jit(struct ud_walk *w)
 {
 	struct unwind_deltas_regs *r = &w->r;
 	uint64_t sp = r->regs[UNWIND_REG_SP], fp = r->regs[UNWIND_REG_BP], caller_fp, ra;
+	if (w->mod.jit_cfa_sp)
+		return ud_step_jit_shaped(w);
 	if (!ud_known(r, UNWIND_REG_BP) || (fp & 7) || fp < sp || fp - sp > UD_JIT_FRAME_MAX || fp > UINT64_MAX - 16 ||
 	    !ud_load(w, fp, &caller_fp) || !ud_load(w, fp + 8, &ra) || !ud_jit_return_ok(w, ra)) {
 		w->u->stats.jit_step_failures++;

@@ -18,7 +18,9 @@
  *
  * JIT code (unwind_module.jit: executable memory no file backs, whose runtime keeps frame pointers) has no
  * table: its frames are walked by frame pointer, each step checked (FP at or above SP and within 1 MiB of it,
- * the return address in code), and the walk ends truncated where a step is not plausible.
+ * the return address in code), and the walk ends truncated where a step is not plausible. JIT code whose shape
+ * the caller knows (unwind_module.jit_cfa_sp: a runtime's trampoline without a frame) is stepped by that rule,
+ * its return address checked the same way.
  *
  * Tables: the caller normally owns one table per file, built once with stack_deltas_build() and shared by every
  * process that maps the file, and passes it in unwind_module.deltas. When deltas is NULL the unwinder builds

@@ -1110,11 +1110,21 @@ static void test_chain_refused(void **state)
 
 #define FAKE_JIT 0x7f0000000000ull
 
-/* The fixture, and 64 KiB of JIT code (no file, no table) at FAKE_JIT. */
+/* The fixture, and 64 KiB of JIT code (no file, no table) at FAKE_JIT, with a trampoline of a known shape at
+ * FAKE_JIT + 0x8000 (CFA = SP + 16 in its 6 middle bytes). */
+#define FAKE_TRAMPOLINE (FAKE_JIT + 0x8000)
+
 static int jit_find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 {
+	if (addr >= FAKE_TRAMPOLINE + 4 && addr < FAKE_TRAMPOLINE + 10) {
+		*mod = (struct unwind_module){ .start = FAKE_TRAMPOLINE + 4, .end = FAKE_TRAMPOLINE + 10, .jit = true,
+					       .jit_cfa_sp = 16 };
+		return 0;
+	}
 	if (addr >= FAKE_JIT && addr < FAKE_JIT + 0x10000) {
-		*mod = (struct unwind_module){ .start = FAKE_JIT, .end = FAKE_JIT + 0x10000, .jit = true };
+		*mod = (struct unwind_module){ .start = addr < FAKE_TRAMPOLINE ? FAKE_JIT : FAKE_TRAMPOLINE + 10,
+					       .end = addr < FAKE_TRAMPOLINE ? FAKE_TRAMPOLINE : FAKE_JIT + 0x10000,
+					       .jit = true };
 		return 0;
 	}
 	return synth_find_module(ctx, addr, mod);
@@ -1153,10 +1163,25 @@ static void test_jit_frames(void **state)
 	assert_int_equal(fr[1].ip, FAKE_JIT + 0x2345);
 	assert_int_equal(fr[2].ip, fsym(sy, "fp_ret"));
 	assert_int_equal(st, UNWIND_COMPLETE);
+	/*
+	 * A trampoline without a frame (CPython's: sub $8,%rsp; call; add; ret) between sp_func and fp_func: its
+	 * shape, not FP, leads on; FP, untouched by it, is fp_func's own again there.
+	 */
+	sy->s.regs[UNWIND_REG_BP] = FAKE_SP + 200;
+	put(sy, 40, FAKE_TRAMPOLINE + 6);		/* sp_func returns into the trampoline, CFA = SP + 48 */
+	put(sy, 56, fsym(sy, "fp_ret"));		/* the trampoline: CFA = SP + 16 */
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 4);
+	assert_int_equal(fr[1].ip, FAKE_TRAMPOLINE + 6);
+	assert_int_equal(fr[2].ip, fsym(sy, "fp_ret"));
+	assert_int_equal(fr[3].ip, fsym(sy, "stop_ret"));
+	assert_int_equal(st, UNWIND_COMPLETE);
+	put(sy, 56, 0x1234);				/* ... and its return address must be in code too */
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 2);
+	assert_int_equal(st, UNWIND_TRUNCATED);
 	struct unwind_deltas_stats stats;
 	unwind_deltas_get_stats(u, &stats);
-	assert_int_equal(stats.jit_steps, 3);
-	assert_int_equal(stats.jit_step_failures, 0);
+	assert_int_equal(stats.jit_steps, 4);
+	assert_int_equal(stats.jit_step_failures, 1);
 	unwind_deltas_free(u);
 }
 
