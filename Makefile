@@ -14,9 +14,10 @@ LDFLAGS  ?=
 DEP_MODULES := libdw:libdw-dev libelf:libelf-dev libunwind-generic:libunwind-dev \
                capstone:libcapstone-dev msgpack:libmsgpack-dev cmocka:libcmocka-dev \
                libcrypto:libssl-dev libprotobuf-c:libprotobuf-c-dev json-c:libjson-c-dev zlib:zlib1g-dev
-# Tools: protoc-c generates the pprof encoder; the rest are what the tests profile or check against.
+# Tools: protoc-c generates the pprof encoder; the rest are what the tests profile or check against (node and
+# a JDK for JIT code: about 130 MB to download).
 DEB_PACKAGES := pkg-config protobuf-c-compiler libiberty-dev $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d)))) \
-                xz-utils sqlite3 python3-minimal golang-go clang lld
+                xz-utils sqlite3 python3-minimal golang-go clang lld nodejs default-jdk-headless
 PKG_MODULES  := $(foreach d,$(DEP_MODULES),$(word 1,$(subst :, ,$(d))))
 LIB_MODULES  := $(filter-out cmocka,$(PKG_MODULES))
 
