@@ -9,8 +9,8 @@
  *     address in hex; kernel frames "[kernel]+0xOFFSET"; JIT code nothing names "[jit]+0xADDR" (its runtime
  *     address); frames in no mapping "[unknown]".
  * With FRAME_NAME_SUFFIX, kernel frames get "_[k]", JIT frames "_[j]" and inlined lines (all but a location's
- * last, physical one) get "_[i]", the annotations flamegraph.pl and stackcollapse-perf.pl use. With FRAME_NAME_COLLAPSED, ';'
- * becomes ':' and line breaks are dropped so a name fits a collapsed-stack line.
+ * last, physical one) get "_[i]", the annotations flamegraph.pl and stackcollapse-perf.pl use. With
+ * FRAME_NAME_COLLAPSED, ';' becomes ':' and line breaks are dropped so a name fits a collapsed-stack line.
  *
  * Names are appended to a frame_buf, which grows as needed (-ENOMEM on failure). Not thread-safe per buffer.
  */

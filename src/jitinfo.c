@@ -147,12 +147,11 @@ static uint64_t read_start_ticks(pid_t pid)
 	return ticks;
 }
 
-/* When the process started, on the real-time clock (file times are on it): its start in ticks since boot,
- * moved by the difference between the two clocks now. 0 if unknown. */
-static int64_t start_time_ns(pid_t pid)
+/* When a process that started `ticks` after boot started, on the real-time clock (file times are on it): moved
+ * by the difference between the two clocks now. 0 if unknown. */
+static int64_t start_time_ns(uint64_t ticks)
 {
 	struct timespec real, boot;
-	uint64_t ticks = read_start_ticks(pid);
 	long hz = sysconf(_SC_CLK_TCK);
 	if (!ticks || hz <= 0 || clock_gettime(CLOCK_REALTIME, &real) < 0 || clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
 		return 0;
@@ -241,7 +240,9 @@ static int open_in_root(const struct jitinfo *j, const char *path)
 {
 	struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
 				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
-	int fd = j->root_fd >= 0 ? (int)syscall(SYS_openat2, j->root_fd, path, &how, sizeof(how)) : -1;
+	if (j->root_fd < 0)
+		return -1;
+	int fd = (int)syscall(SYS_openat2, j->root_fd, path, &how, sizeof(how));
 	if (fd < 0 && errno == ENOSYS && j->attached) {
 		/* Kernels before 5.6: through /proc/PID/root, while the process lives. */
 		char buf[4200];
@@ -357,7 +358,7 @@ static void learn_process(struct jitinfo *j, const struct process *p)
 	if (read_status(j) < 0)
 		j->uid = (uid_t)-1;	/* no file can be its user's */
 	uint64_t ticks = read_start_ticks(j->pid);
-	j->start_ns = start_time_ns(j->pid);
+	j->start_ns = start_time_ns(ticks);
 	int n = snprintf(id, sizeof(id), "jit:pid:%d:%" PRIu64, (int)j->pid, ticks);
 	fileid_from_text(id, (size_t)n, &j->anon_id);
 	scan_mappings(j, p);

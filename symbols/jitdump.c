@@ -143,8 +143,9 @@ static int on_move(struct jitdump_parser *p, struct jitsyms *t, const uint8_t *r
 	}
 	if (avail < MOVE_SIZE)
 		return 1;
-	int64_t from = known_code(p, get64(r + 56)), range;
-	if (from < 0 || (range = jitsyms_add_moved(t, from, get64(r + 24))) < 0 || remember_code(p, get64(r + 56), range) < 0) {
+	uint64_t index = get64(r + 56);
+	int64_t from = known_code(p, index), range;
+	if (from < 0 || (range = jitsyms_add_moved(t, from, get64(r + 24))) < 0 || remember_code(p, index, range) < 0) {
 		p->stats.refused++;
 		return 0;
 	}

@@ -2,11 +2,11 @@
  * Integration tests on JIT runtimes, run at test time: node with a perf map (--perf-basic-prof) and with a
  * jitdump file (--perf-prof) on a JavaScript hot loop, a JVM that writes its perf map only as it exits
  * (-XX:+DumpPerfMapAtExit), with and without -XX:+PreserveFramePointer, and CPython 3.12+ -X perf (its perf
- * trampolines keep no frame pointer). hostprof must name the JIT frames and
- * walk through them to their native callers, and must not walk through JIT code that keeps no frame pointers.
- * Each is compared with perf on the same program (`perf record --call-graph fp`, which walks JIT code the same
- * way; for CPython, whose interpreter has no frame pointers, --call-graph dwarf). They skip, saying why, only where the kernel refuses perf_event_open or node, java or a CPython 3.12+ is
- * not installed.
+ * trampolines keep no frame pointer). hostprof must name the JIT frames and walk through them to their native
+ * callers, and must not walk through JIT code that keeps no frame pointers. Each is compared with perf on the
+ * same program (`perf record --call-graph fp`, which walks JIT code the same way; for CPython, whose interpreter
+ * has no frame pointers, --call-graph dwarf). They skip, saying why, only where the kernel refuses
+ * perf_event_open or node, java or a CPython 3.12+ is not installed.
  */
 #include <setjmp.h>
 #include <stdarg.h>

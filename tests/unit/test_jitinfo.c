@@ -34,28 +34,33 @@ struct child {
 
 static void child_start(struct child *c, char *const argv[], char *const envp[])
 {
-	int fds[2];
+	int fds[2], exec_done[2];
 	char buf[1];
 	memset(c, 0, sizeof(*c));
 	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(pipe2(exec_done, O_CLOEXEC), 0);
 	c->pid = fork();
 	assert_true(c->pid >= 0);
 	if (c->pid == 0) {
 		close(fds[1]);
+		close(exec_done[0]);
 		dup2(fds[0], 0);
 		if (argv)
 			execve(argv[0], argv, envp);
+		close(exec_done[1]);
 		while (read(0, buf, 1) > 0)
 			;
 		_exit(0);
 	}
 	close(fds[0]);
+	close(exec_done[1]);
+	/* Closed by its exec (or before waiting): what is read about it is then the program it runs. */
+	assert_int_equal(read(exec_done[0], buf, 1), 0);
+	close(exec_done[0]);
 	c->to_child = fds[1];
 	snprintf(c->map, sizeof(c->map), "/tmp/perf-%d.map", (int)c->pid);
 	c->proc.pid = c->pid;
 	c->proc.maps = c->maps;
-	if (argv)
-		usleep(100000);	/* let it exec: what is read about it is the new program */
 }
 
 /* Killed rather than told: children forked after it hold its pipe too. */
