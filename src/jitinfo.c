@@ -616,6 +616,30 @@ bool jitinfo_trampoline(struct jitinfo *j, uint64_t addr, uint32_t *cfa_sp, uint
 	return true;
 }
 
+bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, struct unwind_module *mod)
+{
+	uint64_t lo, hi;
+	uint32_t cfa_sp = 0;
+	if (!jitinfo_walks_fp(j))
+		return false;
+	if (!jitinfo_trampoline(j, addr, &cfa_sp, &lo, &hi))
+		cfa_sp = 0;
+	*mod = (struct unwind_module){ .start = lo > m->start ? lo : m->start, .end = hi < m->end ? hi : m->end,
+				       .jit = true, .jit_cfa_sp = cfa_sp };
+	return true;
+}
+
+void jitinfo_file_module(const struct jitinfo *j, uint64_t addr, struct unwind_module *mod)
+{
+	uint64_t lo, hi;
+	bool declared = jitinfo_declares(j, addr, &lo, &hi);
+	uint64_t start = lo > mod->start ? lo : mod->start, end = hi < mod->end ? hi : mod->end;
+	if (declared)
+		*mod = (struct unwind_module){ .jit = true };
+	mod->start = start;
+	mod->end = end;
+}
+
 /* The FileID of a name: FNV-1a-128 of "jit:" and the name, computed once per name. */
 static struct file_id name_file_id(struct jitinfo *j, uint32_t id, const char *name)
 {

@@ -46,6 +46,7 @@
 #include "src/ids.h"
 #include "src/procmgr.h"
 #include "symbols/jitsyms.h"
+#include "unwind/unwind.h"
 
 #define JITINFO_REFRESH_NS 200000000ULL
 #define JITINFO_DEFAULT_PROCESSES 256
@@ -129,6 +130,19 @@ bool jitinfo_declares(const struct jitinfo *j, uint64_t addr, uint64_t *lo, uint
  * caller's) in [*lo, *hi). False, with [*lo, *hi) around addr free of them.
  */
 bool jitinfo_trampoline(struct jitinfo *j, uint64_t addr, uint32_t *cfa_sp, uint64_t *lo, uint64_t *hi);
+/*
+ * For an unwinder walking by frame pointer (unwind.h: unwind_module.jit): the module of addr, in the process's
+ * anonymous executable mapping m. False when the process's JIT code is not walked (jitinfo_walks_fp). The module
+ * is cut to where one rule holds: a trampoline's rows (jitinfo_trampoline), one named piece of code, or the code
+ * between named ones.
+ */
+bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, struct unwind_module *mod);
+/*
+ * mod, a file's module holding addr: becomes a JIT module where the runtime declares the code its own
+ * (jitinfo_declares), and is cut to the addresses around addr where that does not change (an unwinder reuses a
+ * module for every address it covers).
+ */
+void jitinfo_file_module(const struct jitinfo *j, uint64_t addr, struct unwind_module *mod);
 /* Whether addr is named; when not, the files are read again if they grew (at most every JITINFO_REFRESH_NS). */
 bool jitinfo_names(struct jitinfo *j, uint64_t addr, uint64_t now_ns);
 /* The identity of the frame at addr (for stack-trace IDs). */

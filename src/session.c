@@ -447,46 +447,19 @@ static struct jitinfo *existing_jit(struct find_ctx *c)
 	return c->jit;
 }
 
-/*
- * File code the runtime's map names as its own (V8's embedded builtins, without unwind tables) is walked as JIT
- * code; the file's module shrinks to the addresses around addr the map does not name, so that the unwinder,
- * which reuses a module for the addresses it covers, asks again past them.
- */
-static void jit_in_file(struct find_ctx *c, uint64_t addr, struct unwind_module *mod)
-{
-	struct jitinfo *j = c->s->opts.unwinder == SESSION_UNWIND_DELTAS ? existing_jit(c) : NULL;
-	uint64_t lo, hi;
-	if (!j)
-		return;
-	bool declared = jitinfo_declares(j, addr, &lo, &hi);
-	if (lo > mod->start)
-		mod->start = lo;
-	if (hi < mod->end)
-		mod->end = hi;
-	if (declared) {
-		uint64_t start = mod->start, end = mod->end;
-		memset(mod, 0, sizeof(*mod));
-		*mod = (struct unwind_module){ .start = start, .end = end, .jit = true };
-	}
-}
-
-/*
- * JIT code whose runtime keeps frame pointers is a module the delta unwinder walks by them (unwind.h), cut to the
- * addresses around addr where no trampoline of a known shape is; such a trampoline is a module of its own, with
- * its rule.
- */
+/* The unwinder's module for addr in JIT code, or false (jitinfo_module): only the delta unwinder walks it. */
 static bool jit_module(struct find_ctx *c, const struct mapping *m, uint64_t addr, struct unwind_module *mod)
 {
 	struct jitinfo *j = c->s->opts.unwinder == SESSION_UNWIND_DELTAS ? process_jit(c) : NULL;
-	uint64_t lo, hi;
-	uint32_t cfa_sp = 0;
-	if (!j || !jitinfo_walks_fp(j))
-		return false;
-	if (!jitinfo_trampoline(j, addr, &cfa_sp, &lo, &hi))
-		cfa_sp = 0;
-	*mod = (struct unwind_module){ .start = lo > m->start ? lo : m->start, .end = hi < m->end ? hi : m->end,
-				       .jit = true, .jit_cfa_sp = cfa_sp };
-	return true;
+	return j && jitinfo_module(j, m, addr, mod);
+}
+
+/* File code the runtime calls its own (V8's embedded builtins) is JIT code to the delta unwinder too. */
+static void jit_in_file(struct find_ctx *c, uint64_t addr, struct unwind_module *mod)
+{
+	struct jitinfo *j = c->s->opts.unwinder == SESSION_UNWIND_DELTAS ? existing_jit(c) : NULL;
+	if (j)
+		jitinfo_file_module(j, addr, mod);
 }
 
 /* A frame in JIT code, named when the profile is built; a name missing now has the map read again if it grew. */

@@ -367,6 +367,50 @@ static void test_limit_and_lifetime(void **state)
 	jitinfo_mgr_free(m);
 }
 
+/*
+ * The unwinder's modules: anonymous code is one frame-pointer module; file code the map names (V8's builtins in
+ * the node binary) becomes JIT code, and the file's module around it is cut so it is not reused across it.
+ */
+static void test_unwinder_modules(void **state)
+{
+	(void)state;
+	struct child c;
+	child_start(&c, NULL, NULL);
+	write_file(c.map, "2000 100 Builtin:InterpreterEntryTrampoline\n7f0000001000 10 JS:*f\n", "w");
+	struct jitinfo_mgr *m = jitinfo_mgr_new(NULL);
+	struct jitinfo *j = jitinfo_get(m, &c.proc, mono_ns());
+	struct mapping anon = { .start = 0x7f0000000000, .end = 0x7f0000100000, .anon = 1 };
+	struct unwind_module mod;
+	assert_true(jitinfo_module(j, &anon, 0x7f0000001004, &mod));	/* named: that code's own module */
+	assert_true(mod.jit);
+	assert_int_equal(mod.jit_cfa_sp, 0);
+	assert_int_equal(mod.start, 0x7f0000001000);
+	assert_int_equal(mod.end, 0x7f0000001010);
+	assert_true(jitinfo_module(j, &anon, 0x7f0000002000, &mod));	/* unnamed: up to the next named */
+	assert_int_equal(mod.start, 0x7f0000001010);
+	assert_int_equal(mod.end, anon.end);
+	struct unwind_module file = { .start = 0x1000, .end = 0x9000, .bias = 0x400, .cache_key = &c };
+	mod = file;
+	jitinfo_file_module(j, 0x1500, &mod);
+	assert_false(mod.jit);
+	assert_int_equal(mod.bias, 0x400);
+	assert_int_equal(mod.start, 0x1000);
+	assert_int_equal(mod.end, 0x2000);
+	mod = file;
+	jitinfo_file_module(j, 0x2050, &mod);
+	assert_true(mod.jit);
+	assert_null(mod.cache_key);
+	assert_int_equal(mod.start, 0x2000);
+	assert_int_equal(mod.end, 0x2100);
+	mod = file;
+	jitinfo_file_module(j, 0x3000, &mod);
+	assert_false(mod.jit);
+	assert_int_equal(mod.start, 0x2100);
+	assert_int_equal(mod.end, 0x9000);
+	child_stop(&c);
+	jitinfo_mgr_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -377,6 +421,7 @@ int main(void)
 		cmocka_unit_test(test_jitdump_mapping),
 		cmocka_unit_test(test_jvm_frame_pointers),
 		cmocka_unit_test(test_limit_and_lifetime),
+		cmocka_unit_test(test_unwinder_modules),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
