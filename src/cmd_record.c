@@ -369,6 +369,8 @@ static int open_targets(struct record_run *r, int *go_fd)
 		}
 		if ((err = sampler_open_task(r->sampler, r->child, 1, 1)) < 0)
 			fprintf(stderr, "hostprof: %s\n", sampler_error(r->sampler));
+		else
+			session_track_pid(r->session, r->child);
 		return err;
 	}
 	for (unsigned i = 0; i < r->o->npids; i++) {

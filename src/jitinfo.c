@@ -38,6 +38,9 @@ struct jitinfo {
 	struct jitinfo_mgr *mgr;
 	unsigned refs;
 	bool attached;		/* the manager's pid table holds it (and a reference) */
+	bool tracked;		/* made before its first JIT frame (jitinfo_mgr_track), and so its children */
+	bool used;		/* a sample was in its JIT code (counted once) */
+	bool scanned;		/* its mappings were looked through (scan_mappings) */
 	int exited;		/* reaps left before it is detached; 0 while the process lives */
 	pid_t pid, nspid;
 	uid_t uid;
@@ -220,14 +223,28 @@ static bool is_jitdump_name(const struct jitinfo *j, const char *path)
 	return end != base + 4 && strcmp(end, ".dump") == 0 && (pid == j->nspid || pid == j->pid);
 }
 
+/* The process maps libjvm.so: a JVM, whose options say whether its compiled code keeps frame pointers (read
+ * once, as soon as it is seen: only a living process has them). */
+static void found_jvm(struct jitinfo *j)
+{
+	if (!j->is_jvm)
+		j->jvm_fp = jvm_keeps_fp(j->pid);
+	j->is_jvm = true;
+}
+
+static bool is_libjvm(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	return base && strcmp(base + 1, "libjvm.so") == 0;
+}
+
 /* What the process's mappings say: a JVM, a jitdump file it announced. */
 static void scan_mappings(struct jitinfo *j, const struct process *p)
 {
 	for (unsigned i = 0; i < p->nmaps; i++) {
 		const char *path = p->maps[i].path ? p->maps[i].path : "";
-		const char *base = strrchr(path, '/');
-		if (base && strcmp(base + 1, "libjvm.so") == 0)
-			j->is_jvm = true;
+		if (is_libjvm(path))
+			found_jvm(j);
 		if (!j->dump.path && is_jitdump_name(j, path))
 			j->dump.path = strdup(path);
 	}
@@ -349,8 +366,9 @@ static void file_init(struct jit_file *f)
 	f->fd = -1;
 }
 
-/* What the process says about itself and its JIT code, read while it lives. */
-static void learn_process(struct jitinfo *j, const struct process *p)
+/* What the process says about itself, which only a living process can: its root directory, user, pid as it
+ * sees itself, start time. */
+static void learn_identity(struct jitinfo *j)
 {
 	char root[64], id[64];
 	snprintf(root, sizeof(root), "/proc/%d/root", (int)j->pid);
@@ -361,33 +379,38 @@ static void learn_process(struct jitinfo *j, const struct process *p)
 	j->start_ns = start_time_ns(ticks);
 	int n = snprintf(id, sizeof(id), "jit:pid:%d:%" PRIu64, (int)j->pid, ticks);
 	fileid_from_text(id, (size_t)n, &j->anon_id);
-	scan_mappings(j, p);
-	if (j->is_jvm)
-		j->jvm_fp = jvm_keeps_fp(j->pid);
 	char map[64];
 	snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)j->nspid);
 	j->map.path = strdup(map);
 }
 
-static struct jitinfo *entry_new(struct jitinfo_mgr *m, const struct process *p)
+/* A new entry for pid, attached (the manager's reference); NULL over the limit or out of memory. */
+static struct jitinfo *entry_new(struct jitinfo_mgr *m, pid_t pid, uint64_t now_ns)
 {
-	struct jitinfo *j = calloc(1, sizeof(*j));
+	struct jitinfo *j = m->live < m->lim.max_processes ? calloc(1, sizeof(*j)) : NULL;
 	if (!j || !(j->syms = jitsyms_new(&m->lim.syms))) {
+		m->stats.untracked += !j && m->live >= m->lim.max_processes;
 		free(j);
 		return NULL;
 	}
 	j->mgr = m;
-	j->pid = p->pid;
+	j->pid = pid;
 	file_init(&j->map);
 	file_init(&j->dump);
 	jitdump_parser_init(&j->dump_parser);
-	learn_process(j, p);
+	learn_identity(j);
 	j->next = m->all;
 	if (m->all)
 		m->all->prev = j;
 	m->all = j;
 	m->live++;
-	m->stats.processes++;
+	j->refs = 1;
+	j->attached = true;
+	j->next_pid = *bucket(m, pid);
+	*bucket(m, pid) = j;
+	refresh(j, JITINFO_SAMPLE_BUDGET);
+	j->next_refresh_ns = now_ns + JITINFO_REFRESH_NS;
+	j->last_used_ns = now_ns;
 	return j;
 }
 
@@ -446,34 +469,59 @@ void jitinfo_release(struct jitinfo *j)
 
 struct jitinfo *jitinfo_get(struct jitinfo_mgr *m, struct process *p, uint64_t now_ns)
 {
-	struct jitinfo **b = bucket(m, p->pid), *j = find_attached(m, p->pid);
-	if (!j) {
-		if (m->live >= m->lim.max_processes) {
-			m->stats.untracked++;
-			return NULL;
-		}
-		if (!(j = entry_new(m, p)))
-			return NULL;
-		j->refs = 1;
-		j->attached = true;
-		j->next_pid = *b;
-		*b = j;
-		refresh(j, JITINFO_SAMPLE_BUDGET);
-		j->next_refresh_ns = now_ns + JITINFO_REFRESH_NS;
+	struct jitinfo *j = find_attached(m, p->pid);
+	if (!j && !(j = entry_new(m, p->pid, now_ns)))
+		return NULL;
+	if (!j->scanned) {
+		const char *dump = j->dump.path;
+		scan_mappings(j, p);
+		j->scanned = true;
+		if (j->dump.path != dump)
+			refresh(j, JITINFO_SAMPLE_BUDGET);
+	}
+	if (!j->used) {
+		m->stats.processes++;
 		m->stats.fp_processes += jitinfo_walks_fp(j);
+		j->used = true;
 	}
 	j->last_used_ns = now_ns;
 	return j;
 }
 
+void jitinfo_mgr_track(struct jitinfo_mgr *m, pid_t pid, uint64_t now_ns)
+{
+	struct jitinfo *j = find_attached(m, pid);
+	if (j || (j = entry_new(m, pid, now_ns)))
+		j->tracked = true;
+}
+
+void jitinfo_mgr_on_exec(struct jitinfo_mgr *m, pid_t pid, uint64_t now_ns)
+{
+	struct jitinfo *j = find_attached(m, pid);
+	bool tracked = j && j->tracked;
+	jitinfo_mgr_detach(m, pid);
+	if (tracked)
+		jitinfo_mgr_track(m, pid, now_ns);
+}
+
+void jitinfo_mgr_on_fork(struct jitinfo_mgr *m, pid_t parent, pid_t child, uint64_t now_ns)
+{
+	struct jitinfo *p = find_attached(m, parent);
+	jitinfo_mgr_detach(m, child);	/* a pid reused */
+	if (p && p->tracked)
+		jitinfo_mgr_track(m, child, now_ns);
+}
+
 void jitinfo_mgr_on_mapping(struct jitinfo_mgr *m, pid_t pid, const char *path)
 {
 	struct jitinfo *j = find_attached(m, pid);
+	if (j && path && is_libjvm(path))
+		found_jvm(j);
 	if (!j || j->dump.path || !path || !is_jitdump_name(j, path) || !(j->dump.path = strdup(path)))
 		return;
 	bool walked = jitinfo_walks_fp(j);
 	refresh(j, JITINFO_SAMPLE_BUDGET);
-	m->stats.fp_processes += !walked && jitinfo_walks_fp(j);
+	m->stats.fp_processes += j->used && !walked && jitinfo_walks_fp(j);
 }
 
 void jitinfo_mgr_detach(struct jitinfo_mgr *m, pid_t pid)
@@ -575,7 +623,7 @@ bool jitinfo_names(struct jitinfo *j, uint64_t addr, uint64_t now_ns)
 	j->next_refresh_ns = now_ns + JITINFO_REFRESH_NS;
 	bool walked = jitinfo_walks_fp(j);
 	refresh(j, JITINFO_SAMPLE_BUDGET);
-	j->mgr->stats.fp_processes += !walked && jitinfo_walks_fp(j);
+	j->mgr->stats.fp_processes += j->used && !walked && jitinfo_walks_fp(j);
 	return jitsyms_lookup(j->syms, addr, &info);
 }
 
@@ -627,6 +675,23 @@ bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, s
 	*mod = (struct unwind_module){ .start = lo > m->start ? lo : m->start, .end = hi < m->end ? hi : m->end,
 				       .jit = true, .jit_cfa_sp = cfa_sp };
 	return true;
+}
+
+bool jitinfo_module_unmapped(struct jitinfo *j, uint64_t addr, struct unwind_module *mod)
+{
+	struct jitsym_info info;
+	struct mapping named = { 0 };
+	if (!jitsyms_lookup(j->syms, addr, &info))
+		return false;
+	named.start = info.start;
+	named.end = info.end;
+	return jitinfo_module(j, &named, addr, mod);
+}
+
+struct jitinfo *jitinfo_naming(struct jitinfo_mgr *m, pid_t pid, uint64_t addr, uint64_t now_ns)
+{
+	struct jitinfo *j = find_attached(m, pid);
+	return j && jitinfo_names(j, addr, now_ns) ? j : NULL;
 }
 
 void jitinfo_file_module(const struct jitinfo *j, uint64_t addr, struct unwind_module *mod)

@@ -10,7 +10,9 @@
  * names the samples of `record -- CMD`. What was read is kept after the process exited.
  *
  * Files are opened through the process's root directory (/proc/PID/root, opened once while the process lives:
- * containers), with openat2's RESOLVE_IN_ROOT so that no symbolic link leads out of it, never through a
+ * containers; for the processes hostprof starts or attaches to, and their children, as soon as they are seen,
+ * since their samples may be handled after they exited), with openat2's RESOLVE_IN_ROOT so that no symbolic link
+ * leads out of it, never through a
  * symbolic link as the file itself, and are read only when they are regular files owned by the process's
  * effective user and modified since the process started (a map left by an earlier process of the same pid is
  * not its map). The map's name uses the pid the process sees itself as (the last NSpid in /proc/PID/status).
@@ -29,7 +31,7 @@
  * ticks, address = the runtime address).
  *
  * Lifetime: an entry is reference counted. The manager holds one reference while the process lives, dropped
- * after its exit (jitinfo_mgr_on_exit), at its exec (jitinfo_mgr_detach) or when it has been idle
+ * after its exit (jitinfo_mgr_on_exit), at its exec (jitinfo_mgr_on_exec) or when it has been idle
  * (jitinfo_mgr_forget_idle); each trace frame
  * in its code holds another (jitinfo_ref / jitinfo_release), so a table stays until the last profile that
  * needs it was built. The manager must outlive every entry. Bounds: at most limits.max_processes entries exist
@@ -90,14 +92,24 @@ struct jitinfo_mgr *jitinfo_mgr_new(const struct jitinfo_limits *limits);
 void jitinfo_mgr_free(struct jitinfo_mgr *m);
 
 /*
- * The entry of process p, made (and its files read) on first use; now_ns is a monotonic clock for the refresh
- * rate. NULL when max_processes entries exist or memory is short. The reference is the manager's: take one
- * (jitinfo_ref) to keep the entry past jitinfo_mgr_detach.
+ * The entry of process p (a sample was in its JIT code), made (and its files read) on first use; now_ns is a
+ * monotonic clock for the refresh rate. NULL when max_processes entries exist or memory is short. The reference
+ * is the manager's: take one (jitinfo_ref) to keep the entry past jitinfo_mgr_detach.
  */
 struct jitinfo *jitinfo_get(struct jitinfo_mgr *m, struct process *p, uint64_t now_ns);
-/* A mapping perf reported for pid: if it is a jitdump file (jit-N.dump) and pid has an entry, read it. */
+/*
+ * Make pid's entry now, while it lives, rather than at its first JIT frame (which may be handled after it exited:
+ * its root directory is gone then), and so for what it execs and forks (the command of record -- CMD, -p PID).
+ */
+void jitinfo_mgr_track(struct jitinfo_mgr *m, pid_t pid, uint64_t now_ns);
+/* A mapping perf reported for pid, if pid has an entry: a jitdump file (jit-N.dump) is read; libjvm.so makes it a
+ * JVM, whose options are read then. */
 void jitinfo_mgr_on_mapping(struct jitinfo_mgr *m, pid_t pid, const char *path);
-/* pid exec'd or was reused: its entry (if any) lives on only through the references of frames. */
+/* pid exec'd: its entry (if any) lives on only through the references of frames; a tracked one is made again. */
+void jitinfo_mgr_on_exec(struct jitinfo_mgr *m, pid_t pid, uint64_t now_ns);
+/* parent forked child: a reused child pid's entry is detached; the child of a tracked process is tracked. */
+void jitinfo_mgr_on_fork(struct jitinfo_mgr *m, pid_t parent, pid_t child, uint64_t now_ns);
+/* pid's entry (if any) lives on only through the references of frames. */
 void jitinfo_mgr_detach(struct jitinfo_mgr *m, pid_t pid);
 /* pid exited: its entry is detached at the third jitinfo_mgr_reap() from now (per-CPU rings are read one after
  * the other: a sample of the process may come after its exit record). */
@@ -114,6 +126,10 @@ void jitinfo_release(struct jitinfo *j);
 
 /* The entry of pid, if it has one (nothing is read or made). */
 struct jitinfo *jitinfo_find(struct jitinfo_mgr *m, pid_t pid);
+
+/* The entry of pid if it has one and its JIT map names addr (read again if it grew, as jitinfo_names): JIT code
+ * in a mapping hostprof does not know (its record was lost and the process is gone). */
+struct jitinfo *jitinfo_naming(struct jitinfo_mgr *m, pid_t pid, uint64_t addr, uint64_t now_ns);
 
 /* Whether the process's JIT code is walked by frame pointer (see above). */
 bool jitinfo_walks_fp(const struct jitinfo *j);
@@ -137,6 +153,8 @@ bool jitinfo_trampoline(struct jitinfo *j, uint64_t addr, uint32_t *cfa_sp, uint
  * between named ones.
  */
 bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, struct unwind_module *mod);
+/* The same for addr in no mapping hostprof knows, when the map names it (jitinfo_naming): the named code. */
+bool jitinfo_module_unmapped(struct jitinfo *j, uint64_t addr, struct unwind_module *mod);
 /*
  * mod, a file's module holding addr: becomes a JIT module where the runtime declares the code its own
  * (jitinfo_declares), and is cut to the addresses around addr where that does not change (an unwinder reuses a

@@ -378,6 +378,9 @@ unsigned session_processes(const struct session *s)
 void session_track_pid(struct session *s, pid_t pid)
 {
 	procmgr_get(s->procs, pid);
+	/* What only a living process tells (its root, for the JIT maps it writes) is read now, for it and its children:
+	 * its samples may be handled after it exited. */
+	jitinfo_mgr_track(s->jit, pid, monotonic_ns());
 }
 
 void session_tick(struct session *s)
@@ -462,10 +465,16 @@ static void jit_in_file(struct find_ctx *c, uint64_t addr, struct unwind_module 
 		jitinfo_file_module(j, addr, mod);
 }
 
-/* A frame in JIT code, named when the profile is built; a name missing now has the map read again if it grew. */
-static int jit_frame(struct find_ctx *c, uint64_t addr, struct trace_frame *out)
+/* JIT code in no mapping hostprof knows (its record was lost, the process is gone), which its map names. */
+static struct jitinfo *unmapped_jit(struct find_ctx *c, uint64_t addr)
 {
-	struct jitinfo *j = process_jit(c);
+	struct jitinfo *j = existing_jit(c);
+	return j && jitinfo_names(j, addr, c->now) ? j : NULL;
+}
+
+/* A frame in JIT code, named when the profile is built; a name missing now has the map read again if it grew. */
+static int jit_frame(struct find_ctx *c, struct jitinfo *j, uint64_t addr, struct trace_frame *out)
+{
 	if (!j)
 		return 0;
 	jitinfo_names(j, addr, c->now);
@@ -484,6 +493,9 @@ static int find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 	struct mapping *m = procmgr_find_mapping(c->s->procs, c->proc, addr, c->now);
 	struct execinfo *e = m ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
 	if (!e && m && m->anon && jit_module(c, m, addr, mod))
+		return 0;
+	struct jitinfo *j = !m && c->s->opts.unwinder == SESSION_UNWIND_DELTAS ? unmapped_jit(c, addr) : NULL;
+	if (j && jitinfo_module_unmapped(j, addr, mod))
 		return 0;
 	if (!e)
 		return find_in_neighbour(c, addr, mod);
@@ -516,7 +528,7 @@ static int user_frame(struct find_ctx *c, const struct unwind_frame *uf, int is_
 	struct mapping *m = procmgr_find_mapping(c->s->procs, c->proc, lookup, c->now);
 	struct execinfo *e = m ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
 	if (!e)
-		return m && m->anon ? jit_frame(c, lookup, out) : 0;
+		return jit_frame(c, m && m->anon ? process_jit(c) : !m ? unmapped_jit(c, lookup) : NULL, lookup, out);
 	out->exe = e;
 	out->address = lookup - m->bias;
 	out->kind = PROFILE_FRAME_NATIVE;
@@ -690,7 +702,7 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec)
 		if (perf_decode_comm(rec, &c) == 0) {
 			procmgr_on_comm(s->procs, &c);
 			if (c.exec)
-				jitinfo_mgr_detach(s->jit, (pid_t)c.pid);
+				jitinfo_mgr_on_exec(s->jit, (pid_t)c.pid, monotonic_ns());
 			if (s->correlate && c.exec)
 				correlate_on_exec(s->correlate, (pid_t)c.pid);
 		}
@@ -699,7 +711,7 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec)
 		if (perf_decode_task(rec, &t) == 0) {
 			procmgr_on_fork(s->procs, &t);
 			if (t.pid == t.tid && t.pid != t.ppid)
-				jitinfo_mgr_detach(s->jit, (pid_t)t.pid);	/* a pid reused */
+				jitinfo_mgr_on_fork(s->jit, (pid_t)t.ppid, (pid_t)t.pid, monotonic_ns());
 		}
 		break;
 	case PERF_RECORD_EXIT:

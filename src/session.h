@@ -75,7 +75,8 @@ void session_free(struct session *s);
 /* A sampler_record_fn: ctx is the session. */
 int session_handle_record(void *ctx, const struct perf_event_header *rec);
 
-/* Register a process started or attached to by hostprof, so its /proc state is read while it exists. */
+/* Register a process started or attached to by hostprof, so its /proc state is read while it exists (and, for the
+ * JIT maps it and its children write, their roots: jitinfo.h). */
 void session_track_pid(struct session *s, pid_t pid);
 
 /* Free state of processes that exited; call after each read of all rings. */

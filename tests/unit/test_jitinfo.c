@@ -191,6 +191,79 @@ static void test_map_after_exit(void **state)
 	jitinfo_mgr_free(m);
 }
 
+/*
+ * A sample handled after its process exited (hostprof lagging behind a short command): a process tracked while it
+ * lived (record's command, -p) still has its map read, through the root opened then; one first seen after its
+ * exit has nothing to read it through. Code in no known mapping is found through the map.
+ */
+static void test_tracked_after_exit(void **state)
+{
+	(void)state;
+	struct child c, d;
+	child_start(&c, NULL, NULL);
+	child_start(&d, NULL, NULL);
+	struct jitinfo_mgr *m = jitinfo_mgr_new(NULL);
+	uint64_t now = mono_ns();
+	jitinfo_mgr_track(m, c.pid, now);
+	pid_t cpid = c.pid, dpid = d.pid;
+	char cmap[64], dmap[64];
+	snprintf(cmap, sizeof(cmap), "%s", c.map);
+	snprintf(dmap, sizeof(dmap), "%s", d.map);
+	child_stop(&c);
+	child_stop(&d);
+	write_file(cmap, "7f0000001000 100 JS:*late\n", "w");
+	write_file(dmap, "7f0000001000 100 JS:*late\n", "w");
+	now += 2 * JITINFO_REFRESH_NS;
+	struct jitinfo *j = jitinfo_naming(m, cpid, 0x7f0000001010, now);
+	assert_non_null(j);
+	assert_ptr_equal(jitinfo_get(m, &c.proc, now), j);
+	assert_true(jitinfo_walks_fp(j));
+	assert_null(jitinfo_naming(m, dpid, 0x7f0000001010, now));	/* no entry */
+	struct jitinfo *k = jitinfo_get(m, &d.proc, now);
+	assert_non_null(k);
+	assert_false(jitinfo_names(k, 0x7f0000001010, now + 2 * JITINFO_REFRESH_NS));
+	struct unwind_module mod;
+	assert_true(jitinfo_module_unmapped(j, 0x7f0000001010, &mod));
+	assert_true(mod.jit);
+	assert_int_equal(mod.start, 0x7f0000001000);
+	assert_int_equal(mod.end, 0x7f0000001100);
+	unlink(cmap);
+	unlink(dmap);
+	jitinfo_mgr_free(m);
+}
+
+/* A tracked process's exec makes its entry again (the new program's); its children are tracked; a reused pid's
+ * entry is let go. Untracked processes get entries only from their JIT frames. */
+static void test_tracked_exec_and_fork(void **state)
+{
+	(void)state;
+	struct child c, d;
+	child_start(&c, NULL, NULL);
+	child_start(&d, NULL, NULL);
+	struct jitinfo_mgr *m = jitinfo_mgr_new(NULL);
+	jitinfo_mgr_track(m, c.pid, 1);
+	struct jitinfo *before = jitinfo_find(m, c.pid);
+	assert_non_null(before);
+	jitinfo_ref(before);
+	jitinfo_mgr_on_exec(m, c.pid, 2);
+	struct jitinfo *after = jitinfo_find(m, c.pid);
+	assert_non_null(after);
+	assert_ptr_not_equal(after, before);
+	jitinfo_release(before);
+	jitinfo_mgr_on_fork(m, c.pid, d.pid, 3);	/* d stands for c's child */
+	assert_non_null(jitinfo_find(m, d.pid));
+	jitinfo_mgr_on_fork(m, 1, d.pid, 4);		/* d's pid reused by an untracked parent's child */
+	assert_null(jitinfo_find(m, d.pid));
+	jitinfo_mgr_on_exec(m, d.pid, 5);
+	assert_null(jitinfo_find(m, d.pid));
+	struct jitinfo_stats st;
+	jitinfo_mgr_get_stats(m, &st);
+	assert_int_equal(st.processes, 0);	/* none ran JIT code */
+	child_stop(&c);
+	child_stop(&d);
+	jitinfo_mgr_free(m);
+}
+
 /* Files the process's user did not write for it are not read, and never block. */
 static void test_refused_files(void **state)
 {
@@ -422,6 +495,8 @@ int main(void)
 		cmocka_unit_test(test_jvm_frame_pointers),
 		cmocka_unit_test(test_limit_and_lifetime),
 		cmocka_unit_test(test_unwinder_modules),
+		cmocka_unit_test(test_tracked_after_exit),
+		cmocka_unit_test(test_tracked_exec_and_fork),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
