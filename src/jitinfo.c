@@ -41,6 +41,7 @@ struct jitinfo {
 	bool tracked;		/* made before its first JIT frame (jitinfo_mgr_track), and so its children */
 	bool used;		/* a sample was in its JIT code (counted once) */
 	bool scanned;		/* its mappings were looked through (scan_mappings) */
+	bool learned;		/* what the process says about itself was read (learn_identity) */
 	int exited;		/* reaps left before it is detached; 0 while the process lives */
 	pid_t pid, nspid;
 	uid_t uid;
@@ -368,9 +369,10 @@ static void file_init(struct jit_file *f)
 
 /* What the process says about itself, which only a living process can: its root directory, user, pid as it
  * sees itself, start time. */
-static void learn_identity(struct jitinfo *j)
+static void learn_identity(struct jitinfo *j, uint64_t now_ns)
 {
 	char root[64], id[64];
+	j->learned = true;
 	snprintf(root, sizeof(root), "/proc/%d/root", (int)j->pid);
 	j->root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (read_status(j) < 0)
@@ -382,10 +384,16 @@ static void learn_identity(struct jitinfo *j)
 	char map[64];
 	snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)j->nspid);
 	j->map.path = strdup(map);
+	refresh(j, JITINFO_SAMPLE_BUDGET);
+	j->next_refresh_ns = now_ns + JITINFO_REFRESH_NS;
 }
 
-/* A new entry for pid, attached (the manager's reference); NULL over the limit or out of memory. */
-static struct jitinfo *entry_new(struct jitinfo_mgr *m, pid_t pid, uint64_t now_ns)
+/*
+ * A new entry for pid, attached (the manager's reference), what the process says about itself read now or (learn
+ * false: a child that will likely exec, which is when it is read) at its first use; NULL over the limit or out of
+ * memory.
+ */
+static struct jitinfo *entry_new(struct jitinfo_mgr *m, pid_t pid, uint64_t now_ns, bool learn)
 {
 	struct jitinfo *j = m->live < m->lim.max_processes ? calloc(1, sizeof(*j)) : NULL;
 	if (!j || !(j->syms = jitsyms_new(&m->lim.syms))) {
@@ -395,10 +403,11 @@ static struct jitinfo *entry_new(struct jitinfo_mgr *m, pid_t pid, uint64_t now_
 	}
 	j->mgr = m;
 	j->pid = pid;
+	j->root_fd = -1;
+	j->uid = (uid_t)-1;
 	file_init(&j->map);
 	file_init(&j->dump);
 	jitdump_parser_init(&j->dump_parser);
-	learn_identity(j);
 	j->next = m->all;
 	if (m->all)
 		m->all->prev = j;
@@ -408,9 +417,9 @@ static struct jitinfo *entry_new(struct jitinfo_mgr *m, pid_t pid, uint64_t now_
 	j->attached = true;
 	j->next_pid = *bucket(m, pid);
 	*bucket(m, pid) = j;
-	refresh(j, JITINFO_SAMPLE_BUDGET);
-	j->next_refresh_ns = now_ns + JITINFO_REFRESH_NS;
 	j->last_used_ns = now_ns;
+	if (learn)
+		learn_identity(j, now_ns);
 	return j;
 }
 
@@ -470,8 +479,10 @@ void jitinfo_release(struct jitinfo *j)
 struct jitinfo *jitinfo_get(struct jitinfo_mgr *m, struct process *p, uint64_t now_ns)
 {
 	struct jitinfo *j = find_attached(m, p->pid);
-	if (!j && !(j = entry_new(m, p->pid, now_ns)))
+	if (!j && !(j = entry_new(m, p->pid, now_ns, true)))
 		return NULL;
+	if (!j->learned)
+		learn_identity(j, now_ns);
 	if (!j->scanned) {
 		const char *dump = j->dump.path;
 		scan_mappings(j, p);
@@ -488,11 +499,19 @@ struct jitinfo *jitinfo_get(struct jitinfo_mgr *m, struct process *p, uint64_t n
 	return j;
 }
 
-void jitinfo_mgr_track(struct jitinfo_mgr *m, pid_t pid, uint64_t now_ns)
+/* pid's entry, tracked, made if it has none (what it says about itself read now if learn). */
+static void track(struct jitinfo_mgr *m, pid_t pid, uint64_t now_ns, bool learn)
 {
 	struct jitinfo *j = find_attached(m, pid);
-	if (j || (j = entry_new(m, pid, now_ns)))
+	if (j || (j = entry_new(m, pid, now_ns, learn)))
 		j->tracked = true;
+	if (j && learn && !j->learned)
+		learn_identity(j, now_ns);
+}
+
+void jitinfo_mgr_track(struct jitinfo_mgr *m, pid_t pid, uint64_t now_ns)
+{
+	track(m, pid, now_ns, true);
 }
 
 void jitinfo_mgr_on_exec(struct jitinfo_mgr *m, pid_t pid, uint64_t now_ns)
@@ -509,7 +528,7 @@ void jitinfo_mgr_on_fork(struct jitinfo_mgr *m, pid_t parent, pid_t child, uint6
 	struct jitinfo *p = find_attached(m, parent);
 	jitinfo_mgr_detach(m, child);	/* a pid reused */
 	if (p && p->tracked)
-		jitinfo_mgr_track(m, child, now_ns);
+		track(m, child, now_ns, false);	/* read at its exec, which most children do, or its first use */
 }
 
 void jitinfo_mgr_on_mapping(struct jitinfo_mgr *m, pid_t pid, const char *path)
@@ -691,7 +710,7 @@ bool jitinfo_module_unmapped(struct jitinfo *j, uint64_t addr, struct unwind_mod
 struct jitinfo *jitinfo_naming(struct jitinfo_mgr *m, pid_t pid, uint64_t addr, uint64_t now_ns)
 {
 	struct jitinfo *j = find_attached(m, pid);
-	return j && jitinfo_names(j, addr, now_ns) ? j : NULL;
+	return j && j->learned && jitinfo_names(j, addr, now_ns) ? j : NULL;
 }
 
 void jitinfo_file_module(const struct jitinfo *j, uint64_t addr, struct unwind_module *mod)
