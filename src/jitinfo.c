@@ -337,13 +337,21 @@ static void read_file(struct jitinfo *j, struct jit_file *f, uint64_t budget)
 	free(buf);
 }
 
-/* Read what the files gained (budget bytes each at most) and make it visible to lookups. */
+bool jitinfo_walks_fp(const struct jitinfo *j)
+{
+	return j->is_jvm ? j->jvm_fp : j->map.fd >= 0 || j->dump.fd >= 0;
+}
+
+/* Read what the files gained (budget bytes each at most) and make it visible to lookups. A process whose JIT code
+ * was seen is counted as walked by frame pointer when a file it wrote first says so. */
 static void refresh(struct jitinfo *j, uint64_t budget)
 {
+	bool walked = jitinfo_walks_fp(j);
 	read_file(j, &j->map, budget);
 	read_file(j, &j->dump, budget);
 	if (jitsyms_dirty(j->syms))
 		jitsyms_commit(j->syms);
+	j->mgr->stats.fp_processes += j->used && !walked && jitinfo_walks_fp(j);
 }
 
 /* ---- entries -------------------------------------------------------------------------------------------- */
@@ -484,11 +492,14 @@ struct jitinfo *jitinfo_get(struct jitinfo_mgr *m, struct process *p, uint64_t n
 	if (!j->learned)
 		learn_identity(j, now_ns);
 	if (!j->scanned) {
-		const char *dump = j->dump.path;
 		scan_mappings(j, p);
 		j->scanned = true;
-		if (j->dump.path != dump)
-			refresh(j, JITINFO_SAMPLE_BUDGET);
+	}
+	/* Made before its runtime wrote anything (a tracked process): has it since? At its first JIT frame, and then
+	 * at the refresh rate. */
+	if ((j->map.fd < 0 || (j->dump.path && j->dump.fd < 0)) && (!j->used || now_ns >= j->next_refresh_ns)) {
+		refresh(j, JITINFO_SAMPLE_BUDGET);
+		j->next_refresh_ns = now_ns + JITINFO_REFRESH_NS;
 	}
 	if (!j->used) {
 		m->stats.processes++;
@@ -538,9 +549,7 @@ void jitinfo_mgr_on_mapping(struct jitinfo_mgr *m, pid_t pid, const char *path)
 		found_jvm(j);
 	if (!j || j->dump.path || !path || !is_jitdump_name(j, path) || !(j->dump.path = strdup(path)))
 		return;
-	bool walked = jitinfo_walks_fp(j);
 	refresh(j, JITINFO_SAMPLE_BUDGET);
-	m->stats.fp_processes += j->used && !walked && jitinfo_walks_fp(j);
 }
 
 void jitinfo_mgr_detach(struct jitinfo_mgr *m, pid_t pid)
@@ -619,11 +628,6 @@ struct jitinfo *jitinfo_find(struct jitinfo_mgr *m, pid_t pid)
 	return find_attached(m, pid);
 }
 
-bool jitinfo_walks_fp(const struct jitinfo *j)
-{
-	return j->is_jvm ? j->jvm_fp : j->map.fd >= 0 || j->dump.fd >= 0;
-}
-
 bool jitinfo_declares(const struct jitinfo *j, uint64_t addr, uint64_t *lo, uint64_t *hi)
 {
 	struct jitsym_info info;
@@ -640,9 +644,7 @@ bool jitinfo_names(struct jitinfo *j, uint64_t addr, uint64_t now_ns)
 	if (now_ns < j->next_refresh_ns)
 		return false;
 	j->next_refresh_ns = now_ns + JITINFO_REFRESH_NS;
-	bool walked = jitinfo_walks_fp(j);
 	refresh(j, JITINFO_SAMPLE_BUDGET);
-	j->mgr->stats.fp_processes += j->used && !walked && jitinfo_walks_fp(j);
 	return jitsyms_lookup(j->syms, addr, &info);
 }
 

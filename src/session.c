@@ -51,8 +51,8 @@ struct find_ctx {
 	struct process *proc;
 	const struct unwind_sample *sample;	/* as the kernel copied it */
 	uint64_t now;
-	struct jitinfo *jit;	/* the process's JIT code, once a frame was in it (process_jit) */
-	bool jit_looked, jit_absent;
+	struct jitinfo *jit;	/* the process's JIT code entry, once looked up */
+	bool jit_got, jit_found;	/* looked up by process_jit (made if missing), by existing_jit */
 };
 
 static uint64_t monotonic_ns(void)
@@ -431,10 +431,9 @@ static int find_in_neighbour(struct find_ctx *c, uint64_t addr, struct unwind_mo
 /* The sampled process's JIT code entry, looked up once per sample. */
 static struct jitinfo *process_jit(struct find_ctx *c)
 {
-	if (!c->jit_looked) {
-		c->jit_absent = false;
+	if (!c->jit_got) {
 		c->jit = jitinfo_get(c->s->jit, c->proc, c->now);
-		c->jit_looked = true;
+		c->jit_got = c->jit_found = true;
 	}
 	return c->jit;
 }
@@ -442,10 +441,9 @@ static struct jitinfo *process_jit(struct find_ctx *c)
 /* The sampled process's JIT code entry if it has one already (none is made for processes without JIT code). */
 static struct jitinfo *existing_jit(struct find_ctx *c)
 {
-	if (!c->jit_looked && !c->jit_absent) {
+	if (!c->jit_found) {
 		c->jit = jitinfo_find(c->s->jit, c->proc->pid);
-		c->jit_looked = c->jit != NULL;
-		c->jit_absent = !c->jit;
+		c->jit_found = true;
 	}
 	return c->jit;
 }

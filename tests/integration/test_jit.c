@@ -195,7 +195,7 @@ static void test_node_perf_map(void **state)
 	struct profile *p = record_node(w, "--perf-basic-prof", cmd, sizeof(cmd));
 	count_jit(p, "hotLoop", "__libc_start_main", NULL, &c);
 	report("node --perf-basic-prof", &c, "__libc_start_main");
-	assert_true(c.total >= 500);
+	assert_true(c.total >= 300);	/* a loaded machine gives the command less CPU */
 	assert_true(test_share(c.named, c.total) >= 80.0);
 	assert_true(test_share(c.complete, c.named) >= 80.0);
 	compare_with_perf(w->dir, "fp", cmd, &c, "hotLoop", "__libc_start_main");
@@ -218,7 +218,7 @@ static void test_node_jitdump(void **state)
 	 * lines, rather than made-up ones. */
 	fprintf(stderr, "hot loop samples with a source line: %.1f%%, %llu of them wrong\n",
 		test_share(c.with_line, c.named), (unsigned long long)c.bad_line);
-	assert_true(c.total >= 500);
+	assert_true(c.total >= 300);	/* a loaded machine gives the command less CPU */
 	assert_true(test_share(c.named, c.total) >= 80.0);
 	assert_true(test_share(c.complete, c.named) >= 80.0);
 	assert_int_equal(c.bad_line, 0);
@@ -251,7 +251,7 @@ static void test_java_perf_map_at_exit(void **state)
 	struct profile *p = record_java(w, "-XX:+PreserveFramePointer", cmd, sizeof(cmd));
 	count_jit(p, "Hot.f", "start_thread", NULL, &c);
 	report("java -XX:+PreserveFramePointer", &c, "start_thread");
-	assert_true(c.total >= 500);
+	assert_true(c.total >= 300);	/* a loaded machine gives the command less CPU */
 	assert_true(test_share(c.named, c.total) >= 80.0);
 	assert_true(test_share(c.complete, c.named) >= 80.0);
 	assert_true(test_samples_with_function(p, "long Hot.f(long)") == c.named);
@@ -318,7 +318,7 @@ static void test_python_perf_trampolines(void **state)
 	report("python -X perf", &c, "__libc_start_main");
 	struct jit_counts callers;
 	count_jit(p, "py::caller", "__libc_start_main", NULL, &callers);
-	assert_true(c.total >= 500);
+	assert_true(c.total >= 300);	/* a loaded machine gives the command less CPU */
 	assert_true(test_share(c.named, c.total) >= 80.0);
 	assert_true(test_share(c.complete, c.named) >= 80.0);
 	assert_true(test_share(callers.named, c.total) >= 80.0);	/* its caller, through the trampoline */
