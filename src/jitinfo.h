@@ -9,21 +9,21 @@
  * (jitinfo_mgr_refresh), so that a map written as the process exits (HotSpot's -XX:+DumpPerfMapAtExit) still
  * names the samples of `record -- CMD`. What was read is kept after the process exited.
  *
- * Files are opened through the process's root directory (/proc/PID/root, opened once while the process lives:
- * containers; for the processes hostprof starts or attaches to, and their children, as soon as they are seen,
- * since their samples may be handled after they exited), with openat2's RESOLVE_IN_ROOT so that no symbolic link
- * leads out of it, never through a
- * symbolic link as the file itself, and are read only when they are regular files owned by the process's
- * effective user and modified since the process started (a map left by an earlier process of the same pid is
- * not its map). The map's name uses the pid the process sees itself as (the last NSpid in /proc/PID/status).
+ * Files are opened through the process's root directory (/proc/PID/root: containers), opened once while the
+ * process lives — at its first JIT frame, or, for the processes hostprof starts or attaches to and their
+ * children (jitinfo_mgr_track), as soon as they are seen, since their samples may be handled after they exited.
+ * openat2's RESOLVE_IN_ROOT keeps symbolic links from leading out of it, and the file itself is never opened
+ * through one; it is read only when it is a regular file owned by the process's effective user and modified
+ * since the process started (a map left by an earlier process of the same pid is not its map). The map's name
+ * uses the pid the process sees itself as (the last NSpid in /proc/PID/status).
  *
  * Frame pointers: JIT code has no unwind tables. It is walked by frame pointer (unwind.h: unwind_module.jit),
  * and so is code in a file the runtime's map names as its own (jitinfo_declares), in processes whose runtime
- * says it keeps them: one that publishes a perf map or a jitdump file (V8, CPython
- * 3.12+ -X perf, ...) — but a JVM (libjvm.so mapped), whose compiled code keeps them only with
- * -XX:+PreserveFramePointer, given on its command line or in JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS or
- * _JAVA_OPTIONS (the last one wins, as in the JVM). Trampolines of a known shape without a frame of their own
- * (CPython's) are stepped by their shape instead (jitinfo_trampoline).
+ * says it keeps them: one that publishes a perf map or a jitdump file (V8, CPython 3.12+ -X perf, ...) — but a
+ * JVM (libjvm.so mapped), whose compiled code keeps them only with -XX:+PreserveFramePointer, given on its
+ * command line or in JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS or _JAVA_OPTIONS (the last one wins, as in the JVM).
+ * Trampolines of a known shape without a frame of their own (CPython's) are stepped by their shape instead
+ * (jitinfo_trampoline).
  *
  * Identity (stack-trace IDs; man/hostprof-profile.5): a JIT frame at an address the table names is (FileID =
  * FNV-1a-128 of "jit:" and the name, address = its offset in the named code), the same in every process and
@@ -32,11 +32,11 @@
  *
  * Lifetime: an entry is reference counted. The manager holds one reference while the process lives, dropped
  * after its exit (jitinfo_mgr_on_exit), at its exec (jitinfo_mgr_on_exec) or when it has been idle
- * (jitinfo_mgr_forget_idle); each trace frame
- * in its code holds another (jitinfo_ref / jitinfo_release), so a table stays until the last profile that
- * needs it was built. The manager must outlive every entry. Bounds: at most limits.max_processes entries exist
- * at once (each holds up to three file descriptors), each table within limits.syms, each file read up to
- * limits.max_file_bytes; what is dropped is counted (jitinfo_stats). Not thread-safe.
+ * (jitinfo_mgr_forget_idle); each trace frame in its code holds another (jitinfo_ref / jitinfo_release), so a
+ * table stays until the last profile that needs it was built. The manager must outlive every entry. Bounds: at
+ * most limits.max_processes entries exist at once (each holds up to three file descriptors), each table within
+ * limits.syms, each file read up to limits.max_file_bytes; what is dropped is counted (jitinfo_stats). Not
+ * thread-safe.
  */
 #ifndef HOSTPROF_JITINFO_H
 #define HOSTPROF_JITINFO_H

@@ -19,7 +19,8 @@
 
 #include "tests/lib/testlib.h"
 
-/* Five seconds: the first seconds' samples may be lost while hostprof builds the node binary's unwind table. */
+/* Eight seconds: the first seconds' samples may be lost while hostprof builds the node binary's unwind table
+ * (1 s here, 5 s in a sanitizer build on a loaded machine). */
 static const char hot_js[] =
 	"function hotLoop(n) {\n"
 	"  let s = 0;\n"
@@ -28,7 +29,7 @@ static const char hot_js[] =
 	"}\n"
 	"function caller() {\n"
 	"  let t = 0;\n"
-	"  const end = Date.now() + 5000;\n"
+	"  const end = Date.now() + 8000;\n"
 	"  while (Date.now() < end) t += hotLoop(100000);\n"
 	"  return t;\n"
 	"}\n"
