@@ -39,9 +39,10 @@ struct session {
 	pid_t self;
 	struct session_stats stats;
 	uint64_t join_slot;	/* the one stack word join_chain hands over: a grower's return address */
-	/* per-sample scratch, kept here so the hot path does not allocate */
-	struct unwind_frame uframes[UNWIND_MAX_FRAMES];
-	struct trace_frame frames[TRACE_MAX_FRAMES];
+	/* per-sample scratch, sized once by the frame bound so the hot path does not allocate */
+	unsigned max_frames;	/* user frames a walk keeps (opts.max_frames, or the default) */
+	struct unwind_frame *uframes;	/* max_frames */
+	struct trace_frame *frames;	/* kernel frames, max_frames user frames, one error frame */
 };
 
 struct find_ctx {
@@ -255,7 +256,7 @@ static int extend_stack(void *ctx, const struct unwind_process *proc, const stru
 	struct stackext_stack have = { .sp = stack->regs[UNWIND_REG_SP], .bytes = stack->stack,
 				       .size = stack->stack_size, .lo = 0, .hi = UINT64_MAX },
 			      got;
-	if (stack->stack != c->sample->stack)
+	if (stack->stack != c->sample->stack && !stackext_owns(s->stackext, stack->stack))
 		return -ENOENT;
 	if (gostack_bounds(c->proc->pid, c->sample->regs[UNWIND_REG_R14], &have.lo, &have.hi) < 0) {
 		have.lo = 0;
@@ -301,6 +302,9 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 	s->execinfo = execinfo_mgr_new();
 	s->procs = s->execinfo ? procmgr_new(s->execinfo) : NULL;
 	s->traces = s->execinfo ? traces_new(s->execinfo, &s->kernel) : NULL;
+	s->max_frames = s->opts.max_frames ? s->opts.max_frames : SESSION_DEFAULT_MAX_FRAMES;
+	s->uframes = calloc(s->max_frames, sizeof(*s->uframes));
+	s->frames = calloc(TRACE_MAX_KERNEL_FRAMES + s->max_frames + 1, sizeof(*s->frames));
 	s->unwinder = unwind_libunwind_new();
 	/* Rows the delta tables cannot express are stepped by libunwind, for that frame only. */
 	struct unwind_deltas_options dopts = { .fallback = unwind_libunwind_deltas_fallback,
@@ -320,8 +324,8 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 	s->deltas = unwind_deltas_new(&dopts);
 	if (s->opts.capture_path)
 		s->capture = replay_writer_new();
-	if (!s->procs || !s->traces || !s->unwinder || !s->deltas || (s->opts.capture_path && !s->capture) ||
-	    (s->opts.go_stacks && !s->gostack) || (dopts.stack_extend && !s->stackext) ||
+	if (!s->procs || !s->traces || !s->unwinder || !s->deltas || !s->uframes || !s->frames ||
+	    (s->opts.capture_path && !s->capture) || (s->opts.go_stacks && !s->gostack) || (dopts.stack_extend && !s->stackext) ||
 	    setup_correlation(s) < 0 || execinfo_mgr_add_release_hook(s->execinfo, forget_in_unwinders, s) < 0) {
 		session_free(s);
 		*err = -ENOMEM;
@@ -345,6 +349,8 @@ void session_free(struct session *s)
 	replay_writer_free(s->capture);
 	correlate_free(s->correlate);
 	kallsyms_free(s->kallsyms);
+	free(s->uframes);
+	free(s->frames);
 	free(s);
 }
 
@@ -426,8 +432,8 @@ static unsigned add_kernel_frames(struct session *s, const struct perf_sample *p
 	const uint64_t *ips;
 	size_t n;
 	perf_callchain_kernel(ps, &ips, &n);
-	if (n > TRACE_MAX_FRAMES - UNWIND_MAX_FRAMES - 1)
-		n = TRACE_MAX_FRAMES - UNWIND_MAX_FRAMES - 1;
+	if (n > TRACE_MAX_KERNEL_FRAMES)
+		n = TRACE_MAX_KERNEL_FRAMES;
 	for (size_t i = 0; i < n; i++) {
 		out[i].exe = NULL;
 		out[i].address = ips[i];
@@ -477,8 +483,8 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 	perf_callchain_user(ps, &us.fp_chain, &us.fp_chain_len);
 	uint64_t t0 = monotonic_ns();
 	int nu = s->opts.unwinder == SESSION_UNWIND_DELTAS ?
-			 unwind_deltas_unwind(s->deltas, &up, &us, s->uframes, UNWIND_MAX_FRAMES, &st) :
-			 unwind_libunwind_unwind(s->unwinder, &up, &us, s->uframes, UNWIND_MAX_FRAMES, &st);
+			 unwind_deltas_unwind(s->deltas, &up, &us, s->uframes, s->max_frames, &st) :
+			 unwind_libunwind_unwind(s->unwinder, &up, &us, s->uframes, s->max_frames, &st);
 	s->stats.unwind_ns += monotonic_ns() - t0;
 	if (s->capture && replay_writer_add_sample(s->capture, p->pid, (pid_t)ps->tid, &us) < 0)
 		s->stats.capture_errors++;
@@ -494,6 +500,8 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 	}
 	if (nu <= 0)
 		st = UNWIND_UNKNOWN_LEAF;
+	if (nu == (int)s->max_frames && st == UNWIND_TRUNCATED)
+		s->stats.frame_limited++;
 	count_status(s, st);
 	if (st != UNWIND_COMPLETE) {
 		out[n].exe = NULL;

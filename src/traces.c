@@ -312,17 +312,17 @@ static int frame_location(struct traces *t, struct profile *p, const struct trac
 
 static int add_trace_stack(struct traces *t, struct profile *p, struct trace *tr)
 {
-	uint32_t locs[TRACE_MAX_FRAMES];
+	/* As long as the session's frame bound makes it: built once per trace, off the sampling path. */
+	uint32_t *locs = malloc((tr->nframes ? tr->nframes : 1) * sizeof(*locs));
 	struct profile_stack st = { .nlocations = tr->nframes, .locations = locs };
-	if (tr->nframes > sizeof(locs) / sizeof(locs[0]))
-		return -E2BIG;
-	for (unsigned i = 0; i < tr->nframes; i++) {
-		int err = frame_location(t, p, &tr->frames[i], &locs[i]);
-		if (err < 0)
-			return err;
-	}
+	int err = locs ? 0 : -ENOMEM;
+	for (unsigned i = 0; i < tr->nframes && err == 0; i++)
+		err = frame_location(t, p, &tr->frames[i], &locs[i]);
 	memcpy(st.trace_id, tr->id.bytes, 16);
-	return profile_add_stack(p, &st, &tr->stack_index);
+	if (err == 0)
+		err = profile_add_stack(p, &st, &tr->stack_index);
+	free(locs);
+	return err;
 }
 
 static int add_count(struct profile *p, const struct count_key *k)

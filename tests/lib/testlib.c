@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MAX_NAMES 1024
+#define MAX_NAMES 4096	/* deeper than any stack a session keeps by default (1024 frames) */
 
 const char *test_build_dir(void)
 {

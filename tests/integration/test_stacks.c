@@ -1,0 +1,157 @@
+/*
+ * Integration tests on stacks that are hard to get right, from programs built at test time
+ * (tests/fixtures/stacks/):
+ * - deep_frames: a stable recursion 250 levels deep with 416-byte frames (104 KiB, past the kernel's largest
+ *   stack copy): every sample whole to main, the rest of the stack read from the process (--max-stack); one
+ *   deeper than the frame bound (--max-frames) ends in [truncated], whole again with a higher bound.
+ * Each is compared with `perf record --call-graph dwarf` on the same binary where perf can. Tests skip, saying
+ * why, only where the kernel refuses perf_event_open or the C compiler is missing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/lib/testlib.h"
+
+#define FIXTURES "tests/fixtures/stacks"
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define MAX_NAMES 4096
+
+static int have_cc(void)
+{
+	if (test_run("command -v cc >/dev/null && command -v objdump >/dev/null && command -v readelf >/dev/null") == 0)
+		return 1;
+	fprintf(stderr, "SKIP: a C compiler and binutils are needed to build the fixtures\n");
+	return 0;
+}
+
+static void print_perf_share(const char *dir, const char *cmd, const char *symbol, double ours)
+{
+	double perf = test_perf_children_share(dir, cmd, symbol);
+	if (perf >= 0)
+		fprintf(stderr, "%s: hostprof %.1f%% of samples, perf record --call-graph dwarf %.1f%%\n", symbol, ours,
+			perf);
+}
+
+/* ---- deep stacks --------------------------------------------------------------------------------------------- */
+
+static void build_deep(const struct test_workdir *w, char *bin, size_t len)
+{
+	snprintf(bin, len, "%s/deep_frames", w->dir);
+	assert_int_equal(test_run("cc -O2 -g -fomit-frame-pointer -o %s " FIXTURES "/deep_frames.c", bin), 0);
+	/* The frames this is about: 416 bytes each (a 0x198-byte frame and the return address). */
+	assert_int_equal(test_run("objdump -d --no-show-raw-insn %s | awk '/<recurse>:/ { f = 1 } "
+				  "f && /sub +\\$0x198,%%rsp/ { ok = 1 } /^$/ { f = 0 } END { exit !ok }'", bin), 0);
+}
+
+/* Samples in recurse: how many, how many whole to main, how many recurse frames the deepest has. */
+struct deep_counts {
+	uint64_t total, in_recurse, whole, truncated_in_recurse;
+	size_t deepest;
+};
+
+static struct deep_counts count_deep(const struct profile *p)
+{
+	static const char *names[MAX_NAMES];
+	struct deep_counts c = { .total = test_total_samples(p) };
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_sample *s = &p->samples.items[i];
+		size_t n = test_stack_functions(p, s->stack, names, MAX_NAMES), levels = 0, main_at = n;
+		for (size_t j = 0; j < n; j++) {
+			levels += strcmp(names[j], "recurse") == 0;
+			if (strcmp(names[j], "main") == 0 && main_at == n)
+				main_at = j;
+		}
+		if (!levels)
+			continue;
+		c.in_recurse += s->count;
+		if (test_stack_has_error(p, s->stack))
+			c.truncated_in_recurse += s->count;
+		else if (main_at < n)
+			c.whole += s->count;
+		if (levels > c.deepest)
+			c.deepest = levels;
+	}
+	return c;
+}
+
+static void test_deep_recursion_whole(void **state)
+{
+	struct test_workdir *w = *state;
+	char bin[600], cmd[700];
+	if (!test_perf_available() || !have_cc())
+		skip();
+	build_deep(w, bin, sizeof(bin));
+	snprintf(cmd, sizeof(cmd), "%s 2 250", bin);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s", w->out, cmd), 0);
+	struct profile *p = test_read_profile(w->out);
+	struct deep_counts c = count_deep(p);
+	const char *roots[] = { "main" };
+	double whole = test_share(test_samples_complete_to(p, roots, 1), c.total);
+	profile_free(p);
+	fprintf(stderr, "deep_frames 250 x 416 bytes: %llu samples, %llu in recurse, %llu of them whole to main, "
+		"%llu truncated; deepest %zu levels\n", (unsigned long long)c.total, (unsigned long long)c.in_recurse,
+		(unsigned long long)c.whole, (unsigned long long)c.truncated_in_recurse, c.deepest);
+	assert_true(c.total >= 1000 && c.in_recurse * 100 >= c.total * 95);
+	assert_int_equal(c.deepest, 250);
+	/* 100 %: every sample in the recursion, whatever its depth, is whole. */
+	assert_int_equal(c.whole, c.in_recurse);
+	print_perf_share(w->dir, cmd, "main", whole);
+
+	/* --max-stack is what the walk may see: 64 KiB leaves the outer callers of the recursion unread. */
+	assert_int_equal(test_run("\"$HOSTPROF\" record -q --stack-size 65528 --max-stack 65536 -o %s -- %s 1 250",
+				  w->out, bin), 0);
+	p = test_read_profile(w->out);
+	c = count_deep(p);
+	profile_free(p);
+	fprintf(stderr, "deep_frames 250 x 416 bytes, --max-stack 65536: %llu of %llu recursion samples truncated\n",
+		(unsigned long long)c.truncated_in_recurse, (unsigned long long)c.in_recurse);
+	assert_true(c.truncated_in_recurse * 100 >= c.in_recurse * 95 && c.deepest < 250);
+}
+
+/* A recursion deeper than the frame bound: cut there, [truncated]; whole with a higher bound. */
+static void test_deep_recursion_frame_bound(void **state)
+{
+	struct test_workdir *w = *state;
+	char bin[600];
+	if (!test_perf_available() || !have_cc())
+		skip();
+	build_deep(w, bin, sizeof(bin));
+	assert_int_equal(test_run("\"$HOSTPROF\" record -o %s -- %s 1 1100 2>%s/record.err", w->out, bin, w->dir), 0);
+	struct profile *p = test_read_profile(w->out);
+	struct deep_counts c = count_deep(p);
+	const char *leaf[] = { "recurse", "spin" };
+	uint64_t at_leaf = test_samples_with_chain(p, leaf, 2);
+	profile_free(p);
+	fprintf(stderr, "deep_frames 1100 levels, default --max-frames: %llu of %llu recursion samples truncated, "
+		"deepest %zu levels\n", (unsigned long long)c.truncated_in_recurse, (unsigned long long)c.in_recurse,
+		c.deepest);
+	assert_true(c.in_recurse >= 500 && c.truncated_in_recurse * 100 >= c.in_recurse * 95);
+	assert_true(at_leaf * 100 >= c.in_recurse * 90);	/* the leaf side is right */
+	assert_true(c.deepest >= 1000 && c.deepest < 1100);
+	assert_int_equal(test_run("grep -E 'stack: [1-9][0-9]* samples deeper than --max-frames \\(1024\\)' "
+				  "%s/record.err >&2", w->dir), 0);
+
+	assert_int_equal(test_run("\"$HOSTPROF\" record -q --max-frames 2048 -o %s -- %s 1 1100", w->out, bin), 0);
+	p = test_read_profile(w->out);
+	c = count_deep(p);
+	profile_free(p);
+	fprintf(stderr, "deep_frames 1100 levels, --max-frames 2048: %llu of %llu recursion samples whole to main\n",
+		(unsigned long long)c.whole, (unsigned long long)c.in_recurse);
+	assert_true(c.whole * 100 >= c.in_recurse * 95 && c.deepest == 1100);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_deep_recursion_whole, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_deep_recursion_frame_bound, test_workdir_setup,
+						test_workdir_teardown),
+	};
+	return cmocka_run_group_tests_name("hard stacks", tests, NULL, NULL);
+}
