@@ -580,6 +580,10 @@ static void print_summary(struct record_run *r)
 				"%llu frames stepped by libunwind\n",
 			tables, (unsigned long long)rows, rows ? (double)bytes / (double)rows : 0.0, build_ns / 1e6,
 			(unsigned long long)us.fallback_calls);
+	if (us.implausible_callers)
+		fprintf(stderr, "hostprof: stack: %llu guessed callers (code without CFI) refused: no call "
+				"instruction before them; those stacks end in [truncated]\n",
+			(unsigned long long)us.implausible_callers);
 }
 
 static int child_exit_code(const struct record_run *r)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "correlate/correlate.h"
@@ -449,7 +450,9 @@ static int user_frame(struct find_ctx *c, const struct unwind_frame *uf, int is_
 	/* A return address may be the first byte after the caller's mapping (a call ending a function). */
 	uint64_t lookup = is_return ? uf->ip - 1 : uf->ip;
 	struct mapping *m = procmgr_find_mapping(c->s->procs, c->proc, lookup, c->now);
-	struct execinfo *e = m ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
+	/* Code runs only from executable mappings: an address in a file's data is no frame (prot 0: unknown). */
+	bool code = m && (m->prot == 0 || (m->prot & PROT_EXEC));
+	struct execinfo *e = code ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
 	if (!e)
 		return 0;
 	out->exe = e;

@@ -58,7 +58,7 @@ struct stack_delta_rule {
 	int16_t fp_off;
 	int32_t cfa_off;
 	int32_t aux;		/* DEREF kinds: added after the load; PLT: the (IP & 15) threshold;
-				 * CFA_SP, CFA_FP and STOP: flags (STACK_DELTA_GO_*) */
+				 * CFA_SP, CFA_FP and STOP: flags (STACK_DELTA_GO_*, STACK_DELTA_GUESSED) */
 };
 
 /*
@@ -78,6 +78,14 @@ struct stack_delta_rule {
  * than leaving its caller's FP in place.
  */
 #define STACK_DELTA_GO_FP_FRAME 2
+
+/*
+ * aux flag of CFA_SP and CFA_FP rules: no CFI and no .gopclntab says this, the prologue analysis or the
+ * frame-pointer convention guessed it. A caller found with such a rule, or a return address into such code, may
+ * be a value that is no return address at all: the unwinder accepts it only where a call instruction ends
+ * right before it (call_site.h).
+ */
+#define STACK_DELTA_GUESSED 4
 
 /* What a build found and cost; all counts are for one file. */
 struct stack_deltas_stats {

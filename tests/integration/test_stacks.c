@@ -3,7 +3,9 @@
  * (tests/fixtures/stacks/):
  * - deep_frames: a stable recursion 250 levels deep with 416-byte frames (104 KiB, past the kernel's largest
  *   stack copy): every sample whole to main, the rest of the stack read from the process (--max-stack); one
- *   deeper than the frame bound (--max-frames) ends in [truncated], whole again with a higher bound.
+ *   deeper than the frame bound (--max-frames) ends in [truncated], whole again with a higher bound;
+ * - nocfi: a stripped program without any CFI, whose unwinding is all guesswork: no frame outside its
+ *   executable code or after no call instruction, ever.
  * Each is compared with `perf record --call-graph dwarf` on the same binary where perf can. Tests skip, saying
  * why, only where the kernel refuses perf_event_open or the C compiler is missing.
  */
@@ -146,12 +148,127 @@ static void test_deep_recursion_frame_bound(void **state)
 	assert_true(c.whole * 100 >= c.in_recurse * 95 && c.deepest == 1100);
 }
 
+/* ---- no CFI -------------------------------------------------------------------------------------------------- */
+
+/* Sorted addresses read from a file of hex numbers, one a line. */
+struct addrs {
+	uint64_t *a;
+	size_t n;
+};
+
+static struct addrs read_addrs(const char *path)
+{
+	struct addrs r = { 0 };
+	size_t cap = 0;
+	unsigned long long v;
+	FILE *f = fopen(path, "re");
+	assert_non_null(f);
+	while (fscanf(f, "%llx", &v) == 1) {
+		if (r.n == cap) {
+			cap = cap ? cap * 2 : 256;
+			r.a = realloc(r.a, cap * sizeof(*r.a));
+			assert_non_null(r.a);
+		}
+		r.a[r.n++] = v;
+	}
+	fclose(f);
+	return r;
+}
+
+static int has_addr(const struct addrs *r, uint64_t v)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (r->a[i] == v)
+			return 1;
+	return 0;
+}
+
+/* What the profile says of the fixture's own frames, checked against its code as objdump and readelf see it. */
+struct nocfi_counts {
+	uint64_t total, outside_code, after_no_call, whole, frames;
+};
+
+static struct nocfi_counts check_nocfi_frames(const struct profile *p, uint64_t lo, uint64_t hi,
+					      const struct addrs *return_sites)
+{
+	struct nocfi_counts c = { .total = test_total_samples(p) };
+	const char *roots[] = { "__libc_start_call_main" };
+	c.whole = test_samples_complete_to(p, roots, 1);
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_stack *st = &p->stacks.items[p->samples.items[i].stack];
+		uint64_t count = p->samples.items[i].count;
+		int leaf = 1, outside = 0, no_call = 0;
+		for (uint32_t k = 0; k < st->nlocations; k++) {
+			const struct profile_location *l = &p->locations.items[st->locations[k]];
+			if (l->frame_kind == PROFILE_FRAME_KERNEL || (l->frame_kind & PROFILE_FRAME_ERROR))
+				continue;
+			const char *file = profile_string(p, p->mappings.items[l->mapping].filename);
+			const char *base = strrchr(file, '/');
+			if (l->mapping && strcmp(base ? base + 1 : file, "nocfi") == 0) {
+				c.frames += count;
+				outside |= l->address < lo || l->address >= hi;
+				/* a caller's address is its return address minus 1 */
+				no_call |= !leaf && !has_addr(return_sites, l->address + 1);
+			}
+			leaf = 0;
+		}
+		c.outside_code += outside ? count : 0;
+		c.after_no_call += no_call ? count : 0;
+	}
+	return c;
+}
+
+static void test_no_cfi_never_invents(void **state)
+{
+	struct test_workdir *w = *state;
+	char bin[600], cmd[700], path[700];
+	if (!test_perf_available() || !have_cc())
+		skip();
+	snprintf(bin, sizeof(bin), "%s/nocfi", w->dir);
+	assert_int_equal(test_run("cc -O2 -fomit-frame-pointer -fno-asynchronous-unwind-tables -fno-unwind-tables "
+				  "-o %s " FIXTURES "/nocfi.c && strip %s && objcopy --remove-section .eh_frame "
+				  "--remove-section .eh_frame_hdr %s", bin, bin, bin), 0);
+	assert_int_equal(test_run("! readelf -SW %s | grep -E '\\.(eh_frame|debug_frame)'", bin), 0);
+	/* Its executable segment, and every address right after one of its call instructions. */
+	assert_int_equal(test_run("readelf -lW %s | awk '$1 == \"LOAD\" && / E / { print $3, $6 }' "
+				  "> %s/exec; objdump -d --no-show-raw-insn %s | awk -F'\\t' '/^ *[0-9a-f]+:\\t/ "
+				  "{ a = $1; sub(/:.*/, \"\", a); gsub(/ /, \"\", a); if (c) print a; c = $2 ~ /^call/ }' "
+				  "> %s/return_sites", bin, w->dir, bin, w->dir), 0);
+	snprintf(path, sizeof(path), "%s/exec", w->dir);
+	struct addrs exec = read_addrs(path);
+	snprintf(path, sizeof(path), "%s/return_sites", w->dir);
+	struct addrs sites = read_addrs(path);
+	assert_int_equal(exec.n, 2);
+	assert_true(sites.n >= 5);
+
+	snprintf(cmd, sizeof(cmd), "%s 2", bin);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -o %s -- %s 2>%s/record.err", w->out, cmd, w->dir), 0);
+	struct profile *p = test_read_profile(w->out);
+	struct nocfi_counts c = check_nocfi_frames(p, exec.a[0], exec.a[0] + exec.a[1], &sites);
+	profile_free(p);
+	fprintf(stderr, "nocfi: %llu samples, %llu frames in it; %llu samples with a frame outside its code, %llu with "
+		"a caller after no call; %.1f%% whole to __libc_start_call_main\n", (unsigned long long)c.total,
+		(unsigned long long)c.frames, (unsigned long long)c.outside_code, (unsigned long long)c.after_no_call,
+		test_share(c.whole, c.total));
+	assert_true(c.total >= 1000 && c.frames >= c.total);
+	assert_int_equal(c.outside_code, 0);
+	assert_int_equal(c.after_no_call, 0);
+	/* The hot path (main -> c1 -> c2 -> c3 -> leaf) is still whole; the cold path's guesses were refused. */
+	assert_true(test_share(c.whole, c.total) >= 30.0);
+	assert_int_equal(test_run("grep -E 'stack: [1-9][0-9]* guessed callers .* refused' %s/record.err >&2",
+				  w->dir), 0);
+	print_perf_share(w->dir, cmd, "__libc_start_call_main", test_share(c.whole, c.total));
+	free(exec.a);
+	free(sites.a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_deep_recursion_whole, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_deep_recursion_frame_bound, test_workdir_setup,
 						test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_no_cfi_never_invents, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests_name("hard stacks", tests, NULL, NULL);
 }
