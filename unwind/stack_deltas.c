@@ -1254,10 +1254,9 @@ static int sd_call_targets(struct sd_builder *b, const uint8_t *code, uint64_t s
 	return 0;
 }
 
-/* Whether bytes at p are the rt_sigreturn trampoline: mov rax, 15; syscall. */
-static bool sd_is_sigreturn(const uint8_t *p, size_t avail)
+bool stack_delta_is_sigreturn(const uint8_t *p, size_t avail)
 {
-	static const uint8_t tramp[9] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
+	static const uint8_t tramp[STACK_DELTA_SIGRETURN_LEN] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
 	return avail >= sizeof(tramp) && memcmp(p, tramp, sizeof(tramp)) == 0;
 }
 
@@ -1272,11 +1271,11 @@ static void sd_analyse_function(struct sd_builder *b, const struct sd_code *c, u
 		sd_emit(&em, start, &stop);
 		return;
 	}
-	if (code && sd_is_sigreturn(code, (size_t)(end - start))) {
+	if (code && stack_delta_is_sigreturn(code, (size_t)(end - start))) {
 		struct stack_delta_rule sig = sd_simple_rule(STACK_DELTA_SIGNAL);
 		sd_emit(&em, start > gap_start ? start - 1 : start, &sig);
-		start += 9;
-		code += 9;
+		start += STACK_DELTA_SIGRETURN_LEN;
+		code += STACK_DELTA_SIGRETURN_LEN;
 	}
 	if (start >= end)
 		return;

@@ -134,6 +134,13 @@ int stack_deltas_lookup(const struct stack_deltas *t, uint64_t elf_va, struct st
  */
 bool stack_delta_rule_frame_pointer(const struct stack_delta_rule *r, uint64_t sp, uint64_t *fp);
 
+/*
+ * Whether the avail bytes at p start with the rt_sigreturn trampoline the C library returns from signal handlers
+ * through (__restore_rt: mov rax, 15; syscall), which code without CFI gets the SIGNAL rule for.
+ */
+#define STACK_DELTA_SIGRETURN_LEN 9
+bool stack_delta_is_sigreturn(const uint8_t *p, size_t avail);
+
 /* Human-readable form of a rule ("cfa=sp+16 fp=cfa-16"), for tests and diagnostics. */
 void stack_delta_rule_format(const struct stack_delta_rule *r, char *buf, size_t len);
 

@@ -1,8 +1,8 @@
 /*
  * fuzz_elf.c — fuzz target: an ELF file from a hostile process, through everything hostprof derives from one:
  * stack-delta tables (.eh_frame/.debug_frame CFI, PLT, capstone analysis, .gopclntab), the Go function table
- * with its names, files, lines and inline tree, the symbolizer (symtab, DWARF lines and inline frames) and the
- * call-site check of guessed return addresses.
+ * with its names, files, lines and inline tree, the symbolizer (symtab, DWARF lines and inline frames, PLT
+ * stubs named from relocations, the signal trampoline) and the call-site check of guessed return addresses.
  * Any crash, leak or sanitizer report is a bug: bad input must only make these calls fail.
  */
 #include <libelf.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "symbols/gosym.h"
+#include "symbols/stubs.h"
 #include "symbols/symbolizer.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "unwind/call_site.h"
@@ -55,12 +56,20 @@ static void fuzz_tables(Elf *elf)
 	}
 }
 
-/* The low addresses, where small files keep their code: a return address per 16 bytes. */
+/* The low addresses, where small files keep their PLT and code: every stub entry, a return address per 16 bytes. */
 static void fuzz_code_checks(Elf *elf)
 {
+	struct stub_names *stubs = NULL;
 	struct call_site *calls = call_site_new();
-	for (uint64_t va = 0; va < 0x4000 && calls; va += 16)
+	if (stub_names_new(elf, &stubs) == 0) {
+		for (uint64_t va = 0; va < 0x4000; va += 8)
+			stub_names_plt(stubs, va);
+		stub_names_free(stubs);
+	}
+	for (uint64_t va = 0; va < 0x4000 && calls; va += 16) {
 		call_site_follows_call(calls, elf, NULL, va);
+		stub_is_sigreturn(elf, va);
+	}
 	call_site_free(calls);
 }
 

@@ -5,7 +5,9 @@
  *   stack copy): every sample whole to main, the rest of the stack read from the process (--max-stack); one
  *   deeper than the frame bound (--max-frames) ends in [truncated], whole again with a higher bound;
  * - nocfi: a stripped program without any CFI, whose unwinding is all guesswork: no frame outside its
- *   executable code or after no call instruction, ever.
+ *   executable code or after no call instruction, ever;
+ * - calls + tiny: a loop through a PLT stub (named tiny@plt in .plt, .plt.sec and .plt.got builds) and a signal
+ *   handler on the C library's trampoline (named __restore_rt), and report --lines.
  * Each is compared with `perf record --call-graph dwarf` on the same binary where perf can. Tests skip, saying
  * why, only where the kernel refuses perf_event_open or the C compiler is missing.
  */
@@ -262,6 +264,101 @@ static void test_no_cfi_never_invents(void **state)
 	free(sites.a);
 }
 
+/* ---- PLT stubs, the signal trampoline, report --lines ------------------------------------------------------ */
+
+/* Whether some location of the calls binary has no function name (a frame shown as calls_X+0x...). */
+static int has_unnamed_frame(const struct profile *p, const char *binary)
+{
+	for (uint32_t i = 1; i < p->locations.count; i++) {
+		const struct profile_location *l = &p->locations.items[i];
+		const char *file = profile_string(p, p->mappings.items[l->mapping].filename);
+		const char *base = strrchr(file, '/');
+		if (l->mapping && strcmp(base ? base + 1 : file, binary) == 0 && l->nlines == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static void profile_calls(struct test_workdir *w, const char *variant, const char *flags, const char *section)
+{
+	char bin[600], cmd[700], name[64];
+	if (!test_perf_available() || !have_cc())
+		skip();
+	snprintf(name, sizeof(name), "calls_%s", variant);
+	snprintf(bin, sizeof(bin), "%s/%s", w->dir, name);
+	assert_int_equal(test_run("cc -O2 -g -shared -fPIC -o %s/libtiny.so " FIXTURES "/tiny.c && cc -O2 -g %s -o %s "
+				  FIXTURES "/calls.c -L%s -ltiny -Wl,-rpath,'$ORIGIN'", w->dir, flags, bin, w->dir), 0);
+	/* The stub called is in the section this variant is about. */
+	assert_int_equal(test_run("a=$(objdump -d --no-show-raw-insn %s | "
+				  "sed -n 's/.*call *\\([0-9a-f]*\\) <tiny@plt>.*/\\1/p' | head -n 1) && readelf -SW %s | sed 's/^ *\\[ *[0-9]*\\] *//' | awk '$1 == \"%s\" "
+				  "{ print $3, $5 }' | { read start size && [ $((0x$a)) -ge $((0x$start)) ] && "
+				  "[ $((0x$a)) -lt $((0x$start + 0x$size)) ]; }", bin, bin, section), 0);
+	snprintf(cmd, sizeof(cmd), "%s 2", bin);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s", w->out, cmd), 0);
+	struct profile *p = test_read_profile(w->out);
+	uint64_t total = test_total_samples(p);
+	const char *stub[] = { "call_loop", "tiny@plt" };
+	const char *signal[] = { "__restore_rt", "on_signal", "handler_work" };
+	double in_stub = test_share(test_samples_with_chain(p, stub, 2), total);
+	double in_handler = test_share(test_samples_with_chain(p, signal, 3), total);
+	const char *roots[] = { "main" };
+	double whole = test_share(test_samples_complete_to(p, roots, 1), total);
+	fprintf(stderr, "%s (%s): %llu samples, call_loop -> tiny@plt %.1f%%, __restore_rt -> on_signal -> "
+		"handler_work %.1f%%, %.1f%% whole to main\n", name, section, (unsigned long long)total, in_stub,
+		in_handler, whole);
+	assert_true(total >= 1000);
+	assert_true(in_stub >= 5.0 && in_handler >= 3.0 && whole >= 95.0);
+	assert_false(has_unnamed_frame(p, name));
+	profile_free(p);
+	/* perf names the stub tiny@plt where its PLT symbols work out (not perf 6.1 here: it shows _init). */
+	double perf = test_perf_children_share(w->dir, cmd, "tiny@plt");
+	fprintf(stderr, "tiny@plt: hostprof %.1f%%, perf record --call-graph dwarf %.1f%% (perf's name for that "
+		"code: _init %.1f%%); __restore_rt: hostprof %.1f%%, perf %.1f%%\n", in_stub, perf,
+		perf >= 0 ? test_perf_report_share(w->dir, "_init") : -1.0, in_handler,
+		perf >= 0 ? test_perf_report_share(w->dir, "__restore_rt") : -1.0);
+	if (perf > 0)
+		assert_true(fabs(in_stub - perf) <= 10.0);
+}
+
+static void test_plt_stub_named(void **state)
+{
+	profile_calls(*state, "plt", "", ".plt");
+}
+
+static void test_plt_sec_stub_named(void **state)
+{
+	profile_calls(*state, "pltsec", "-fcf-protection -Wl,-z,ibtplt", ".plt.sec");
+}
+
+static void test_plt_got_stub_named(void **state)
+{
+	profile_calls(*state, "pltgot", "-DTAKE_ADDRESS", ".plt.got");
+}
+
+/* report --lines: each frame's file:line, the lines handler_work's samples can be at. */
+static void test_report_lines(void **state)
+{
+	struct test_workdir *w = *state;
+	char bin[600];
+	if (!test_perf_available() || !have_cc())
+		skip();
+	snprintf(bin, sizeof(bin), "%s/calls", w->dir);
+	assert_int_equal(test_run("cc -O2 -g -shared -fPIC -o %s/libtiny.so " FIXTURES "/tiny.c && cc -O2 -g -o %s "
+				  FIXTURES "/calls.c -L%s -ltiny -Wl,-rpath,'$ORIGIN'", w->dir, bin, w->dir), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s 1", w->out, bin), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" report --lines %s > %s/report.txt && \"$HOSTPROF\" report %s > "
+				  "%s/plain.txt", w->out, w->dir, w->out, w->dir), 0);
+	/* handler_work's loop, as the source has it: the lines its samples may be attributed to. */
+	assert_int_equal(test_run("cat %s/report.txt >&2; l=$(grep -n 'x = x \\* 6364136223846793005ULL' " FIXTURES
+				  "/calls.c | cut -d: -f1) && grep -E \"handler_work \\(calls\\.c:($((l - 1))|$l)\\)\" "
+				  "%s/report.txt", w->dir, w->dir), 0);
+	assert_int_equal(test_run("grep -E 'call_loop \\(calls\\.c:[0-9]+\\)' %s/report.txt >/dev/null", w->dir), 0);
+	/* Without --lines: a row per function, no line numbers. */
+	assert_int_equal(test_run("grep -E 'handler_work \\(calls\\.c\\)' %s/plain.txt >/dev/null && ! grep -E "
+				  "'\\(calls\\.c:[0-9]+\\)' %s/plain.txt", w->dir, w->dir), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" report --help | grep -- --lines >/dev/null"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -269,6 +366,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_deep_recursion_frame_bound, test_workdir_setup,
 						test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_no_cfi_never_invents, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_plt_stub_named, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_plt_sec_stub_named, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_plt_got_stub_named, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_report_lines, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests_name("hard stacks", tests, NULL, NULL);
 }

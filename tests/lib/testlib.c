@@ -75,7 +75,6 @@ int test_run(const char *fmt, ...)
 
 double test_perf_children_share(const char *dir, const char *cmd, const char *symbol)
 {
-	char out[512], line[1024], want[512];
 	if (test_run("command -v perf >/dev/null") != 0) {
 		fprintf(stderr, "perf comparison: perf is not installed (apt-get install linux-perf)\n");
 		return -1;
@@ -87,6 +86,12 @@ double test_perf_children_share(const char *dir, const char *cmd, const char *sy
 		fprintf(stderr, "perf comparison: perf record or report failed\n");
 		return -1;
 	}
+	return test_perf_report_share(dir, symbol);
+}
+
+double test_perf_report_share(const char *dir, const char *symbol)
+{
+	char out[512], line[1024], want[512];
 	snprintf(out, sizeof(out), "%s/perf.report", dir);
 	snprintf(want, sizeof(want), "[.] %s", symbol);
 	FILE *f = fopen(out, "re");

@@ -40,6 +40,8 @@ void test_go_build(const char *dir, const char *pkg, const char *out, int cgo, c
  * demangles C++ and Rust itself). Returns -1, saying why, where perf is missing or refuses.
  */
 double test_perf_children_share(const char *dir, const char *cmd, const char *symbol);
+/* The share of symbol in the report the last test_perf_children_share() on dir wrote (0 if absent). */
+double test_perf_report_share(const char *dir, const char *symbol);
 
 /* Run a shell command line; returns its exit status (or -1). Output goes to the test's output. */
 int test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
