@@ -129,7 +129,8 @@ static int read_sections(struct stub_names *p, Elf *elf)
 		else if (sh.sh_type == SHT_RELA && read_relocs(p, elf, scn, &sh, !strcmp(name, ".rela.plt")) < 0)
 			return -ENOMEM;
 	}
-	qsort(p->slots, p->nslots, sizeof(*p->slots), by_got);
+	if (p->nslots)
+		qsort(p->slots, p->nslots, sizeof(*p->slots), by_got);
 	return 0;
 }
 
@@ -181,7 +182,7 @@ static bool open_capstone(struct stub_names *p)
 static const char *slot_name(const struct stub_names *p, uint64_t got)
 {
 	struct stub_slot key = { got, NULL };
-	const struct stub_slot *s = bsearch(&key, p->slots, p->nslots, sizeof(*p->slots), by_got);
+	const struct stub_slot *s = p->nslots ? bsearch(&key, p->slots, p->nslots, sizeof(*p->slots), by_got) : NULL;
 	return s ? s->name : NULL;
 }
 

@@ -370,14 +370,16 @@ static bool ud_follows_call(struct ud_walk *w, uint64_t ra)
 
 /*
  * A step under a guessed rule (or the fallback, asked where no rule is known) recovered w->r from callee: keep
- * it only if its IP is a plausible return address. A zero one, read where a guess pointed, ends nothing.
+ * it only if its IP is a plausible return address. The end of a stack is believed only where CFI says so
+ * (end_trusted: a FALLBACK row's CFI); a zero return address read where a guess pointed ends nothing.
  */
 static enum ud_step ud_check_guess(struct ud_walk *w, enum ud_step st, const struct unwind_deltas_regs *callee,
-				   bool zero_ends)
+				   bool end_trusted)
 {
-	if (st == UD_STEP_END && w->r.regs[UNWIND_REG_IP] == 0 && !zero_ends)
-		st = UD_STEP_FAIL;
-	else if (st != UD_STEP_OK || w->r.exact_ip || ud_follows_call(w, w->r.regs[UNWIND_REG_IP]))
+	if (st == UD_STEP_END && end_trusted)
+		return st;
+	if (st != UD_STEP_END &&
+	    (st != UD_STEP_OK || w->r.exact_ip || ud_follows_call(w, w->r.regs[UNWIND_REG_IP])))
 		return st;
 	w->r = *callee;	/* the walk ends at the last frame it can vouch for */
 	return UD_STEP_FAIL;
@@ -607,7 +609,7 @@ int unwind_deltas_unwind(struct unwind_deltas *u, const struct unwind_process *p
 		enum ud_step st = ud_step(&w);
 		bool bogus = st == UD_STEP_BOGUS;
 		if (bogus) {
-			n--;	/* the last frame taken was no frame: its caller's guess read something else */
+			n--;	/* the last frame taken was no frame: no call put its return address there */
 			st = UD_STEP_FAIL;
 		}
 		if ((st == UD_STEP_END || st == UD_STEP_FAIL) && w.at_go_switch && !w.switched) {
