@@ -22,7 +22,13 @@
  * unwind_deltas_forget() (standalone use: tests, tools).
  *
  * Rows the tables cannot express (FALLBACK) are handed to an optional fallback hook, e.g. libunwind, for that
- * frame only; without a hook the walk ends there as UNWIND_TRUNCATED. Where Go switched from a goroutine's
+ * frame only; without a hook the walk ends there as UNWIND_TRUNCATED.
+ *
+ * Guessed frames: a rule read from code without CFI (STACK_DELTA_GUESSED), a fallback step, or a chain entry past
+ * such a frame may take any word for a return address. Their callers, and return addresses into guessed code,
+ * are kept only where a call instruction ends right before them in the file's executable code (call_site.h,
+ * over unwind_module.elf); otherwise the walk ends at the last frame it can vouch for, TRUNCATED (counted in
+ * implausible_callers). A zero return address or a fallback's "outermost" after a guess ends nothing either. Where Go switched from a goroutine's
  * stack to the g0 stack, an optional stack-switch hook may hand over a copy of the goroutine's stack, and the walk
  * continues there (the one place a walk leaves the sample's stack copy; what the hook reads is its business).
  *
