@@ -53,6 +53,26 @@ static void build_deep(const struct test_workdir *w, char *bin, size_t len)
 				  "f && /sub +\\$0x198,%%rsp/ { ok = 1 } /^$/ { f = 0 } END { exit !ok }'", bin), 0);
 }
 
+/*
+ * Walks whose read past the stack copy the process refused (record's summary: "not: N changed since the sample,
+ * M unreadable"): a thread that moved on before its sample was handled (a loaded host) is not read, by design.
+ */
+static unsigned long long refused_reads(const char *err_path)
+{
+	char line[1024];
+	unsigned long long stale = 0, unreadable = 0;
+	FILE *f = fopen(err_path, "re");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *not = strstr(line, "(not: ");
+		if (strstr(line, "walks that ran past the copied stack") && not)
+			assert_int_equal(sscanf(not, "(not: %llu changed since the sample, %llu unreadable", &stale,
+						&unreadable), 2);
+	}
+	fclose(f);
+	return stale + unreadable;
+}
+
 /* Samples in recurse: how many, how many whole to main, how many recurse frames the deepest has. */
 struct deep_counts {
 	uint64_t total, in_recurse, whole, truncated_in_recurse;
@@ -92,19 +112,24 @@ static void test_deep_recursion_whole(void **state)
 		skip();
 	build_deep(w, bin, sizeof(bin));
 	snprintf(cmd, sizeof(cmd), "%s 2 250", bin);
-	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s", w->out, cmd), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -o %s -- %s 2>%s/record.err", w->out, cmd, w->dir), 0);
 	struct profile *p = test_read_profile(w->out);
 	struct deep_counts c = count_deep(p);
 	const char *roots[] = { "main" };
 	double whole = test_share(test_samples_complete_to(p, roots, 1), c.total);
 	profile_free(p);
+	char err[600];
+	snprintf(err, sizeof(err), "%s/record.err", w->dir);
+	unsigned long long refused = refused_reads(err);
 	fprintf(stderr, "deep_frames 250 x 416 bytes: %llu samples, %llu in recurse, %llu of them whole to main, "
-		"%llu truncated; deepest %zu levels\n", (unsigned long long)c.total, (unsigned long long)c.in_recurse,
-		(unsigned long long)c.whole, (unsigned long long)c.truncated_in_recurse, c.deepest);
+		"%llu truncated (%llu reads refused: the thread had moved on); deepest %zu levels\n",
+		(unsigned long long)c.total, (unsigned long long)c.in_recurse, (unsigned long long)c.whole,
+		(unsigned long long)c.truncated_in_recurse, refused, c.deepest);
 	assert_true(c.total >= 500 && c.in_recurse * 100 >= c.total * 95);
 	assert_int_equal(c.deepest, 250);
-	/* 100 %: every sample in the recursion, whatever its depth, is whole. */
-	assert_int_equal(c.whole, c.in_recurse);
+	/* 100 %: every sample in the recursion, whatever its depth, is whole, but for one whose thread had moved on
+	 * by the time it was handled (rare even on a loaded host: the fixture keeps its stack as it was). */
+	assert_true(c.whole + refused >= c.in_recurse && refused * 100 <= c.in_recurse);
 	print_perf_share(w->dir, cmd, "main", whole);
 
 	/* --max-stack is what the walk may see: 64 KiB leaves the outer callers of the recursion unread. */
