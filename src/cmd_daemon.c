@@ -124,6 +124,7 @@ static int start_sampling(struct daemon *d)
 		.go_stacks = d->cfg.go_stacks,
 		.go_stack_bytes = d->cfg.stack_size,
 		.max_stack_bytes = d->cfg.max_stack,
+		.max_frames = d->cfg.max_frames,
 		.stack_copy_bytes = d->cfg.stack_size,
 	};
 	int err;
@@ -244,7 +245,7 @@ static int sampler_settings_changed(const struct daemon_config *a, const struct 
 	       a->stack_size != b->stack_size || a->kernel != b->kernel || a->apm != b->apm ||
 	       strcmp(a->host_id, b->host_id) || a->apm_delay_ms != b->apm_delay_ms ||
 	       a->apm_max_staleness_us != b->apm_max_staleness_us || a->go_stacks != b->go_stacks ||
-	       a->max_stack != b->max_stack || a->fp_chain != b->fp_chain;
+	       a->max_stack != b->max_stack || a->fp_chain != b->fp_chain || a->max_frames != b->max_frames;
 }
 
 static void reload(struct daemon *d)
@@ -319,6 +320,8 @@ static void daemon_usage(FILE *out)
 		"      --stack-size BYTES          user stack copied per sample (default 16384)\n"
 		"      --max-stack BYTES           stack a walk may see, past the copy read from the process\n"
 		"                                  when unchanged (default 1048576; 0 = the copy only)\n"
+		"      --max-frames N              user frames kept per sample (default 1024); deeper stacks\n"
+		"                                  end in [truncated]\n"
 		"      --unwinder NAME             deltas (default) or libunwind\n"
 		"      --max-processes N           processes tracked at once (default 4096)\n"
 		"      --forget-idle DURATION      forget processes without samples this long (default 300s)\n"
@@ -356,6 +359,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
 		{ "probabilistic-interval", required_argument, NULL, 0 },
 		{ "stack-size", required_argument, NULL, 0 },
 		{ "max-stack", required_argument, NULL, 0 },
+		{ "max-frames", required_argument, NULL, 0 },
 		{ "unwinder", required_argument, NULL, 0 },
 		{ "max-processes", required_argument, NULL, 0 },
 		{ "forget-idle", required_argument, NULL, 0 },

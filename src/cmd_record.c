@@ -80,6 +80,8 @@ static void record_usage(FILE *out)
 		"                         walks the stack copy cannot, e.g. Go stack growth)\n"
 		"      --max-stack BYTES  stack a walk may see: past the copy, read from the process if unchanged\n"
 		"                         (default 1048576; 0 = the copy only)\n"
+		"      --max-frames N     user frames kept per sample; deeper stacks end in [truncated]\n"
+		"                         (default 1024, at most 65536)\n"
 		"      --no-apm           no APM trace correlation\n"
 		"      --apm-delay-ms MS  APM: sample-to-message latency bound announced to agents\n"
 		"      --host-id ID       host id sent to APM agents (default /etc/machine-id)\n"
@@ -129,7 +131,7 @@ static int parse_uint(const char *arg, const char *what, unsigned long max, unsi
 }
 
 enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES, OPT_NO_APM, OPT_APM_DELAY, OPT_HOST_ID,
-       OPT_APM_STALENESS, OPT_NO_GO_STACKS, OPT_MAX_STACK, OPT_NO_FP_CHAIN };
+       OPT_APM_STALENESS, OPT_NO_GO_STACKS, OPT_MAX_STACK, OPT_NO_FP_CHAIN, OPT_MAX_FRAMES };
 
 static int parse_option(int c, struct record_options *o)
 {
@@ -202,6 +204,11 @@ static int parse_option(int c, struct record_options *o)
 			return -EINVAL;
 		o->session.max_stack_bytes = (unsigned)v;
 		return 0;
+	case OPT_MAX_FRAMES:
+		if (parse_uint(optarg, "max frames", SESSION_MAX_FRAMES_LIMIT, &v) < 0)
+			return -EINVAL;
+		o->session.max_frames = (unsigned)v;
+		return 0;
 	case OPT_NO_APM:
 		o->session.apm = 0;
 		o->sampler.low_latency = 0;
@@ -240,6 +247,7 @@ static int parse_args(int argc, char **argv, struct record_options *o)
 		{ "no-go-stacks", no_argument, NULL, OPT_NO_GO_STACKS },
 		{ "no-fp-chain", no_argument, NULL, OPT_NO_FP_CHAIN },
 		{ "max-stack", required_argument, NULL, OPT_MAX_STACK },
+		{ "max-frames", required_argument, NULL, OPT_MAX_FRAMES },
 		{ "no-apm", no_argument, NULL, OPT_NO_APM },
 		{ "apm-delay-ms", required_argument, NULL, OPT_APM_DELAY },
 		{ "host-id", required_argument, NULL, OPT_HOST_ID },
@@ -522,6 +530,15 @@ static void print_stack_extensions(struct record_run *r)
 		(unsigned long long)x.stale, (unsigned long long)x.unreadable, (unsigned long long)x.beyond_limit);
 }
 
+static void print_frame_limit(struct record_run *r)
+{
+	const struct session_stats *st = session_stats(r->session);
+	if (st->frame_limited)
+		fprintf(stderr, "hostprof: stack: %llu samples deeper than --max-frames (%u) end in [truncated]\n",
+			(unsigned long long)st->frame_limited,
+			r->o->session.max_frames ? r->o->session.max_frames : SESSION_DEFAULT_MAX_FRAMES);
+}
+
 static void print_fp_chain(const struct unwind_deltas_stats *us)
 {
 	uint64_t joins = us->fp_chain_joins + us->fp_chain_join_failures;
@@ -573,6 +590,7 @@ static void print_summary(struct record_run *r)
 	print_correlation(r);
 	print_go_stacks(r);
 	print_stack_extensions(r);
+	print_frame_limit(r);
 	struct unwind_deltas_stats us;
 	session_unwind_stats(r->session, &us);
 	print_fp_chain(&us);
@@ -582,6 +600,10 @@ static void print_summary(struct record_run *r)
 				"%llu frames stepped by libunwind\n",
 			tables, (unsigned long long)rows, rows ? (double)bytes / (double)rows : 0.0, build_ns / 1e6,
 			(unsigned long long)us.fallback_calls);
+	if (us.implausible_callers)
+		fprintf(stderr, "hostprof: stack: %llu guessed callers (code without CFI) refused: no call "
+				"instruction before them; those stacks end in [truncated]\n",
+			(unsigned long long)us.implausible_callers);
 }
 
 static int child_exit_code(const struct record_run *r)

@@ -193,27 +193,30 @@ static bool parse_pid(const char *s, int32_t *out)
 static void report_usage(FILE *out)
 {
 	fprintf(out, "usage: hostprof report [--sort self|total] [--limit N] [--tree [--percent-limit PCT]]\n"
-		     "                       [--per-thread] [--pid PID] [FILE|DIR...]\n");
+		     "                       [--per-thread] [--pid PID] [--lines] [FILE|DIR...]\n"
+		     "  --lines  show each frame's source line: function (file.c:LINE), a row per line\n");
 }
 
-enum { OPT_TREE = 256, OPT_PER_THREAD, OPT_PERCENT_LIMIT, OPT_STACK_IDS };
+enum { OPT_TREE = 256, OPT_PER_THREAD, OPT_PERCENT_LIMIT, OPT_STACK_IDS, OPT_LINES };
+
+static const struct option report_longopts[] = {
+	{ "limit", required_argument, NULL, 'n' },
+	{ "sort", required_argument, NULL, 's' },
+	{ "pid", required_argument, NULL, 'p' },
+	{ "tree", no_argument, NULL, OPT_TREE },
+	{ "per-thread", no_argument, NULL, OPT_PER_THREAD },
+	{ "percent-limit", required_argument, NULL, OPT_PERCENT_LIMIT },
+	{ "lines", no_argument, NULL, OPT_LINES },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
 
 /* Parse report's options into o; returns -1 to go on, else the exit status. */
 static int parse_report_options(int argc, char **argv, struct report_options *o)
 {
-	static const struct option longopts[] = {
-		{ "limit", required_argument, NULL, 'n' },
-		{ "sort", required_argument, NULL, 's' },
-		{ "pid", required_argument, NULL, 'p' },
-		{ "tree", no_argument, NULL, OPT_TREE },
-		{ "per-thread", no_argument, NULL, OPT_PER_THREAD },
-		{ "percent-limit", required_argument, NULL, OPT_PERCENT_LIMIT },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	int c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "n:s:p:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:s:p:h", report_longopts, NULL)) != -1) {
 		bool ok = true;
 		switch (c) {
 		case 'n':
@@ -235,6 +238,9 @@ static int parse_report_options(int argc, char **argv, struct report_options *o)
 			break;
 		case OPT_PER_THREAD:
 			o->per_thread = true;
+			break;
+		case OPT_LINES:
+			o->lines = true;
 			break;
 		case OPT_PERCENT_LIMIT:
 			ok = parse_percent("--percent-limit", optarg, &o->percent_limit);

@@ -26,6 +26,7 @@ void daemon_config_defaults(struct daemon_config *c)
 	c->prob_interval_s = 60;
 	c->stack_size = 16384;
 	c->max_stack = SESSION_DEFAULT_MAX_STACK;
+	c->max_frames = SESSION_DEFAULT_MAX_FRAMES;
 	c->max_processes = 4096;
 	c->forget_idle_s = 300;
 	c->apm = 1;
@@ -121,6 +122,7 @@ static const struct uint_key uint_keys[] = {
 	DKEY("probabilistic-interval", prob_interval_s, 1, 86400),
 	UKEY("stack-size", stack_size, 8, 65528),
 	UKEY("max-stack", max_stack, 0, SESSION_MAX_STACK_LIMIT),
+	UKEY("max-frames", max_frames, 1, SESSION_MAX_FRAMES_LIMIT),
 	UKEY("max-processes", max_processes, 0, 1000000),
 	DKEY("forget-idle", forget_idle_s, 1, 86400 * 7),
 	UKEY("apm-delay-ms", apm_delay_ms, 1, 60000),

@@ -27,6 +27,7 @@ struct daemon_config {
 	unsigned prob_interval_s;	/* probabilistic profiling: how long each on/off decision lasts */
 	unsigned stack_size;
 	unsigned max_stack;		/* stack a walk may see, read past the copy from the process (0 = copy only) */
+	unsigned max_frames;		/* user frames kept per sample; deeper stacks end [truncated] */
 	unsigned max_processes;		/* tracked at once; others count under [too many processes] */
 	unsigned forget_idle_s;		/* processes without samples this long are forgotten */
 	unsigned apm_delay_ms;		/* 0 = the correlation library's default */

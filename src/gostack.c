@@ -175,16 +175,31 @@ static int count(struct gostack *gs, int rc, bool grown)
 	return rc;
 }
 
-/*
- * Whether the saved context is the one from the switch the sample saw. The frame pointer saved at the switch is
- * the one the unwinder recovered from the sample: same switch (or one at the very same frame, whose callers are
- * the same). Else, a goroutine still copying its stack is still in the stack growth that was sampled — its
- * context moved to the new stack, so its frame pointer changed with it — unless it grew again within the
- * moments between sample and read, which a doubling of its stack makes unlikely.
- */
-static bool same_switch(const uint8_t *g_head, const struct gostack_context *ctx, uint64_t switch_bp)
+/* Whether the sample's g0 copy holds the address of goroutine g: newstack, growing g's stack there, keeps it
+ * (its gp, morebuf.g, copystack's argument). */
+static bool g0_names(const struct gostack_g0 *g0, uint64_t g)
 {
-	return (switch_bp && ctx->bp == switch_bp) || running_status(g_head) == G_COPYSTACK;
+	for (size_t off = 0; off + 8 <= g0->size; off += 8)
+		if (word_at(g0->bytes, (uint32_t)off) == g)
+			return true;
+	return false;
+}
+
+/*
+ * Whether the saved context of goroutine curg is the one from the switch the sample saw. The frame pointer saved
+ * at the switch is the one the unwinder recovered from the sample: same switch (or one at the very same frame,
+ * whose callers are the same). Else, for a stack-growth sample only (g0 given), a goroutine still copying its
+ * stack is still in the growth that was sampled — its context moved to the new stack, so its frame pointer
+ * changed with it — if the sample's g0 frames name it: on one thread, another goroutine may be growing its
+ * stack by the time the sample is handled. A systemstack or cgo sample never takes a goroutine by its status:
+ * the one now on the thread may be any other.
+ */
+static bool same_switch(const uint8_t *g_head, uint64_t curg, const struct gostack_context *ctx, uint64_t switch_bp,
+			const struct gostack_g0 *g0)
+{
+	if (switch_bp && ctx->bp == switch_bp)
+		return true;
+	return g0 && running_status(g_head) == G_COPYSTACK && g0_names(g0, curg);
 }
 
 /* Read the goroutine's stack from its saved SP, then make sure its context did not change meanwhile. */
@@ -215,7 +230,7 @@ static int read_g_and_m(pid_t pid, uint64_t g, uint8_t *g_head, uint8_t *m_head,
 }
 
 /* The context g.sched saved at the switch, while the goroutine is still off its stack. */
-static int read_switched(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp,
+static int read_switched(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp, const struct gostack_g0 *g0,
 			 struct gostack_context *out)
 {
 	uint8_t g_head[G_HEAD], m_head[M_HEAD];
@@ -232,7 +247,7 @@ static int read_switched(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t
 		/* Twice: copystack may move the goroutine to its new stack while we read. */
 		for (int attempt = 0; attempt < 2; attempt++) {
 			rc = read_sched(pid, curg, m, l, g_head, out, &hi);
-			if (rc == 0 && !same_switch(g_head, out, switch_bp))
+			if (rc == 0 && !same_switch(g_head, curg, out, switch_bp, g0))
 				rc = -ESTALE;
 			if (rc == 0)
 				rc = read_stack(gs, pid, curg, hi, out);
@@ -393,7 +408,7 @@ static int read_switched_via_morebuf(struct gostack *gs, pid_t pid, uint64_t swi
 		if (morebuf_at(g0, off, switch_bp, &mb)) {
 			checked++;
 			/* A candidate that is no g (unreadable, or not its m's) is not the one; a g found stale is. */
-			int got = read_switched(gs, pid, mb.g, switch_bp, out);
+			int got = read_switched(gs, pid, mb.g, switch_bp, g0, out);
 			if (got == 0 || got == -ESTALE)
 				return got;
 		}
@@ -406,7 +421,7 @@ static int read_switched_via_morebuf(struct gostack *gs, pid_t pid, uint64_t swi
 int gostack_read(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp, const struct gostack_g0 *g0,
 		 struct gostack_context *out)
 {
-	int rc = read_switched(gs, pid, g_reg, switch_bp, out);
+	int rc = read_switched(gs, pid, g_reg, switch_bp, g0, out);
 	if (rc == -ESRCH && g0)
 		rc = read_switched_via_morebuf(gs, pid, switch_bp, g0, out);
 	if ((rc == -ESTALE || rc == -ESRCH) && g0 && read_grown(gs, pid, switch_bp, g0, out) == 0)

@@ -31,6 +31,7 @@ struct report {
 	uint32_t *loc_first;	/* per location: its first entry in line_rows */
 	uint32_t *line_rows;	/* per (location, line): row; one entry for a location without lines */
 	uint32_t generation;	/* bumped per counted stack, so recursion counts a row's total once */
+	bool lines;		/* rows per source line: "function (file.c:LINE)" */
 };
 
 /* Samples of one view summed per (process name, stack). */
@@ -82,9 +83,10 @@ static int intern_row(struct report *rp, const struct row_key *k, uint32_t *inde
 	return 0;
 }
 
-/* A symbolized user-space function shows its source file: static functions of one name are told apart. */
+/* A symbolized user-space function shows its source file (static functions of one name are told apart), and
+ * with_line its line: one row per line of the function that samples were taken at or called from. */
 static int append_function_file(const struct profile *p, const struct profile_location *l, uint32_t line,
-				struct frame_buf *b)
+				bool with_line, struct frame_buf *b)
 {
 	if (line >= l->nlines || (l->frame_kind & PROFILE_FRAME_ERROR) || l->frame_kind == PROFILE_FRAME_KERNEL)
 		return 0;
@@ -95,6 +97,12 @@ static int append_function_file(const struct profile *p, const struct profile_lo
 		return 0;
 	if ((err = frame_buf_append(b, " (", 2)) < 0 || (err = frame_buf_append(b, file, strlen(file))) < 0)
 		return err;
+	if (with_line && l->lines[line].line > 0) {
+		char num[24];
+		int len = snprintf(num, sizeof(num), ":%" PRId64, l->lines[line].line);
+		if ((err = frame_buf_append(b, num, (size_t)len)) < 0)
+			return err;
+	}
 	return frame_buf_append(b, ")", 1);
 }
 
@@ -110,7 +118,7 @@ static int location_rows(struct report *rp, uint32_t loc, uint32_t *out, struct 
 	for (uint32_t j = 0; j < n; j++) {
 		name->len = 0;
 		if ((err = frame_name_append(rp->p, l, j, 0, name)) < 0 ||
-		    (err = append_function_file(rp->p, l, j, name)) < 0 ||
+		    (err = append_function_file(rp->p, l, j, rp->lines, name)) < 0 ||
 		    (err = intern_row(rp, &(struct row_key){ name->s, lib->s }, &out[j])) < 0)
 			return err;
 	}
@@ -647,7 +655,7 @@ static int print_report(struct report *rp, uint32_t *sel, uint32_t n, FILE *out,
 int report_print(const struct profile *p, FILE *out, const struct report_options *o)
 {
 	struct report_options opt = effective_options(o);
-	struct report rp = { .p = p };
+	struct report rp = { .p = p, .lines = opt.lines };
 	uint32_t *sel = NULL, n = 0;
 	int err = build_rows(&rp);
 	if (err == 0 && (err = select_samples(p, &opt, &sel, &n)) == 0)

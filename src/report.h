@@ -2,7 +2,8 @@
  * report.h — `hostprof report`: a run summary and views of a profile as text: the top functions, a call tree,
  * and either of them per thread.
  *
- * Rows are functions (a function name within a library), not lines or addresses: self counts the samples whose
+ * Rows are functions (a function name within a library), not lines or addresses (unless lines is set:
+ * then a row is a function's line, the line a sample was taken at or the call was made from): self counts the samples whose
  * innermost frame is the function, total the samples with the function anywhere in the stack, counted once per
  * stack even under recursion. Inlined functions are functions of their own. Unsymbolized frames are rows named
  * "libname+0xADDR" (frame_name.h). Ordering is deterministic: by the sort key, then the other count, then name
@@ -39,6 +40,7 @@ struct report_options {
 	bool filter_pid;	/* only the samples of pid */
 	int32_t pid;
 	double percent_limit;	/* hide tree nodes under this share; < 0 means REPORT_DEFAULT_PERCENT_LIMIT */
+	bool lines;		/* rows (and tree nodes) per source line: "function (file.c:LINE)" */
 };
 
 #define REPORT_DEFAULT_LIMIT 20

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "correlate/correlate.h"
@@ -41,9 +42,10 @@ struct session {
 	pid_t self;
 	struct session_stats stats;
 	uint64_t join_slot;	/* the one stack word join_chain hands over: a grower's return address */
-	/* per-sample scratch, kept here so the hot path does not allocate */
-	struct unwind_frame uframes[UNWIND_MAX_FRAMES];
-	struct trace_frame frames[TRACE_MAX_FRAMES];
+	/* per-sample scratch, sized once by the frame bound so the hot path does not allocate */
+	unsigned max_frames;	/* user frames a walk keeps (opts.max_frames, or the default) */
+	struct unwind_frame *uframes;	/* max_frames */
+	struct trace_frame *frames;	/* kernel frames, max_frames user frames, one error frame */
 };
 
 struct find_ctx {
@@ -259,7 +261,7 @@ static int extend_stack(void *ctx, const struct unwind_process *proc, const stru
 	struct stackext_stack have = { .sp = stack->regs[UNWIND_REG_SP], .bytes = stack->stack,
 				       .size = stack->stack_size, .lo = 0, .hi = UINT64_MAX },
 			      got;
-	if (stack->stack != c->sample->stack)
+	if (stack->stack != c->sample->stack && !stackext_owns(s->stackext, stack->stack))
 		return -ENOENT;
 	if (gostack_bounds(c->proc->pid, c->sample->regs[UNWIND_REG_R14], &have.lo, &have.hi) < 0) {
 		have.lo = 0;
@@ -310,6 +312,9 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 	s->execinfo = execinfo_mgr_new();
 	s->procs = s->execinfo ? procmgr_new(s->execinfo) : NULL;
 	s->traces = s->execinfo ? traces_new(s->execinfo, &s->kernel) : NULL;
+	s->max_frames = s->opts.max_frames ? s->opts.max_frames : SESSION_DEFAULT_MAX_FRAMES;
+	s->uframes = calloc(s->max_frames, sizeof(*s->uframes));
+	s->frames = calloc(TRACE_MAX_KERNEL_FRAMES + s->max_frames + 1, sizeof(*s->frames));
 	s->unwinder = unwind_libunwind_new();
 	/* Rows the delta tables cannot express are stepped by libunwind, for that frame only. */
 	struct unwind_deltas_options dopts = { .fallback = unwind_libunwind_deltas_fallback,
@@ -330,8 +335,9 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 	s->jit = jitinfo_mgr_new(NULL);
 	if (s->opts.capture_path)
 		s->capture = replay_writer_new();
-	if (!s->procs || !s->traces || !s->unwinder || !s->deltas || !s->jit || (s->opts.capture_path && !s->capture) ||
-	    (s->opts.go_stacks && !s->gostack) || (dopts.stack_extend && !s->stackext) ||
+	if (!s->procs || !s->traces || !s->unwinder || !s->deltas || !s->jit || !s->uframes || !s->frames ||
+	    (s->opts.capture_path && !s->capture) || (s->opts.go_stacks && !s->gostack) ||
+	    (dopts.stack_extend && !s->stackext) ||
 	    setup_correlation(s) < 0 || execinfo_mgr_add_release_hook(s->execinfo, forget_in_unwinders, s) < 0) {
 		session_free(s);
 		*err = -ENOMEM;
@@ -357,6 +363,8 @@ void session_free(struct session *s)
 	replay_writer_free(s->capture);
 	correlate_free(s->correlate);
 	kallsyms_free(s->kallsyms);
+	free(s->uframes);
+	free(s->frames);
 	free(s);
 }
 
@@ -507,8 +515,8 @@ static unsigned add_kernel_frames(struct session *s, const struct perf_sample *p
 	const uint64_t *ips;
 	size_t n;
 	perf_callchain_kernel(ps, &ips, &n);
-	if (n > TRACE_MAX_FRAMES - UNWIND_MAX_FRAMES - 1)
-		n = TRACE_MAX_FRAMES - UNWIND_MAX_FRAMES - 1;
+	if (n > TRACE_MAX_KERNEL_FRAMES)
+		n = TRACE_MAX_KERNEL_FRAMES;
 	for (size_t i = 0; i < n; i++) {
 		out[i].exe = NULL;
 		out[i].address = ips[i];
@@ -524,7 +532,9 @@ static int user_frame(struct find_ctx *c, const struct unwind_frame *uf, int is_
 	/* A return address may be the first byte after the caller's mapping (a call ending a function). */
 	uint64_t lookup = is_return ? uf->ip - 1 : uf->ip;
 	struct mapping *m = procmgr_find_mapping(c->s->procs, c->proc, lookup, c->now);
-	struct execinfo *e = m ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
+	/* Code runs only from executable mappings: an address in a file's data is no frame (prot 0: unknown). */
+	bool code = m && (m->prot == 0 || (m->prot & PROT_EXEC));
+	struct execinfo *e = code ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
 	if (!e)
 		return jit_frame(c, m && m->anon ? process_jit(c) : !m ? unmapped_jit(c, lookup) : NULL, lookup, out);
 	out->exe = e;
@@ -558,8 +568,8 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 	perf_callchain_user(ps, &us.fp_chain, &us.fp_chain_len);
 	uint64_t t0 = monotonic_ns();
 	int nu = s->opts.unwinder == SESSION_UNWIND_DELTAS ?
-			 unwind_deltas_unwind(s->deltas, &up, &us, s->uframes, UNWIND_MAX_FRAMES, &st) :
-			 unwind_libunwind_unwind(s->unwinder, &up, &us, s->uframes, UNWIND_MAX_FRAMES, &st);
+			 unwind_deltas_unwind(s->deltas, &up, &us, s->uframes, s->max_frames, &st) :
+			 unwind_libunwind_unwind(s->unwinder, &up, &us, s->uframes, s->max_frames, &st);
 	s->stats.unwind_ns += monotonic_ns() - t0;
 	if (s->capture && replay_writer_add_sample(s->capture, p->pid, (pid_t)ps->tid, &us) < 0)
 		s->stats.capture_errors++;
@@ -577,6 +587,9 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 		st = UNWIND_UNKNOWN_LEAF;
 	else if (st == UNWIND_UNKNOWN_LEAF && n)
 		st = UNWIND_TRUNCATED;	/* a leaf in JIT code no unwinder could walk: known, not followed */
+	/* Cut by the frame bound: every frame the walk could keep was taken and named. */
+	if (nu == (int)s->max_frames && n == (unsigned)nu && st == UNWIND_TRUNCATED)
+		s->stats.frame_limited++;
 	count_status(s, st);
 	if (st != UNWIND_COMPLETE) {
 		out[n].exe = NULL;

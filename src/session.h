@@ -26,6 +26,7 @@ struct session_stats {
 	uint64_t lost;		/* samples the kernel dropped */
 	uint64_t complete;	/* user stacks unwound to their outermost frame */
 	uint64_t truncated;	/* user stacks that ended early */
+	uint64_t frame_limited;	/* ... of them: cut at the frame bound (session_options.max_frames) */
 	uint64_t unknown;	/* samples whose user IP was in no known mapping */
 	uint64_t kernel_only;	/* samples without user registers (kernel threads, idle) */
 	uint64_t bad_records;	/* records that failed to decode */
@@ -48,6 +49,9 @@ enum session_unwinder {
 /* Stack a walk may see by default (session_options.max_stack_bytes), and the most it may be set to. */
 #define SESSION_DEFAULT_MAX_STACK (1u << 20)
 #define SESSION_MAX_STACK_LIMIT (64u << 20)
+/* User frames a walk keeps by default (session_options.max_frames), and the most it may be set to. */
+#define SESSION_DEFAULT_MAX_FRAMES 1024u
+#define SESSION_MAX_FRAMES_LIMIT 65536u
 
 struct session_options {
 	enum session_unwinder unwinder;
@@ -64,6 +68,9 @@ struct session_options {
 	 * read from the live process when still unchanged (stackext.h). 0, or not above the copy: the copy only. */
 	unsigned max_stack_bytes;
 	unsigned stack_copy_bytes;	/* the stack copy size the sampler asked the kernel for */
+	/* Most user frames per sample (at most SESSION_MAX_FRAMES_LIMIT); a stack cut there ends [truncated].
+	 * 0: SESSION_DEFAULT_MAX_FRAMES. */
+	unsigned max_frames;
 };
 
 struct session;

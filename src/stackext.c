@@ -9,7 +9,8 @@
 #include <string.h>
 #include <sys/uio.h>
 
-/* Read at least this much more per extension: one system call covers a few more frames than the walk needs. */
+/* Read at least this much more per extension, and at least as much as the walk already has (a deep stack takes
+ * a few system calls, not one per chunk): one read covers more frames than the walk needs right now. */
 #define STACKEXT_CHUNK (64u * 1024u)
 
 struct stackext {
@@ -22,8 +23,15 @@ struct stackext {
 struct stackext *stackext_new(size_t max_bytes)
 {
 	struct stackext *x = calloc(1, sizeof(*x));
-	if (x)
-		x->max_bytes = max_bytes;
+	if (!x)
+		return NULL;
+	x->max_bytes = max_bytes;
+	x->cap = max_bytes ? max_bytes : 1;
+	/* Untouched pages cost no memory: only as much as walks read is ever committed. */
+	if (!(x->buf = malloc(x->cap))) {
+		free(x);
+		return NULL;
+	}
 	return x;
 }
 
@@ -53,18 +61,17 @@ static int count(struct stackext *x, int rc)
 	return rc;
 }
 
-/* Make x->buf hold want bytes, starting with stack's bytes (already there when stack is x's own buffer). */
+bool stackext_owns(const struct stackext *x, const uint8_t *bytes)
+{
+	return x && bytes == x->buf;
+}
+
+/* Make x->buf start with stack's bytes (already there when stack is x's own buffer). want <= max_bytes. */
 static int hold(struct stackext *x, const struct stackext_stack *stack, size_t want)
 {
-	bool own = stack->bytes == x->buf;
-	if (want > x->cap) {
-		uint8_t *nb = realloc(x->buf, want);	/* keeps the bytes when they are x's own */
-		if (!nb)
-			return -ENOMEM;
-		x->buf = nb;
-		x->cap = want;
-	}
-	if (!own)
+	if (want > x->cap || stack->size > want)
+		return -E2BIG;
+	if (stack->bytes != x->buf)
 		memcpy(x->buf, stack->bytes, stack->size);
 	return 0;
 }
@@ -72,7 +79,8 @@ static int hold(struct stackext *x, const struct stackext_stack *stack, size_t w
 /* Bytes of stack a walk needing addr should see: a chunk more than it has, at least through addr, at most max. */
 static size_t wanted_size(const struct stackext *x, const struct stackext_stack *stack, uint64_t addr)
 {
-	uint64_t need = addr + 8 - stack->sp, want = stack->size + STACKEXT_CHUNK;
+	uint64_t need = addr + 8 - stack->sp;
+	uint64_t want = stack->size + (stack->size > STACKEXT_CHUNK ? stack->size : STACKEXT_CHUNK);
 	if (want < need)
 		want = need;
 	if (want > stack->hi - stack->sp)
@@ -94,7 +102,7 @@ int stackext_read(struct stackext *x, pid_t pid, const struct stackext_stack *st
 	size_t want = wanted_size(x, stack, addr);
 	int rc = hold(x, stack, want);
 	if (rc < 0)
-		return rc;
+		return count(x, rc);
 	/* One read: the witness (the copy's last bytes, as the process has them now) and the extension after it. */
 	uint8_t witness[STACKEXT_WITNESS];
 	struct iovec local[2] = { { .iov_base = witness, .iov_len = wlen },

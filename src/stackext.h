@@ -25,6 +25,7 @@
 #ifndef HOSTPROF_STACKEXT_H
 #define HOSTPROF_STACKEXT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -53,13 +54,16 @@ struct stackext_stack {
 
 struct stackext;
 
-/* max_bytes: most stack bytes a walk may see, from the sampled SP (>= the copy size to be of any use). */
+/* max_bytes: most stack bytes a walk may see, from the sampled SP (>= the copy size to be of any use). The buffer
+ * for them is allocated here, once: reads allocate nothing. */
 struct stackext *stackext_new(size_t max_bytes);
 void stackext_free(struct stackext *x);
 
 /*
  * A longer copy of stack (same sp) that covers [addr, addr + 8): stack's bytes then the process's, from the
  * end of stack on, in a buffer owned by x and valid until the next call. addr must lie past the end of stack.
+ * stack may be what an earlier call gave (a walk reading on, a chunk at a time, up to the limit): its end, read
+ * by that call, is then the witness, so each piece is checked against the one before it.
  * Reads stop at stack->hi. Returns 0 and fills *out; -ESTALE (the end of stack changed in the process, or the
  * stack moved), -EIO (unreadable), -E2BIG (addr beyond the limit or stack->hi) or -EINVAL (addr not past
  * stack, or stack shorter than STACKEXT_MIN_WITNESS).
@@ -68,5 +72,8 @@ int stackext_read(struct stackext *x, pid_t pid, const struct stackext_stack *st
 		  struct stackext_stack *out);
 
 void stackext_get_stats(const struct stackext *x, struct stackext_stats *out);
+
+/* Whether bytes is the buffer stackext_read() gives its stacks in (a stack it may read on from). */
+bool stackext_owns(const struct stackext *x, const uint8_t *bytes);
 
 #endif

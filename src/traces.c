@@ -340,23 +340,24 @@ static int frame_location(struct traces *t, struct profile *p, const struct trac
 
 static int add_trace_stack(struct traces *t, struct profile *p, struct trace *tr)
 {
-	uint32_t locs[TRACE_MAX_FRAMES];
+	/* As long as the session's frame bound makes it: built once per trace, off the sampling path. */
+	uint32_t *locs = malloc((tr->nframes ? tr->nframes : 1) * sizeof(*locs));
 	struct profile_stack st = { .nlocations = tr->nframes, .locations = locs };
 	struct trace_id id = tr->id;
 	bool jit = false;
-	if (tr->nframes > sizeof(locs) / sizeof(locs[0]))
-		return -E2BIG;
-	for (unsigned i = 0; i < tr->nframes; i++) {
-		int err = frame_location(t, p, &tr->frames[i], &locs[i]);
-		if (err < 0)
-			return err;
+	int err = locs ? 0 : -ENOMEM;
+	for (unsigned i = 0; i < tr->nframes && err == 0; i++) {
+		err = frame_location(t, p, &tr->frames[i], &locs[i]);
 		jit |= tr->frames[i].kind == PROFILE_FRAME_JIT;
 	}
 	/* JIT frames are named now, perhaps by a map written after the sample: their identity is what it is now. */
-	if (jit)
+	if (err == 0 && jit)
 		traces_hash(t, tr->frames, tr->nframes, &id);
 	memcpy(st.trace_id, id.bytes, 16);
-	return profile_add_stack(p, &st, &tr->stack_index);
+	if (err == 0)
+		err = profile_add_stack(p, &st, &tr->stack_index);
+	free(locs);
+	return err;
 }
 
 static int add_count(struct profile *p, const struct count_key *k)

@@ -25,8 +25,8 @@
 #include "symbols/kallsyms.h"
 #include "unwind/unwind.h"
 
-/* User frames, up to 255 kernel frames, one error frame. */
-#define TRACE_MAX_FRAMES (UNWIND_MAX_FRAMES + 256)
+/* Kernel frames a trace keeps (before its user frames, at most the session's --max-frames, and one error frame). */
+#define TRACE_MAX_KERNEL_FRAMES 255
 
 enum trace_error {
 	TRACE_ERROR_TRUNCATED = 1,	/* the unwinder stopped before the outermost frame */

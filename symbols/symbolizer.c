@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "symbols/demangle.h"
+#include "symbols/stubs.h"
 
 #define DEBUG_ROOT "/usr/lib/debug"
 #define BUILD_ID_MAX 64		/* libdwfl's own limit; real ones are 20 bytes */
@@ -121,6 +122,8 @@ struct symbolizer {
 	struct lookup_cache cache;
 	struct symbol_index index;
 	struct gopclntab *go;		/* Go's function table, when the file has one (gosym.h) */
+	struct stub_names *stubs;	/* its PLT stubs (stubs.h); read on the first lookup, NULL without any */
+	bool stubs_read;
 	int dwarf_usable;		/* 0 not checked yet, 1 usable (or absent), -1 refused (dwarf_checked) */
 };
 
@@ -940,6 +943,7 @@ void symbolizer_free(struct symbolizer *s)
 	if (!s)
 		return;
 	gopclntab_free(s->go); /* it reads the module's Elf, which dwfl_end closes */
+	stub_names_free(s->stubs);
 	if (s->dwfl)
 		dwfl_end(s->dwfl);
 	if (s->elf)
@@ -1211,6 +1215,43 @@ static bool dwarf_checked(struct symbolizer *s)
 	return s->dwarf_usable > 0;
 }
 
+/* The main file's Elf (libdwfl's, open since report()). */
+static Elf *main_elf(struct symbolizer *s)
+{
+	GElf_Addr bias;
+	return dwfl_module_getelf(s->mod, &bias);
+}
+
+/* "name@plt" for a PLT stub at va, as perf names them; NULL elsewhere. */
+static const char *plt_stub_name(struct symbolizer *s, GElf_Addr va)
+{
+	char buf[NAME_LEN_MAX + sizeof("@plt")];
+	if (!s->stubs_read) {
+		Elf *elf = main_elf(s);
+		s->stubs_read = true;
+		if (!elf || stub_names_new(elf, &s->stubs) < 0)
+			s->stubs = NULL;
+	}
+	const char *raw = stub_names_plt(s->stubs, va);
+	if (!raw)
+		return NULL;
+	snprintf(buf, sizeof(buf), "%s@plt", display_name(s, raw));
+	return intern(&s->strings, buf);
+}
+
+/* Code no symbol names for sure: a PLT stub, or the signal return trampoline (__restore_rt). */
+static int stub_frame(struct symbolizer *s, GElf_Addr va, enum evidence evidence, struct symbol_frame *frame)
+{
+	const char *name = plt_stub_name(s, va);
+	Elf *elf;
+	if (!name && evidence != COVERING_SYMBOL && (elf = main_elf(s)) && stub_is_sigreturn(elf, va))
+		name = intern(&s->strings, "__restore_rt");
+	if (!name)
+		return 0;
+	set_frame(s, frame, name, (struct position){ NULL, 0 }, 0);
+	return 1;
+}
+
 static int lookup_uncached(struct symbolizer *s, uint64_t elf_va, struct symbol_frame *frames, size_t max)
 {
 	int ngo = s->go ? gosym_lookup(s->go, elf_va, frames, max) : 0;
@@ -1225,6 +1266,8 @@ static int lookup_uncached(struct symbolizer *s, uint64_t elf_va, struct symbol_
 		const char *physical = sym.evidence == COVERING_SYMBOL ? sym.name : NULL;
 		return (int)inline_frames(s, cu, elf_va - bias, funcs, n, physical, frames, max);
 	}
+	if (stub_frame(s, elf_va, sym.evidence, &frames[0]))
+		return 1;
 	if (sym.evidence == NO_SYMBOL)
 		return 0;
 	set_frame(s, &frames[0], sym.name, line_at(cu, elf_va - bias), 0);

@@ -161,12 +161,14 @@ static struct stack_delta_rule sd_simple_rule(enum stack_delta_kind kind)
 }
 
 /* What code without any better information gets: a classic frame (push rbp; mov rbp, rsp). */
+/* The frame-pointer convention, for code without CFI: a guess (STACK_DELTA_GUESSED). */
 static struct stack_delta_rule sd_fp_rule(void)
 {
 	struct stack_delta_rule r = sd_simple_rule(STACK_DELTA_CFA_FP);
 	r.cfa_off = 16;
 	r.fp = STACK_DELTA_FP_AT_CFA;
 	r.fp_off = -16;
+	r.aux = STACK_DELTA_GUESSED;
 	return r;
 }
 
@@ -883,6 +885,19 @@ static int sd_collect_code(struct sd_builder *b)
 	return 0;
 }
 
+static int sd_add_func(struct sd_builder *b, uint64_t addr, size_t *cap)
+{
+	if (b->nfuncs == *cap) {
+		*cap = *cap ? *cap * 2 : 1024;
+		uint64_t *f = realloc(b->funcs, *cap * sizeof(*f));
+		if (!f)
+			return -ENOMEM;
+		b->funcs = f;
+	}
+	b->funcs[b->nfuncs++] = addr;
+	return 0;
+}
+
 static int sd_collect_symtab(struct sd_builder *b, Elf_Scn *scn, const GElf_Shdr *sh, size_t *cap)
 {
 	Elf_Data *d = elf_getdata(scn, NULL);
@@ -894,22 +909,19 @@ static int sd_collect_symtab(struct sd_builder *b, Elf_Scn *scn, const GElf_Shdr
 		if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
 		    sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
 			continue;
-		if (b->nfuncs == *cap) {
-			*cap = *cap ? *cap * 2 : 1024;
-			uint64_t *f = realloc(b->funcs, *cap * sizeof(*f));
-			if (!f)
-				return -ENOMEM;
-			b->funcs = f;
-		}
-		b->funcs[b->nfuncs++] = sym.st_value;
+		if (sd_add_func(b, sym.st_value, cap) < 0)
+			return -ENOMEM;
 	}
 	return 0;
 }
 
-/* Function start addresses from .symtab and .dynsym: where code without CFI is split into functions. */
+/* Function start addresses from .symtab and .dynsym, and a program's entry point (a stripped program has no
+ * symbol there, and its entry, the outermost frame, is no call's target): where code without CFI is split. */
 static int sd_collect_funcs(struct sd_builder *b)
 {
 	size_t cap = 0;
+	if (b->is_program && b->ehdr.e_entry && sd_add_func(b, b->ehdr.e_entry, &cap) < 0)
+		return -ENOMEM;
 	for (Elf_Scn *scn = elf_nextscn(b->elf, NULL); scn; scn = elf_nextscn(b->elf, scn)) {
 		GElf_Shdr sh;
 		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
@@ -951,6 +963,7 @@ static struct stack_delta_rule sd_state_rule(const struct sd_frame_state *s)
 		return sd_fp_rule();
 	struct stack_delta_rule r = sd_simple_rule(s->cfa_fp ? STACK_DELTA_CFA_FP : STACK_DELTA_CFA_SP);
 	r.cfa_off = s->cfa_off;
+	r.aux = STACK_DELTA_GUESSED;	/* the analysis reads code, not CFI: its callers are checked */
 	if (s->fp_saved) {
 		r.fp = STACK_DELTA_FP_AT_CFA;
 		r.fp_off = (int16_t)s->fp_off;
@@ -1241,10 +1254,9 @@ static int sd_call_targets(struct sd_builder *b, const uint8_t *code, uint64_t s
 	return 0;
 }
 
-/* Whether bytes at p are the rt_sigreturn trampoline: mov rax, 15; syscall. */
-static bool sd_is_sigreturn(const uint8_t *p, size_t avail)
+bool stack_delta_is_sigreturn(const uint8_t *p, size_t avail)
 {
-	static const uint8_t tramp[9] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
+	static const uint8_t tramp[STACK_DELTA_SIGRETURN_LEN] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
 	return avail >= sizeof(tramp) && memcmp(p, tramp, sizeof(tramp)) == 0;
 }
 
@@ -1259,11 +1271,11 @@ static void sd_analyse_function(struct sd_builder *b, const struct sd_code *c, u
 		sd_emit(&em, start, &stop);
 		return;
 	}
-	if (code && sd_is_sigreturn(code, (size_t)(end - start))) {
+	if (code && stack_delta_is_sigreturn(code, (size_t)(end - start))) {
 		struct stack_delta_rule sig = sd_simple_rule(STACK_DELTA_SIGNAL);
 		sd_emit(&em, start > gap_start ? start - 1 : start, &sig);
-		start += 9;
-		code += 9;
+		start += STACK_DELTA_SIGRETURN_LEN;
+		code += STACK_DELTA_SIGRETURN_LEN;
 	}
 	if (start >= end)
 		return;

@@ -58,7 +58,7 @@ struct stack_delta_rule {
 	int16_t fp_off;
 	int32_t cfa_off;
 	int32_t aux;		/* DEREF kinds: added after the load; PLT: the (IP & 15) threshold;
-				 * CFA_SP, CFA_FP and STOP: flags (STACK_DELTA_GO_*) */
+				 * CFA_SP, CFA_FP and STOP: flags (STACK_DELTA_GO_*, STACK_DELTA_GUESSED) */
 };
 
 /*
@@ -78,6 +78,14 @@ struct stack_delta_rule {
  * than leaving its caller's FP in place.
  */
 #define STACK_DELTA_GO_FP_FRAME 2
+
+/*
+ * aux flag of CFA_SP and CFA_FP rules: no CFI and no .gopclntab says this, the prologue analysis or the
+ * frame-pointer convention guessed it. A caller found with such a rule, or a return address into such code, may
+ * be a value that is no return address at all: the unwinder accepts it only where a call instruction ends
+ * right before it (call_site.h).
+ */
+#define STACK_DELTA_GUESSED 4
 
 /* What a build found and cost; all counts are for one file. */
 struct stack_deltas_stats {
@@ -125,6 +133,13 @@ int stack_deltas_lookup(const struct stack_deltas *t, uint64_t elf_va, struct st
  * by value of whether it does). False for any other rule.
  */
 bool stack_delta_rule_frame_pointer(const struct stack_delta_rule *r, uint64_t sp, uint64_t *fp);
+
+/*
+ * Whether the avail bytes at p start with the rt_sigreturn trampoline the C library returns from signal handlers
+ * through (__restore_rt: mov rax, 15; syscall), which code without CFI gets the SIGNAL rule for.
+ */
+#define STACK_DELTA_SIGRETURN_LEN 9
+bool stack_delta_is_sigreturn(const uint8_t *p, size_t avail);
 
 /* Human-readable form of a rule ("cfa=sp+16 fp=cfa-16"), for tests and diagnostics. */
 void stack_delta_rule_format(const struct stack_delta_rule *r, char *buf, size_t len);

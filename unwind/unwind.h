@@ -87,7 +87,8 @@ struct unwind_frame {
 	uint32_t flags;		/* UNWIND_FRAME_* */
 };
 
-/* Upper bound on frames any unwinder returns for one sample. */
+/* Frames a walk keeps in the replay tools and tests (their frame arrays live on the stack). The unwinders take
+ * the bound as an argument and end a walk cut by it UNWIND_TRUNCATED; a session sets its own (--max-frames). */
 #define UNWIND_MAX_FRAMES 256
 
 #endif

@@ -3,6 +3,8 @@
  */
 #include "unwind/unwind_deltas.h"
 
+#include "unwind/call_site.h"
+
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -37,11 +39,15 @@ struct unwind_deltas {
 	struct unwind_deltas_stats stats;
 	struct ud_table *tables;
 	size_t ntables, tables_cap;
+	struct call_site *calls;	/* checks callers found by guessed rules */
 	struct ud_cache_entry cache[UD_CACHE_SIZE];
 };
 
 /* How one step ended. */
-enum ud_step { UD_STEP_OK, UD_STEP_END, UD_STEP_NO_MODULE, UD_STEP_FAIL };
+enum ud_step {
+	UD_STEP_OK, UD_STEP_END, UD_STEP_NO_MODULE, UD_STEP_FAIL,
+	UD_STEP_BOGUS,	/* the frame being stepped is no frame: a return address into guessed code after no call */
+};
 
 /* One walk: the sample, the frame being unwound, and the module it is in. */
 struct ud_walk {
@@ -74,6 +80,11 @@ struct unwind_deltas *unwind_deltas_new(const struct unwind_deltas_options *opts
 	}
 	if (opts)
 		u->opts = *opts;
+	if (!(u->calls = call_site_new())) {
+		free(u);
+		errno = ENOMEM;
+		return NULL;
+	}
 	return u;
 }
 
@@ -84,11 +95,13 @@ void unwind_deltas_free(struct unwind_deltas *u)
 	for (size_t i = 0; i < u->ntables; i++)
 		stack_deltas_free(u->tables[i].t);
 	free(u->tables);
+	call_site_free(u->calls);
 	free(u);
 }
 
 void unwind_deltas_forget(struct unwind_deltas *u, const void *cache_key)
 {
+	call_site_forget(u->calls, cache_key);
 	for (size_t i = 0; i < UD_CACHE_SIZE; i++)
 		if (u->cache[i].key == cache_key)
 			u->cache[i].key = NULL;
@@ -334,19 +347,70 @@ static bool ud_find_module(struct ud_walk *w, uint64_t addr)
 	return w->have_mod;
 }
 
+/* ---- guessed frames ------------------------------------------------------------------------------------- */
+
+/* Whether a frame under r was guessed (no CFI, no .gopclntab, or a general unwinder's step): the callers it
+ * leads to, and return addresses into it, are checked. */
+static bool ud_rule_guessed(const struct stack_delta_rule *r)
+{
+	return r->kind == STACK_DELTA_FALLBACK ||
+	       ((r->kind == STACK_DELTA_CFA_SP || r->kind == STACK_DELTA_CFA_FP) && (r->aux & STACK_DELTA_GUESSED));
+}
+
+/* Whether ra, a return address in w->mod, follows a call instruction in its file's executable code
+ * (call_site.h). Never in JIT code: no image holds its bytes. */
+static bool ud_call_before(struct ud_walk *w, uint64_t ra)
+{
+	return call_site_follows_call(w->u->calls, w->mod.elf, w->mod.cache_key, ra - w->mod.bias);
+}
+
+/* Whether ra, a caller a guess found, follows a call instruction (ud_call_before); refusals counted. A guessed
+ * caller in JIT code is refused: nothing can vouch for it. */
+static bool ud_follows_call(struct ud_walk *w, uint64_t ra)
+{
+	if (ra == 0 || !ud_find_module(w, ra - 1))
+		return false;
+	if (ud_call_before(w, ra))
+		return true;
+	w->u->stats.implausible_callers++;
+	return false;
+}
+
+/*
+ * A step under a guessed rule (or the fallback, asked where no rule is known) recovered w->r from callee: keep
+ * it only if its IP is a plausible return address. The end of a stack is believed only where CFI says so
+ * (end_trusted: a FALLBACK row's CFI); a zero return address read where a guess pointed ends nothing.
+ */
+static enum ud_step ud_check_guess(struct ud_walk *w, enum ud_step st, const struct unwind_deltas_regs *callee,
+				   bool end_trusted)
+{
+	if (st == UD_STEP_END && end_trusted)
+		return st;
+	if (st != UD_STEP_END &&
+	    (st != UD_STEP_OK || w->r.exact_ip || ud_follows_call(w, w->r.regs[UNWIND_REG_IP])))
+		return st;
+	w->r = *callee;	/* the walk ends at the last frame it can vouch for */
+	return UD_STEP_FAIL;
+}
+
 /* ---- JIT code ------------------------------------------------------------------------------------------ */
 
 /* Most stack one JIT frame may span, from its SP to its frame pointer. */
 #define UD_JIT_FRAME_MAX (1u << 20)
 
-/* Whether ra is a return address a JIT frame may have: in JIT code, or in a file where its table has a rule
- * (not in a gap between functions). */
+/*
+ * Whether ra is a return address a JIT frame may have: in JIT code (whose bytes the unwinder does not have), or in
+ * a file where its table has a rule (not in a gap between functions) and a call instruction ends right before it
+ * (call_site.h). A JIT step's caller in a file is checked as a guessed caller is.
+ */
 static bool ud_jit_return_ok(struct ud_walk *w, uint64_t ra)
 {
 	struct stack_delta_rule rule;
 	if (ra == 0 || !ud_find_module(w, ra - 1))
 		return false;
-	return w->mod.jit || (ud_rule(w, ra - 1 - w->mod.bias, &rule) && rule.kind != STACK_DELTA_INVALID);
+	if (w->mod.jit)
+		return true;
+	return ud_rule(w, ra - 1 - w->mod.bias, &rule) && rule.kind != STACK_DELTA_INVALID && ud_call_before(w, ra);
 }
 
 /* JIT code of a known shape (unwind_module.jit_cfa_sp): its rule, the return address checked as above. */
@@ -403,11 +467,20 @@ static enum ud_step ud_step(struct ud_walk *w)
 	if (!ud_find_module(w, addr))
 		return UD_STEP_NO_MODULE;
 	struct stack_delta_rule rule;
+	const struct unwind_deltas_regs callee = w->r;
 	w->at_go_switch = false;
+	/* JIT code has no table and is no guess: its frame-pointer step is checked on its own terms. */
 	if (w->mod.jit)
 		return ud_step_jit(w);
 	if (!ud_rule(w, addr - w->mod.bias, &rule))
-		return w->err ? UD_STEP_FAIL : ud_step_fallback(w);
+		return w->err ? UD_STEP_FAIL : ud_check_guess(w, ud_step_fallback(w), &callee, false);
+	if (ud_rule_guessed(&rule)) {
+		/* A return address into code without CFI: the frame is real only if a call put it there. */
+		if (!w->r.exact_ip && !ud_follows_call(w, ip))
+			return UD_STEP_BOGUS;
+		enum ud_step st = rule.kind == STACK_DELTA_FALLBACK ? ud_step_fallback(w) : ud_step_cfa(w, &rule);
+		return ud_check_guess(w, st, &callee, rule.kind == STACK_DELTA_FALLBACK);
+	}
 	w->at_go_switch = (rule.kind == STACK_DELTA_CFA_FP || rule.kind == STACK_DELTA_STOP) &&
 			  (rule.aux & STACK_DELTA_GO_STACK_SWITCH);
 	w->go_switch = rule.kind == STACK_DELTA_STOP ? UNWIND_DELTAS_SWITCH_GROWTH : UNWIND_DELTAS_SWITCH_CALL;
@@ -518,13 +591,22 @@ static ptrdiff_t ud_chain_position(struct ud_walk *w, const struct unwind_frame 
 	return (ptrdiff_t)(k - skip);
 }
 
+/* Whether the frame whose registers are r runs under a guessed rule (or none is known). */
+static bool ud_frame_guessed(struct ud_walk *w, const struct unwind_deltas_regs *r)
+{
+	struct stack_delta_rule rule;
+	uint64_t ip = r->regs[UNWIND_REG_IP], addr = r->exact_ip ? ip : ip - 1;
+	return !ud_find_module(w, addr) || !ud_rule(w, addr - w->mod.bias, &rule) || ud_rule_guessed(&rule);
+}
+
 /*
  * Append the chain's entries from index from: each is the caller of the one before as long as that one kept its
  * own frame pointer (past a frame without, the next entry would skip a caller: the walk ends there, truncated).
- * Ends complete at an outermost frame (STOP rule).
+ * Ends complete at an outermost frame (STOP rule). The kernel follows frame pointers wherever they lead: an
+ * entry after a guessed frame (after_guess for the first), or into guessed code, must follow a call.
  */
 static size_t ud_append_chain(struct ud_walk *w, size_t from, struct unwind_frame *frames, size_t n, size_t max,
-			      enum unwind_status *status)
+			      bool after_guess, enum unwind_status *status)
 {
 	const uint64_t *chain = w->sample->fp_chain;
 	*status = UNWIND_TRUNCATED;
@@ -534,6 +616,10 @@ static size_t ud_append_chain(struct ud_walk *w, size_t from, struct unwind_fram
 		if (ra == 0 || !ud_find_module(w, ra - 1) || !ud_rule(w, ra - 1 - w->mod.bias, &rule) ||
 		    rule.kind == STACK_DELTA_INVALID)
 			break;
+		bool guessed = ud_rule_guessed(&rule);
+		if ((after_guess || guessed) && !ud_follows_call(w, ra))
+			break;
+		after_guess = guessed;
 		frames[n++] = (struct unwind_frame){ .ip = ra, .flags = 0 };
 		if (rule.kind == STACK_DELTA_STOP) {
 			*status = UNWIND_COMPLETE;
@@ -556,7 +642,7 @@ static size_t ud_follow_chain(struct ud_walk *w, struct unwind_frame *frames, si
 	ptrdiff_t pos = ud_chain_position(w, frames, n - 1);
 	if (pos < 0 || (size_t)pos + 1 >= w->sample->fp_chain_len || !ud_frame_owns_fp(w, &w->r))
 		return n;
-	size_t added = ud_append_chain(w, (size_t)pos + 1, frames, n, max, status);
+	size_t added = ud_append_chain(w, (size_t)pos + 1, frames, n, max, ud_frame_guessed(w, &w->r), status);
 	if (added > n)
 		w->u->stats.fp_chain_walks++;
 	return added;
@@ -575,7 +661,7 @@ static size_t ud_join_chain(struct ud_walk *w, struct unwind_frame *frames, size
 	if (pos >= 0 && (size_t)pos + 1 < w->sample->fp_chain_len && w->r.regs[UNWIND_REG_BP] == w->switch_bp &&
 	    ud_frame_owns_fp(w, &w->r)) {
 		w->u->stats.fp_chain_joins++;
-		return ud_append_chain(w, (size_t)pos + 1, frames, n, max, status);
+		return ud_append_chain(w, (size_t)pos + 1, frames, n, max, ud_frame_guessed(w, &w->r), status);
 	}
 	w->u->stats.fp_chain_join_failures++;
 	*status = w->switch_ended == UD_STEP_END ? UNWIND_COMPLETE : UNWIND_TRUNCATED;
@@ -598,6 +684,11 @@ int unwind_deltas_unwind(struct unwind_deltas *u, const struct unwind_process *p
 	size_t n = 1;
 	for (;;) {
 		enum ud_step st = ud_step(&w);
+		bool bogus = st == UD_STEP_BOGUS;
+		if (bogus) {
+			n--;	/* the last frame taken was no frame: no call put its return address there */
+			st = UD_STEP_FAIL;
+		}
 		if ((st == UD_STEP_END || st == UD_STEP_FAIL) && w.at_go_switch && !w.switched) {
 			w.switch_frame = n - 1;
 			st = ud_switch_stack(&w, st);
@@ -610,7 +701,7 @@ int unwind_deltas_unwind(struct unwind_deltas *u, const struct unwind_process *p
 			*status = UNWIND_COMPLETE;
 		else if (st == UD_STEP_NO_MODULE && n == 1)
 			*status = UNWIND_UNKNOWN_LEAF;
-		else if (st == UD_STEP_FAIL && !w.switched && !w.err)
+		else if (st == UD_STEP_FAIL && !w.switched && !w.err && !bogus)
 			n = ud_follow_chain(&w, frames, n, max, status);
 		if (st != UD_STEP_OK || n == max)
 			break;

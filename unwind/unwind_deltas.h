@@ -18,9 +18,11 @@
  *
  * JIT code (unwind_module.jit: executable memory no file backs, whose runtime keeps frame pointers) has no
  * table: its frames are walked by frame pointer, each step checked (FP at or above SP and within 1 MiB of it,
- * the return address in code), and the walk ends truncated where a step is not plausible. JIT code whose shape
+ * the return address in JIT code, or in a file inside a function its table knows and right after a call
+ * instruction, call_site.h), and the walk ends truncated where a step is not plausible. JIT code whose shape
  * the caller knows (unwind_module.jit_cfa_sp: a runtime's trampoline without a frame) is stepped by that rule,
- * its return address checked the same way.
+ * its return address checked the same way. These steps are not guesses in the sense below: they have their own
+ * checks.
  *
  * Tables: the caller normally owns one table per file, built once with stack_deltas_build() and shared by every
  * process that maps the file, and passes it in unwind_module.deltas. When deltas is NULL the unwinder builds
@@ -28,9 +30,18 @@
  * unwind_deltas_forget() (standalone use: tests, tools).
  *
  * Rows the tables cannot express (FALLBACK) are handed to an optional fallback hook, e.g. libunwind, for that
- * frame only; without a hook the walk ends there as UNWIND_TRUNCATED. Where Go switched from a goroutine's
- * stack to the g0 stack, an optional stack-switch hook may hand over a copy of the goroutine's stack, and the walk
- * continues there (the one place a walk leaves the sample's stack copy; what the hook reads is its business).
+ * frame only; without a hook the walk ends there as UNWIND_TRUNCATED.
+ *
+ * Guessed frames: a rule read from code without CFI (STACK_DELTA_GUESSED), a fallback step, or a chain entry past
+ * such a frame may take any word for a return address. Their callers, and return addresses into guessed code,
+ * are kept only where a call instruction ends right before them in the file's executable code (call_site.h,
+ * over unwind_module.elf); otherwise the walk ends at the last frame it can vouch for, TRUNCATED (counted in
+ * implausible_callers). A guessed caller in JIT code is refused the same way: no image holds its bytes. A zero
+ * return address or a fallback's "outermost" after a guess ends nothing either.
+ *
+ * Go stack switches: where Go switched from a goroutine's stack to the g0 stack, an optional stack-switch hook
+ * may hand over a copy of the goroutine's stack, and the walk continues there (the one place a walk leaves the
+ * sample's stack copy; what the hook reads is its business).
  *
  * Ownership: created by unwind_deltas_new(), freed by unwind_deltas_free(). Call unwind_deltas_forget(key) before
  * the file behind a cache_key is closed or the key reused. Not thread-safe: one instance per thread (the
@@ -134,6 +145,7 @@ struct unwind_deltas_stats {
 	uint64_t stack_switches, stack_switch_failures;	/* stack-switch hook calls that continued / did not */
 	uint64_t stack_extensions, stack_extension_failures;	/* the same for the stack-extension hook */
 	uint64_t fp_chain_walks;	/* walks that would have ended truncated, continued with the sample's chain */
+	uint64_t implausible_callers;	/* guessed callers refused: no call instruction ends at them */
 	uint64_t fp_chain_joins, fp_chain_join_failures;	/* switches given for joining the chain (JOIN) */
 	uint64_t jit_steps, jit_step_failures;	/* frames in JIT code walked by frame pointer, or not (implausible) */
 	uint64_t tables_built, table_failures;	/* standalone mode only */

@@ -1,7 +1,8 @@
 /*
  * fuzz_elf.c — fuzz target: an ELF file from a hostile process, through everything hostprof derives from one:
  * stack-delta tables (.eh_frame/.debug_frame CFI, PLT, capstone analysis, .gopclntab), the Go function table
- * with its names, files, lines and inline tree, and the symbolizer (symtab, DWARF lines and inline frames).
+ * with its names, files, lines and inline tree, the symbolizer (symtab, DWARF lines and inline frames, PLT
+ * stubs named from relocations, the signal trampoline) and the call-site check of guessed return addresses.
  * Any crash, leak or sanitizer report is a bug: bad input must only make these calls fail.
  */
 #include <libelf.h>
@@ -10,8 +11,10 @@
 #include <string.h>
 
 #include "symbols/gosym.h"
+#include "symbols/stubs.h"
 #include "symbols/symbolizer.h"
 #include "tests/fuzz/fuzz_input.h"
+#include "unwind/call_site.h"
 #include "unwind/gopclntab.h"
 #include "unwind/stack_deltas.h"
 
@@ -53,6 +56,23 @@ static void fuzz_tables(Elf *elf)
 	}
 }
 
+/* The low addresses, where small files keep their PLT and code: every stub entry, a return address per 16 bytes. */
+static void fuzz_code_checks(Elf *elf)
+{
+	struct stub_names *stubs = NULL;
+	struct call_site *calls = call_site_new();
+	if (stub_names_new(elf, &stubs) == 0) {
+		for (uint64_t va = 0; va < 0x4000; va += 8)
+			stub_names_plt(stubs, va);
+		stub_names_free(stubs);
+	}
+	for (uint64_t va = 0; va < 0x4000 && calls; va += 16) {
+		call_site_follows_call(calls, elf, NULL, va);
+		stub_is_sigreturn(elf, va);
+	}
+	call_site_free(calls);
+}
+
 static void fuzz_symbolizer(int fd)
 {
 	char path[64];
@@ -79,8 +99,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(image, data, size);
 	Elf *elf = elf_memory(image, size);
 	if (elf) {
-		if (elf_kind(elf) == ELF_K_ELF)
+		if (elf_kind(elf) == ELF_K_ELF) {
 			fuzz_tables(elf);
+			fuzz_code_checks(elf);
+		}
 		elf_end(elf);
 	}
 	free(image);

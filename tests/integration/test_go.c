@@ -9,6 +9,8 @@
  *   runtime.asmcgocall (which runs on the g0 stack) back into the calling goroutine.
  * - tests/fixtures/go/grow: short-lived goroutines growing their stacks, whose growth samples (on g0) must land
  *   under their real callers only.
+ * - tests/fixtures/go/finalizer: on one P, runtime work on the system stack next to goroutines growing theirs;
+ *   Go's own CPU profile of the same run (runtime/pprof, read with go tool pprof) is the oracle.
  * - esbuild from the npm registry, three releases built by Go 1.16, 1.19 and a current Go, because pclntab's
  *   layout changes between Go versions; bundling a generated JS project exercises many goroutines.
  *
@@ -21,6 +23,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <linux/perf_event.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,6 +303,136 @@ static void test_go_growth(void **state)
 		fail_msg("go grow: only %.1f%% of stack-growth samples complete to main.worker, want >= 90%%",
 			 test_share(g[1].growth_complete, g[1].growth));
 	assert_true(g[1].growth_complete * g[0].growth > g[0].growth_complete * g[1].growth);
+}
+
+/* Samples (hostprof) with a function whose name contains part, of those the ones with function under too, and
+ * the ones with function caller and no error frame (whole stacks). */
+struct part_counts {
+	uint64_t with, under, whole;
+};
+
+static struct part_counts count_part(const struct profile *p, const char *part, const char *under,
+				     const char *caller)
+{
+	const char *names[MAX_FRAMES];
+	struct part_counts c = { 0 };
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_sample *s = &p->samples.items[i];
+		size_t n = test_stack_functions(p, s->stack, names, MAX_FRAMES);
+		int has = 0, below = 0, called = 0;
+		for (size_t j = 0; j < n; j++) {
+			has |= strstr(names[j], part) != NULL;
+			below |= strcmp(names[j], under) == 0;
+			called |= strcmp(names[j], caller) == 0;
+		}
+		c.with += has ? s->count : 0;
+		c.under += has && below ? s->count : 0;
+		c.whole += has && called && !test_stack_has_error(p, s->stack) ? s->count : 0;
+	}
+	return c;
+}
+
+/* Go's own CPU profile as `go tool pprof -traces` prints it: milliseconds in all, with a function containing
+ * part, and of those under function under too. */
+struct go_traces {
+	double total_ms, with_ms, with_under_ms;
+};
+
+/* One trace block's first line, "      10ms   runtime.memmove": its value in milliseconds, or -1. */
+static double trace_value_ms(const char *line)
+{
+	static const struct { const char *unit; double ms; } units[] = {
+		{ "s", 1e3 }, { "ms", 1 }, { "us", 1e-3 }, { "ns", 1e-6 },
+	};
+	char unit[8];
+	double v;
+	if (sscanf(line, " %lf%7[a-z]", &v, unit) != 2)
+		return -1;
+	for (size_t i = 0; i < ARRAY_LEN(units); i++)
+		if (strcmp(unit, units[i].unit) == 0)
+			return v * units[i].ms;
+	return -1;
+}
+
+static struct go_traces read_go_traces(const char *path, const char *part, const char *under)
+{
+	struct go_traces t = { 0 };
+	char line[1024];
+	double value = -1;
+	int has = 0, below = 0;
+	FILE *f = fopen(path, "re");
+	assert_non_null(f);
+	for (int more = 1; more;) {
+		more = fgets(line, sizeof(line), f) != NULL;
+		if (!more || strncmp(line, "-----------+", 12) == 0) {
+			if (value > 0) {	/* the block that ends here */
+				t.total_ms += value;
+				t.with_ms += has ? value : 0;
+				t.with_under_ms += has && below ? value : 0;
+			}
+			value = -1;
+			has = below = 0;
+			continue;
+		}
+		char fn[512];
+		if (value < 0 && (value = trace_value_ms(line)) >= 0 && sscanf(line, " %*s %511s", fn) == 1) {
+			has |= strstr(fn, part) != NULL;
+		} else if (value >= 0 && sscanf(line, " %511s", fn) == 1) {
+			has |= strstr(fn, part) != NULL;
+			below |= strcmp(fn, under) == 0;
+		}
+	}
+	fclose(f);
+	return t;
+}
+
+/*
+ * Runtime work a goroutine does on the system stack (runtime.systemstack -> runtime.SetFinalizer.func2, ...) must
+ * stay on that goroutine: on one P (tests/fixtures/go/finalizer), the thread may run another goroutine, one busy
+ * growing its stack (main.grow, in _Gcopystack), by the time a sample is handled, and its status must not make
+ * it the sample's. Samples are handled in batches here (--no-apm drops the per-sample wakeups), as on a loaded
+ * host, so that this happens often (21-32 % of SetFinalizer samples under main.grow before the fix). Go's own
+ * CPU profile of the same run is the oracle: it has no SetFinalizer sample under main.grow; hostprof must have
+ * none either, and about the same share of SetFinalizer samples.
+ */
+static void test_go_systemstack_stays_on_its_goroutine(void **state)
+{
+	struct test_workdir *f = *state;
+	if (!test_perf_available() || !test_go_available())
+		skip();
+	test_go_build(f->dir, "finalizer", "finalizer", 0, "");
+	assert_int_equal(test_run("\"$HOSTPROF\" record -q --no-apm -o %s -- %s/finalizer 3 %s/go.pprof >/dev/null",
+				  f->out, f->dir, f->dir), 0);
+	assert_int_equal(test_run("go tool pprof -traces %s/finalizer %s/go.pprof >%s/go.traces 2>/dev/null", f->dir,
+				  f->dir, f->dir), 0);
+	struct profile *p = test_read_profile(f->out);
+	uint64_t total = test_total_samples(p);
+	struct part_counts sf = count_part(p, "SetFinalizer", "main.grow", "main.setFinalizers");
+	/* Its closures (SetFinalizer.func1, func2) are what runs on the system stack. */
+	struct part_counts sys = count_part(p, "SetFinalizer.func", "main.grow", "main.setFinalizers");
+	profile_free(p);
+	char traces[600];
+	snprintf(traces, sizeof(traces), "%s/go.traces", f->dir);
+	struct go_traces go = read_go_traces(traces, "SetFinalizer", "main.grow");
+	double go_share = 100.0 * go.with_ms / (go.total_ms > 0 ? go.total_ms : 1);
+	fprintf(stderr, "go finalizer: hostprof %llu samples, SetFinalizer %.1f%% (%.1f%% of them under main.grow; of "
+		"those on the system stack %.1f%% whole, under main.setFinalizers); Go's own profile %.0f ms, "
+		"SetFinalizer %.1f%% (%.1f%% of them under main.grow)\n", (unsigned long long)total,
+		test_share(sf.with, total), test_share(sf.under, sf.with), test_share(sys.whole, sys.with), go.total_ms,
+		go_share, go.with_ms > 0 ? 100.0 * go.with_under_ms / go.with_ms : 0.0);
+	assert_true(total >= 1000 && go.total_ms >= 1000);
+	assert_true(go.with_ms > 0 && sys.with > 0);
+	assert_true(go.with_under_ms == 0);	/* the oracle is what the test says it is */
+	if (sf.under)
+		fail_msg("go finalizer: %llu SetFinalizer samples under main.grow, Go's own profile has none",
+			 (unsigned long long)sf.under);
+	if (fabs(test_share(sf.with, total) - go_share) > 10.0)
+		fail_msg("go finalizer: SetFinalizer in %.1f%% of samples, in Go's own profile %.1f%%",
+			 test_share(sf.with, total), go_share);
+	/* Refusing the wrong goroutine must not cost the right one: most system-stack samples still find it. */
+	if (test_share(sys.whole, sys.with) < 50.0)
+		fail_msg("go finalizer: only %.1f%% of system-stack SetFinalizer samples whole under main.setFinalizers",
+			 test_share(sys.whole, sys.with));
 }
 
 /* One ES module: a class, functions, template strings and imports of earlier modules. */
@@ -592,6 +725,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_go_cgo, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_go_cgo_no_go_stacks, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_go_growth, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_go_systemstack_stays_on_its_goroutine, test_workdir_setup,
+						test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_esbuild_go116, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_esbuild_go119, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_esbuild_latest, test_workdir_setup, test_workdir_teardown),

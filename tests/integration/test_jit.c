@@ -165,8 +165,11 @@ static void report(const char *what, const struct jit_counts *c, const char *roo
 static void compare_with_perf(const char *dir, const char *callgraph, const char *cmd, const struct jit_counts *c,
 			      const char *part, const char *root)
 {
-	double perf = test_perf_children_share_like(dir, callgraph, cmd, part);
-	double perf_root = perf >= 0 ? test_perf_children_share_like(dir, NULL, NULL, root) : -1;
+	double perf = test_perf_children_share(
+		dir, &(struct test_perf_query){ .cmd = cmd, .callgraph = callgraph, .symbol = part, .contains = true });
+	double perf_root =
+		perf >= 0 ? test_perf_children_share(dir, &(struct test_perf_query){ .symbol = root, .contains = true })
+			  : -1;
 	remove_perf_map(dir);
 	fprintf(stderr, "%s: hostprof %.1f%% (%.1f%% of all samples complete to %s), perf record --call-graph %s "
 			"%.1f%% (%.1f%% under %s)\n", part, test_share(c->named, c->total),

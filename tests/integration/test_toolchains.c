@@ -42,7 +42,7 @@ static void assert_complete_to_main(const struct profile *p, const char *what)
 static void compare_with_perf(const struct profile *p, const char *dir, const char *cmd, const char *function)
 {
 	double ours = test_share(test_samples_with_function(p, function), test_total_samples(p));
-	double perf = test_perf_children_share(dir, cmd, function);
+	double perf = test_perf_children_share(dir, &(struct test_perf_query){ .cmd = cmd, .symbol = function });
 	fprintf(stderr, "%s: hostprof %.1f%%, perf record --call-graph dwarf %.1f%%\n", function, ours, perf);
 	if (perf >= 0)
 		assert_true(fabs(ours - perf) <= 10.0);

@@ -3,6 +3,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <stdio.h>
@@ -14,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MAX_NAMES 1024
+#define MAX_NAMES 4096	/* deeper than any stack a session keeps by default (1024 frames) */
 
 const char *test_build_dir(void)
 {
@@ -73,64 +74,57 @@ int test_run(const char *fmt, ...)
 	return WEXITSTATUS(status);
 }
 
-double test_perf_children_share(const char *dir, const char *cmd, const char *symbol)
+/* Record cmd with perf and the call graph asked for into dir, and write its --children report there. */
+static int perf_record_report(const char *dir, const char *callgraph, const char *cmd)
 {
-	char out[512], line[1024], want[512];
 	if (test_run("command -v perf >/dev/null") != 0) {
 		fprintf(stderr, "perf comparison: perf is not installed (apt-get install linux-perf)\n");
 		return -1;
 	}
-	if (test_run("perf record -q -F 999 --call-graph dwarf,16384 -o %s/perf.data -- %s >/dev/null 2>&1", dir,
+	if (test_run("perf record -q -F 999 --call-graph %s -o %s/perf.data -- %s >/dev/null 2>&1", callgraph, dir,
 		     cmd) != 0 ||
 	    test_run("perf report -i %s/perf.data --stdio --children --sort sym -q 2>/dev/null > %s/perf.report", dir,
 		     dir) != 0) {
 		fprintf(stderr, "perf comparison: perf record or report failed\n");
 		return -1;
 	}
-	snprintf(out, sizeof(out), "%s/perf.report", dir);
-	snprintf(want, sizeof(want), "[.] %s", symbol);
-	FILE *f = fopen(out, "re");
-	double share = 0;
-	while (f && fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		size_t n = strlen(line), w = strlen(want);
-		/* "  98.81%     0.60%  [.] name": the first column is the share with children */
-		if (n >= w && strcmp(line + n - w, want) == 0 && sscanf(line, " %lf%%", &share) == 1)
-			break;
-		share = 0;
-	}
-	if (f)
-		fclose(f);
-	return share;
+	return 0;
 }
 
-double test_perf_children_share_like(const char *dir, const char *callgraph, const char *cmd, const char *part)
+/*
+ * The share with children of symbol in dir's report: the first entry named symbol (whole), or the sum over every
+ * entry whose name contains it (!whole). -1 when there is no report.
+ */
+static double report_share(const char *dir, const char *symbol, bool whole)
 {
 	char out[512], line[4096];
-	if (cmd && test_run("command -v perf >/dev/null") != 0) {
-		fprintf(stderr, "perf comparison: perf is not installed (apt-get install linux-perf)\n");
-		return -1;
-	}
-	if (cmd && (test_run("perf record -q -F 999 --call-graph %s -o %s/perf.data -- %s >/dev/null 2>&1", callgraph,
-			     dir, cmd) != 0 ||
-		    test_run("perf report -i %s/perf.data --stdio --children --sort sym -q 2>/dev/null > %s/perf.report",
-			     dir, dir) != 0)) {
-		fprintf(stderr, "perf comparison: perf record or report failed\n");
-		return -1;
-	}
 	snprintf(out, sizeof(out), "%s/perf.report", dir);
 	FILE *f = fopen(out, "re");
-	double total = 0, share;
 	if (!f)
 		return -1;
-	while (f && fgets(line, sizeof(line), f)) {
+	double total = 0, share;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		/* "  98.81%     0.60%  [.] name": the first column is the share with children */
 		const char *sym = strstr(line, "[.] ");
-		if (sym && strstr(sym + 4, part) && sscanf(line, " %lf%%", &share) == 1)
+		if (!sym || sscanf(line, " %lf%%", &share) != 1)
+			continue;
+		if (whole && strcmp(sym + 4, symbol) == 0) {
+			total = share;
+			break;
+		}
+		if (!whole && strstr(sym + 4, symbol))
 			total += share;
 	}
-	if (f)
-		fclose(f);
+	fclose(f);
 	return total;
+}
+
+double test_perf_children_share(const char *dir, const struct test_perf_query *q)
+{
+	if (q->cmd && perf_record_report(dir, q->callgraph ? q->callgraph : "dwarf,16384", q->cmd) < 0)
+		return -1;
+	return report_share(dir, q->symbol, !q->contains);
 }
 
 int test_go_available(void)

@@ -8,6 +8,7 @@
 #ifndef HOSTPROF_TESTLIB_H
 #define HOSTPROF_TESTLIB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -34,19 +35,23 @@ int test_go_available(void);
  * network; fails the test if the build fails. */
 void test_go_build(const char *dir, const char *pkg, const char *out, int cgo, const char *ldflags);
 
+/* What test_perf_children_share() asks perf. */
+struct test_perf_query {
+	const char *cmd;	/* shell command line recorded into dir; NULL: nothing is recorded, the report the
+				 * last query with a command wrote in dir is read again */
+	const char *callgraph;	/* perf's --call-graph: NULL for "dwarf,16384"; "fp" for code without unwind
+				 * tables (JIT code) */
+	const char *symbol;	/* the symbol whose share is returned */
+	bool contains;		/* sum over every symbol that contains symbol (a JIT function has one symbol per
+				 * compilation: "JS:*f a.js:1:2", "JS:^f a.js:1:2"); false: the one named symbol */
+};
 /*
- * The independent oracle: record cmd (a shell command line) with `perf record --call-graph dwarf` into dir and
- * return the share of samples (0..100) whose stack holds symbol, as `perf report --children` shows it (perf
- * demangles C++ and Rust itself). Returns -1, saying why, where perf is missing or refuses.
+ * The independent oracle: record q->cmd with `perf record --call-graph` into dir and return the share of samples
+ * (0..100) whose stack holds q->symbol, as `perf report --children` shows it (perf demangles C++ and Rust
+ * itself); 0 when perf shows no such symbol. Returns -1, saying why, where perf is missing or refuses (and when
+ * a query without a command finds no report).
  */
-double test_perf_children_share(const char *dir, const char *cmd, const char *symbol);
-/*
- * The same with the call graph perf is asked for ("dwarf,16384", or "fp" for code without unwind tables: JIT
- * code), summed over every symbol that contains part (a JIT function has one symbol per compilation:
- * "JS:*f a.js:1:2", "JS:^f a.js:1:2"). With cmd NULL, nothing is recorded: the report of the last recording in
- * dir is read again. Returns -1, saying why, where perf is missing or refuses.
- */
-double test_perf_children_share_like(const char *dir, const char *callgraph, const char *cmd, const char *part);
+double test_perf_children_share(const char *dir, const struct test_perf_query *q);
 
 /* Run a shell command line; returns its exit status (or -1). Output goes to the test's output. */
 int test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -35,6 +35,7 @@ static void test_defaults(void **state)
 	assert_true(c.go_stacks);
 	assert_true(c.fp_chain);
 	assert_int_equal(c.max_stack, 1u << 20);
+	assert_int_equal(c.max_frames, 1024);
 }
 
 static void test_values_and_errors(void **state)
@@ -60,6 +61,11 @@ static void test_values_and_errors(void **state)
 	assert_int_equal(daemon_config_set(&c, "max-stack", "0", err, sizeof(err)), 0);	/* the copy only */
 	assert_int_equal(c.max_stack, 0);
 	assert_int_equal(daemon_config_set(&c, "max-stack", "200000000", err, sizeof(err)), -EINVAL);
+	assert_int_equal(daemon_config_set(&c, "max-frames", "4096", err, sizeof(err)), 0);
+	assert_int_equal(c.max_frames, 4096);
+	assert_int_equal(daemon_config_set(&c, "max-frames", "0", err, sizeof(err)), -EINVAL);
+	assert_int_equal(daemon_config_set(&c, "max-frames", "65537", err, sizeof(err)), -EINVAL);
+	assert_int_equal(c.max_frames, 4096);
 	assert_int_equal(daemon_config_set(&c, "no-apm", "true", err, sizeof(err)), 0);
 	assert_false(c.apm);
 	assert_int_equal(daemon_config_set(&c, "no-kernel", "yes", err, sizeof(err)), 0);

@@ -68,6 +68,28 @@ static void test_report_by_self(void **state)
 	profile_free(p);
 }
 
+/* --lines: a row per source line, the line of each frame (an inlined frame's own, the call site in its caller). */
+static void test_report_lines(void **state)
+{
+	(void)state;
+	struct profile *p = tp_example_profile();
+	struct report_options o = { .sort = REPORT_SORT_SELF, .lines = true };
+	assert_report(p, &o,
+		      "  Self%  Total%     Self  Library    Function\n"
+		      " 50.00%  50.00%        7  app        helper (util.h:3)\n"
+		      " 21.43%  28.57%        3  app        rec (app.c:30)\n"
+		      " 14.29%  14.29%        2  libc.so.6  libc.so.6+0x9abc\n"
+		      "  7.14%   7.14%        1  app        helper (util.h:4)\n"
+		      "  7.14%   7.14%        1  [kernel]   schedule\n"
+		      "  0.00%  92.86%        0  app        main (app.c:9)\n"
+		      "  0.00%  50.00%        0  app        work (app.c:20)\n"
+		      "  0.00%  21.43%        0  app        rec (app.c:31)\n"
+		      "  0.00%  14.29%        0  app        work (app.c:22)\n"
+		      "  0.00%   7.14%        0             [truncated]\n"
+		      "  0.00%   7.14%        0  app        work (app.c:21)\n");
+	profile_free(p);
+}
+
 static void test_report_by_total_with_limit(void **state)
 {
 	(void)state;
@@ -187,6 +209,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_report_by_self),
+		cmocka_unit_test(test_report_lines),
 		cmocka_unit_test(test_report_by_total_with_limit),
 		cmocka_unit_test(test_report_ties_by_name),
 		cmocka_unit_test(test_report_empty),

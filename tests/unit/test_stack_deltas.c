@@ -245,6 +245,30 @@ static const char entry_asm[] =
 	"	.cfi_endproc\n"
 	"	.size main_like,.-main_like\n";
 
+/* A stripped program whose entry point is no symbol's and no call's target, right after other code without CFI. */
+static const char stripped_entry_asm[] =
+	"	.text\n"
+	"	.type before,@function\n"
+	"before:\n"
+	"	push %rbx\n"
+	"	pop %rbx\n"
+	"	ret\n"
+	"	.size before,.-before\n"
+	"	.globl _start\n"
+	"	.type _start,@function\n"
+	"_start:\n"
+	"	xor %ebp, %ebp\n"
+	"	mov %rsp, %rdi\n"
+	"	call main_like\n"
+	"	hlt\n"
+	"	.size _start,.-_start\n"
+	"	.type main_like,@function\n"
+	"main_like:\n"
+	"	mov $60, %eax\n"
+	"	syscall\n"
+	"	ret\n"
+	"	.size main_like,.-main_like\n";
+
 struct fixture {
 	char dir[64];
 	int fd;
@@ -309,7 +333,8 @@ static int group_setup(void **state)
 	if (build_asm(fx->dir, "fixture.so", fixture_asm, "-shared") < 0 ||
 	    build_asm(fx->dir, "debug_frame.so", debug_frame_asm, "-shared") < 0 ||
 	    build_asm2(fx->dir, "both_frames.so", debug_frame_asm, both_frame_asm, "-shared") < 0 ||
-	    build_asm(fx->dir, "entry", entry_asm, "-static") < 0)
+	    build_asm(fx->dir, "entry", entry_asm, "-static") < 0 ||
+	    build_asm(fx->dir, "entry_stripped", stripped_entry_asm, "-static -s") < 0)
 		return -1;
 	char path[128];
 	snprintf(path, sizeof(path), "%s/fixture.so", fx->dir);
@@ -444,6 +469,16 @@ static void test_code_without_cfi(void **state)
 	/* Code after a ret is another path of the same function, with the frame of its body. */
 	expect_sym_rule("nocfi_fl_path2", 0, "cfa=sp+32");
 	assert_true(fx->st.analysed_ranges >= 1);
+	/* Rules read from code are guesses, and say so; rules from CFI do not. */
+	struct stack_delta_rule r;
+	assert_int_equal(stack_deltas_lookup(fx->t, sym(fx->elf, "nocfi_fp_body"), &r), 0);
+	assert_true(r.aux & STACK_DELTA_GUESSED);
+	assert_int_equal(stack_deltas_lookup(fx->t, sym(fx->elf, "nocfi_fl_body"), &r), 0);
+	assert_true(r.aux & STACK_DELTA_GUESSED);
+	assert_int_equal(stack_deltas_lookup(fx->t, sym(fx->elf, "sp_body"), &r), 0);
+	assert_false(r.aux & STACK_DELTA_GUESSED);
+	assert_int_equal(stack_deltas_lookup(fx->t, sym(fx->elf, "fp_body"), &r), 0);
+	assert_false(r.aux & STACK_DELTA_GUESSED);
 }
 
 /* Neighbouring rows never repeat a rule, addresses ascend, and everything outside the code is INVALID. */
@@ -545,6 +580,16 @@ static void test_entry_point_stops(void **state)
 	expect_rule(t, eh.e_entry, "stop");
 	expect_rule(t, eh.e_entry + 5, "stop");
 	expect_rule(t, sym(elf, "main_like"), "cfa=sp+8");
+	stack_deltas_free(t);
+	close_elf(elf, fd);
+	/* Stripped, with other code right before it: still split there, still the outermost frame. */
+	snprintf(path, sizeof(path), "%s/entry_stripped", fx->dir);
+	assert_non_null(elf = open_elf(path, &fd));
+	assert_non_null(gelf_getehdr(elf, &eh));
+	assert_int_equal(stack_deltas_build(elf, &t, NULL), 0);
+	expect_rule(t, eh.e_entry, "stop");
+	expect_rule(t, eh.e_entry + 5, "stop");	/* the return address of its call, minus 1 */
+	expect_rule(t, eh.e_entry - 1, "cfa=sp+8");	/* before's ret */
 	stack_deltas_free(t);
 	close_elf(elf, fd);
 }

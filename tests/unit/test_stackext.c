@@ -83,6 +83,33 @@ static void test_reads_on_past_the_copy(void **state)
 	stackext_free(x);
 }
 
+/* A walk reads on a chunk at a time, each from what the last gave, up to the limit and not past it. */
+static void test_reads_on_to_the_limit(void **state)
+{
+	struct fixture *f = *state;
+	struct stackext *x = stackext_new(LIVE_SIZE - 4096);
+	struct stackext_stack have = sampled(f), got;
+	unsigned reads = 0;
+	assert_false(stackext_owns(x, have.bytes));
+	while (have.size < LIVE_SIZE - 4096) {
+		assert_int_equal(stackext_read(x, getpid(), &have, addr(f->map) + have.size, &got), 0);
+		assert_true(stackext_owns(x, got.bytes));
+		assert_true(got.size > have.size && got.size <= LIVE_SIZE - 4096);
+		assert_memory_equal(got.bytes, f->map, got.size);
+		have = got;
+		reads++;
+	}
+	/* Each read takes at least as much again as the walk has: a few, not one per page. */
+	assert_true(reads >= 2 && reads <= 3);
+	assert_int_equal(stackext_read(x, getpid(), &have, addr(f->map) + have.size, &got), -E2BIG);
+	/* What a read gave is checked against the process too: its end changed, it is stale. */
+	have.size = COPY_SIZE + 8192;
+	f->map[have.size - 8] ^= 0xff;
+	assert_int_equal(stackext_read(x, getpid(), &have, addr(f->map) + have.size, &got), -ESTALE);
+	f->map[have.size - 8] ^= 0xff;
+	stackext_free(x);
+}
+
 static void test_changed_end_of_copy_is_stale(void **state)
 {
 	struct fixture *f = *state;
@@ -149,6 +176,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_reads_on_past_the_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reads_on_to_the_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changed_end_of_copy_is_stale, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limits_and_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unreadable_memory, setup, teardown),

@@ -979,6 +979,49 @@ static void test_synth_fallback(void **state)
 	unwind_deltas_free(u);
 }
 
+/*
+ * Rules guessed from code without CFI (frameless: no FDE) find callers only where a call instruction ends right
+ * before them; a return address into such code must be one too. Anything else ends the walk, truncated.
+ */
+static void test_synth_guessed_callers(void **state)
+{
+	struct synth *sy = *state;
+	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_frame fr[8];
+	enum unwind_status st;
+	struct unwind_deltas_stats stats;
+	memset(sy->stack, 0, sizeof(sy->stack));
+	/* At frameless_body (push rbx; sub $16, rsp): CFA = sp + 32, its return address at sp + 24. */
+	sy->s.regs[UNWIND_REG_IP] = fsym(sy, "frameless_body");
+	put(sy, 24, fsym(sy, "stop_ret"));		/* after stop_func's call: a caller */
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 2);
+	assert_int_equal(st, UNWIND_COMPLETE);
+	put(sy, 24, fsym(sy, "leaf"));			/* a function's entry: code, but after no call */
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 1);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	put(sy, 24, FAKE_BIAS + 0x80000);		/* in the module's range, in none of its code */
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 1);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	put(sy, 24, 0);					/* read where a guess pointed: ends nothing */
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 1);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	unwind_deltas_get_stats(u, &stats);
+	assert_int_equal(stats.implausible_callers, 2);
+
+	/* A frame with CFI whose return address points into code without: after its call, or no frame at all. */
+	sy->s.regs[UNWIND_REG_IP] = fsym(sy, "sp_body");
+	put(sy, 40, fsym(sy, "frameless_body") + 5);	/* after frameless's call leaf; its CFA is 32 further */
+	put(sy, 48 + 24, fsym(sy, "stop_ret"));
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 3);
+	assert_int_equal(st, UNWIND_COMPLETE);
+	put(sy, 40, fsym(sy, "frameless_body") + 1);	/* inside that call instruction */
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 1);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	unwind_deltas_get_stats(u, &stats);
+	assert_int_equal(stats.implausible_callers, 3);
+	unwind_deltas_free(u);
+}
+
 /* ---- the sample's frame-pointer chain -------------------------------------------------------------------- */
 
 /* A sample whose copy holds only its first bytes, with the kernel's frame-pointer chain. */
@@ -1203,6 +1246,7 @@ static void test_jit_steps_refused(void **state)
 		{ FAKE_SP + 32, 0, "zero return address" },
 		{ FAKE_SP + 32, 0x1234, "return address in no code" },
 		{ FAKE_SP + 32, FAKE_BIAS + 1, "return address in a file where its table has no code" },
+		{ FAKE_SP + 32, fsym(sy, "leaf"), "return address in a file's code, after no call instruction" },
 	};
 	sy->proc.find_module = jit_find_module;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -1224,6 +1268,19 @@ static void test_jit_steps_refused(void **state)
 	unwind_deltas_get_stats(u, &stats);
 	assert_int_equal(stats.jit_steps, 1);
 	assert_int_equal(stats.jit_step_failures, sizeof(cases) / sizeof(cases[0]) + 1);
+	assert_int_equal(stats.implausible_callers, 0);
+
+	/*
+	 * Native code without CFI (frameless_body: its rule guessed) returning into JIT code: a guessed caller is
+	 * kept only after a call instruction, and JIT code has no image to check that in: refused, counted.
+	 */
+	sy->s.regs[UNWIND_REG_IP] = fsym(sy, "frameless_body");
+	put(sy, 24, FAKE_JIT + 0x2345);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 1);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	unwind_deltas_get_stats(u, &stats);
+	assert_int_equal(stats.implausible_callers, 1);
+	assert_int_equal(stats.jit_steps, 1);
 	unwind_deltas_free(u);
 }
 
@@ -1245,6 +1302,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_synth_plt, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_synth_drap, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_synth_signal, synth_setup, synth_teardown),
+		cmocka_unit_test_setup_teardown(test_synth_guessed_callers, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_synth_fallback, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_chain_after_copy, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_chain_frameless_leaf, synth_setup, synth_teardown),

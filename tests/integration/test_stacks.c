@@ -1,0 +1,405 @@
+/*
+ * Integration tests on stacks that are hard to get right, from programs built at test time
+ * (tests/fixtures/stacks/):
+ * - deep_frames: a stable recursion 250 levels deep with 416-byte frames (104 KiB, past the kernel's largest
+ *   stack copy): every sample whole to main, the rest of the stack read from the process (--max-stack); one
+ *   deeper than the frame bound (--max-frames) ends in [truncated], whole again with a higher bound;
+ * - nocfi: a stripped program without any CFI, whose unwinding is all guesswork: no frame outside its
+ *   executable code or after no call instruction, ever;
+ * - calls + tiny: a loop through a PLT stub (named tiny@plt in .plt, .plt.sec and .plt.got builds) and a signal
+ *   handler on the C library's trampoline (named __restore_rt), and report --lines.
+ * Each is compared with `perf record --call-graph dwarf` on the same binary where perf can. Tests skip, saying
+ * why, only where the kernel refuses perf_event_open or the C compiler is missing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/lib/testlib.h"
+
+#define FIXTURES "tests/fixtures/stacks"
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define MAX_NAMES 4096
+
+static int have_cc(void)
+{
+	if (test_run("command -v cc >/dev/null && command -v objdump >/dev/null && command -v readelf >/dev/null") == 0)
+		return 1;
+	fprintf(stderr, "SKIP: a C compiler and binutils are needed to build the fixtures\n");
+	return 0;
+}
+
+static void print_perf_share(const char *dir, const char *cmd, const char *symbol, double ours)
+{
+	double perf = test_perf_children_share(dir, &(struct test_perf_query){ .cmd = cmd, .symbol = symbol });
+	if (perf >= 0)
+		fprintf(stderr, "%s: hostprof %.1f%% of samples, perf record --call-graph dwarf %.1f%%\n", symbol, ours,
+			perf);
+}
+
+/* ---- deep stacks --------------------------------------------------------------------------------------------- */
+
+static void build_deep(const struct test_workdir *w, char *bin, size_t len)
+{
+	snprintf(bin, len, "%s/deep_frames", w->dir);
+	assert_int_equal(test_run("cc -O2 -g -fomit-frame-pointer -o %s " FIXTURES "/deep_frames.c", bin), 0);
+	/* The frames this is about: 416 bytes each (a 0x198-byte frame and the return address). */
+	assert_int_equal(test_run("objdump -d --no-show-raw-insn %s | awk '/<recurse>:/ { f = 1 } "
+				  "f && /sub +\\$0x198,%%rsp/ { ok = 1 } /^$/ { f = 0 } END { exit !ok }'", bin), 0);
+}
+
+/*
+ * Walks whose read past the stack copy the process refused (record's summary: "not: N changed since the sample,
+ * M unreadable"): a thread that moved on before its sample was handled (a loaded host) is not read, by design.
+ */
+static unsigned long long refused_reads(const char *err_path)
+{
+	char line[1024];
+	unsigned long long stale = 0, unreadable = 0;
+	FILE *f = fopen(err_path, "re");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *not = strstr(line, "(not: ");
+		if (strstr(line, "walks that ran past the copied stack") && not)
+			assert_int_equal(sscanf(not, "(not: %llu changed since the sample, %llu unreadable", &stale,
+						&unreadable), 2);
+	}
+	fclose(f);
+	return stale + unreadable;
+}
+
+/* Samples in recurse: how many, how many whole to main, how many recurse frames the deepest has. */
+struct deep_counts {
+	uint64_t total, in_recurse, whole, truncated_in_recurse;
+	size_t deepest;
+};
+
+static struct deep_counts count_deep(const struct profile *p)
+{
+	static const char *names[MAX_NAMES];
+	struct deep_counts c = { .total = test_total_samples(p) };
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_sample *s = &p->samples.items[i];
+		size_t n = test_stack_functions(p, s->stack, names, MAX_NAMES), levels = 0, main_at = n;
+		for (size_t j = 0; j < n; j++) {
+			levels += strcmp(names[j], "recurse") == 0;
+			if (strcmp(names[j], "main") == 0 && main_at == n)
+				main_at = j;
+		}
+		if (!levels)
+			continue;
+		c.in_recurse += s->count;
+		if (test_stack_has_error(p, s->stack))
+			c.truncated_in_recurse += s->count;
+		else if (main_at < n)
+			c.whole += s->count;
+		if (levels > c.deepest)
+			c.deepest = levels;
+	}
+	return c;
+}
+
+static void test_deep_recursion_whole(void **state)
+{
+	struct test_workdir *w = *state;
+	char bin[600], cmd[700];
+	if (!test_perf_available() || !have_cc())
+		skip();
+	build_deep(w, bin, sizeof(bin));
+	snprintf(cmd, sizeof(cmd), "%s 2 250", bin);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -o %s -- %s 2>%s/record.err", w->out, cmd, w->dir), 0);
+	struct profile *p = test_read_profile(w->out);
+	struct deep_counts c = count_deep(p);
+	const char *roots[] = { "main" };
+	double whole = test_share(test_samples_complete_to(p, roots, 1), c.total);
+	profile_free(p);
+	char err[600];
+	snprintf(err, sizeof(err), "%s/record.err", w->dir);
+	unsigned long long refused = refused_reads(err);
+	fprintf(stderr, "deep_frames 250 x 416 bytes: %llu samples, %llu in recurse, %llu of them whole to main, "
+		"%llu truncated (%llu reads refused: the thread had moved on); deepest %zu levels\n",
+		(unsigned long long)c.total, (unsigned long long)c.in_recurse, (unsigned long long)c.whole,
+		(unsigned long long)c.truncated_in_recurse, refused, c.deepest);
+	assert_true(c.total >= 500 && c.in_recurse * 100 >= c.total * 95);
+	assert_int_equal(c.deepest, 250);
+	/* 100 %: every sample in the recursion, whatever its depth, is whole, but for one whose thread had moved on
+	 * by the time it was handled (rare even on a loaded host: the fixture keeps its stack as it was). */
+	assert_true(c.whole + refused >= c.in_recurse && refused * 100 <= c.in_recurse);
+	print_perf_share(w->dir, cmd, "main", whole);
+
+	/* --max-stack is what the walk may see: 64 KiB leaves the outer callers of the recursion unread. */
+	assert_int_equal(test_run("\"$HOSTPROF\" record -q --stack-size 65528 --max-stack 65536 -o %s -- %s 1 250",
+				  w->out, bin), 0);
+	p = test_read_profile(w->out);
+	c = count_deep(p);
+	profile_free(p);
+	fprintf(stderr, "deep_frames 250 x 416 bytes, --max-stack 65536: %llu of %llu recursion samples truncated\n",
+		(unsigned long long)c.truncated_in_recurse, (unsigned long long)c.in_recurse);
+	assert_true(c.truncated_in_recurse * 100 >= c.in_recurse * 95 && c.deepest < 250);
+}
+
+/* A recursion deeper than the frame bound: cut there, [truncated]; whole with a higher bound. */
+static void test_deep_recursion_frame_bound(void **state)
+{
+	struct test_workdir *w = *state;
+	char bin[600];
+	if (!test_perf_available() || !have_cc())
+		skip();
+	build_deep(w, bin, sizeof(bin));
+	/* 1100 frames a sample: a sanitizer build of hostprof may fall behind at 999 Hz (lost samples, counted). */
+	assert_int_equal(test_run("\"$HOSTPROF\" record -o %s -- %s 2 1100 2>%s/record.err", w->out, bin, w->dir), 0);
+	struct profile *p = test_read_profile(w->out);
+	struct deep_counts c = count_deep(p);
+	const char *leaf[] = { "recurse", "spin" };
+	uint64_t at_leaf = test_samples_with_chain(p, leaf, 2);
+	profile_free(p);
+	fprintf(stderr, "deep_frames 1100 levels, default --max-frames: %llu of %llu recursion samples truncated, "
+		"deepest %zu levels\n", (unsigned long long)c.truncated_in_recurse, (unsigned long long)c.in_recurse,
+		c.deepest);
+	assert_true(c.in_recurse >= 200 && c.truncated_in_recurse * 100 >= c.in_recurse * 95);
+	assert_true(at_leaf * 100 >= c.in_recurse * 90);	/* the leaf side is right */
+	assert_true(c.deepest >= 1000 && c.deepest < 1100);
+	assert_int_equal(test_run("grep -E 'stack: [1-9][0-9]* samples deeper than --max-frames \\(1024\\)' "
+				  "%s/record.err >&2", w->dir), 0);
+
+	assert_int_equal(test_run("\"$HOSTPROF\" record -q --max-frames 2048 -o %s -- %s 2 1100", w->out, bin), 0);
+	p = test_read_profile(w->out);
+	c = count_deep(p);
+	profile_free(p);
+	fprintf(stderr, "deep_frames 1100 levels, --max-frames 2048: %llu of %llu recursion samples whole to main\n",
+		(unsigned long long)c.whole, (unsigned long long)c.in_recurse);
+	assert_true(c.in_recurse >= 200 && c.whole * 100 >= c.in_recurse * 95 && c.deepest == 1100);
+}
+
+/* ---- no CFI -------------------------------------------------------------------------------------------------- */
+
+/* Sorted addresses read from a file of hex numbers, one a line. */
+struct addrs {
+	uint64_t *a;
+	size_t n;
+};
+
+static struct addrs read_addrs(const char *path)
+{
+	struct addrs r = { 0 };
+	size_t cap = 0;
+	unsigned long long v;
+	FILE *f = fopen(path, "re");
+	assert_non_null(f);
+	while (fscanf(f, "%llx", &v) == 1) {
+		if (r.n == cap) {
+			cap = cap ? cap * 2 : 256;
+			r.a = realloc(r.a, cap * sizeof(*r.a));
+			assert_non_null(r.a);
+		}
+		r.a[r.n++] = v;
+	}
+	fclose(f);
+	return r;
+}
+
+static int has_addr(const struct addrs *r, uint64_t v)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (r->a[i] == v)
+			return 1;
+	return 0;
+}
+
+/* What the profile says of the fixture's own frames, checked against its code as objdump and readelf see it. */
+struct nocfi_counts {
+	uint64_t total, outside_code, after_no_call, whole, frames;
+};
+
+static struct nocfi_counts check_nocfi_frames(const struct profile *p, uint64_t lo, uint64_t hi,
+					      const struct addrs *return_sites)
+{
+	struct nocfi_counts c = { .total = test_total_samples(p) };
+	const char *roots[] = { "__libc_start_call_main" };
+	c.whole = test_samples_complete_to(p, roots, 1);
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_stack *st = &p->stacks.items[p->samples.items[i].stack];
+		uint64_t count = p->samples.items[i].count;
+		int leaf = 1, outside = 0, no_call = 0;
+		for (uint32_t k = 0; k < st->nlocations; k++) {
+			const struct profile_location *l = &p->locations.items[st->locations[k]];
+			if (l->frame_kind == PROFILE_FRAME_KERNEL || (l->frame_kind & PROFILE_FRAME_ERROR))
+				continue;
+			const char *file = profile_string(p, p->mappings.items[l->mapping].filename);
+			const char *base = strrchr(file, '/');
+			if (l->mapping && strcmp(base ? base + 1 : file, "nocfi") == 0) {
+				c.frames += count;
+				outside |= l->address < lo || l->address >= hi;
+				/* a caller's address is its return address minus 1 */
+				no_call |= !leaf && !has_addr(return_sites, l->address + 1);
+			}
+			leaf = 0;
+		}
+		c.outside_code += outside ? count : 0;
+		c.after_no_call += no_call ? count : 0;
+	}
+	return c;
+}
+
+static void test_no_cfi_never_invents(void **state)
+{
+	struct test_workdir *w = *state;
+	char bin[600], cmd[700], path[700];
+	if (!test_perf_available() || !have_cc())
+		skip();
+	snprintf(bin, sizeof(bin), "%s/nocfi", w->dir);
+	assert_int_equal(test_run("cc -O2 -fomit-frame-pointer -fno-asynchronous-unwind-tables -fno-unwind-tables "
+				  "-o %s " FIXTURES "/nocfi.c && strip %s && objcopy --remove-section .eh_frame "
+				  "--remove-section .eh_frame_hdr %s", bin, bin, bin), 0);
+	assert_int_equal(test_run("! readelf -SW %s | grep -E '\\.(eh_frame|debug_frame)'", bin), 0);
+	/* Its executable segment, and every address right after one of its call instructions. */
+	assert_int_equal(test_run("readelf -lW %s | awk '$1 == \"LOAD\" && / E / { print $3, $6 }' "
+				  "> %s/exec; objdump -d --no-show-raw-insn %s | awk -F'\\t' '/^ *[0-9a-f]+:\\t/ "
+				  "{ a = $1; sub(/:.*/, \"\", a); gsub(/ /, \"\", a); if (c) print a; c = $2 ~ /^call/ }' "
+				  "> %s/return_sites", bin, w->dir, bin, w->dir), 0);
+	snprintf(path, sizeof(path), "%s/exec", w->dir);
+	struct addrs exec = read_addrs(path);
+	snprintf(path, sizeof(path), "%s/return_sites", w->dir);
+	struct addrs sites = read_addrs(path);
+	assert_int_equal(exec.n, 2);
+	assert_true(sites.n >= 5);
+
+	snprintf(cmd, sizeof(cmd), "%s 2", bin);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -o %s -- %s 2>%s/record.err", w->out, cmd, w->dir), 0);
+	struct profile *p = test_read_profile(w->out);
+	struct nocfi_counts c = check_nocfi_frames(p, exec.a[0], exec.a[0] + exec.a[1], &sites);
+	profile_free(p);
+	fprintf(stderr, "nocfi: %llu samples, %llu frames in it; %llu samples with a frame outside its code, %llu with "
+		"a caller after no call; %.1f%% whole to __libc_start_call_main\n", (unsigned long long)c.total,
+		(unsigned long long)c.frames, (unsigned long long)c.outside_code, (unsigned long long)c.after_no_call,
+		test_share(c.whole, c.total));
+	assert_true(c.total >= 500 && c.frames >= c.total);
+	assert_int_equal(c.outside_code, 0);
+	assert_int_equal(c.after_no_call, 0);
+	/* The hot path (main -> c1 -> c2 -> c3 -> leaf) is still whole; the cold path's guesses were refused. */
+	assert_true(test_share(c.whole, c.total) >= 30.0);
+	assert_int_equal(test_run("grep -E 'stack: [1-9][0-9]* guessed callers .* refused' %s/record.err >&2",
+				  w->dir), 0);
+	print_perf_share(w->dir, cmd, "__libc_start_call_main", test_share(c.whole, c.total));
+	free(exec.a);
+	free(sites.a);
+}
+
+/* ---- PLT stubs, the signal trampoline, report --lines ------------------------------------------------------ */
+
+/* Whether some location of the calls binary has no function name (a frame shown as calls_X+0x...). */
+static int has_unnamed_frame(const struct profile *p, const char *binary)
+{
+	for (uint32_t i = 1; i < p->locations.count; i++) {
+		const struct profile_location *l = &p->locations.items[i];
+		const char *file = profile_string(p, p->mappings.items[l->mapping].filename);
+		const char *base = strrchr(file, '/');
+		if (l->mapping && strcmp(base ? base + 1 : file, binary) == 0 && l->nlines == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static void profile_calls(struct test_workdir *w, const char *variant, const char *flags, const char *section)
+{
+	char bin[600], cmd[700], name[64];
+	if (!test_perf_available() || !have_cc())
+		skip();
+	snprintf(name, sizeof(name), "calls_%s", variant);
+	snprintf(bin, sizeof(bin), "%s/%s", w->dir, name);
+	assert_int_equal(test_run("cc -O2 -g -shared -fPIC -o %s/libtiny.so " FIXTURES "/tiny.c && cc -O2 -g %s -o %s "
+				  FIXTURES "/calls.c -L%s -ltiny -Wl,-rpath,'$ORIGIN'", w->dir, flags, bin, w->dir), 0);
+	/* The stub called is in the section this variant is about. */
+	assert_int_equal(test_run("a=$(objdump -d --no-show-raw-insn %s | "
+				  "sed -n 's/.*call *\\([0-9a-f]*\\) <tiny@plt>.*/\\1/p' | head -n 1) && readelf -SW %s | sed 's/^ *\\[ *[0-9]*\\] *//' | awk '$1 == \"%s\" "
+				  "{ print $3, $5 }' | { read start size && [ $((0x$a)) -ge $((0x$start)) ] && "
+				  "[ $((0x$a)) -lt $((0x$start + 0x$size)) ]; }", bin, bin, section), 0);
+	snprintf(cmd, sizeof(cmd), "%s 2", bin);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s", w->out, cmd), 0);
+	struct profile *p = test_read_profile(w->out);
+	uint64_t total = test_total_samples(p);
+	const char *stub[] = { "call_loop", "tiny@plt" };
+	const char *signal[] = { "__restore_rt", "on_signal", "handler_work" };
+	double in_stub = test_share(test_samples_with_chain(p, stub, 2), total);
+	double in_handler = test_share(test_samples_with_chain(p, signal, 3), total);
+	const char *roots[] = { "main" };
+	double whole = test_share(test_samples_complete_to(p, roots, 1), total);
+	fprintf(stderr, "%s (%s): %llu samples, call_loop -> tiny@plt %.1f%%, __restore_rt -> on_signal -> "
+		"handler_work %.1f%%, %.1f%% whole to main\n", name, section, (unsigned long long)total, in_stub,
+		in_handler, whole);
+	assert_true(total >= 500);
+	assert_true(in_stub >= 5.0 && in_handler >= 3.0 && whole >= 95.0);
+	assert_false(has_unnamed_frame(p, name));
+	profile_free(p);
+	/* perf names the stub tiny@plt where its PLT symbols work out (not perf 6.1 here: it shows _init). */
+	double perf = test_perf_children_share(w->dir, &(struct test_perf_query){ .cmd = cmd, .symbol = "tiny@plt" });
+	double perf_init = perf >= 0 ? test_perf_children_share(w->dir, &(struct test_perf_query){ .symbol = "_init" })
+				     : -1.0;
+	double perf_restore =
+		perf >= 0 ? test_perf_children_share(w->dir, &(struct test_perf_query){ .symbol = "__restore_rt" })
+			  : -1.0;
+	fprintf(stderr, "tiny@plt: hostprof %.1f%%, perf record --call-graph dwarf %.1f%% (perf's name for that "
+		"code: _init %.1f%%); __restore_rt: hostprof %.1f%%, perf %.1f%%\n", in_stub, perf, perf_init,
+		in_handler, perf_restore);
+	if (perf > 0)
+		assert_true(fabs(in_stub - perf) <= 10.0);
+}
+
+static void test_plt_stub_named(void **state)
+{
+	profile_calls(*state, "plt", "", ".plt");
+}
+
+static void test_plt_sec_stub_named(void **state)
+{
+	profile_calls(*state, "pltsec", "-fcf-protection -Wl,-z,ibtplt", ".plt.sec");
+}
+
+static void test_plt_got_stub_named(void **state)
+{
+	profile_calls(*state, "pltgot", "-DTAKE_ADDRESS", ".plt.got");
+}
+
+/* report --lines: each frame's file:line, the lines handler_work's samples can be at. */
+static void test_report_lines(void **state)
+{
+	struct test_workdir *w = *state;
+	char bin[600];
+	if (!test_perf_available() || !have_cc())
+		skip();
+	snprintf(bin, sizeof(bin), "%s/calls", w->dir);
+	assert_int_equal(test_run("cc -O2 -g -shared -fPIC -o %s/libtiny.so " FIXTURES "/tiny.c && cc -O2 -g -o %s "
+				  FIXTURES "/calls.c -L%s -ltiny -Wl,-rpath,'$ORIGIN'", w->dir, bin, w->dir), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s 1", w->out, bin), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" report --lines %s > %s/report.txt && \"$HOSTPROF\" report %s > "
+				  "%s/plain.txt", w->out, w->dir, w->out, w->dir), 0);
+	/* handler_work's loop, as the source has it: the lines its samples may be attributed to. */
+	assert_int_equal(test_run("cat %s/report.txt >&2; l=$(grep -n 'x = x \\* 6364136223846793005ULL' " FIXTURES
+				  "/calls.c | cut -d: -f1) && grep -E \"handler_work \\(calls\\.c:($((l - 1))|$l)\\)\" "
+				  "%s/report.txt", w->dir, w->dir), 0);
+	assert_int_equal(test_run("grep -E 'call_loop \\(calls\\.c:[0-9]+\\)' %s/report.txt >/dev/null", w->dir), 0);
+	/* Without --lines: a row per function, no line numbers. */
+	assert_int_equal(test_run("grep -E 'handler_work \\(calls\\.c\\)' %s/plain.txt >/dev/null && ! grep -E "
+				  "'\\(calls\\.c:[0-9]+\\)' %s/plain.txt", w->dir, w->dir), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" report --help | grep -- --lines >/dev/null"), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_deep_recursion_whole, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_deep_recursion_frame_bound, test_workdir_setup,
+						test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_no_cfi_never_invents, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_plt_stub_named, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_plt_sec_stub_named, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_plt_got_stub_named, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_report_lines, test_workdir_setup, test_workdir_teardown),
+	};
+	return cmocka_run_group_tests_name("hard stacks", tests, NULL, NULL);
+}
