@@ -521,13 +521,14 @@ static void print_stack_extensions(struct record_run *r)
 	struct stackext_stats x;
 	if (session_stackext_stats(r->session, &x) < 0)
 		return;
-	uint64_t tried = x.extended + x.stale + x.unreadable + x.beyond_limit;
+	uint64_t tried = x.extended + x.stale + x.unreadable + x.beyond_limit + x.too_short;
 	if (!tried)
 		return;
 	fprintf(stderr, "hostprof: stack: %llu of %llu walks that ran past the copied stack read on from the process "
-			"(not: %llu changed since the sample, %llu unreadable, %llu past --max-stack or a Go stack's end)\n",
-		(unsigned long long)x.extended, (unsigned long long)tried,
-		(unsigned long long)x.stale, (unsigned long long)x.unreadable, (unsigned long long)x.beyond_limit);
+			"(not: %llu changed since the sample, %llu unreadable, %llu copies too short to check, %llu past "
+			"--max-stack or a Go stack's end)\n",
+		(unsigned long long)x.extended, (unsigned long long)tried, (unsigned long long)x.stale,
+		(unsigned long long)x.unreadable, (unsigned long long)x.too_short, (unsigned long long)x.beyond_limit);
 }
 
 static void print_frame_limit(struct record_run *r)

@@ -58,6 +58,8 @@ static int count(struct stackext *x, int rc)
 		x->stats.unreadable++;
 	else if (rc == -E2BIG)
 		x->stats.beyond_limit++;
+	else if (rc == -ENODATA)
+		x->stats.too_short++;
 	return rc;
 }
 
@@ -93,8 +95,10 @@ int stackext_read(struct stackext *x, pid_t pid, const struct stackext_stack *st
 {
 	uint64_t end = stack->sp + stack->size;
 	size_t wlen = stack->size < STACKEXT_WITNESS ? stack->size : STACKEXT_WITNESS;
-	if (wlen < STACKEXT_MIN_WITNESS || end < stack->sp || addr < end || addr > UINT64_MAX - 8)
-		return count(x, -EINVAL);
+	if (end < stack->sp || addr < end || addr > UINT64_MAX - 8)
+		return -EINVAL;
+	if (wlen < STACKEXT_MIN_WITNESS)
+		return count(x, -ENODATA);
 	if (stack->sp < stack->lo || stack->sp >= stack->hi)
 		return count(x, -ESTALE);
 	if (addr + 8 - stack->sp > x->max_bytes || addr + 8 > stack->hi)

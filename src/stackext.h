@@ -40,6 +40,7 @@ struct stackext_stats {
 	uint64_t stale;		/* refused: the end of the copy had changed in the process */
 	uint64_t unreadable;	/* the process's memory there could not be read (gone, unmapped) */
 	uint64_t beyond_limit;	/* the walk needed more than the limit, or past the end of a Go stack */
+	uint64_t too_short;	/* the copy was shorter than STACKEXT_MIN_WITNESS: nothing to check the process by */
 };
 
 /* A stack: bytes from sp up, as the unwinder reads them (unwind.h's unwind_sample.stack). */
@@ -65,8 +66,8 @@ void stackext_free(struct stackext *x);
  * stack may be what an earlier call gave (a walk reading on, a chunk at a time, up to the limit): its end, read
  * by that call, is then the witness, so each piece is checked against the one before it.
  * Reads stop at stack->hi. Returns 0 and fills *out; -ESTALE (the end of stack changed in the process, or the
- * stack moved), -EIO (unreadable), -E2BIG (addr beyond the limit or stack->hi) or -EINVAL (addr not past
- * stack, or stack shorter than STACKEXT_MIN_WITNESS).
+ * stack moved), -EIO (unreadable), -E2BIG (addr beyond the limit or stack->hi), -ENODATA (stack shorter than
+ * STACKEXT_MIN_WITNESS) or -EINVAL (addr not past stack). Each but -EINVAL is counted in stackext_stats.
  */
 int stackext_read(struct stackext *x, pid_t pid, const struct stackext_stack *stack, uint64_t addr,
 		  struct stackext_stack *out);

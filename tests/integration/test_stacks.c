@@ -54,23 +54,25 @@ static void build_deep(const struct test_workdir *w, char *bin, size_t len)
 }
 
 /*
- * Walks whose read past the stack copy the process refused (record's summary: "not: N changed since the sample,
- * M unreadable"): a thread that moved on before its sample was handled (a loaded host) is not read, by design.
+ * Walks whose read past the stack copy was refused (record's summary: "not: N changed since the sample, M
+ * unreadable, K copies too short to check"), by design: a thread that moved on before its sample was handled (a
+ * loaded host), and a sample whose copy the kernel could not take (the thread was faulting in a new stack page:
+ * the recursion's first descent).
  */
 static unsigned long long refused_reads(const char *err_path)
 {
 	char line[1024];
-	unsigned long long stale = 0, unreadable = 0;
+	unsigned long long stale = 0, unreadable = 0, too_short = 0;
 	FILE *f = fopen(err_path, "re");
 	assert_non_null(f);
 	while (fgets(line, sizeof(line), f)) {
 		const char *not = strstr(line, "(not: ");
 		if (strstr(line, "walks that ran past the copied stack") && not)
-			assert_int_equal(sscanf(not, "(not: %llu changed since the sample, %llu unreadable", &stale,
-						&unreadable), 2);
+			assert_int_equal(sscanf(not, "(not: %llu changed since the sample, %llu unreadable, %llu copies too "
+						"short to check", &stale, &unreadable, &too_short), 3);
 	}
 	fclose(f);
-	return stale + unreadable;
+	return stale + unreadable + too_short;
 }
 
 /* Samples in recurse: how many, how many whole to main, how many recurse frames the deepest has. */
@@ -122,13 +124,15 @@ static void test_deep_recursion_whole(void **state)
 	snprintf(err, sizeof(err), "%s/record.err", w->dir);
 	unsigned long long refused = refused_reads(err);
 	fprintf(stderr, "deep_frames 250 x 416 bytes: %llu samples, %llu in recurse, %llu of them whole to main, "
-		"%llu truncated (%llu reads refused: the thread had moved on); deepest %zu levels\n",
+		"%llu truncated (%llu reads refused: the thread had moved on, or no copy to check); deepest %zu "
+		"levels\n",
 		(unsigned long long)c.total, (unsigned long long)c.in_recurse, (unsigned long long)c.whole,
 		(unsigned long long)c.truncated_in_recurse, refused, c.deepest);
 	assert_true(c.total >= 500 && c.in_recurse * 100 >= c.total * 95);
 	assert_int_equal(c.deepest, 250);
 	/* 100 %: every sample in the recursion, whatever its depth, is whole, but for one whose thread had moved on
-	 * by the time it was handled (rare even on a loaded host: the fixture keeps its stack as it was). */
+	 * by the time it was handled (rare even on a loaded host: the fixture keeps its stack as it was) or whose
+	 * stack the kernel could not copy (taken as the first descent faulted in a stack page: one run in five). */
 	assert_true(c.whole + refused >= c.in_recurse && refused * 100 <= c.in_recurse);
 	print_perf_share(w->dir, cmd, "main", whole);
 

@@ -146,11 +146,20 @@ static void test_limits_and_bounds(void **state)
 	assert_int_equal(stackext_read(x, getpid(), &have, sp + COPY_SIZE + 4096, &got), -E2BIG);
 	have.lo = sp + 4096;
 	assert_int_equal(stackext_read(x, getpid(), &have, sp + COPY_SIZE + 64, &got), -ESTALE);
-	/* Not past the copy, or too short a copy to witness anything. */
+	/* Not past the copy (the caller's mistake, not counted), or too short a copy to witness anything (an empty
+	 * one: the sample caught the thread faulting in its stack page), counted. */
 	have = sampled(f);
 	assert_int_equal(stackext_read(x, getpid(), &have, sp + 64, &got), -EINVAL);
 	have.size = 64;
-	assert_int_equal(stackext_read(x, getpid(), &have, sp + 4096, &got), -EINVAL);
+	assert_int_equal(stackext_read(x, getpid(), &have, sp + 4096, &got), -ENODATA);
+	have.size = 0;
+	assert_int_equal(stackext_read(x, getpid(), &have, sp + 4096, &got), -ENODATA);
+	struct stackext_stats st;
+	stackext_get_stats(x, &st);
+	assert_int_equal(st.too_short, 2);
+	assert_int_equal(st.extended, 1);
+	assert_int_equal(st.stale, 1);
+	assert_int_equal(st.beyond_limit, 2);
 	stackext_free(x);
 }
 
