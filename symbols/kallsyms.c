@@ -16,6 +16,7 @@
 #include <string.h>
 
 #define LINE_MAX_LEN 1024
+#define READ_BUFFER (1u << 20)	/* /proc/kallsyms is ~5 MB: a few reads instead of thousands of 4 KiB ones */
 #define SYMBOLS_MAX (1u << 24)	/* far above any kernel (~200k), a bound on a hostile file */
 #define NO_MODULE UINT32_MAX
 
@@ -244,11 +245,15 @@ struct kallsyms *kallsyms_load(const char *path, int *err)
 {
 	struct load_stats st = { 0, 0 };
 	struct kallsyms *k = calloc(1, sizeof(*k));
+	char *buf = malloc(READ_BUFFER);	/* stdio would read /proc files 1 KiB at a time (their st_blksize) */
 	FILE *f = path ? fopen(path, "re") : NULL;
-	int e = !k ? -ENOMEM : !path ? -EINVAL : !f ? -errno : read_symbols(f, k, &st);
+	if (f && buf)
+		setvbuf(f, buf, _IOFBF, READ_BUFFER);
+	int e = !k || !buf ? -ENOMEM : !path ? -EINVAL : !f ? -errno : read_symbols(f, k, &st);
 
 	if (f)
 		fclose(f);
+	free(buf);
 	/* Without permission the kernel shows every address as 0: a table of zeros would name everything wrongly. */
 	if (e == 0 && st.lines > 0 && st.nonzero == 0)
 		e = -EPERM;
@@ -262,6 +267,26 @@ struct kallsyms *kallsyms_load(const char *path, int *err)
 	}
 	sort_and_dedup(k);
 	return k;
+}
+
+int kallsyms_read_text_start(const char *path, uint64_t *addr)
+{
+	char buf[LINE_MAX_LEN], stdio_buf[16384];
+	bool too_long;
+	FILE *f = fopen(path, "re");
+	int err = -ENOENT;
+	if (!f)
+		return -errno;
+	setvbuf(f, stdio_buf, _IOFBF, sizeof(stdio_buf));
+	while (err == -ENOENT && read_line(f, buf, sizeof(buf), &too_long)) {
+		struct line l;
+		if (too_long || parse_line(buf, &l) < 0 || l.module || l.type != 'T' || strcmp(l.name, "_text") != 0)
+			continue;
+		*addr = l.addr;
+		err = l.addr ? 0 : -EPERM;
+	}
+	fclose(f);
+	return err;
 }
 
 void kallsyms_free(struct kallsyms *k)

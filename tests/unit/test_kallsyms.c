@@ -196,6 +196,41 @@ static void test_real_kallsyms(void **state)
 	kallsyms_free(k);
 }
 
+static int read_text(const char *text, uint64_t *addr)
+{
+	char path[256];
+	write_temp(path, sizeof(path), text);
+	int err = kallsyms_read_text_start(path, addr);
+	unlink(path);
+	return err;
+}
+
+/* _text alone, without loading the table: after the per-CPU symbols, never a module's, zeros refused. */
+static void test_read_text_start(void **state)
+{
+	(void)state;
+	uint64_t addr = 0;
+	assert_int_equal(read_text(fake, &addr), 0);
+	assert_int_equal(addr, 0xffffffff81000000ull);
+	assert_int_equal(read_text("0000000000000000 A fixed_percpu_data\n0000000000001000 A cpu_number\n"
+				   "ffffffffc0a00000 T _text\t[fake]\nffffffff82000000 t _text\n"
+				   "ffffffff81200000 T _text\n", &addr), 0);
+	assert_int_equal(addr, 0xffffffff81200000ull);
+	assert_int_equal(read_text("0000000000000000 T _text\n", &addr), -EPERM);
+	assert_int_equal(read_text("ffffffff81000000 T _stext\n", &addr), -ENOENT);
+	assert_int_equal(kallsyms_read_text_start("/nonexistent/kallsyms", &addr), -ENOENT);
+	/* The real one agrees with the full table where the kernel shows addresses. */
+	int err;
+	struct kallsyms *k = kallsyms_load("/proc/kallsyms", &err);
+	if (k) {
+		assert_int_equal(kallsyms_read_text_start("/proc/kallsyms", &addr), 0);
+		assert_int_equal(addr, kallsyms_text_start(k));
+		kallsyms_free(k);
+	} else {
+		assert_int_not_equal(kallsyms_read_text_start("/proc/kallsyms", &addr), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -205,6 +240,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_below_first_symbol, setup_fake, teardown_fake),
 		cmocka_unit_test_setup_teardown(test_malformed_lines_ignored, setup_fake, teardown_fake),
 		cmocka_unit_test(test_all_zero_is_eperm),
+		cmocka_unit_test(test_read_text_start),
 		cmocka_unit_test(test_empty_and_missing),
 		cmocka_unit_test(test_real_kallsyms),
 	};
