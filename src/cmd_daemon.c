@@ -371,9 +371,10 @@ static void daemon_usage(FILE *out)
 		"      --no-go-stacks              do not follow Go samples on the g0 stack to their goroutine\n"
 		"      --no-fp-chain               do not ask the kernel for each sample's frame-pointer chain\n"
 		"      --no-apm                    no APM trace correlation\n"
-		"      --no-realtime               APM fast-lane readers at normal priority, not SCHED_FIFO\n"
+		"      --no-realtime               fast-lane readers (APM, Go) at normal priority, not SCHED_FIFO\n"
 		"      --apm-delay-ms MS           APM: bound of sample-to-message latency announced to agents\n"
-		"      --apm-max-staleness-us US   APM: correlate only samples handled this soon (default 50)\n"
+		"      --apm-max-staleness-us US   APM: correlate only samples whose context was read this soon\n"
+		"                                  after them (default 1000)\n"
 		"      --host-id ID                host id sent to APM agents and written in profiles\n"
 		"      --log-level LEVEL           error, warn, info (default) or debug\n");
 }

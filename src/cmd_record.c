@@ -104,7 +104,7 @@ static void record_usage(FILE *out)
 		"      --host-id ID       host id sent to APM agents (default /etc/machine-id)\n"
 		"      --apm-max-staleness-us US  APM: correlate only samples whose context was read this soon\n"
 		"                         after them (default 1000)\n"
-		"      --no-realtime      APM fast-lane readers at normal priority, not SCHED_FIFO\n"
+		"      --no-realtime      fast-lane readers (APM, Go) at normal priority, not SCHED_FIFO\n"
 		"  -q, --quiet            no progress messages\n");
 }
 
@@ -528,7 +528,7 @@ static void print_fast_lane(struct record_run *r)
 	if (session_fastlane_stats(r->session, &fs) < 0)
 		return;
 	fprintf(stderr, "hostprof: fast lane: %llu samples (%u events, %u of %u readers real-time, %.1f us of their CPU "
-			"per sample), read p50 %.1f us p99 %.1f us max %.1f us after the sample, %llu goroutines read; "
+			"per sample), read p50 %.1f us p99 %.1f us max %.1f us after the sample, %llu goroutines or stacks read; "
 			"%llu lost in a full queue, %llu lost by the kernel, %llu snapshots too large, %u processes "
 			"refused\n",
 		(unsigned long long)fs.samples, fs.events, fs.realtime, fs.readers,

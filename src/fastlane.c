@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,6 +63,7 @@ struct reader {
 	int started, realtime;
 	uint8_t *scratch;
 	struct gostack *gs;		/* the reader's own: goroutine snapshots of FASTLANE_GO samples */
+	uint8_t *deep;			/* stack past the copy of FASTLANE_DEEP samples (deep_max bytes) */
 	struct queue q;
 	int detaching;			/* threads this reader left seized (correlate_reader_poll()) */
 	uint64_t cpu_ns;		/* its CPU time, as last seen by the main thread (kept after it ended) */
@@ -79,7 +81,8 @@ struct fastlane {
 	int paused;			/* fastlane_pause(): events disabled, and new ones not enabled */
 	struct idmap start_ns, end_ns;	/* pid → coverage start; pid → exit time (absent: running) */
 	pthread_mutex_t lock;		/* guards kinds, which the readers read */
-	struct idmap kinds;		/* pid → enum fastlane_kind bits */
+	struct idmap kinds;		/* pid → enum fastlane_kind bits | bytes to read past the copy << 8 */
+	size_t deep_max;		/* most bytes read past the copy (the walk's limit) */
 	struct idmap refused_pids;	/* pid → -errno of its refusal */
 	unsigned refused;
 	uint64_t before_start;
@@ -194,20 +197,24 @@ static void tell_main(struct reader *r)
 		__atomic_store_n(&r->q.told, 0, __ATOMIC_RELEASE);
 }
 
-static unsigned kinds_of(struct fastlane *f, pid_t pid)
+/* What to read of pid's samples (enum fastlane_kind) and how far past the copy for FASTLANE_DEEP. */
+static unsigned kinds_of(struct fastlane *f, pid_t pid, size_t *deep)
 {
 	uint64_t k = 0;
 	pthread_mutex_lock(&f->lock);
 	idmap_get(&f->kinds, (uint32_t)pid, &k);
 	pthread_mutex_unlock(&f->lock);
-	return (unsigned)k;
+	*deep = k >> 8 ? (size_t)(k >> 8) : FASTLANE_DEEP_READ;
+	return (unsigned)(k & 0xff);
 }
 
-/* A Go sample: the goroutine behind g0, or the rest of a deep goroutine's stack (gostack_snapshot()). */
-static void read_goroutine(struct reader *r, const struct perf_sample *ps, struct gostack_snapshot *go)
+/* A Go sample: the goroutine behind g0, or the rest of a deep goroutine's stack (gostack_snapshot()). Returns
+ * -ESRCH when the sample names no goroutine (Go < 1.17 has no g register). */
+static int read_goroutine(struct reader *r, const struct perf_sample *ps, struct gostack_snapshot *go)
 {
 	uint64_t copy_end = ps->regs[UNWIND_REG_SP] + (ps->stack ? ps->stack_size : 0);
-	if (gostack_snapshot(r->gs, (pid_t)ps->pid, ps->regs[UNWIND_REG_R14], copy_end, go) < 0)
+	int rc = gostack_snapshot(r->gs, (pid_t)ps->pid, ps->regs[UNWIND_REG_R14], copy_end, go);
+	if (rc < 0)
 		go->kind = GOSTACK_SNAPSHOT_NONE;
 	if (go->kind == GOSTACK_SNAPSHOT_NONE)
 		go->size = 0;
@@ -218,6 +225,23 @@ static void read_goroutine(struct reader *r, const struct perf_sample *ps, struc
 		count(&r->go_too_large, 1);
 		*go = (struct gostack_snapshot){ .kind = GOSTACK_SNAPSHOT_NONE };
 	}
+	return rc;
+}
+
+/* A deep sample that is not Go: the stack past the copy, as far as the process's walks went (deep bytes), up to
+ * the first unmapped byte. */
+static void read_deeper(struct reader *r, const struct perf_sample *ps, size_t deep, struct gostack_snapshot *out)
+{
+	uint64_t copy_end = ps->regs[UNWIND_REG_SP] + (ps->stack ? ps->stack_size : 0);
+	size_t len = deep < r->f->deep_max ? deep : r->f->deep_max;
+	struct iovec local = { .iov_base = r->deep, .iov_len = len };
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)copy_end, .iov_len = len };
+	ssize_t n = copy_end ? process_vm_readv((pid_t)ps->pid, &local, 1, &remote, 1, 0) : -1;
+	if (n <= 0)
+		return;
+	*out = (struct gostack_snapshot){ .kind = GOSTACK_SNAPSHOT_EXTENSION, .addr = copy_end, .bytes = r->deep,
+					  .size = (size_t)n };
+	count(&r->go_snapshots, 1);
 }
 
 /* What must be read while the thread waits first (trace context, goroutine), then the copy for the main thread. */
@@ -228,12 +252,17 @@ static int on_sample(struct reader *r, const struct perf_event_header *rec)
 	struct gostack_snapshot go = { .kind = GOSTACK_SNAPSHOT_NONE };
 	if (perf_decode_sample(sampler_layout(r->f->sampler), rec, &ps) < 0)
 		return 0;
-	unsigned kinds = kinds_of(r->f, (pid_t)ps.pid);
+	size_t deep;
+	unsigned kinds = kinds_of(r->f, (pid_t)ps.pid, &deep);
 	if (kinds & FASTLANE_APM)
 		correlate_reader_read(r->f->o.reader, (pid_t)ps.pid, (pid_t)ps.tid, &ctx);
 	uint64_t now = mono_ns(), lat = now > ps.time ? now - ps.time : 0;
-	if ((kinds & FASTLANE_GO) && r->gs && ps.regs_abi != PERF_SAMPLE_REGS_ABI_NONE)
-		read_goroutine(r, &ps, &go);
+	int user = ps.regs_abi != PERF_SAMPLE_REGS_ABI_NONE, rc = -ESRCH;
+	if ((kinds & FASTLANE_GO) && r->gs && user)
+		rc = read_goroutine(r, &ps, &go);
+	/* Not Go, or a Go without a g register: what can be read is the stack past the copy. */
+	if ((kinds & (FASTLANE_DEEP | FASTLANE_GO)) && user && rc == -ESRCH)
+		read_deeper(r, &ps, deep, &go);
 	if (ctx.status == CORRELATE_READ_NO_THREAD && !ctx.traced)
 		r->detaching = 1;
 	count(&r->samples, 1);
@@ -299,6 +328,8 @@ static int reader_init(struct fastlane *f, struct reader *r, int cpu, uint64_t q
 	r->scratch = malloc(SAMPLER_SCRATCH_SIZE);
 	r->q.buf = malloc(qsize);
 	if (f->o.go_max_stack && !(r->gs = gostack_new(f->o.go_max_stack)))
+		return -ENOMEM;
+	if (!(r->deep = malloc(f->deep_max)))
 		return -ENOMEM;
 	return r->stop_fd >= 0 && r->scratch && r->q.buf ? 0 : -ENOMEM;
 }
@@ -400,6 +431,16 @@ static int set_kinds(struct fastlane *f, pid_t pid, unsigned kinds)
 	int err = idmap_put(&f->kinds, (uint32_t)pid, k | kinds);
 	pthread_mutex_unlock(&f->lock);
 	return err;
+}
+
+void fastlane_read_deeper(struct fastlane *f, pid_t pid, size_t bytes)
+{
+	uint64_t k;
+	bytes = bytes < f->deep_max ? bytes : f->deep_max;
+	pthread_mutex_lock(&f->lock);
+	if (idmap_get(&f->kinds, (uint32_t)pid, &k) == 0 && (k >> 8 ? k >> 8 : FASTLANE_DEEP_READ) < bytes)
+		idmap_put(&f->kinds, (uint32_t)pid, (k & 0xff) | (uint64_t)bytes << 8);
+	pthread_mutex_unlock(&f->lock);
 }
 
 int fastlane_add_process(struct fastlane *f, pid_t pid, unsigned kinds, uint64_t *start_ns)
@@ -548,6 +589,7 @@ struct fastlane *fastlane_new(const struct fastlane_options *o, int *err)
 	f->o = *o;
 	if (!f->o.max_events)
 		f->o.max_events = FASTLANE_DEFAULT_MAX_EVENTS;
+	f->deep_max = o->deep_max > FASTLANE_DEEP_READ ? o->deep_max : FASTLANE_DEEP_READ;
 	if ((*err = -pthread_mutex_init(&f->lock, NULL)) < 0) {
 		free(f);
 		return NULL;
@@ -567,6 +609,7 @@ void fastlane_free(struct fastlane *f)
 		free(r->scratch);
 		free(r->q.buf);
 		gostack_free(r->gs);
+		free(r->deep);
 	}
 	free(f->readers);
 	sampler_free(f->sampler);

@@ -10,7 +10,12 @@
  *   runtime.systemstack, cgo), whose goroutine's context and stack are valid only until it resumes — a stack
  *   growth is over within microseconds, and the old stack it leaves is reused within milliseconds — and a
  *   goroutine deeper than the sample's stack copy, whose outer frames change as it returns
- *   (gostack_snapshot(); from the first such sample the main path handled).
+ *   (gostack_snapshot());
+ * - FASTLANE_DEEP: any thread whose stack runs deeper than the sample's copy and changes there within a batch's
+ *   delay (deep recursion), whose stack past the copy is read then: FASTLANE_DEEP_READ bytes, or as far as the
+ *   process's walks were seen to need (fastlane_read_deeper()).
+ * Go and deep processes take the fast lane after GO/deep reads in batches came too late a few times (the
+ * session decides: session.h).
  * For such a process the fast lane opens per-thread events on every thread of it (one per thread and CPU,
  * inherit following the threads it creates later, not its children: inherit_thread, Linux 5.13), writing into
  * per-CPU rings of their own that wake a reader at every sample. There is one reader thread per CPU, pinned to
@@ -53,7 +58,12 @@
 enum fastlane_kind {
 	FASTLANE_APM = 1,
 	FASTLANE_GO = 2,
+	FASTLANE_DEEP = 4,
 };
+
+/* Stack past the copy a reader reads for a FASTLANE_DEEP sample (a Go one: up to its goroutine's end). The walk
+ * goes on past it from the live process, as in batches (stackext.h). */
+#define FASTLANE_DEEP_READ (64u << 10)
 #define FASTLANE_RT_PRIORITY 10		/* SCHED_FIFO priority of the readers (as chrt -f 10) */
 
 struct fastlane_options {
@@ -62,6 +72,7 @@ struct fastlane_options {
 	int realtime;			/* readers at SCHED_FIFO when permitted */
 	unsigned max_events;		/* per-thread events at most; 0: FASTLANE_DEFAULT_MAX_EVENTS */
 	size_t go_max_stack;		/* most goroutine stack read per Go sample (the walk's limit) */
+	size_t deep_max;		/* most stack read past the copy per FASTLANE_DEEP sample (the walk's limit) */
 	int wake_fd;			/* an eventfd the readers write when a queue needs draining soon */
 };
 
@@ -70,7 +81,8 @@ struct fastlane_entry {
 	const struct perf_event_header *rec;
 	const struct correlate_read *ctx;	/* the trace context read (status NOT_APM for other processes) */
 	uint64_t read_ns;			/* when (CLOCK_MONOTONIC, as the sample's time) */
-	const struct gostack_snapshot *go;	/* the goroutine read (kind NONE if nothing) */
+	const struct gostack_snapshot *go;	/* the goroutine, or the stack past the copy, read (kind NONE if
+						 * nothing; EXTENSION also for FASTLANE_DEEP) */
 };
 
 typedef void (*fastlane_fn)(void *ctx, const struct fastlane_entry *e);
@@ -79,7 +91,7 @@ struct fastlane_stats {
 	uint64_t samples;		/* samples read by the readers */
 	uint64_t queue_full;		/* ... dropped because a queue was full (counted, not silent) */
 	uint64_t kernel_lost;		/* samples the kernel could not write into a fast-lane ring */
-	uint64_t go_snapshots;		/* Go samples whose goroutine or deep stack was read */
+	uint64_t go_snapshots;		/* samples whose goroutine (Go) or stack past the copy was read */
 	uint64_t go_too_large;		/* ... left out: larger than a queue (the sample kept) */
 	uint64_t before_start;		/* fast-lane samples from before a process's start, or of a refused
 					 * process: left to the main rings, which have them */
@@ -115,6 +127,9 @@ void fastlane_reap(struct fastlane *f, uint64_t now_ns);
 
 /* Hand every queued sample to fn (in each reader's order) and release it. Returns how many. */
 int fastlane_drain(struct fastlane *f, fastlane_fn fn, void *ctx);
+/* pid's walks went this far past the copy: its readers read that much (up to deep_max) from now on. */
+void fastlane_read_deeper(struct fastlane *f, pid_t pid, size_t bytes);
+
 /* Stop (paused) or resume sampling in the fast lane, as the main sampler is (the daemon's probabilistic
  * profiling); processes added meanwhile start paused. */
 void fastlane_pause(struct fastlane *f, int paused);

@@ -40,7 +40,7 @@ struct session {
 	uint8_t *fast_ext;			/* a stack copy and the fast lane's rest of it, joined */
 	size_t go_max_stack;			/* most goroutine stack read per sample */
 	int paused;				/* the caller's sampler is off (session_pause()) */
-	struct idmap go_stale;			/* pid → Go reads that came too late (go_read_late()) */
+	struct idmap live_reads;		/* pid → its reads of the live process so far (live_read()) */
 	int kernel_frames;			/* a sample had kernel frames: kallsyms is needed to name them */
 	struct gostack *gostack;		/* NULL when not following goroutines from g0 */
 	struct stackext *stackext;		/* NULL when walks see only the kernel's stack copy */
@@ -55,8 +55,11 @@ struct session {
 	struct trace_frame frames[TRACE_MAX_FRAMES];
 };
 
-/* Go reads found stale in batches before a process takes the fast lane. */
-#define GO_STALE_FOR_FAST_LANE 4
+/* A process takes the fast lane (live_read()) after this many of its reads in batches were stale, or after this
+ * many reads if they were needed by at least 1 in LIVE_SHARE_FOR_FAST_LANE of its samples meanwhile. */
+#define LIVE_LATE_FOR_FAST_LANE 4
+#define LIVE_READS_FOR_FAST_LANE 32
+#define LIVE_SHARE_FOR_FAST_LANE 4
 
 struct find_ctx {
 	struct session *s;
@@ -145,7 +148,8 @@ static int make_fastlane(struct session *s)
 	struct fastlane_options fo = { .reader = s->correlate ? correlate_get_reader(s->correlate) : NULL,
 				       .wake_fd = s->wake_fd, .realtime = s->opts.fast_lane_realtime,
 				       .max_events = s->opts.fast_lane_max_events,
-				       .go_max_stack = s->gostack ? s->go_max_stack : 0 };
+				       .go_max_stack = s->gostack ? s->go_max_stack : 0,
+				       .deep_max = s->opts.max_stack_bytes };
 	sampler_get_options(s->sampler, &fo.sampler);
 	s->fastlane = fastlane_new(&fo, &err);
 	if (s->fastlane && s->paused)
@@ -173,21 +177,40 @@ static void on_apm_ready(void *arg, pid_t pid)
 	fast_lane_for(arg, pid, FASTLANE_APM, "to be correlated");
 }
 
-/*
- * A Go process (it has a g register) whose goroutine, or stack past the copy, had moved on by the time a batch
- * was read (rc -ESTALE): after GO_STALE_FOR_FAST_LANE of those, its samples take the fast lane, whose readers
- * read the goroutine while they hold the thread. Go programs that rarely switch to g0 or run deeper than the
- * copy stay in the batches.
- */
-static void go_read_late(struct session *s, pid_t pid, int rc)
+/* live_reads values: samples since the first read, reads, and reads that came too late, packed. */
+#define LIVE_SAMPLES(v) ((v) & 0xffffff)
+#define LIVE_READS(v) (((v) >> 24) & 0xfffff)
+#define LIVE_LATE(v) ((v) >> 44)
+
+/* A sample of a process that read its live memory before (live_read()): counted, for the share of them. */
+static void count_live_sample(struct session *s, pid_t pid)
 {
-	uint64_t n = 0;
-	if (rc != -ESTALE || s->fast)
+	uint64_t v;
+	if (s->live_reads.count && idmap_get(&s->live_reads, (uint32_t)pid, &v) == 0 && LIVE_SAMPLES(v) < 0xffffff)
+		idmap_put(&s->live_reads, (uint32_t)pid, v + 1);
+}
+
+/*
+ * A walk read pid's live memory in a batch: its goroutine (Go, with a g register: kind FASTLANE_GO) or its stack
+ * past the copy (kind FASTLANE_DEEP). What it read may have moved on meanwhile (rc -ESTALE), and a process's last
+ * batch is read after it exited, when nothing can be. A process that needs such reads for a good share of its
+ * samples (deep recursion, busy Go code), or found LIVE_LATE_FOR_FAST_LANE of them stale, takes the fast lane,
+ * whose readers read them while they hold the thread; programs that seldom need them stay in the batches.
+ */
+static void live_read(struct session *s, pid_t pid, unsigned kind, int rc)
+{
+	uint64_t v = 0;
+	if (s->fast)
 		return;
-	idmap_get(&s->go_stale, (uint32_t)pid, &n);
-	idmap_put(&s->go_stale, (uint32_t)pid, ++n);
-	if (n == GO_STALE_FOR_FAST_LANE)
-		fast_lane_for(s, pid, FASTLANE_GO, "for their goroutines to be read as the sample saw them");
+	idmap_get(&s->live_reads, (uint32_t)pid, &v);
+	if (LIVE_READS(v) < 0xfffff)
+		v += 1ull << 24;
+	if (rc == -ESTALE && LIVE_LATE(v) < 0xfffff)
+		v += 1ull << 44;
+	idmap_put(&s->live_reads, (uint32_t)pid, v);
+	int busy = LIVE_READS(v) == LIVE_READS_FOR_FAST_LANE && LIVE_READS(v) * LIVE_SHARE_FOR_FAST_LANE >= LIVE_SAMPLES(v);
+	if (busy || (rc == -ESTALE && LIVE_LATE(v) == LIVE_LATE_FOR_FAST_LANE))
+		fast_lane_for(s, pid, kind, "for their stacks to be read as the sample saw them");
 }
 
 static int setup_correlation(struct session *s)
@@ -315,7 +338,7 @@ static int follow_goroutine(void *ctx, const struct unwind_process *proc, const 
 	if (rc < 0) {
 		rc = gostack_read(s->gostack, c->proc->pid, sample->regs[UNWIND_REG_R14], switch_bp,
 				  g0.size ? &g0 : NULL, &g);
-		go_read_late(s, c->proc->pid, rc);
+		live_read(s, c->proc->pid, FASTLANE_GO, rc);
 	}
 	if (rc < 0 && c->sample->fp_chain && switch_bp)
 		return join_chain(s, proc, kind, frame->regs[UNWIND_REG_IP], switch_bp, &g0, resumed, stack);
@@ -343,9 +366,11 @@ static int fast_extension(struct session *s, const struct unwind_sample *stack, 
 	if (!snap || snap->kind != GOSTACK_SNAPSHOT_EXTENSION || snap->addr != end || addr < end ||
 	    addr - end >= snap->size)
 		return -ENOENT;
-	if (!s->fast_ext && !(s->fast_ext = malloc(SAMPLER_MAX_STACK + s->go_max_stack)))
+	size_t most = s->go_max_stack > s->opts.max_stack_bytes ? s->go_max_stack : s->opts.max_stack_bytes;
+	most = most > FASTLANE_DEEP_READ ? most : FASTLANE_DEEP_READ;
+	if (!s->fast_ext && !(s->fast_ext = malloc(SAMPLER_MAX_STACK + most)))
 		return -ENOMEM;
-	size_t take = snap->size < s->go_max_stack ? snap->size : s->go_max_stack;
+	size_t take = snap->size < most ? snap->size : most;
 	memcpy(s->fast_ext, stack->stack, stack->stack_size);
 	memcpy(s->fast_ext + stack->stack_size, snap->bytes, take);
 	*longer = *stack;
@@ -371,8 +396,13 @@ static int extend_stack(void *ctx, const struct unwind_process *proc, const stru
 	struct stackext_stack have = { .sp = stack->regs[UNWIND_REG_SP], .bytes = stack->stack,
 				       .size = stack->stack_size, .lo = 0, .hi = UINT64_MAX },
 			      got;
-	if (stack->stack != c->sample->stack)
+	/* The walk's own stack copy, or that copy with what the fast lane read past it (read on live past that:
+	 * the lane reads as far for this process's next samples). */
+	if (stack->stack != c->sample->stack && !(s->fast_ext && stack->stack == s->fast_ext))
 		return -ENOENT;
+	if (s->fast && stack->stack == s->fast_ext)
+		fastlane_read_deeper(s->fastlane, c->proc->pid, (size_t)(addr - (c->sample->regs[UNWIND_REG_SP] +
+									c->sample->stack_size)) * 5 / 4 + 4096);
 	if (fast_extension(s, stack, addr, longer) == 0)
 		return 0;
 	int go = gostack_bounds(c->proc->pid, c->sample->regs[UNWIND_REG_R14], &have.lo, &have.hi) == 0;
@@ -381,8 +411,7 @@ static int extend_stack(void *ctx, const struct unwind_process *proc, const stru
 		have.hi = UINT64_MAX;
 	}
 	int rc = stackext_read(s->stackext, c->proc->pid, &have, addr, &got);
-	if (go)
-		go_read_late(s, c->proc->pid, rc);
+	live_read(s, c->proc->pid, go ? FASTLANE_GO : FASTLANE_DEEP, rc);
 	if (rc < 0)
 		return rc;
 	longer->regs[UNWIND_REG_SP] = got.sp;
@@ -473,7 +502,7 @@ void session_free(struct session *s)
 		close(s->wake_fd);
 	kallsyms_free(s->kallsyms);
 	free(s->fast_ext);
-	idmap_free(&s->go_stale);
+	idmap_free(&s->live_reads);
 	free(s);
 }
 
@@ -760,6 +789,8 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec,
 	if (!p)
 		return count_untracked(s, &ps);
 	p->last_sample_ns = t0;
+	if (!fe)
+		count_live_sample(s, p->pid);
 	unsigned n = add_kernel_frames(s, &ps, s->frames);
 	s->fast = fe; /* for the walk's hooks: what the fast lane read of this sample's process */
 	if (ps.regs_abi != PERF_SAMPLE_REGS_ABI_NONE && ps.pid != 0)
