@@ -165,7 +165,8 @@ static void test_correlation_end_to_end(void **state)
 	}
 	sleep(2);
 	char pidcmd[256], pidbuf[32] = "";
-	snprintf(pidcmd, sizeof(pidcmd), "pgrep -n -x apm_app");
+	/* hostprof's own child: other runs of these tests may share the machine. */
+	snprintf(pidcmd, sizeof(pidcmd), "pgrep -P %d -x apm_app", (int)h);
 	FILE *pf = popen(pidcmd, "r");
 	if (pf && fgets(pidbuf, sizeof(pidbuf), pf) == NULL)
 		pidbuf[0] = '\0';
