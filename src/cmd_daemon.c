@@ -120,7 +120,10 @@ static int start_sampling(struct daemon *d)
 {
 	struct sampler_options so = { .event = d->cfg.event, .freq_hz = d->cfg.freq_hz,
 				      .stack_size = d->cfg.stack_size, .kernel = d->cfg.kernel,
-				      .fp_chain = d->cfg.fp_chain };
+				      .fp_chain = d->cfg.fp_chain,
+				      /* 2 MiB per CPU: at 19 Hz half of it takes ~3 s, past the 1 s drain, on any
+				       * number of CPUs (a larger ring would only lock more memory) */
+				      .ring_pages = 512 };
 	struct session_options se = {
 		.unwinder = strcmp(d->cfg.unwinder, "libunwind") ? SESSION_UNWIND_DELTAS : SESSION_UNWIND_LIBUNWIND,
 		.apm = d->cfg.apm,

@@ -34,12 +34,13 @@
 
 #define MAX_PIDS 1024
 /*
- * Rings wake hostprof when half full (sampler.h): ~60 ms at 999 Hz. This timer drains slower rings (lower
- * rates, idle threads) at least this often, so the stack past each copy and the goroutines of Go samples,
- * read from the process when the sample is handled, are still what the sample saw (make bench measures the
- * stack completeness this keeps). APM samples do not wait for it: they take the fast lane (fastlane.h).
+ * Rings wake hostprof when half full (sampler.h): ~100 samples, ~100-200 ms at 999 Hz. This timer drains slower
+ * rings (lower rates, idle threads) at least this often, which bounds how late a sample is handled: what a walk
+ * reads from the process then (the stack past the copy, goroutines) has moved on by then for some programs,
+ * which then take the fast lane (fastlane.h), as APM processes do. Shorter costs wakeups: at 100 ms, the timer
+ * rather than the watermark woke hostprof at 999 Hz.
  */
-#define RECORD_DRAIN_MS 100
+#define RECORD_DRAIN_MS 500
 
 struct record_options {
 	struct sampler_options sampler;
@@ -56,7 +57,7 @@ struct record_options {
 /* A point of the recording: samples so far, hostprof's CPU time (all threads) and context switches. */
 struct steady {
 	uint64_t samples, cpu_ns;
-	long switches;
+	long switches, waits;	/* context switches, and the voluntary ones among them */
 	int taken;
 };
 
@@ -415,6 +416,7 @@ static void take_point(struct record_run *r, struct steady *p)
 	p->samples = session_stats(r->session)->samples;
 	p->cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	p->switches = ru.ru_nvcsw + ru.ru_nivcsw;
+	p->waits = ru.ru_nvcsw;
 	p->taken = 1;
 }
 
@@ -614,8 +616,9 @@ static void print_steady_state(const struct record_run *r)
 	double n = (double)(r->end.samples - r->warm.samples);
 	long sw = r->end.switches - r->warm.switches;
 	fprintf(stderr, "hostprof: steady state (after %d samples): %.2f us of CPU per sample, %ld context switches "
-			"for %.0f samples (1 per %.0f)\n", WARM_SAMPLES,
-		(double)(r->end.cpu_ns - r->warm.cpu_ns) / 1e3 / n, sw, n, sw ? n / (double)sw : n);
+			"for %.0f samples (1 per %.0f; %ld of them waits, the others preemptions)\n", WARM_SAMPLES,
+		(double)(r->end.cpu_ns - r->warm.cpu_ns) / 1e3 / n, sw, n, sw ? n / (double)sw : n,
+		r->end.waits - r->warm.waits);
 }
 
 static void print_summary(struct record_run *r)

@@ -128,17 +128,27 @@ static void build_attr(struct sampler *s, uint32_t type, uint64_t config)
 	s->layout.sample_id_all = 1;
 }
 
-static unsigned default_ring_pages(void)
+/* Samples a ring holds by default (root): woken half full, it is read once per ~100 samples (a context switch
+ * per 100 at most), with as many again of room for a burst while the reader gets scheduled (~100 ms at 999 Hz). */
+#define RING_SAMPLES 200
+#define RING_PAGES_MIN 512	/* 2 MiB */
+#define RING_PAGES_MAX 2048	/* 8 MiB */
+
+static unsigned default_ring_pages(uint32_t stack_size)
 {
-	/* Unprivileged users share perf_event_mlock_kb (516 KiB by default) across CPUs; root is not limited.
-	 * 16 KiB stacks at ~1 kHz are ~16 MiB/s per CPU: a 2 MiB ring woken when half full is read every ~60 ms,
-	 * with ~60 ms of room left for the reader to get there. */
-	if (geteuid() == 0)
-		return 512;
+	/* Unprivileged users share perf_event_mlock_kb (516 KiB by default) across CPUs; root is not limited. A
+	 * sample is its stack copy plus ~1 KiB (registers, frame-pointer chain): 16 KiB stacks take 4 MiB rings. */
+	if (geteuid() == 0) {
+		uint64_t want = (uint64_t)RING_SAMPLES * (stack_size + 1024u), page = (uint64_t)getpagesize();
+		unsigned pages = RING_PAGES_MIN;
+		while (pages < RING_PAGES_MAX && (uint64_t)pages * page < want)
+			pages *= 2;
+		return pages;
+	}
 	int kb = 516, ncpu = (int)sysconf(_SC_NPROCESSORS_CONF);
 	read_int_file("/proc/sys/kernel/perf_event_mlock_kb", &kb);
 	unsigned pages = 1;
-	while ((pages * 2 + 1) * (unsigned)ncpu * 4 <= (unsigned)kb && pages < 512)
+	while ((pages * 2 + 1) * (unsigned)ncpu * 4 <= (unsigned)kb && pages < RING_PAGES_MIN)
 		pages *= 2;
 	return pages;
 }
@@ -174,7 +184,7 @@ struct sampler *sampler_new(const struct sampler_options *o, int *err)
 	}
 	s->opts = *o;
 	if (!s->opts.ring_pages)
-		s->opts.ring_pages = default_ring_pages();
+		s->opts.ring_pages = default_ring_pages(o->stack_size);
 	s->ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
 	s->rings = calloc((size_t)s->ncpus, sizeof(*s->rings));
 	s->scratch = malloc(SCRATCH_SIZE);

@@ -10,9 +10,9 @@
  * the end of the ring — and released when the callback returns.
  *
  * Wakeups (why hostprof is cheap per sample): by default the kernel wakes the reader when a ring is half
- * full (the rest is room for a burst while the reader gets scheduled: a 2 MiB ring holds ~120 samples of a
- * 16 KiB stack copy, so half leaves ~60 ms at 999 Hz), and the caller's poll timeout drains what a slow
- * ring holds (see sampler_wait()). low_latency wakes the reader at every sample instead: only for the
+ * full, and the caller's poll timeout drains what a slow ring holds (see sampler_wait()). Root's rings hold
+ * ~200 samples (4 MiB for a 16 KiB stack copy, 2 to 8 MiB): a wakeup per ~100 samples at most, and the other
+ * half, ~100 ms at 999 Hz, is room for a burst while the reader gets scheduled. low_latency wakes the reader at every sample instead: only for the
  * APM fast lane (fastlane.h), whose trace-context read must follow the sample at once.
  *
  * Errors: negative errno, with a one-line explanation in the sampler's message buffer (sampler_error()).
@@ -38,7 +38,8 @@ struct sampler_options {
 	unsigned freq_hz;
 	uint32_t stack_size;	/* bytes of user stack per sample: multiple of 8, <= SAMPLER_MAX_STACK */
 	int kernel;		/* also sample kernel mode and ask for kernel callchains, where permitted */
-	unsigned ring_pages;	/* data pages per CPU ring, a power of two; 0 = choose */
+	unsigned ring_pages;	/* data pages per CPU ring, a power of two; 0 = choose (~200 samples for root,
+				 * what perf_event_mlock_kb allows for others) */
 	int fp_chain;		/* also have the kernel walk the user frame-pointer chain at each sample (the user
 				 * part of PERF_SAMPLE_CALLCHAIN): what the stack was at the sample, for walks the
 				 * stack copy cannot finish (unwind_deltas.h) */

@@ -6,10 +6,10 @@
  * turns frames into (FileID, ELF address) and counts them in the trace handler. Everything slow (opening
  * files, symbolizing) happens once per file or once per trace.
  *
- * Samples of APM processes (once correlation says a process is ready) and of Go processes (once one showed a
- * sample on g0 or deeper than its copy) take the fast lane (fastlane.h): read by threads of their own as they
- * are taken, they reach the session through a queue drained in session_tick(), and the same process's samples
- * in the main rings are dropped from then on. The caller polls session_wake_fd()
+ * Samples of APM processes (once correlation says a process is ready), and of processes whose goroutines (Go)
+ * or stacks past the copy had to be read from the live process often or came back changed in batches, take
+ * the fast lane (fastlane.h): read by threads of their own as they are taken, they reach the session through a
+ * queue drained in session_tick(), and the same process's samples in the main rings are dropped from then on. The caller polls session_wake_fd()
  * with the rings and calls session_tick() after each drain, at least every session_tick()'s return.
  *
  * Ownership: the session owns its managers and unwinder; the sampler is borrowed. Not thread-safe (the fast
