@@ -160,7 +160,7 @@ static void test_correlation_end_to_end(void **state)
 		if (!freopen(err, "w", stderr))
 			_exit(126);
 		execl(test_hostprof(), "hostprof", "record", "-o", out, "--", app, "--lib", abs_lib, "--socket",
-		      "/tmp/hostprof-apm-test.sock", "--log", dir, "--threads", "4", "--seconds", "4", (char *)NULL);
+		      "/tmp/hostprof-apm-test.sock", "--log", dir, "--threads", "4", "--seconds", "8", (char *)NULL);
 		_exit(127);
 	}
 	sleep(2);
@@ -207,7 +207,8 @@ static void test_correlation_end_to_end(void **state)
 	assert_true(d.correlations > 100);
 	assert_true(d.max_count <= 32767);
 	/* Every count sent arrived, but for datagrams in flight to the old socket when the agent re-created it
-	 * (accepted by the kernel, then discarded with the old socket: the agent's restart, not hostprof's loss). */
+	 * (accepted by the kernel, then discarded with the old socket: the agent's restart, not hostprof's loss). Its
+	 * queue holds 11 datagrams at most: 8 s of counts make that well under 5 %. */
 	assert_true(d.counts <= sent && sent - d.counts <= sent / 20);
 	assert_true(correlated == early + sent + pending + dropped);	/* none lost uncounted */
 	assert_int_equal(unknown, 0);
