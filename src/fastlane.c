@@ -38,6 +38,7 @@
 #define LAT_BUCKETS		(64 * LAT_SUB)
 #define REAP_AFTER_NS		10000000000ull	/* an exited process's samples are long read after 10 s */
 #define DETACH_POLL_MS		20
+#define READER_IDLE_MS		100
 
 struct qentry {
 	uint32_t len;		/* bytes of the entry, a multiple of 8; QUEUE_SKIP: go back to offset 0 */
@@ -307,7 +308,9 @@ static void *reader_main(void *arg)
 	place(r);
 	struct pollfd p[2] = { { .fd = r->ring_fd, .events = POLLIN }, { .fd = r->stop_fd, .events = POLLIN } };
 	for (;;) {
-		int stop = poll(p, 2, r->detaching ? DETACH_POLL_MS : -1) > 0 && p[1].revents;
+		/* Woken by each sample; the timeout only bounds what a wakeup the reader missed would cost (a full
+		 * ring wakes no one: the kernel writes nothing more into it). */
+		int stop = poll(p, 2, r->detaching ? DETACH_POLL_MS : READER_IDLE_MS) > 0 && p[1].revents;
 		sampler_drain_ring(r->f->sampler, r->cpu, r->scratch, on_record, r);
 		if (r->detaching)
 			r->detaching = correlate_reader_poll(r->f->o.reader);
