@@ -134,6 +134,33 @@ static void test_modules(void **state)
 	assert_lookup(k, UINT64_MAX, "other_fn", UINT64_MAX - 0xffffffffc0002000ull, "other");
 }
 
+/* Modules listed out of address order, one below a vmlinux symbol, aliases apart: sorted and merged all the same. */
+static void test_unsorted_modules(void **state)
+{
+	(void)state;
+	int err = 0;
+	const char *text = "ffffffff81000000 T _text\n"
+			   "ffffffff81001000 T schedule\n"
+			   "ffffffff81001000 t __schedule\n"
+			   "ffffffff81002000 T do_exit\n"
+			   "ffffffffc0003000 t late_fn\t[mymod]\n"
+			   "ffffffffc0001000 t __mod_alias\t[mymod]\n"
+			   "ffffffffc0002000 t mid_fn\t[mymod]\n"
+			   "ffffffffc0001000 T mod_alias\t[mymod]\n"
+			   "ffffffff81001800 t odd_fn\t[odd]\n"
+			   "ffffffffc0000800 t first_fn\t[other]\n";
+	struct kallsyms *k = load_text(text, &err);
+	assert_non_null(k);
+	assert_lookup(k, 0xffffffff81001004ull, "schedule", 4, NULL);
+	assert_lookup(k, 0xffffffff81001804ull, "odd_fn", 4, "odd");
+	assert_lookup(k, 0xffffffff81002010ull, "do_exit", 0x10, NULL);
+	assert_lookup(k, 0xffffffffc0000900ull, "first_fn", 0x100, "other");
+	assert_lookup(k, 0xffffffffc0001008ull, "mod_alias", 8, "mymod");
+	assert_lookup(k, 0xffffffffc0002000ull, "mid_fn", 0, "mymod");
+	assert_lookup(k, 0xffffffffc0003001ull, "late_fn", 1, "mymod");
+	kallsyms_free(k);
+}
+
 static void test_below_first_symbol(void **state)
 {
 	uint64_t off = 1;
@@ -239,6 +266,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_modules, setup_fake, teardown_fake),
 		cmocka_unit_test_setup_teardown(test_below_first_symbol, setup_fake, teardown_fake),
 		cmocka_unit_test_setup_teardown(test_malformed_lines_ignored, setup_fake, teardown_fake),
+		cmocka_unit_test(test_unsorted_modules),
 		cmocka_unit_test(test_all_zero_is_eperm),
 		cmocka_unit_test(test_read_text_start),
 		cmocka_unit_test(test_empty_and_missing),
