@@ -261,6 +261,22 @@ static int ring_map(struct sampler *s, struct ring *r, int fd)
 static int online_cpu(int cpu);
 
 /*
+ * A ring that holds few samples (an unprivileged user's share of perf_event_mlock_kb: ~7 samples of a 16 KiB
+ * copy) wakes the reader a quarter full, at least a sample in, instead of half full: half of such a ring is
+ * ~3 ms of room at 999 Hz, which a reader on a loaded machine overruns, and a full ring wakes no one (the
+ * kernel writes nothing more into it) until the caller's drain timer. 0: the kernel's half.
+ */
+#define RING_SMALL_SAMPLES 32
+
+static uint32_t small_ring_watermark(const struct sampler *s)
+{
+	uint64_t ring = (uint64_t)s->opts.ring_pages * (uint64_t)getpagesize(), sample = s->opts.stack_size + 1024u;
+	if (ring >= RING_SMALL_SAMPLES * sample)
+		return 0;
+	return (uint32_t)(ring / 4 > sample ? ring / 4 : sample);
+}
+
+/*
  * One ring per online CPU, each held by a dummy event on this thread (never enabled, never sampling) in the
  * sampler's clock: sampling events write into it through PERF_EVENT_IOC_SET_OUTPUT, which the kernel allows
  * between events of one CPU. The holder outlives any profiled task, so its descriptor can be polled for the
@@ -271,7 +287,8 @@ static int make_rings(struct sampler *s)
 {
 	struct perf_event_attr h = { .size = sizeof(h), .type = PERF_TYPE_SOFTWARE, .config = PERF_COUNT_SW_DUMMY,
 				     .disabled = 1, .exclude_kernel = 1, .exclude_hv = 1, .watermark = 1,
-				     .use_clockid = 1, .clockid = s->attr.clockid };
+				     .wakeup_watermark = small_ring_watermark(s), .use_clockid = 1,
+				     .clockid = s->attr.clockid };
 	s->rings_made = 1;
 	for (int cpu = 0; cpu < s->ncpus; cpu++) {
 		if (!online_cpu(cpu))
