@@ -10,10 +10,11 @@
  * the end of the ring — and released when the callback returns.
  *
  * Wakeups (why hostprof is cheap per sample): by default the kernel wakes the reader when a ring is half
- * full, and the caller's poll timeout drains what a slow ring holds (see sampler_wait()). Root's rings hold
- * ~200 samples (4 MiB for a 16 KiB stack copy, 2 to 8 MiB): a wakeup per ~100 samples at most, and the other
- * half, ~100 ms at 999 Hz, is room for a burst while the reader gets scheduled. low_latency wakes the reader at every sample instead: only for the
- * APM fast lane (fastlane.h), whose trace-context read must follow the sample at once.
+ * full (a quarter, for the small rings of unprivileged users: room for a late reader), and the caller's poll
+ * timeout drains what a slow ring holds (see sampler_wait()). Root's rings hold ~200 samples (4 MiB for a
+ * 16 KiB stack copy, 2 to 8 MiB): a wakeup per ~100 samples at most, and the other half, ~100 ms at 999 Hz,
+ * is room for a burst while the reader gets scheduled. low_latency wakes the reader at every sample instead:
+ * only for the APM fast lane (fastlane.h), whose trace-context read must follow the sample at once.
  *
  * Errors: negative errno, with a one-line explanation in the sampler's message buffer (sampler_error()).
  * Threads: one thread calls everything, except that once the rings exist (after the first open) another
