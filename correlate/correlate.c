@@ -7,7 +7,8 @@
  * process storage to be published, for its socket to be connectable, sends a registration, and flushes its
  * counts every flush interval (or 20 ms after a full queue). Everything that may be slow or retried happens
  * in correlate_tick(); correlate_on_sample() only reads the thread's TLS (and ptrace-stops a thread the
- * first time it is seen).
+ * first time it is seen). Those reads are the reader's (apm_reader.c), which a READY process is registered
+ * with, so that another thread may read samples' contexts first and hand them to correlate_on_read().
  *
  * A process whose address space vanished (a /proc/PID/mem read says so) is forgotten at the next tick, so a
  * missed exit or exec record leaks nothing. Logging: each problem kind is logged once per process (a bit in
@@ -33,9 +34,7 @@
 #define STORAGE_POLL_MAX_NS	(2000 * MS)
 #define SOCKET_RETRY_NS		(1000 * MS)
 #define UNRELOCATED_WARN_TRIES	50
-#define PTRACE_WAIT_MS		50
-#define TP_FAILED		UINT64_MAX
-#define MAX_PER_TICK		64	/* detaches and forgotten processes handled per tick */
+#define MAX_PER_TICK		64	/* forgotten processes handled per tick */
 #define LIB_PATH_MAX		512
 
 enum proc_state { PS_NEW, PS_TLS_PENDING, PS_READY, PS_FAILED };
@@ -74,7 +73,6 @@ struct corr_proc {
 	struct corr_sock sock;	/* fd -1 when not connected */
 	int registered;
 	uint64_t next_attach_ns, next_storage_ns, next_sock_ns, retry_send_ns;
-	struct corr_idmap threads;	/* tid → fs_base, or TP_FAILED */
 	struct corr_pending pending;
 	uint32_t logged;
 	int gone;		/* its address space vanished (exit or exec we were not told about) */
@@ -84,8 +82,9 @@ struct correlate {
 	struct correlate_options opts;
 	char *host_id;
 	size_t host_id_len;
-	struct corr_idmap procs;	/* pid → struct corr_proc * */
-	struct corr_idmap detaching;	/* tid → keep_exit, threads left seized by a timed-out stop */
+	struct idmap procs;	/* pid → struct corr_proc * */
+	struct correlate_reader *reader;	/* TLS reads; READY processes are registered there */
+	int reader_detaching;	/* this thread left threads seized (correlate_reader_poll()) */
 	uint64_t next_flush_ns;
 	struct correlate_stats stats;	/* counters only; gauges are computed in correlate_stats() */
 	uint64_t hist[CORRELATE_LATENCY_BUCKETS];
@@ -121,7 +120,7 @@ static void corr_log(struct correlate *c, struct corr_proc *p, uint32_t once, en
 static struct corr_proc *find_proc(const struct correlate *c, pid_t pid)
 {
 	uint64_t v;
-	return corr_idmap_get(&c->procs, (uint32_t)pid, &v) == 0 ? (struct corr_proc *)(uintptr_t)v : NULL;
+	return idmap_get(&c->procs, (uint32_t)pid, &v) == 0 ? (struct corr_proc *)(uintptr_t)v : NULL;
 }
 
 /* ---- lifecycle ---- */
@@ -139,7 +138,9 @@ struct correlate *correlate_new(const struct correlate_options *opts)
 	o.delay_ms = o.delay_ms ? o.delay_ms : 2 * o.flush_interval_ms + 100;
 	o.max_pending = o.max_pending ? o.max_pending : CORRELATE_DEFAULT_MAX_PENDING;
 	struct correlate *c = calloc(1, sizeof(*c));
-	if (!c || !(c->host_id = strndup(o.host_id ? o.host_id : "", hlen))) {
+	if (!c || !(c->host_id = strndup(o.host_id ? o.host_id : "", hlen)) || !(c->reader = corr_reader_new())) {
+		if (c)
+			free(c->host_id);
 		free(c);
 		errno = ENOMEM;
 		return NULL;
@@ -157,7 +158,8 @@ static void proc_free(struct correlate *c, struct corr_proc *p)
 	if (dropped)
 		corr_log(c, p, 0, CORRELATE_LOG_INFO, "%" PRIu64 " counts dropped unsent", dropped);
 	corr_pending_free(&p->pending);
-	corr_idmap_free(&p->threads);
+	if (p->state == PS_READY)
+		corr_reader_remove(c->reader, p->pid);
 	if (p->memfd >= 0)
 		close(p->memfd);
 	if (p->sock.fd >= 0)
@@ -170,21 +172,8 @@ static void forget_proc(struct correlate *c, pid_t pid)
 	struct corr_proc *p = find_proc(c, pid);
 	if (!p)
 		return;
-	corr_idmap_del(&c->procs, (uint32_t)pid);
+	idmap_del(&c->procs, (uint32_t)pid);
 	proc_free(c, p);
-}
-
-/* Threads left seized (a stop that timed out): detach those that have stopped since. */
-static void poll_detaching(struct correlate *c)
-{
-	uint32_t done[MAX_PER_TICK];
-	unsigned n = 0;
-	for (uint32_t i = 0; c->detaching.count && i <= c->detaching.mask && n < MAX_PER_TICK; i++)
-		if (c->detaching.keys[i] && corr_ptrace_finish((pid_t)c->detaching.keys[i],
-							       (int)c->detaching.vals[i]))
-			done[n++] = c->detaching.keys[i];
-	for (unsigned i = 0; i < n; i++)
-		corr_idmap_del(&c->detaching, done[i]);
 }
 
 void correlate_free(struct correlate *c)
@@ -194,15 +183,9 @@ void correlate_free(struct correlate *c)
 	for (uint32_t i = 0; c->procs.count && i <= c->procs.mask; i++)
 		if (c->procs.keys[i])
 			proc_free(c, (struct corr_proc *)(uintptr_t)c->procs.vals[i]);
-	corr_idmap_free(&c->procs);
-	/* Give seized threads a last chance to be detached; if hostprof exits, the kernel does it. */
-	const struct timespec pause = { 0, 1000000 };
-	for (int tries = 0; c->detaching.count && tries < 100; tries++) {
-		poll_detaching(c);
-		if (c->detaching.count)
-			nanosleep(&pause, NULL);
-	}
-	corr_idmap_free(&c->detaching);
+	idmap_free(&c->procs);
+	/* Seized threads get a last chance to be detached; if hostprof exits, the kernel does it. */
+	corr_reader_free(c->reader);
 	free(c->host_id);
 	free(c);
 }
@@ -250,7 +233,7 @@ int correlate_on_mapping(struct correlate *c, pid_t pid, uint64_t start, uint64_
 	p->sock.fd = -1;
 	p->pending.max = c->opts.max_pending;
 	snprintf(p->lib_path, sizeof(p->lib_path), "%s", path);
-	int err = corr_idmap_put(&c->procs, (uint32_t)pid, (uint64_t)(uintptr_t)p);
+	int err = idmap_put(&c->procs, (uint32_t)pid, (uint64_t)(uintptr_t)p);
 	if (err) {
 		free(p);
 		return err;
@@ -261,9 +244,8 @@ int correlate_on_mapping(struct correlate *c, pid_t pid, uint64_t start, uint64_
 
 void correlate_on_thread_exit(struct correlate *c, pid_t pid, pid_t tid)
 {
-	struct corr_proc *p = c ? find_proc(c, pid) : NULL;
-	if (p)
-		corr_idmap_del(&p->threads, (uint32_t)tid);
+	if (c && find_proc(c, pid))
+		corr_reader_forget_thread(c->reader, pid, tid);
 }
 
 void correlate_on_exec(struct correlate *c, pid_t pid)
@@ -362,6 +344,22 @@ static void attach_elf(struct correlate *c, struct corr_proc *p)
 	p->state = PS_TLS_PENDING;
 }
 
+/* → READY: samples' TLS can be read (by the reader, from any thread), and the caller is told. */
+static void become_ready(struct correlate *c, struct corr_proc *p, uint64_t tls_offset, const char *why)
+{
+	p->tls_offset = tls_offset;
+	int r = corr_reader_add(c->reader, p->pid, p->memfd, p->tls_offset, p->is_our_child);
+	if (r < 0) {
+		corr_log(c, p, PB_MEM, CORRELATE_LOG_ERROR, "cannot register for TLS reads: %s", strerror(-r));
+		p->state = PS_FAILED;
+		return;
+	}
+	p->state = PS_READY;
+	corr_log(c, p, 0, CORRELATE_LOG_DEBUG, "attached: TLS offset %" PRId64 ", %s", (int64_t)p->tls_offset, why);
+	if (c->opts.ready)
+		c->opts.ready(c->opts.ready_arg, p->pid);
+}
+
 /* TLS_PENDING → READY once the descriptor's resolver is the static one. */
 static void attach_tls(struct correlate *c, struct corr_proc *p, uint64_t now)
 {
@@ -388,10 +386,7 @@ static void attach_tls(struct correlate *c, struct corr_proc *p, uint64_t now)
 	p->resolver_tries++;
 	switch (p->last_kind) {
 	case CORR_RESOLVER_STATIC:
-		p->tls_offset = desc[1];
-		p->state = PS_READY;
-		corr_log(c, p, 0, CORRELATE_LOG_DEBUG, "attached: TLS offset %" PRId64 ", %s",
-			 (int64_t)p->tls_offset, why);
+		become_ready(c, p, desc[1], why);
 		return;
 	case CORR_RESOLVER_UNRELOCATED:
 		if (p->resolver_tries >= UNRELOCATED_WARN_TRIES)
@@ -583,7 +578,8 @@ int correlate_tick(struct correlate *c, uint64_t now_ns)
 	int flush_due = now >= c->next_flush_ns;
 	if (flush_due)
 		c->next_flush_ns = now + interval;
-	uint64_t next = c->next_flush_ns;
+	/* Nothing to flush or attach without APM processes: the caller may sleep long. */
+	uint64_t next = c->procs.count ? c->next_flush_ns : now + (uint64_t)CORRELATE_IDLE_MS * MS;
 	pid_t gone[MAX_PER_TICK];
 	unsigned ngone = 0;
 	for (uint32_t i = 0; c->procs.count && i <= c->procs.mask; i++) {
@@ -600,115 +596,35 @@ int correlate_tick(struct correlate *c, uint64_t now_ns)
 	/* Exits and execs the caller missed: the state is stale. */
 	for (unsigned i = 0; i < ngone; i++)
 		forget_proc(c, gone[i]);
-	if (c->detaching.count) {
-		poll_detaching(c);
-		if (now + CORR_RECEIVER_POLL_MS * MS < next)
-			next = now + CORR_RECEIVER_POLL_MS * MS;
-	}
+	if (c->reader_detaching && (c->reader_detaching = correlate_reader_poll(c->reader)) &&
+	    now + CORR_RECEIVER_POLL_MS * MS < next)
+		next = now + CORR_RECEIVER_POLL_MS * MS;
 	return next <= now ? 0 : (int)((next - now + MS - 1) / MS);
 }
 
 /* ---- per sample ---- */
 
-/* 1 with the thread pointer, 0 if the thread cannot be used (now). */
-static int thread_pointer(struct correlate *c, struct corr_proc *p, pid_t tid, uint64_t *tp)
+static void fill_context(const struct corr_proc *p, const struct correlate_read *rd, struct correlate_context *out)
 {
-	uint64_t v;
-	if (corr_idmap_get(&p->threads, (uint32_t)tid, &v) == 0) {
-		*tp = v;
-		return v != TP_FAILED;
-	}
-	if (corr_idmap_get(&c->detaching, (uint32_t)tid, &v) == 0)
-		return 0;
-	/* Never stop a thread of another process (a confused caller, or a reused pid). */
-	char task[64];
-	snprintf(task, sizeof(task), "/proc/%d/task/%d", (int)p->pid, (int)tid);
-	if (access(task, F_OK) < 0)
-		return 0;
-	int keep_exit = p->is_our_child && tid == p->pid;
-	int r = corr_ptrace_fs_base(tid, keep_exit, PTRACE_WAIT_MS, &v);
-	if (r == -EINPROGRESS) {
-		corr_idmap_put(&c->detaching, (uint32_t)tid, (uint64_t)keep_exit);
-		return 0;
-	}
-	if (r == -ESRCH)
-		return 0;
-	if (r < 0) {
-		corr_log(c, p, PB_THREAD, CORRELATE_LOG_WARN,
-			 "thread %d cannot be traced to read its thread pointer (%s): its samples are not correlated",
-			 (int)tid, strerror(-r));
-		c->stats.thread_trace_failures++;
-		v = TP_FAILED;
-	} else {
-		c->stats.threads_traced++;
-	}
-	if (corr_idmap_put(&p->threads, (uint32_t)tid, v) < 0)
-		return 0;
-	*tp = v;
-	return v != TP_FAILED;
-}
-
-static int all_zero(const uint8_t *b, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (b[i])
-			return 0;
-	return 1;
-}
-
-/*
- * The thread's 37-byte block if it holds an active transaction: 1, else 0. The block is read twice and must
- * read the same: we read while the thread runs, so an update may be in progress (the "valid" byte protects
- * only readers that interrupt the writing thread).
- */
-static int read_tls(struct correlate *c, struct corr_proc *p, pid_t tid, uint64_t tp, uint8_t blk[CORR_TLS_LEN])
-{
-	uint64_t ptr = 0;
-	uint8_t again[CORR_TLS_LEN];
-	uint64_t addr = tp + p->tls_offset;
-	int r = corr_mem_read(p->memfd, addr, &ptr, sizeof(ptr));
-	if (r == 0 && ptr)
-		r = corr_mem_read(p->memfd, ptr, blk, CORR_TLS_LEN);
-	if (r == 0 && ptr)
-		r = corr_mem_read(p->memfd, ptr, again, CORR_TLS_LEN);
-	if (r < 0) {
-		p->gone = r == -ESRCH;
-		if (r != -ESRCH)
-			corr_log(c, p, PB_TLS_READ, CORRELATE_LOG_WARN,
-				 "thread %d: cannot read its correlation block (TLS at %#" PRIx64 ", block at %#" PRIx64
-				 "): %s", (int)tid, addr, ptr, strerror(-r));
-		return 0;
-	}
-	if (ptr == 0 || memcmp(blk, again, CORR_TLS_LEN) != 0)
-		return 0;
-	uint16_t minor;
-	memcpy(&minor, blk, sizeof(minor));
-	return minor != 0 && blk[CORR_TLS_OFF_VALID] && blk[CORR_TLS_OFF_PRESENT] &&
-	       !all_zero(blk + CORR_TLS_OFF_TRACE, CORRELATE_TRACE_ID_LEN) &&
-	       !all_zero(blk + CORR_TLS_OFF_TXN, CORRELATE_TRANSACTION_ID_LEN);
-}
-
-static void fill_context(const struct corr_proc *p, const uint8_t *blk, struct correlate_context *out)
-{
-	memcpy(out->trace_id, blk + CORR_TLS_OFF_TRACE, CORRELATE_TRACE_ID_LEN);
-	memcpy(out->transaction_id, blk + CORR_TLS_OFF_TXN, CORRELATE_TRANSACTION_ID_LEN);
-	memcpy(out->span_id, blk + CORR_TLS_OFF_SPAN, CORRELATE_TRANSACTION_ID_LEN);
-	out->trace_flags = blk[CORR_TLS_OFF_FLAGS];
+	memcpy(out->trace_id, rd->trace_id, CORRELATE_TRACE_ID_LEN);
+	memcpy(out->transaction_id, rd->transaction_id, CORRELATE_TRANSACTION_ID_LEN);
+	memcpy(out->span_id, rd->span_id, CORRELATE_TRANSACTION_ID_LEN);
+	out->trace_flags = rd->trace_flags;
 	int have = p->storage_state == 1;
 	memcpy(out->service_name, have ? p->storage.service : "", have ? sizeof(out->service_name) : 1);
 	memcpy(out->service_env, have ? p->storage.env : "", have ? sizeof(out->service_env) : 1);
 }
 
-static void count_sample(struct correlate *c, struct corr_proc *p, const uint8_t *blk, const uint8_t *stack_id,
-			 uint64_t sample_ns)
+static void count_sample(struct correlate *c, struct corr_proc *p, const struct correlate_read *rd,
+			 const uint8_t *stack_id, uint64_t sample_ns)
 {
 	if (p->sock.fd < 0) {
 		c->stats.samples_unsendable++;
 		return;
 	}
 	struct corr_key k;
-	memcpy(k.trace_id, blk + CORR_TLS_OFF_TRACE, sizeof(k.trace_id));
-	memcpy(k.transaction_id, blk + CORR_TLS_OFF_TXN, sizeof(k.transaction_id));
+	memcpy(k.trace_id, rd->trace_id, sizeof(k.trace_id));
+	memcpy(k.transaction_id, rd->transaction_id, sizeof(k.transaction_id));
 	memcpy(k.stack_id, stack_id, sizeof(k.stack_id));
 	int r = corr_pending_add(&p->pending, &k, sample_ns);
 	if (r < 0) {
@@ -717,6 +633,48 @@ static void count_sample(struct correlate *c, struct corr_proc *p, const uint8_t
 			 "%s: counts dropped (the agent does not drain its socket fast enough)",
 			 r == -ENOSPC ? "too many unsent keys" : "out of memory");
 	}
+}
+
+/* What a read says about the thread and the process, logged once per process. */
+static void note_read(struct correlate *c, struct corr_proc *p, pid_t tid, const struct correlate_read *rd)
+{
+	if (rd->traced > 0)
+		c->stats.threads_traced++;
+	if (rd->traced < 0) {
+		c->stats.thread_trace_failures++;
+		corr_log(c, p, PB_THREAD, CORRELATE_LOG_WARN,
+			 "thread %d cannot be traced to read its thread pointer (%s): its samples are not correlated",
+			 (int)tid, strerror(rd->err));
+	}
+	if (rd->status == CORRELATE_READ_GONE)
+		p->gone = 1;
+	if (rd->status == CORRELATE_READ_FAILED)
+		corr_log(c, p, PB_TLS_READ, CORRELATE_LOG_WARN,
+			 "thread %d: cannot read its correlation block (TLS at %#" PRIx64 ", block at %#" PRIx64
+			 "): %s", (int)tid, rd->tls_addr, rd->block_addr, strerror(rd->err));
+	/* A stop that timed out is finished by the thread that read: this one, for correlate_on_sample(). */
+	if (rd->status == CORRELATE_READ_NO_THREAD && !rd->traced)
+		c->reader_detaching = 1;
+}
+
+int correlate_on_read(struct correlate *c, pid_t pid, pid_t tid, const struct correlate_read *rd,
+		      const uint8_t stack_trace_id[CORRELATE_STACK_ID_LEN], uint64_t sample_time_ns,
+		      struct correlate_context *out)
+{
+	if (!c || !rd || !stack_trace_id || tid <= 0)
+		return -EINVAL;
+	struct corr_proc *p = find_proc(c, pid);
+	if (!p)
+		return 0;
+	c->stats.samples++;
+	note_read(c, p, tid, rd);
+	if (p->state != PS_READY || rd->status != CORRELATE_READ_ACTIVE)
+		return 0;
+	c->stats.samples_correlated++;
+	if (out)
+		fill_context(p, rd, out);
+	count_sample(c, p, rd, stack_trace_id, sample_time_ns ? sample_time_ns : now_mono_ns());
+	return 1;
 }
 
 int correlate_on_sample(struct correlate *c, pid_t pid, pid_t tid,
@@ -728,16 +686,78 @@ int correlate_on_sample(struct correlate *c, pid_t pid, pid_t tid,
 	struct corr_proc *p = find_proc(c, pid);
 	if (!p)
 		return 0;
-	c->stats.samples++;
-	uint64_t tp;
-	uint8_t blk[CORR_TLS_LEN];
-	if (p->state != PS_READY || !thread_pointer(c, p, tid, &tp) || !read_tls(c, p, tid, tp, blk))
+	struct correlate_read rd;
+	if (p->state == PS_READY)
+		correlate_reader_read(c->reader, pid, tid, &rd);
+	else
+		rd = (struct correlate_read){ .status = CORRELATE_READ_NOT_APM };
+	return correlate_on_read(c, pid, tid, &rd, stack_trace_id, sample_time_ns, out);
+}
+
+int correlate_is_ready(const struct correlate *c, pid_t pid)
+{
+	const struct corr_proc *p = c && c->procs.count ? find_proc(c, pid) : NULL;
+	return p && p->state == PS_READY;
+}
+
+struct correlate_reader *correlate_get_reader(struct correlate *c)
+{
+	return c ? c->reader : NULL;
+}
+
+uint32_t correlate_delay_ms(const struct correlate *c)
+{
+	return c ? c->opts.delay_ms : 0;
+}
+
+/* ---- the end of a run ---- */
+
+/* One round for p: connect, register, send what is pending. 1 while it has counts that may still go. */
+static int finish_proc(struct correlate *c, struct corr_proc *p, uint64_t now)
+{
+	if (p->state != PS_READY || p->gone || !p->pending.n)
 		return 0;
-	c->stats.samples_correlated++;
-	if (out)
-		fill_context(p, blk, out);
-	count_sample(c, p, blk, stack_trace_id, sample_time_ns ? sample_time_ns : now_mono_ns());
-	return 1;
+	if (p->sock.fd < 0 && p->storage_state == 1)
+		open_socket(c, p, now);
+	if (p->sock.fd < 0)
+		return 0;
+	if (!p->registered)
+		send_registration(c, p, now);
+	if (p->registered)
+		flush_proc(c, p, now);
+	/* flush_proc() leaves a retry time after a full queue; a lost socket is not reopened at the end. */
+	return p->sock.fd >= 0 && p->pending.n;
+}
+
+uint64_t correlate_finish(struct correlate *c, uint32_t budget_ms)
+{
+	if (!c)
+		return 0;
+	uint64_t end = now_mono_ns() + (uint64_t)budget_ms * MS, unsent = 0;
+	const struct timespec pause = { 0, CORR_RECEIVER_POLL_MS * MS };
+	for (int more = 1; more;) {
+		more = 0;
+		for (uint32_t i = 0; c->procs.count && i <= c->procs.mask; i++)
+			if (c->procs.keys[i])
+				more |= finish_proc(c, (struct corr_proc *)(uintptr_t)c->procs.vals[i], now_mono_ns());
+		if (more && now_mono_ns() + CORR_RECEIVER_POLL_MS * MS > end)
+			break;
+		if (more)
+			nanosleep(&pause, NULL); /* the agents drain their sockets every 20 ms */
+	}
+	for (uint32_t i = 0; c->procs.count && i <= c->procs.mask; i++) {
+		if (!c->procs.keys[i])
+			continue;
+		struct corr_proc *p = (struct corr_proc *)(uintptr_t)c->procs.vals[i];
+		uint64_t left = corr_pending_clear(&p->pending);
+		if (left)
+			corr_log(c, p, 0, CORRELATE_LOG_WARN, "%" PRIu64 " counts unsent at the end (%s)", left,
+				 p->sock.fd < 0 ? "no usable socket" : "the agent's queue stayed full");
+		unsent += left;
+	}
+	c->stats.counts_dropped += unsent;
+	c->stats.counts_unsent_at_exit += unsent;
+	return unsent;
 }
 
 /* ---- stats ---- */

@@ -13,8 +13,10 @@
  *   every string it is given (options, paths) and keeps nothing the caller owns.
  * - Lifetime: per-process state lives from the first correlate_on_mapping() of an agent library until
  *   correlate_on_exec() or correlate_on_process_exit() for that pid (or correlate_free()).
- * - Threads: not thread-safe; call everything from one thread (the sampler's loop). The log callback is
- *   called from inside these calls.
+ * - Threads: the handle is not thread-safe: call correlate_* from one thread (the sampler's loop). The log
+ *   and ready callbacks are called from inside these calls. The reading half, correlate_reader_* (below),
+ *   is thread-safe, so that the trace context of a sample can be read first, on another thread, and the
+ *   result handed to correlate_on_read() later. Reads and correlate_* calls may run at the same time.
  * - Errors: functions return 0 (or a count) on success and a negative errno on failure. Problems with a
  *   profiled process (hostile or broken ELF, process storage, socket, ptrace) are not errors of the call: they
  *   are logged once per process through the callback and the process is skipped or retried later.
@@ -22,8 +24,8 @@
  *   event is opened with use_clockid = 1, clockid = CLOCK_MONOTONIC; otherwise pass 0 ("now").
  * - Cost: correlate_on_sample() for a pid that is not an APM process is one hash lookup. For an APM thread it
  *   is three pread()s of /proc/PID/mem (TLS pointer, then the block twice to reject torn reads), plus one
- *   ptrace stop the first time the thread is seen. Everything else (ELF parsing, process storage, sockets,
- *   sending) happens in correlate_tick().
+ *   ptrace stop the first time the thread is seen (correlate_reader_read()). Everything else (ELF parsing,
+ *   process storage, sockets, sending) happens in correlate_tick() and correlate_finish().
  * - The library never prints; it never leaves a thread stopped (ptrace SEIZE semantics: if hostprof dies,
  *   the kernel detaches).
  */
@@ -45,8 +47,8 @@
 /*
  * Defaults (see correlate_options). The announced delay defaults to 2 × flush interval + 100 ms (300 ms with
  * the default flush): the library's own sample → received latency measured p50 45 ms, p99 95 ms, max 111 ms
- * (tests/unit/test_correlate_process.c), to which the sampler adds its ring-poll interval (50 ms in
- * hostprof record) and the agent its 20 ms socket poll; see man/hostprof-correlation.7.
+ * (tests/unit/test_correlate_process.c), to which the caller adds how long it takes to count a sample (hostprof's
+ * fast lane: at most one flush interval) and the agent its 20 ms socket poll; see man/hostprof-correlation.7.
  */
 #define CORRELATE_DEFAULT_FLUSH_MS	100
 #define CORRELATE_DEFAULT_DELAY_MS	(2 * CORRELATE_DEFAULT_FLUSH_MS + 100)
@@ -70,6 +72,10 @@ struct correlate_options {
 					   0 = CORRELATE_DEFAULT_MAX_PENDING. Counts beyond are dropped (counted). */
 	correlate_log_fn log;		/* NULL = silent */
 	void *log_arg;
+	/* Called (from correlate_tick()) when a process becomes ready: its samples can be correlated from now on,
+	 * and their trace context is best read right after each sample (the caller's fast lane). NULL = none. */
+	void (*ready)(void *arg, pid_t pid);
+	void *ready_arg;
 };
 
 /* What a sample of an APM thread was doing; filled only when correlate_on_sample() returns 1. */
@@ -98,6 +104,7 @@ struct correlate_stats {
 	uint64_t counts_sent;		/* sum of their counts */
 	uint64_t counts_pending;	/* counted, not sent yet */
 	uint64_t counts_dropped;	/* counted, never sent: process gone, or pending table full */
+	uint64_t counts_unsent_at_exit;	/* ... of which still pending when correlate_finish() gave up */
 	uint64_t eagain_retries;	/* sends that met a full receiver queue and were retried later */
 	uint64_t send_errors;		/* other send failures (socket gone: reconnected and re-registered) */
 	/*
@@ -141,6 +148,55 @@ int correlate_on_sample(struct correlate *c, pid_t pid, pid_t tid,
 			const uint8_t stack_trace_id[CORRELATE_STACK_ID_LEN], uint64_t sample_time_ns,
 			struct correlate_context *out);
 
+/*
+ * The reading half: a sampled thread's trace context, read from its memory at once. Thread-safe. A thread
+ * pointer not known yet is found with a ptrace stop of the thread by the calling thread (at most 50 ms; a
+ * stop that takes longer is finished later by correlate_reader_poll() on that same thread, as ptrace
+ * requires). Failures are returned in the result, never logged here: correlate_on_read() logs and counts
+ * them.
+ */
+struct correlate_reader;
+
+enum correlate_read_status {
+	CORRELATE_READ_NOT_APM,		/* pid is not a ready APM process (yet) */
+	CORRELATE_READ_NO_THREAD,	/* the thread pointer is not known (being found, or ptrace failed) */
+	CORRELATE_READ_NONE,		/* read: no active transaction */
+	CORRELATE_READ_ACTIVE,		/* read: the trace context below */
+	CORRELATE_READ_FAILED,		/* reading the thread's memory failed (err) */
+	CORRELATE_READ_GONE,		/* the process's address space is gone */
+};
+
+struct correlate_read {
+	uint8_t status;		/* enum correlate_read_status */
+	int8_t traced;		/* 1: the thread pointer was found by a ptrace stop in this read; -1: that failed */
+	int err;		/* errno of a failure (status FAILED, or traced -1) */
+	uint64_t tls_addr, block_addr;	/* where it read (for messages) */
+	uint8_t trace_id[CORRELATE_TRACE_ID_LEN];
+	uint8_t transaction_id[CORRELATE_TRANSACTION_ID_LEN];
+	uint8_t span_id[CORRELATE_TRANSACTION_ID_LEN];
+	uint8_t trace_flags;
+};
+
+/* The handle's reader, valid as long as the handle. */
+struct correlate_reader *correlate_get_reader(struct correlate *c);
+/* Read thread tid of pid now. Returns 1 (status ACTIVE), 0 (anything else: see out->status), -EINVAL. */
+int correlate_reader_read(struct correlate_reader *r, pid_t pid, pid_t tid, struct correlate_read *out);
+/* Detach threads the calling thread left seized; 1 while some remain (call again within ~20 ms). */
+int correlate_reader_poll(struct correlate_reader *r);
+/* Before a thread that read ends: a bounded last chance (100 ms) to detach what it left seized. */
+void correlate_reader_thread_exit(struct correlate_reader *r);
+
+/*
+ * A sample whose context was read earlier (correlate_reader_read(), rd): counted for the agent as
+ * correlate_on_sample() would, with the same return value and out.
+ */
+int correlate_on_read(struct correlate *c, pid_t pid, pid_t tid, const struct correlate_read *rd,
+		      const uint8_t stack_trace_id[CORRELATE_STACK_ID_LEN], uint64_t sample_time_ns,
+		      struct correlate_context *out);
+
+/* 1 if pid is a ready APM process (its samples can be correlated), else 0. One hash lookup. */
+int correlate_is_ready(const struct correlate *c, pid_t pid);
+
 /* Forget a thread's cached thread pointer (perf EXIT record of a thread). */
 void correlate_on_thread_exit(struct correlate *c, pid_t pid, pid_t tid);
 /* pid exec'd: its address space is new. Forgets everything about pid (unsent counts are dropped). */
@@ -155,6 +211,19 @@ void correlate_on_process_exit(struct correlate *c, pid_t pid);
  * Returns the number of milliseconds until it next has work (the caller's poll timeout), or negative errno.
  */
 int correlate_tick(struct correlate *c, uint64_t now_ns);
+/* With no APM process tracked, correlate_tick() asks to be called again after at most this long. */
+#define CORRELATE_IDLE_MS 60000
+
+/*
+ * The end of a run: connect and register where possible and send every pending count, retrying a full
+ * receiver queue every 20 ms (the agents' poll) for at most budget_ms (the announced delay is the natural
+ * bound: later counts are useless to the agent). What is still unsent is counted in counts_dropped and
+ * counts_unsent_at_exit, and logged. Returns the number of counts left unsent.
+ */
+uint64_t correlate_finish(struct correlate *c, uint32_t budget_ms);
+
+/* The samples-delay-ms announced to agents. */
+uint32_t correlate_delay_ms(const struct correlate *c);
 
 /* Snapshot of the counters; returns 0. */
 int correlate_stats(const struct correlate *c, struct correlate_stats *out);

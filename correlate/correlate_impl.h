@@ -2,11 +2,11 @@
  * correlate_impl.h — internals shared by the files of correlate/ (not part of the public API; unit tests
  * include it to test the pieces alone).
  *
- * apm_idmap.c    u32 → u64 hash map (pids, tids)
  * apm_messages.c datagram encoding; the per-process aggregation table and its flushing
  * apm_process.c  agent-library detection, ELF/TLSDESC resolution, reading process memory and process storage
  * apm_thread.c   thread pointers through a one-time ptrace stop
  * apm_socket.c   opening the agent's socket safely under the process's root; sending
+ * apm_reader.c   the TLS reads of samples (correlate_reader): thread-safe, for readers on other threads
  * correlate.c    the handle: per-process state machine, public API, logging, stats
  *
  * All functions return 0 or a positive value on success and a negative errno on failure. None keeps global
@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "correlate/correlate.h"
+#include "src/base/idmap.h"
 
 /* ---- protocol constants (seed 000) ---- */
 #define CORR_MSG_CORRELATION		1
@@ -41,20 +42,6 @@
 
 #define CORR_STORAGE_SYMBOL	"elastic_apm_profiling_correlation_process_storage_v1"
 #define CORR_TLS_SYMBOL		"elastic_apm_profiling_correlation_tls_v1"
-
-/* ---- apm_idmap.c: open addressing, linear probing, backward-shift deletion; key 0 is reserved ---- */
-struct corr_idmap {
-	uint32_t *keys;
-	uint64_t *vals;
-	uint32_t mask;		/* capacity - 1, capacity a power of two; 0 when empty and unallocated */
-	uint32_t count;
-};
-
-int corr_idmap_get(const struct corr_idmap *m, uint32_t key, uint64_t *val);
-int corr_idmap_put(struct corr_idmap *m, uint32_t key, uint64_t val);	/* insert or replace */
-int corr_idmap_del(struct corr_idmap *m, uint32_t key);			/* -ENOENT if absent */
-void corr_idmap_free(struct corr_idmap *m);
-/* Iteration: slots i in [0, mask] with keys[i] != 0 (only when mask != 0 or count != 0). */
 
 /* ---- apm_messages.c ---- */
 struct corr_key {
@@ -184,6 +171,14 @@ int corr_utf8_valid(const uint8_t *s, size_t len);
 int corr_ptrace_fs_base(pid_t tid, int keep_exit, unsigned wait_ms, uint64_t *fs_base);
 /* For a thread left seized: 1 once it has been detached (or is gone), 0 while it has not stopped yet. */
 int corr_ptrace_finish(pid_t tid, int keep_exit);
+
+/* ---- apm_reader.c: the handle registers ready processes; correlate.h has the reading side ---- */
+struct correlate_reader *corr_reader_new(void);
+void corr_reader_free(struct correlate_reader *r);
+/* pid is ready: memfd (duplicated, the caller keeps its own) and the TLS offset; replaces an earlier entry. */
+int corr_reader_add(struct correlate_reader *r, pid_t pid, int memfd, uint64_t tls_offset, int is_our_child);
+void corr_reader_remove(struct correlate_reader *r, pid_t pid);
+void corr_reader_forget_thread(struct correlate_reader *r, pid_t pid, pid_t tid);
 
 /* ---- apm_socket.c ---- */
 enum corr_sock_problem {

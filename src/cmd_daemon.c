@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,14 @@
 #include "src/sampler.h"
 #include "src/session.h"
 
-#define DAEMON_POLL_MS 50 /* APM counts are flushed every 100 ms */
+/*
+ * The rings wake the daemon when half full (sampler.h): at 19 Hz a 2 MiB ring takes ~3 s to get there, so on
+ * an idle-ish host this timer is what drains them. Once a second bounds how stale a sample is when it is
+ * handled (the stack past the copy and Go goroutines are read from the process then) and what a profile
+ * misses at its interval's end, at a cost that does not grow with the CPUs: one wakeup for all rings. APM
+ * samples do not wait for it (fastlane.h), and signals wake the daemon at once.
+ */
+#define DAEMON_DRAIN_MS 1000
 #define MAX_CLI_SETTINGS 64
 
 struct cli_setting {
@@ -113,8 +121,9 @@ static int start_sampling(struct daemon *d)
 	struct sampler_options so = { .event = d->cfg.event, .freq_hz = d->cfg.freq_hz,
 				      .stack_size = d->cfg.stack_size, .kernel = d->cfg.kernel,
 				      .fp_chain = d->cfg.fp_chain,
-				      /* APM trace context must be read soon after each sample */
-				      .low_latency = d->cfg.apm };
+				      /* 2 MiB per CPU: at 19 Hz half of it takes ~3 s, past the 1 s drain, on any
+				       * number of CPUs (a larger ring would only lock more memory) */
+				      .ring_pages = 512 };
 	struct session_options se = {
 		.unwinder = strcmp(d->cfg.unwinder, "libunwind") ? SESSION_UNWIND_DELTAS : SESSION_UNWIND_LIBUNWIND,
 		.apm = d->cfg.apm,
@@ -126,6 +135,8 @@ static int start_sampling(struct daemon *d)
 		.max_stack_bytes = d->cfg.max_stack,
 		.max_frames = d->cfg.max_frames,
 		.stack_copy_bytes = d->cfg.stack_size,
+		.fast_lane = 1,
+		.fast_lane_realtime = d->cfg.realtime,
 	};
 	int err;
 	d->sampler = sampler_new(&so, &err);
@@ -147,6 +158,7 @@ static int start_sampling(struct daemon *d)
 		return err;
 	}
 	session_set_limits(d->session, d->cfg.max_processes);
+	session_pause(d->session, 1); /* as the sampler, until decide_sampling() turns it on */
 	return 0;
 }
 
@@ -233,10 +245,22 @@ static void decide_sampling(struct daemon *d, uint64_t now)
 			sampler_enable(d->sampler);
 		else
 			sampler_disable(d->sampler);
+		session_pause(d->session, !on);
 		dlog(d, LOG_LEVEL_DEBUG, "probabilistic profiling: sampling %s", on ? "on" : "off");
 	}
 	d->sampling = on;
 	d->next_decision_ns = now + (uint64_t)d->cfg.prob_interval_s * 1000000000ULL;
+}
+
+/* The last samples in the rings and the fast lane, and every pending APM count, before a profile that ends
+ * the session. */
+static void quiesce(struct daemon *d)
+{
+	if (!d->sampler)
+		return;
+	sampler_disable(d->sampler);
+	sampler_drain(d->sampler, session_handle_record, d->session);
+	session_finish(d->session);
 }
 
 static int sampler_settings_changed(const struct daemon_config *a, const struct daemon_config *b)
@@ -245,7 +269,8 @@ static int sampler_settings_changed(const struct daemon_config *a, const struct 
 	       a->stack_size != b->stack_size || a->kernel != b->kernel || a->apm != b->apm ||
 	       strcmp(a->host_id, b->host_id) || a->apm_delay_ms != b->apm_delay_ms ||
 	       a->apm_max_staleness_us != b->apm_max_staleness_us || a->go_stacks != b->go_stacks ||
-	       a->max_stack != b->max_stack || a->fp_chain != b->fp_chain || a->max_frames != b->max_frames;
+	       a->max_stack != b->max_stack || a->fp_chain != b->fp_chain || a->max_frames != b->max_frames ||
+	       a->realtime != b->realtime;
 }
 
 static void reload(struct daemon *d)
@@ -260,8 +285,10 @@ static void reload(struct daemon *d)
 		return;
 	}
 	int restart = sampler_settings_changed(&d->cfg, &next);
-	if (restart)
+	if (restart) {
+		quiesce(d);
 		flush_profile(d, "reload"); /* the samples so far belong to the old settings */
+	}
 	d->cfg = next;
 	if (restart) {
 		stop_sampling(d);
@@ -275,16 +302,38 @@ static void reload(struct daemon *d)
 	     d->cfg.freq_hz, d->cfg.interval_s, d->cfg.output_dir, d->cfg.max_files);
 }
 
+/* Until the next drain, session work, profile or sampling decision is due. */
+static int wait_ms(const struct daemon *d, int session_ms)
+{
+	uint64_t now = clock_ns(CLOCK_MONOTONIC), next = now + (uint64_t)DAEMON_DRAIN_MS * 1000000ULL;
+	if (session_ms >= 0 && now + (uint64_t)session_ms * 1000000ULL < next)
+		next = now + (uint64_t)session_ms * 1000000ULL;
+	if (d->next_flush_ns < next)
+		next = d->next_flush_ns;
+	if (d->next_decision_ns < next)
+		next = d->next_decision_ns;
+	return next > now ? (int)((next - now + 999999) / 1000000) : 0;
+}
+
+/* One wakeup per half-full ring, timer, fast-lane batch or signal; nothing per sample. */
+static void wait_and_drain(struct daemon *d, int *session_ms)
+{
+	struct pollfd wake = { .fd = d->session ? session_wake_fd(d->session) : -1, .events = POLLIN };
+	if (!d->sampler) {
+		poll(NULL, 0, wait_ms(d, -1));
+		return;
+	}
+	sampler_wait(d->sampler, wait_ms(d, *session_ms), &wake, wake.fd >= 0);
+	sampler_drain(d->sampler, session_handle_record, d->session);
+	*session_ms = session_tick(d->session);
+}
+
 static void run_loop(struct daemon *d)
 {
 	const struct cli_env *env = d->env;
+	int session_ms = -1;
 	while (!*env->stop) {
-		if (d->sampler)
-			sampler_read(d->sampler, DAEMON_POLL_MS, session_handle_record, d->session);
-		else
-			usleep(DAEMON_POLL_MS * 1000);
-		if (d->session)
-			session_tick(d->session);
+		wait_and_drain(d, &session_ms);
 		uint64_t now = clock_ns(CLOCK_MONOTONIC);
 		if (*env->reload) {
 			*env->reload = 0;
@@ -329,8 +378,10 @@ static void daemon_usage(FILE *out)
 		"      --no-go-stacks              do not follow Go samples on the g0 stack to their goroutine\n"
 		"      --no-fp-chain               do not ask the kernel for each sample's frame-pointer chain\n"
 		"      --no-apm                    no APM trace correlation\n"
+		"      --no-realtime               fast-lane readers (APM, Go) at normal priority, not SCHED_FIFO\n"
 		"      --apm-delay-ms MS           APM: bound of sample-to-message latency announced to agents\n"
-		"      --apm-max-staleness-us US   APM: correlate only samples handled this soon (default 50)\n"
+		"      --apm-max-staleness-us US   APM: correlate only samples whose context was read this soon\n"
+		"                                  after them (default 1000)\n"
 		"      --host-id ID                host id sent to APM agents and written in profiles\n"
 		"      --log-level LEVEL           error, warn, info (default) or debug\n");
 }
@@ -365,6 +416,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
 		{ "forget-idle", required_argument, NULL, 0 },
 		{ "no-kernel", no_argument, NULL, 0 },
 		{ "no-apm", no_argument, NULL, 0 },
+		{ "no-realtime", no_argument, NULL, 0 },
 		{ "no-go-stacks", no_argument, NULL, 0 },
 		{ "no-fp-chain", no_argument, NULL, 0 },
 		{ "apm-delay-ms", required_argument, NULL, 0 },
@@ -452,6 +504,7 @@ int cmd_daemon(int argc, char **argv, const struct cli_env *env)
 	err = daemon_start(d);
 	if (err == 0) {
 		run_loop(d);
+		quiesce(d);
 		flush_profile(d, "exit");
 		dlog(d, LOG_LEVEL_INFO, "stopped after %llu profiles", (unsigned long long)d->profiles_written);
 	}

@@ -23,16 +23,25 @@
 
 #include "correlate/correlate.h"
 #include "src/commands.h"
+#include "src/fastlane.h"
 #include "src/profile.h"
 #include "src/sampler.h"
 #include "src/gostack.h"
 #include "src/jitinfo.h"
 #include "src/session.h"
 #include "src/stackext.h"
+#include "src/target_watch.h"
 #include "unwind/unwind_deltas.h"
 
 #define MAX_PIDS 1024
-#define POLL_MS 50
+/*
+ * Rings wake hostprof when half full (sampler.h): ~100 samples, ~100-200 ms at 999 Hz. This timer drains slower
+ * rings (lower rates, idle threads) at least this often, which bounds how late a sample is handled: what a walk
+ * reads from the process then (the stack past the copy, goroutines) has moved on by then for some programs,
+ * which then take the fast lane (fastlane.h), as APM processes do. Shorter costs wakeups: at 100 ms, the timer
+ * rather than the watermark woke hostprof at 999 Hz.
+ */
+#define RECORD_DRAIN_MS 500
 
 struct record_options {
 	struct sampler_options sampler;
@@ -46,16 +55,28 @@ struct record_options {
 	struct session_options session;
 };
 
+/* A point of the recording: samples so far, hostprof's CPU time (all threads) and context switches. */
+struct steady {
+	uint64_t samples, cpu_ns;
+	long switches, waits;	/* context switches, and the voluntary ones among them */
+	int taken;
+};
+
+/* Steady state starts after this many samples: the delta tables and files the first samples need are built. */
+#define WARM_SAMPLES 500
+
 struct record_run {
 	struct record_options *o;
 	const struct cli_env *env;
 	struct sampler *sampler;
 	struct session *session;
+	struct target_watch *watch;	/* exits of the command or the -p processes */
 	pid_t child;
 	int child_status;
 	int child_exited;
 	struct rusage child_usage;	/* the command's own CPU time, once it exited */
 	uint64_t start_unix_ns, start_mono_ns, end_mono_ns;
+	struct steady warm, end;	/* hostprof's CPU time and context switches once warmed up, and at the end */
 };
 
 static void record_usage(FILE *out)
@@ -85,7 +106,9 @@ static void record_usage(FILE *out)
 		"      --no-apm           no APM trace correlation\n"
 		"      --apm-delay-ms MS  APM: sample-to-message latency bound announced to agents\n"
 		"      --host-id ID       host id sent to APM agents (default /etc/machine-id)\n"
-		"      --apm-max-staleness-us US  APM: correlate only samples handled this soon (default 50)\n"
+		"      --apm-max-staleness-us US  APM: correlate only samples whose context was read this soon\n"
+		"                         after them (default 1000)\n"
+		"      --no-realtime      fast-lane readers (APM, Go) at normal priority, not SCHED_FIFO\n"
 		"  -q, --quiet            no progress messages\n");
 }
 
@@ -131,7 +154,7 @@ static int parse_uint(const char *arg, const char *what, unsigned long max, unsi
 }
 
 enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES, OPT_NO_APM, OPT_APM_DELAY, OPT_HOST_ID,
-       OPT_APM_STALENESS, OPT_NO_GO_STACKS, OPT_MAX_STACK, OPT_NO_FP_CHAIN, OPT_MAX_FRAMES };
+       OPT_APM_STALENESS, OPT_NO_GO_STACKS, OPT_MAX_STACK, OPT_NO_FP_CHAIN, OPT_MAX_FRAMES, OPT_NO_REALTIME };
 
 static int parse_option(int c, struct record_options *o)
 {
@@ -211,7 +234,9 @@ static int parse_option(int c, struct record_options *o)
 		return 0;
 	case OPT_NO_APM:
 		o->session.apm = 0;
-		o->sampler.low_latency = 0;
+		return 0;
+	case OPT_NO_REALTIME:
+		o->session.fast_lane_realtime = 0;
 		return 0;
 	case OPT_APM_DELAY:
 		if (parse_uint(optarg, "APM delay", 60000, &v) < 0)
@@ -252,6 +277,7 @@ static int parse_args(int argc, char **argv, struct record_options *o)
 		{ "apm-delay-ms", required_argument, NULL, OPT_APM_DELAY },
 		{ "host-id", required_argument, NULL, OPT_HOST_ID },
 		{ "apm-max-staleness-us", required_argument, NULL, OPT_APM_STALENESS },
+		{ "no-realtime", no_argument, NULL, OPT_NO_REALTIME },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -375,13 +401,18 @@ static int open_targets(struct record_run *r, int *go_fd)
 			fprintf(stderr, "hostprof: cannot start command: %s\n", strerror(-err));
 			return err;
 		}
-		if ((err = sampler_open_task(r->sampler, r->child, 1, 1)) < 0)
+		if ((err = target_watch_add(r->watch, r->child, 1)) < 0 ||
+		    (err = sampler_open_task(r->sampler, r->child, SAMPLER_INHERIT_ALL, 1)) < 0)
 			fprintf(stderr, "hostprof: %s\n", sampler_error(r->sampler));
 		else
 			session_track_pid(r->session, r->child);
 		return err;
 	}
 	for (unsigned i = 0; i < r->o->npids; i++) {
+		if ((err = target_watch_add(r->watch, r->o->pids[i], 0)) < 0) {
+			fprintf(stderr, "hostprof: no such process %d\n", (int)r->o->pids[i]);
+			return err;
+		}
 		if ((err = attach_process(r, r->o->pids[i])) < 0)
 			return err;
 		session_track_pid(r->session, r->o->pids[i]);
@@ -389,34 +420,64 @@ static int open_targets(struct record_run *r, int *go_fd)
 	return 0;
 }
 
-static int targets_alive(struct record_run *r)
+static void take_point(struct record_run *r, struct steady *p)
 {
-	if (r->o->command) {
-		if (!r->child_exited && wait4(r->child, &r->child_status, WNOHANG, &r->child_usage) == r->child)
-			r->child_exited = 1;
-		return !r->child_exited;
-	}
-	for (unsigned i = 0; i < r->o->npids; i++) {
-		if (kill(r->o->pids[i], 0) == 0 || errno == EPERM)
-			return 1;
-	}
-	return r->o->npids == 0;
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	p->samples = session_stats(r->session)->samples;
+	p->cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	p->switches = ru.ru_nvcsw + ru.ru_nivcsw;
+	p->waits = ru.ru_nvcsw;
+	p->taken = 1;
 }
 
+/* How long the next wait may last: the drain timer, the session's next due work, the -d deadline. */
+static int wait_ms(uint64_t deadline, int session_ms)
+{
+	int ms = RECORD_DRAIN_MS;
+	if (session_ms >= 0 && session_ms < ms)
+		ms = session_ms;
+	if (deadline) {
+		uint64_t now = clock_ns(CLOCK_MONOTONIC);
+		uint64_t left_ms = deadline > now ? (deadline - now + 999999) / 1000000 : 0;
+		if (left_ms < (uint64_t)ms)
+			ms = (int)left_ms;
+	}
+	return ms;
+}
+
+/*
+ * One wakeup per half-full ring, drain timer, target exit, fast-lane batch or signal: drain every ring,
+ * then let the session do its due work. Nothing here costs a system call per sample.
+ */
 static void run_loop(struct record_run *r)
 {
 	uint64_t deadline = r->o->duration_s > 0 ? r->start_mono_ns + (uint64_t)(r->o->duration_s * 1e9) : 0;
-	while (!*r->env->stop) {
-		sampler_read(r->sampler, POLL_MS, session_handle_record, r->session);
-		session_tick(r->session);
-		if (!targets_alive(r))
+	struct pollfd *fds = calloc(MAX_PIDS + 2, sizeof(*fds));
+	int session_ms = -1;
+	while (fds && !*r->env->stop) {
+		unsigned n = 0;
+		if (session_wake_fd(r->session) >= 0)
+			fds[n++] = (struct pollfd){ .fd = session_wake_fd(r->session), .events = POLLIN };
+		n += target_watch_pollfds(r->watch, fds + n, MAX_PIDS + 2 - n);
+		sampler_wait(r->sampler, wait_ms(deadline, session_ms), fds, n);
+		sampler_drain(r->sampler, session_handle_record, r->session);
+		session_ms = session_tick(r->session);
+		if (!r->warm.taken && session_stats(r->session)->samples >= WARM_SAMPLES)
+			take_point(r, &r->warm);
+		target_watch_update(r->watch, fds, n);
+		if (!target_watch_alive(r->watch))
 			break;
 		if (deadline && clock_ns(CLOCK_MONOTONIC) >= deadline)
 			break;
 	}
+	free(fds);
+	take_point(r, &r->end);
 	r->end_mono_ns = clock_ns(CLOCK_MONOTONIC);
 	sampler_disable(r->sampler);
-	sampler_read(r->sampler, 0, session_handle_record, r->session);
+	sampler_drain(r->sampler, session_handle_record, r->session);
+	session_finish(r->session);
+	r->child_exited = target_watch_child_exit(r->watch, &r->child_status, &r->child_usage);
 }
 
 static void read_first_line(const char *path, char *out, size_t len)
@@ -474,6 +535,22 @@ static double cpu_seconds(const struct rusage *ru)
 	       ru->ru_stime.tv_usec / 1e6;
 }
 
+static void print_fast_lane(struct record_run *r)
+{
+	struct fastlane_stats fs;
+	if (session_fastlane_stats(r->session, &fs) < 0)
+		return;
+	fprintf(stderr, "hostprof: fast lane: %llu samples (%u events, %u of %u readers real-time, %.1f us of their CPU "
+			"per sample), read p50 %.1f us p99 %.1f us max %.1f us after the sample, %llu goroutines or stacks read; "
+			"%llu lost in a full queue, %llu lost by the kernel, %llu snapshots too large, %u processes "
+			"refused\n",
+		(unsigned long long)fs.samples, fs.events, fs.realtime, fs.readers,
+		fs.samples ? (double)fs.readers_cpu_ns / 1e3 / (double)fs.samples : 0.0,
+		(double)fs.read_p50_ns / 1e3, (double)fs.read_p99_ns / 1e3, (double)fs.read_max_ns / 1e3,
+		(unsigned long long)fs.go_snapshots, (unsigned long long)fs.queue_full,
+		(unsigned long long)fs.kernel_lost, (unsigned long long)fs.go_too_large, fs.refused);
+}
+
 static void print_correlation(struct record_run *r)
 {
 	struct correlate_stats cs;
@@ -481,13 +558,13 @@ static void print_correlation(struct record_run *r)
 		return;
 	fprintf(stderr,
 		"hostprof: apm: %llu of %llu samples correlated (%llu before the agent's socket was ready), %llu "
-		"messages with %llu counts sent, %llu pending, %llu dropped; latency p50 %u ms p99 %u ms (announced "
-		"%u ms)\n",
+		"messages with %llu counts sent, %llu pending, %llu dropped (%llu unsent at the end); latency p50 %u "
+		"ms p99 %u ms (announced %u ms)\n",
 		(unsigned long long)cs.samples_correlated, (unsigned long long)cs.samples,
 		(unsigned long long)cs.samples_unsendable, (unsigned long long)cs.messages_sent,
 		(unsigned long long)cs.counts_sent, (unsigned long long)cs.counts_pending,
-		(unsigned long long)cs.counts_dropped, (unsigned)cs.latency_p50_ms, (unsigned)cs.latency_p99_ms,
-		(unsigned)cs.delay_ms);
+		(unsigned long long)cs.counts_dropped, (unsigned long long)cs.counts_unsent_at_exit,
+		(unsigned)cs.latency_p50_ms, (unsigned)cs.latency_p99_ms, (unsigned)cs.delay_ms);
 	const struct session_stats *st = session_stats(r->session);
 	uint64_t total = 0, fast = 0;
 	for (int i = 0; i < 16; i++) {
@@ -505,15 +582,17 @@ static void print_go_stacks(struct record_run *r)
 	struct gostack_stats gs;
 	if (session_gostack_stats(r->session, &gs) < 0)
 		return;
-	uint64_t tried = gs.followed + gs.no_goroutine + gs.stale + gs.unreadable;
+	/* Those the fast lane read as they were taken were followed without a read now (gostack_stats). */
+	uint64_t fast = session_stats(r->session)->fast_goroutines;
+	uint64_t tried = gs.followed + gs.no_goroutine + gs.stale + gs.unreadable + fast;
 	if (!tried)
 		return;
 	fprintf(stderr, "hostprof: go: %llu of %llu samples on the g0 stack followed onto their goroutine's stack, "
-			"%llu of them rebuilt after stack growth (not: %llu no goroutine found, %llu goroutine moved on, "
-			"%llu unreadable)\n",
-		(unsigned long long)gs.followed, (unsigned long long)tried, (unsigned long long)gs.grown,
-		(unsigned long long)gs.no_goroutine,
-		(unsigned long long)gs.stale, (unsigned long long)gs.unreadable);
+			"%llu of them with the goroutine the fast lane read, %llu rebuilt after stack growth (not: %llu "
+			"no goroutine found, %llu goroutine moved on, %llu unreadable)\n",
+		(unsigned long long)(gs.followed + fast), (unsigned long long)tried, (unsigned long long)fast,
+		(unsigned long long)gs.grown, (unsigned long long)gs.no_goroutine, (unsigned long long)gs.stale,
+		(unsigned long long)gs.unreadable);
 }
 
 static void print_stack_extensions(struct record_run *r)
@@ -521,14 +600,19 @@ static void print_stack_extensions(struct record_run *r)
 	struct stackext_stats x;
 	if (session_stackext_stats(r->session, &x) < 0)
 		return;
+	/* Walks that went on with what the fast lane read past the copy as the sample was taken needed no read
+	 * now; those that went past that too read on from the process, counted with the others. */
+	uint64_t fast = session_stats(r->session)->fast_extensions;
 	uint64_t tried = x.extended + x.stale + x.unreadable + x.beyond_limit + x.too_short;
-	if (!tried)
+	if (!tried && !fast)
 		return;
 	fprintf(stderr, "hostprof: stack: %llu of %llu walks that ran past the copied stack read on from the process "
 			"(not: %llu changed since the sample, %llu unreadable, %llu copies too short to check, %llu past "
-			"--max-stack or a Go stack's end)\n",
+			"--max-stack or a Go stack's end); %llu went on with the stack the fast lane read past the copy "
+			"as the sample was taken\n",
 		(unsigned long long)x.extended, (unsigned long long)tried, (unsigned long long)x.stale,
-		(unsigned long long)x.unreadable, (unsigned long long)x.too_short, (unsigned long long)x.beyond_limit);
+		(unsigned long long)x.unreadable, (unsigned long long)x.too_short, (unsigned long long)x.beyond_limit,
+		(unsigned long long)fast);
 }
 
 static void print_frame_limit(struct record_run *r)
@@ -567,6 +651,20 @@ static void print_jit(struct record_run *r, const struct unwind_deltas_stats *us
 		(unsigned long long)js.refused, (unsigned long long)js.untracked);
 }
 
+/* All-in per sample once warmed up (ring reading, unwinding, counting, wakeups, every thread of hostprof);
+ * start-up, the first samples' tables and writing the profile are in the CPU total of the summary. */
+static void print_steady_state(const struct record_run *r)
+{
+	if (!r->warm.taken || r->end.samples <= r->warm.samples)
+		return;
+	double n = (double)(r->end.samples - r->warm.samples);
+	long sw = r->end.switches - r->warm.switches;
+	fprintf(stderr, "hostprof: steady state (after %d samples): %.2f us of CPU per sample, %ld context switches "
+			"for %.0f samples (1 per %.0f; %ld of them waits, the others preemptions)\n", WARM_SAMPLES,
+		(double)(r->end.cpu_ns - r->warm.cpu_ns) / 1e3 / n, sw, n, sw ? n / (double)sw : n,
+		r->end.waits - r->warm.waits);
+}
+
 static void print_summary(struct record_run *r)
 {
 	const struct session_stats *st = session_stats(r->session);
@@ -581,14 +679,17 @@ static void print_summary(struct record_run *r)
 	uint64_t unwind_ns = st->unwind_ns > build_ns ? st->unwind_ns - build_ns : 0;
 	fprintf(stderr,
 		"hostprof: %llu samples in %.2f s (%llu lost), %u processes, %.1f%% unwound completely; "
-		"unwinding %.2f us/sample, handling %.2f us/sample, hostprof CPU %.3f s",
+		"unwinding %.2f us/sample, handling %.2f us/sample, hostprof CPU %.3f s, %ld context switches",
 		(unsigned long long)st->samples, secs, (unsigned long long)st->lost, session_processes(r->session),
 		100.0 * (double)st->complete / n, (double)unwind_ns / 1e3 / n,
-		(double)(st->handle_ns > build_ns ? st->handle_ns - build_ns : 0) / 1e3 / n, cpu_seconds(&self));
+		(double)(st->handle_ns > build_ns ? st->handle_ns - build_ns : 0) / 1e3 / n, cpu_seconds(&self),
+		self.ru_nvcsw + self.ru_nivcsw);
 	if (r->child_exited)
 		fprintf(stderr, ", command CPU %.3f s", cpu_seconds(&r->child_usage));
 	fprintf(stderr, "; wrote %s\n", r->o->output);
+	print_steady_state(r);
 	print_correlation(r);
+	print_fast_lane(r);
 	print_go_stacks(r);
 	print_stack_extensions(r);
 	print_frame_limit(r);
@@ -624,26 +725,24 @@ static int child_exit_code(const struct record_run *r)
 
 static void reap_child(struct record_run *r)
 {
-	if (r->child > 0 && !r->child_exited) {
-		/* Interrupted: the command got the same Ctrl-C from the terminal; wait so it is not left behind. */
-		kill(r->child, SIGTERM);
-		if (wait4(r->child, &r->child_status, 0, &r->child_usage) == r->child)
-			r->child_exited = 1;
-	}
+	if (r->watch && target_watch_stop_child(r->watch))
+		r->child_exited = target_watch_child_exit(r->watch, &r->child_status, &r->child_usage);
 }
 
 static int record(struct record_options *o, const struct cli_env *env)
 {
 	struct record_run r = { .o = o, .env = env, .child = -1 };
-	int err, go_fd = -1;
+	int err = -ENOMEM, go_fd = -1;
 
-	r.sampler = sampler_new(&o->sampler, &err);
+	r.watch = target_watch_new(o->command ? 1 : o->npids);
+	r.sampler = r.watch ? sampler_new(&o->sampler, &err) : NULL;
 	o->session.go_stack_bytes = o->sampler.stack_size; /* as much of the goroutine's stack as of g0's */
 	o->session.stack_copy_bytes = o->sampler.stack_size;
 	r.session = r.sampler ? session_new(r.sampler, &o->session, &err) : NULL;
 	if (!r.session) {
 		fprintf(stderr, "hostprof: cannot set up sampling: %s\n", strerror(-err));
 		sampler_free(r.sampler);
+		target_watch_free(r.watch);
 		return 1;
 	}
 	err = open_targets(&r, &go_fd);
@@ -673,6 +772,7 @@ static int record(struct record_options *o, const struct cli_env *env)
 	reap_child(&r);
 	session_free(r.session);
 	sampler_free(r.sampler);
+	target_watch_free(r.watch);
 	if (err < 0)
 		return 1;
 	return child_exit_code(&r);
@@ -694,7 +794,8 @@ int cmd_record(int argc, char **argv, const struct cli_env *env)
 	o->session.go_stacks = 1;
 	o->session.max_stack_bytes = SESSION_DEFAULT_MAX_STACK;
 	o->sampler.fp_chain = 1;
-	o->sampler.low_latency = 1; /* APM trace context is read when the sample is handled: handle it soon */
+	o->session.fast_lane = 1;	/* APM samples are read at once in the fast lane; the rest in batches */
+	o->session.fast_lane_realtime = 1;
 
 	int err = parse_args(argc, argv, o);
 	int status = err ? (err > 0 ? 0 : 2) : record(o, env);

@@ -32,6 +32,7 @@ void daemon_config_defaults(struct daemon_config *c)
 	c->apm = 1;
 	c->go_stacks = 1;
 	c->fp_chain = 1;
+	c->realtime = 1;
 	c->kernel = 1;
 	c->log_level = LOG_LEVEL_INFO;
 }
@@ -177,6 +178,7 @@ static int set_other(struct daemon_config *c, const char *key, const char *v)
 		{ "no-kernel", offsetof(struct daemon_config, kernel) },
 		{ "no-go-stacks", offsetof(struct daemon_config, go_stacks) },
 		{ "no-fp-chain", offsetof(struct daemon_config, fp_chain) },
+		{ "no-realtime", offsetof(struct daemon_config, realtime) },
 	};
 	for (size_t i = 0; i < sizeof(negated) / sizeof(negated[0]); i++) {
 		if (strcmp(key, negated[i].key))

@@ -35,6 +35,7 @@ struct daemon_config {
 	int apm;			/* APM correlation on */
 	int go_stacks;			/* follow Go samples on the g0 stack onto their goroutine's stack */
 	int fp_chain;			/* ask the kernel for each sample's user frame-pointer chain */
+	int realtime;			/* APM fast-lane readers at SCHED_FIFO (no-realtime = true turns it off) */
 	int kernel;			/* kernel frames */
 	enum log_level log_level;
 };

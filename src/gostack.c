@@ -175,9 +175,7 @@ static int count(struct gostack *gs, int rc, bool grown)
 	return rc;
 }
 
-/* Whether the sample's g0 copy holds the address of goroutine g: newstack, growing g's stack there, keeps it
- * (its gp, morebuf.g, copystack's argument). */
-static bool g0_names(const struct gostack_g0 *g0, uint64_t g)
+bool gostack_g0_names(const struct gostack_g0 *g0, uint64_t g)
 {
 	for (size_t off = 0; off + 8 <= g0->size; off += 8)
 		if (word_at(g0->bytes, (uint32_t)off) == g)
@@ -199,7 +197,7 @@ static bool same_switch(const uint8_t *g_head, uint64_t curg, const struct gosta
 {
 	if (switch_bp && ctx->bp == switch_bp)
 		return true;
-	return g0 && running_status(g_head) == G_COPYSTACK && g0_names(g0, curg);
+	return g0 && running_status(g_head) == G_COPYSTACK && gostack_g0_names(g0, curg);
 }
 
 /* Read the goroutine's stack from its saved SP, then make sure its context did not change meanwhile. */
@@ -491,6 +489,56 @@ int gostack_find_switch_caller(struct gostack *gs, pid_t pid, uint64_t switch_bp
 			break;
 	}
 	return rc == -EIO ? rc : -ESRCH;
+}
+
+/* On g0: the goroutine m switched from, read in full (the reader holds the thread: no staleness check). */
+static int snapshot_goroutine(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t m, const uint8_t *m_head,
+			      struct gostack_snapshot *out)
+{
+	uint8_t g_head[G_HEAD];
+	struct gostack_context ctx;
+	int rc = -ESRCH;
+	for (size_t i = 0; i < sizeof(go_layouts) / sizeof(go_layouts[0]) && rc == -ESRCH; i++) {
+		uint64_t curg = find_curg(m_head, g_reg, &go_layouts[i]), hi;
+		if (curg && (rc = read_sched(pid, curg, m, &go_layouts[i], g_head, &ctx, &hi)) == 0) {
+			size_t size = hi - ctx.sp < gs->max_stack ? (size_t)(hi - ctx.sp) : gs->max_stack;
+			if (mem_read(pid, ctx.sp, gs->buf, size) < 0)
+				return -EIO;
+			*out = (struct gostack_snapshot){ .kind = GOSTACK_SNAPSHOT_GOROUTINE, .g = curg, .pc = ctx.pc,
+							  .sp = ctx.sp, .bp = ctx.bp, .addr = ctx.sp, .bytes = gs->buf,
+							  .size = size };
+		}
+	}
+	/* No goroutine behind g0 (the scheduler's own work) is nothing to read, not an error. */
+	return rc == -ESRCH || rc == -ESTALE ? 0 : rc;
+}
+
+int gostack_snapshot(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t copy_end, struct gostack_snapshot *out)
+{
+	uint64_t lo, hi;
+	uint8_t g_head[G_HEAD], m_head[M_HEAD];
+	uint64_t m;
+	memset(out, 0, sizeof(*out));
+	int rc = read_g_and_m(pid, g_reg, g_head, m_head, &m);
+	if (rc < 0)
+		return rc;
+	if (word_at(m_head, M_G0) == g_reg)
+		return snapshot_goroutine(gs, pid, g_reg, m, m_head, out);
+	lo = word_at(g_head, G_STACK_LO);
+	hi = word_at(g_head, G_STACK_HI);
+	bool curg = false;
+	for (size_t i = 0; i < sizeof(go_layouts) / sizeof(go_layouts[0]); i++)
+		curg |= word_at(m_head, go_layouts[i].m_curg) == g_reg;
+	if (!curg || lo >= hi || hi - lo > GO_STACK_MAX)
+		return -ESRCH;
+	if (copy_end < lo || copy_end >= hi)
+		return 0;
+	size_t size = hi - copy_end < gs->max_stack ? (size_t)(hi - copy_end) : gs->max_stack;
+	if (mem_read(pid, copy_end, gs->buf, size) < 0)
+		return -EIO;
+	*out = (struct gostack_snapshot){ .kind = GOSTACK_SNAPSHOT_EXTENSION, .addr = copy_end, .bytes = gs->buf,
+					  .size = size };
+	return 0;
 }
 
 int gostack_bounds(pid_t pid, uint64_t g_reg, uint64_t *lo, uint64_t *hi)

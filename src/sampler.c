@@ -15,10 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SCRATCH_SIZE 65536 /* a perf record's size is a u16 */
+#define SCRATCH_SIZE SAMPLER_SCRATCH_SIZE /* a perf record's size is a u16 */
 
 struct ring {
-	int fd;			/* the event whose buffer this is; -1 until the first event on the CPU */
+	int fd;			/* the holder whose buffer this is; -1 if the CPU has none */
 	struct perf_event_mmap_page *meta;
 	uint8_t *data;
 	uint64_t size;		/* bytes of data, a power of two */
@@ -30,9 +30,11 @@ struct sampler {
 	struct perf_layout layout;
 	int ncpus;
 	struct ring *rings;	/* one per CPU */
-	int *fds;
+	int *fds;		/* sampling events (the rings' holders are in rings[]) */
 	unsigned nfds, capfds;
+	int rings_made;		/* make_rings() ran */
 	struct pollfd *pollfds;
+	unsigned cap_pollfds;
 	uint8_t *scratch;	/* a record that wraps the end of a ring is copied here */
 	char event_name[32];
 	char error[256];
@@ -102,34 +104,51 @@ static void build_attr(struct sampler *s, uint32_t type, uint64_t config)
 	/* User stacks are unwound here, from the copy; the kernel's frame-pointer walk only when asked for. */
 	a->exclude_callchain_user = !s->opts.fp_chain;
 	a->exclude_callchain_kernel = !s->opts.kernel;
-	a->mmap = 1; /* the kernel emits no mmap events at all unless some event sets mmap */
-	a->mmap2 = 1;  /* ... and then writes them in the MMAP2 layout */
-	a->comm = 1;
-	a->comm_exec = 1;
-	a->task = 1;
+	if (!s->opts.samples_only) {
+		a->mmap = 1; /* the kernel emits no mmap events at all unless some event sets mmap */
+		a->mmap2 = 1;  /* ... and then writes them in the MMAP2 layout */
+		a->comm = 1;
+		a->comm_exec = 1;
+		a->task = 1;
+	}
 	a->sample_id_all = 1;
 	a->disabled = 1;
 	/* Sample times on CLOCK_MONOTONIC: comparable with hostprof's own clock (APM read latency, timelines). */
 	a->use_clockid = 1;
 	a->clockid = CLOCK_MONOTONIC;
-	a->watermark = 1;
-	a->wakeup_watermark = 0; /* set once the ring size is known */
+	if (s->opts.low_latency) {
+		a->wakeup_events = 1;	/* every sample wakes the reader */
+	} else {
+		a->watermark = 1;	/* events wake no one: the ring's holder's watermark does (make_rings) */
+		a->wakeup_watermark = 0;
+	}
 
 	s->layout.sample_type = a->sample_type;
 	s->layout.regs_mask = a->sample_regs_user;
 	s->layout.sample_id_all = 1;
 }
 
-static unsigned default_ring_pages(void)
+/* Samples a ring holds by default (root): woken half full, it is read once per ~100 samples (a context switch
+ * per 100 at most), with as many again of room for a burst while the reader gets scheduled (~100 ms at 999 Hz). */
+#define RING_SAMPLES 200
+#define RING_PAGES_MIN 512	/* 2 MiB */
+#define RING_PAGES_MAX 2048	/* 8 MiB */
+
+static unsigned default_ring_pages(uint32_t stack_size)
 {
-	/* Unprivileged users share perf_event_mlock_kb (516 KiB by default) across CPUs; root is not limited.
-	 * 16 KiB stacks at ~1 kHz are ~16 MiB/s per CPU: 2 MiB rings drained every 50 ms keep up. */
-	if (geteuid() == 0)
-		return 512;
+	/* Unprivileged users share perf_event_mlock_kb (516 KiB by default) across CPUs; root is not limited. A
+	 * sample is its stack copy plus ~1 KiB (registers, frame-pointer chain): 16 KiB stacks take 4 MiB rings. */
+	if (geteuid() == 0) {
+		uint64_t want = (uint64_t)RING_SAMPLES * (stack_size + 1024u), page = (uint64_t)getpagesize();
+		unsigned pages = RING_PAGES_MIN;
+		while (pages < RING_PAGES_MAX && (uint64_t)pages * page < want)
+			pages *= 2;
+		return pages;
+	}
 	int kb = 516, ncpu = (int)sysconf(_SC_NPROCESSORS_CONF);
 	read_int_file("/proc/sys/kernel/perf_event_mlock_kb", &kb);
 	unsigned pages = 1;
-	while ((pages * 2 + 1) * (unsigned)ncpu * 4 <= (unsigned)kb && pages < 512)
+	while ((pages * 2 + 1) * (unsigned)ncpu * 4 <= (unsigned)kb && pages < RING_PAGES_MIN)
 		pages *= 2;
 	return pages;
 }
@@ -165,7 +184,7 @@ struct sampler *sampler_new(const struct sampler_options *o, int *err)
 	}
 	s->opts = *o;
 	if (!s->opts.ring_pages)
-		s->opts.ring_pages = default_ring_pages();
+		s->opts.ring_pages = default_ring_pages(o->stack_size);
 	s->ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
 	s->rings = calloc((size_t)s->ncpus, sizeof(*s->rings));
 	s->scratch = malloc(SCRATCH_SIZE);
@@ -189,6 +208,8 @@ void sampler_free(struct sampler *s)
 	for (int i = 0; s->rings && i < s->ncpus; i++) {
 		if (s->rings[i].meta)
 			munmap(s->rings[i].meta, (s->rings[i].size + (uint64_t)getpagesize()));
+		if (s->rings[i].fd >= 0)
+			close(s->rings[i].fd);
 	}
 	for (unsigned i = 0; i < s->nfds; i++)
 		close(s->fds[i]);
@@ -237,11 +258,62 @@ static int ring_map(struct sampler *s, struct ring *r, int fd)
 	return -errno;
 }
 
+static int online_cpu(int cpu);
+
+/*
+ * A ring that holds few samples (an unprivileged user's share of perf_event_mlock_kb: ~7 samples of a 16 KiB
+ * copy) wakes the reader a quarter full, at least a sample in, instead of half full: half of such a ring is
+ * ~3 ms of room at 999 Hz, which a reader on a loaded machine overruns, and a full ring wakes no one (the
+ * kernel writes nothing more into it) until the caller's drain timer. 0: the kernel's half.
+ */
+#define RING_SMALL_SAMPLES 32
+
+static uint32_t small_ring_watermark(const struct sampler *s)
+{
+	uint64_t ring = (uint64_t)s->opts.ring_pages * (uint64_t)getpagesize(), sample = s->opts.stack_size + 1024u;
+	if (ring >= RING_SMALL_SAMPLES * sample)
+		return 0;
+	return (uint32_t)(ring / 4 > sample ? ring / 4 : sample);
+}
+
+/*
+ * One ring per online CPU, each held by a dummy event on this thread (never enabled, never sampling) in the
+ * sampler's clock: sampling events write into it through PERF_EVENT_IOC_SET_OUTPUT, which the kernel allows
+ * between events of one CPU. The holder outlives any profiled task, so its descriptor can be polled for the
+ * whole run. Its watermark decides when a batched ring wakes the reader: 0 lets the kernel take half of the
+ * ring as mapped (halved, if the mlock budget refused the size asked for).
+ */
+static int make_rings(struct sampler *s)
+{
+	struct perf_event_attr h = { .size = sizeof(h), .type = PERF_TYPE_SOFTWARE, .config = PERF_COUNT_SW_DUMMY,
+				     .disabled = 1, .exclude_kernel = 1, .exclude_hv = 1, .watermark = 1,
+				     .wakeup_watermark = small_ring_watermark(s), .use_clockid = 1,
+				     .clockid = s->attr.clockid };
+	s->rings_made = 1;
+	for (int cpu = 0; cpu < s->ncpus; cpu++) {
+		if (!online_cpu(cpu))
+			continue;
+		long fd = perf_event_open(&h, 0, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0) {
+			snprintf(s->error, sizeof(s->error), "perf_event_open(ring holder): %s", strerror(errno));
+			return -errno;
+		}
+		int err = ring_map(s, &s->rings[cpu], (int)fd);
+		if (err < 0) {
+			close((int)fd);
+			return err;
+		}
+	}
+	return 0;
+}
+
 static int attach_to_ring(struct sampler *s, int cpu, int fd)
 {
 	struct ring *r = &s->rings[cpu];
-	if (r->fd < 0)
-		return ring_map(s, r, fd);
+	if (r->fd < 0) {
+		snprintf(s->error, sizeof(s->error), "no ring buffer for CPU %d (it came online after the start)", cpu);
+		return -ENODEV;
+	}
 	if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, r->fd) < 0) {
 		snprintf(s->error, sizeof(s->error), "PERF_EVENT_IOC_SET_OUTPUT: %s", strerror(errno));
 		return -errno;
@@ -314,6 +386,8 @@ static int open_settling(struct sampler *s, pid_t pid, int cpu)
 static int open_one(struct sampler *s, pid_t pid, int cpu)
 {
 	int fd;
+	if (!s->rings_made && (fd = make_rings(s)) < 0)
+		return fd;
 	if (!s->attr_settled) {
 		fd = open_settling(s, pid, cpu);
 	} else {
@@ -332,17 +406,6 @@ static int open_one(struct sampler *s, pid_t pid, int cpu)
 	return attach_to_ring(s, cpu, fd);
 }
 
-static void set_wakeup(struct sampler *s)
-{
-	if (s->opts.low_latency) {
-		s->attr.watermark = 0;
-		s->attr.wakeup_events = 1;
-		return;
-	}
-	/* Wake the reader when a quarter of the ring is full: early enough that a burst fits. */
-	s->attr.wakeup_watermark = (uint32_t)((uint64_t)s->opts.ring_pages * (uint64_t)getpagesize() / 4);
-}
-
 static int online_cpu(int cpu)
 {
 	char path[64];
@@ -355,8 +418,8 @@ static int online_cpu(int cpu)
 int sampler_open_system(struct sampler *s)
 {
 	int opened = 0, err = 0;
-	set_wakeup(s);
 	s->attr.inherit = 0;
+	s->attr.inherit_thread = 0;
 	for (int cpu = 0; cpu < s->ncpus; cpu++) {
 		if (!online_cpu(cpu))
 			continue;
@@ -371,13 +434,18 @@ int sampler_open_system(struct sampler *s)
 int sampler_open_task(struct sampler *s, pid_t tid, int inherit, int enable_on_exec)
 {
 	int err = 0;
-	set_wakeup(s);
-	s->attr.inherit = inherit ? 1 : 0;
+	s->attr.inherit = inherit != SAMPLER_INHERIT_NONE;
+	s->attr.inherit_thread = inherit == SAMPLER_INHERIT_THREADS;
 	s->attr.enable_on_exec = enable_on_exec ? 1 : 0;
 	for (int cpu = 0; cpu < s->ncpus; cpu++) {
 		if (!online_cpu(cpu))
 			continue;
 		err = open_one(s, tid, cpu);
+		if (err == -EINVAL && inherit == SAMPLER_INHERIT_THREADS) {
+			snprintf(s->error, sizeof(s->error), "perf_event_open: this kernel cannot follow threads "
+				 "without child processes (inherit_thread needs Linux 5.13)");
+			return -EOPNOTSUPP;
+		}
 		if (err < 0)
 			return err;
 	}
@@ -406,7 +474,7 @@ int sampler_disable(struct sampler *s)
 }
 
 /* Deliver every complete record of one ring, then hand the space back to the kernel. */
-static int ring_drain(struct sampler *s, struct ring *r, sampler_record_fn fn, void *ctx)
+static int ring_drain(struct ring *r, uint8_t *scratch, sampler_record_fn fn, void *ctx)
 {
 	uint64_t head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
 	uint64_t tail = r->meta->data_tail;
@@ -423,9 +491,9 @@ static int ring_drain(struct sampler *s, struct ring *r, sampler_record_fn fn, v
 		}
 		if (off + size > r->size) {
 			uint64_t first = r->size - off;
-			memcpy(s->scratch, r->data + off, first);
-			memcpy(s->scratch + first, r->data, size - first);
-			h = (const void *)s->scratch;
+			memcpy(scratch, r->data + off, first);
+			memcpy(scratch + first, r->data, size - first);
+			h = (const void *)scratch;
 		}
 		stop = fn(ctx, h);
 		tail += size;
@@ -435,37 +503,82 @@ static int ring_drain(struct sampler *s, struct ring *r, sampler_record_fn fn, v
 	return delivered;
 }
 
-static int build_pollfds(struct sampler *s, nfds_t *n)
+static int build_pollfds(struct sampler *s, const struct pollfd *extra, unsigned nextra, nfds_t *n)
 {
-	if (!s->pollfds) {
-		s->pollfds = calloc((size_t)s->ncpus, sizeof(*s->pollfds));
-		if (!s->pollfds)
+	unsigned want = (unsigned)s->ncpus + nextra;
+	if (want > s->cap_pollfds) {
+		struct pollfd *p = realloc(s->pollfds, want * sizeof(*p));
+		if (!p)
 			return -ENOMEM;
+		s->pollfds = p;
+		s->cap_pollfds = want;
 	}
 	*n = 0;
 	for (int i = 0; i < s->ncpus; i++) {
 		if (s->rings[i].fd < 0)
 			continue;
-		s->pollfds[*n].fd = s->rings[i].fd;
-		s->pollfds[*n].events = POLLIN;
+		s->pollfds[*n] = (struct pollfd){ .fd = s->rings[i].fd, .events = POLLIN };
+		(*n)++;
+	}
+	for (unsigned i = 0; i < nextra; i++) {
+		s->pollfds[*n] = extra[i];
+		s->pollfds[*n].revents = 0;
 		(*n)++;
 	}
 	return 0;
 }
 
-int sampler_read(struct sampler *s, int timeout_ms, sampler_record_fn fn, void *ctx)
+int sampler_wait(struct sampler *s, int timeout_ms, struct pollfd *extra, unsigned nextra)
 {
 	nfds_t n;
-	int err = build_pollfds(s, &n), total = 0;
+	int err = build_pollfds(s, extra, nextra, &n);
 	if (err < 0)
 		return err;
-	if (timeout_ms > 0 && poll(s->pollfds, n, timeout_ms) < 0 && errno != EINTR)
-		return -errno;
+	if (poll(s->pollfds, n, timeout_ms) < 0)
+		return errno == EINTR ? 0 : -errno;
+	int woke = 0;
+	for (nfds_t i = 0; i < n - nextra; i++)
+		woke |= s->pollfds[i].revents != 0;
+	for (unsigned i = 0; i < nextra; i++)
+		extra[i].revents = s->pollfds[n - nextra + i].revents;
+	return woke;
+}
+
+int sampler_drain(struct sampler *s, sampler_record_fn fn, void *ctx)
+{
+	int total = 0;
 	for (int i = 0; i < s->ncpus; i++) {
 		if (s->rings[i].meta)
-			total += ring_drain(s, &s->rings[i], fn, ctx);
+			total += ring_drain(&s->rings[i], s->scratch, fn, ctx);
 	}
 	return total;
+}
+
+int sampler_read(struct sampler *s, int timeout_ms, sampler_record_fn fn, void *ctx)
+{
+	if (timeout_ms > 0) {
+		int err = sampler_wait(s, timeout_ms, NULL, 0);
+		if (err < 0)
+			return err;
+	}
+	return sampler_drain(s, fn, ctx);
+}
+
+int sampler_ncpus(const struct sampler *s)
+{
+	return s->ncpus;
+}
+
+int sampler_ring_fd(const struct sampler *s, int cpu)
+{
+	return cpu >= 0 && cpu < s->ncpus ? s->rings[cpu].fd : -1;
+}
+
+int sampler_drain_ring(struct sampler *s, int cpu, uint8_t *scratch, sampler_record_fn fn, void *ctx)
+{
+	if (cpu < 0 || cpu >= s->ncpus || !s->rings[cpu].meta)
+		return 0;
+	return ring_drain(&s->rings[cpu], scratch, fn, ctx);
 }
 
 const struct perf_layout *sampler_layout(const struct sampler *s)
@@ -483,6 +596,13 @@ int sampler_kernel_enabled(const struct sampler *s)
 	return !s->attr.exclude_kernel;
 }
 
+void sampler_get_options(const struct sampler *s, struct sampler_options *out)
+{
+	*out = s->opts;
+	out->event = s->event_name;
+	out->kernel = !s->attr.exclude_kernel;
+}
+
 const char *sampler_error(const struct sampler *s)
 {
 	return s->error;
@@ -491,6 +611,14 @@ const char *sampler_error(const struct sampler *s)
 const char *sampler_note(const struct sampler *s)
 {
 	return s->note;
+}
+
+uint64_t sampler_ring_bytes(const struct sampler *s)
+{
+	for (int i = 0; i < s->ncpus; i++)
+		if (s->rings[i].meta)
+			return s->rings[i].size;
+	return 0;
 }
 
 unsigned sampler_nevents(const struct sampler *s)

@@ -1,19 +1,31 @@
 /*
  * sampler.h — perf_event_open sampling of user registers and user stacks, with side-band records.
  *
- * A sampler owns one ring buffer per CPU. Events are opened per CPU either for the whole system or for given
- * threads (inherit follows their future children and threads); all events of one CPU write into that CPU's
- * ring (PERF_EVENT_IOC_SET_OUTPUT), so the number of rings stays at the number of CPUs however many threads
- * are followed. sampler_read() hands each record to a callback in place — copied only when it wraps around
- * the end of the ring — and releases it when the callback returns.
+ * A sampler owns one ring buffer per online CPU. Each ring belongs to a "holder": a disabled dummy event on
+ * hostprof's own thread on that CPU, which never hangs up (an event whose task exited makes poll() report
+ * POLLHUP for ever). Events are opened per CPU either for the whole system or for given threads (inherit
+ * follows their future threads, and children unless SAMPLER_INHERIT_THREADS); every event of one CPU writes
+ * into that CPU's ring (PERF_EVENT_IOC_SET_OUTPUT), so the number of rings stays at the number of CPUs however
+ * many threads are followed. Records are handed to a callback in place — copied only when one wraps around
+ * the end of the ring — and released when the callback returns.
+ *
+ * Wakeups (why hostprof is cheap per sample): by default the kernel wakes the reader when a ring is half
+ * full (a quarter, for the small rings of unprivileged users: room for a late reader), and the caller's poll
+ * timeout drains what a slow ring holds (see sampler_wait()). Root's rings hold ~200 samples (4 MiB for a
+ * 16 KiB stack copy, 2 to 8 MiB): a wakeup per ~100 samples at most, and the other half, ~100 ms at 999 Hz,
+ * is room for a burst while the reader gets scheduled. low_latency wakes the reader at every sample instead:
+ * only for the APM fast lane (fastlane.h), whose trace-context read must follow the sample at once.
  *
  * Errors: negative errno, with a one-line explanation in the sampler's message buffer (sampler_error()).
- * Not thread-safe.
+ * Threads: one thread calls everything, except that once the rings exist (after the first open) another
+ * thread may wait on and drain a ring with sampler_ring_fd()/sampler_drain_ring() while this one opens
+ * more events: a ring's buffer and holder never change after their creation.
  */
 #ifndef HOSTPROF_SAMPLER_H
 #define HOSTPROF_SAMPLER_H
 
 #include <linux/perf_event.h>
+#include <poll.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -27,13 +39,23 @@ struct sampler_options {
 	unsigned freq_hz;
 	uint32_t stack_size;	/* bytes of user stack per sample: multiple of 8, <= SAMPLER_MAX_STACK */
 	int kernel;		/* also sample kernel mode and ask for kernel callchains, where permitted */
-	unsigned ring_pages;	/* data pages per CPU ring, a power of two; 0 = choose */
+	unsigned ring_pages;	/* data pages per CPU ring, a power of two; 0 = choose (~200 samples for root,
+				 * what perf_event_mlock_kb allows for others) */
 	int fp_chain;		/* also have the kernel walk the user frame-pointer chain at each sample (the user
 				 * part of PERF_SAMPLE_CALLCHAIN): what the stack was at the sample, for walks the
 				 * stack copy cannot finish (unwind_deltas.h) */
-	int low_latency;	/* wake the reader at every sample instead of when a quarter of a ring is full:
-				 * what must be read from a process while the sample is fresh (APM trace context)
-				 * is read sooner, at the cost of a wakeup per sample */
+	int low_latency;	/* wake the reader at every sample instead of when half a ring is full: what
+				 * must be read from a process while the sample is fresh (APM trace context) is
+				 * read at once, at the cost of a wakeup per sample */
+	int samples_only;	/* no side-band records (mmap, comm, fork/exit): another sampler that follows
+				 * the same threads already has them */
+};
+
+/* What sampler_open_task()'s events follow besides the thread itself. */
+enum sampler_inherit {
+	SAMPLER_INHERIT_NONE,
+	SAMPLER_INHERIT_ALL,		/* threads it creates and child processes (and theirs) */
+	SAMPLER_INHERIT_THREADS,	/* threads only (inherit_thread, Linux 5.13): -EOPNOTSUPP if refused */
 };
 
 struct sampler;
@@ -46,23 +68,44 @@ void sampler_free(struct sampler *s);
 
 /* Open one event per CPU following every task (root, or perf_event_paranoid <= 0). */
 int sampler_open_system(struct sampler *s);
-/* Open one event per CPU for thread tid; inherit follows its children; enable_on_exec waits for exec. */
+/* Open one event per CPU for thread tid (inherit: enum sampler_inherit); enable_on_exec waits for exec. */
 int sampler_open_task(struct sampler *s, pid_t tid, int inherit, int enable_on_exec);
 
 int sampler_enable(struct sampler *s);
 int sampler_disable(struct sampler *s);
 
-/* Wait up to timeout_ms for data, then drain every ring. Returns records delivered, or negative errno. */
+/*
+ * Sleep until a ring wants reading (half full, or a sample in low-latency mode), one of the caller's nextra
+ * file descriptors is ready (their revents are set), a signal arrives, or timeout_ms passes (-1: no limit).
+ * Returns 1 if a ring woke it, 0 otherwise, or a negative errno (never -EINTR: a signal is a normal wake).
+ */
+int sampler_wait(struct sampler *s, int timeout_ms, struct pollfd *extra, unsigned nextra);
+/* Deliver every complete record of every ring. Returns records delivered. */
+int sampler_drain(struct sampler *s, sampler_record_fn fn, void *ctx);
+/* sampler_wait() up to timeout_ms (0: not at all), then sampler_drain(). */
 int sampler_read(struct sampler *s, int timeout_ms, sampler_record_fn fn, void *ctx);
+
+/* Per-ring access for a reader on another thread (see Threads above). */
+int sampler_ncpus(const struct sampler *s);
+/* The pollable descriptor of cpu's ring, -1 if that CPU has none. */
+int sampler_ring_fd(const struct sampler *s, int cpu);
+/* Drain one ring; scratch (SAMPLER_SCRATCH_SIZE bytes, the caller's) takes a record that wraps. */
+#define SAMPLER_SCRATCH_SIZE 65536
+int sampler_drain_ring(struct sampler *s, int cpu, uint8_t *scratch, sampler_record_fn fn, void *ctx);
 
 const struct perf_layout *sampler_layout(const struct sampler *s);
 /* The event actually sampled (after any fallback) and whether kernel mode is included. */
 const char *sampler_event(const struct sampler *s);
 int sampler_kernel_enabled(const struct sampler *s);
+/* The options as settled by the first open (event after a fallback, kernel as permitted); out->event points
+ * into the sampler. */
+void sampler_get_options(const struct sampler *s, struct sampler_options *out);
 /* The last error explanation, and a note about a fallback taken ("" if none). */
 const char *sampler_error(const struct sampler *s);
 const char *sampler_note(const struct sampler *s);
-/* Number of open event file descriptors. */
+/* Bytes of data in each CPU's ring (0 before the first open). */
+uint64_t sampler_ring_bytes(const struct sampler *s);
+/* Number of open sampling events (ring holders not counted). */
 unsigned sampler_nevents(const struct sampler *s);
 
 /* Parse an event name; returns 0 and the attr type/config, or -ENOENT. */

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <sys/eventfd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,7 +13,9 @@
 #include <unistd.h>
 
 #include "correlate/correlate.h"
+#include "src/base/idmap.h"
 #include "src/execinfo.h"
+#include "src/fastlane.h"
 #include "src/gostack.h"
 #include "src/jitinfo.h"
 #include "src/procmgr.h"
@@ -33,6 +36,14 @@ struct session {
 	struct unwind_deltas *deltas;
 	struct replay_writer *capture;
 	struct correlate *correlate;		/* NULL when APM correlation is off */
+	struct fastlane *fastlane;		/* APM samples read at once; NULL until a process is ready */
+	int wake_fd;				/* eventfd the fast lane writes; -1 without it */
+	const struct fastlane_entry *fast;	/* the fast-lane sample being handled, or NULL */
+	uint8_t *fast_ext;			/* a stack copy and the fast lane's rest of it, joined */
+	size_t go_max_stack;			/* most goroutine stack read per sample */
+	int paused;				/* the caller's sampler is off (session_pause()) */
+	struct idmap live_reads;		/* pid → its reads of the live process so far (live_read()) */
+	int kernel_frames;			/* a sample had kernel frames: kallsyms is needed to name them */
 	struct gostack *gostack;		/* NULL when not following goroutines from g0 */
 	struct stackext *stackext;		/* NULL when walks see only the kernel's stack copy */
 	struct jitinfo_mgr *jit;		/* profiled processes' JIT code (perf maps, jitdump files) */
@@ -47,6 +58,12 @@ struct session {
 	struct unwind_frame *uframes;	/* max_frames */
 	struct trace_frame *frames;	/* kernel frames, max_frames user frames, one error frame */
 };
+
+/* A process takes the fast lane (live_read()) after this many of its reads in batches were stale, or after this
+ * many reads if they were needed by at least 1 in LIVE_SHARE_FOR_FAST_LANE of its samples meanwhile. */
+#define LIVE_LATE_FOR_FAST_LANE 4
+#define LIVE_READS_FOR_FAST_LANE 32
+#define LIVE_SHARE_FOR_FAST_LANE 4
 
 struct find_ctx {
 	struct session *s;
@@ -96,19 +113,25 @@ static void read_kernel_build_id(char *out)
 	}
 }
 
+/* Kernel frames are hashed relative to _text, read now; their names wait for a profile (load_kallsyms()). */
 static void setup_kernel(struct session *s)
 {
-	int err;
 	read_kernel_build_id(s->kernel.build_id);
 	if (s->kernel.build_id[0])
 		fileid_from_build_id_hex(s->kernel.build_id, &s->kernel.file_id);
-	if (!sampler_kernel_enabled(s->sampler))
+	if (sampler_kernel_enabled(s->sampler))
+		kallsyms_read_text_start("/proc/kallsyms", &s->kernel.text_start);
+}
+
+/* The kernel's symbols, the first time a profile has kernel frames to name (~60 ms of kernel time). */
+static void load_kallsyms(struct session *s)
+{
+	int err;
+	if (s->kallsyms || !s->kernel_frames)
 		return;
 	s->kallsyms = kallsyms_load("/proc/kallsyms", &err);
-	if (s->kallsyms) {
-		s->kernel.kallsyms = s->kallsyms;
-		s->kernel.text_start = kallsyms_text_start(s->kallsyms);
-	}
+	if (s->kallsyms)
+		traces_set_kallsyms(s->traces, s->kallsyms);
 }
 
 static void correlate_log(void *arg, enum correlate_log_level level, const char *msg)
@@ -118,6 +141,82 @@ static void correlate_log(void *arg, enum correlate_log_level level, const char 
 	if (level == CORRELATE_LOG_DEBUG || (s->opts.quiet && level < CORRELATE_LOG_WARN))
 		return;
 	fprintf(stderr, "hostprof: apm %s: %s\n", names[level], msg);
+}
+
+/* The fast lane, made when a first process needs it; the eventfd it wakes the caller with comes first. */
+static int make_fastlane(struct session *s)
+{
+	int err = 0;
+	if (s->fastlane)
+		return 0;
+	if (s->wake_fd < 0 && (s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+		return -errno;
+	struct fastlane_options fo = { .reader = s->correlate ? correlate_get_reader(s->correlate) : NULL,
+				       .wake_fd = s->wake_fd, .realtime = s->opts.fast_lane_realtime,
+				       .max_events = s->opts.fast_lane_max_events,
+				       .go_max_stack = s->gostack ? s->go_max_stack : 0,
+				       .deep_max = s->opts.max_stack_bytes };
+	sampler_get_options(s->sampler, &fo.sampler);
+	s->fastlane = fastlane_new(&fo, &err);
+	if (s->fastlane && s->paused)
+		fastlane_pause(s->fastlane, 1);
+	return s->fastlane ? 0 : err;
+}
+
+/* pid's samples take the fast lane (for kinds) from now on, if it can have one; why not is said once. */
+static void fast_lane_for(struct session *s, pid_t pid, unsigned kinds, const char *what)
+{
+	uint64_t start;
+	int err = s->opts.fast_lane ? make_fastlane(s) : -ENOTSUP;
+	if (err == 0 && (err = fastlane_add_process(s->fastlane, pid, kinds, &start)) == 0)
+		return;
+	if (err == -ENOTSUP || err == -EALREADY)
+		return;
+	fprintf(stderr, "hostprof: warning: pid %d: no fast lane (%s): its samples are read in batches, too late %s\n",
+		(int)pid, s->fastlane && fastlane_error(s->fastlane)[0] ? fastlane_error(s->fastlane) : strerror(-err),
+		what);
+}
+
+/* Correlation says pid is ready: its samples take the fast lane from now on. */
+static void on_apm_ready(void *arg, pid_t pid)
+{
+	fast_lane_for(arg, pid, FASTLANE_APM, "to be correlated");
+}
+
+/* live_reads values: samples since the first read, reads, and reads that came too late, packed. */
+#define LIVE_SAMPLES(v) ((v) & 0xffffff)
+#define LIVE_READS(v) (((v) >> 24) & 0xfffff)
+#define LIVE_LATE(v) ((v) >> 44)
+
+/* A sample of a process that read its live memory before (live_read()): counted, for the share of them. */
+static void count_live_sample(struct session *s, pid_t pid)
+{
+	uint64_t v;
+	if (s->live_reads.count && idmap_get(&s->live_reads, (uint32_t)pid, &v) == 0 && LIVE_SAMPLES(v) < 0xffffff)
+		idmap_put(&s->live_reads, (uint32_t)pid, v + 1);
+}
+
+/*
+ * A walk read pid's live memory in a batch: its goroutine (Go, with a g register: kind FASTLANE_GO) or its stack
+ * past the copy (kind FASTLANE_DEEP). What it read may have moved on meanwhile (rc -ESTALE), and a process's last
+ * batch is read after it exited, when nothing can be. A process that needs such reads for a good share of its
+ * samples (deep recursion, busy Go code), or found LIVE_LATE_FOR_FAST_LANE of them stale, takes the fast lane,
+ * whose readers read them while they hold the thread; programs that seldom need them stay in the batches.
+ */
+static void live_read(struct session *s, pid_t pid, unsigned kind, int rc)
+{
+	uint64_t v = 0;
+	if (s->fast)
+		return;
+	idmap_get(&s->live_reads, (uint32_t)pid, &v);
+	if (LIVE_READS(v) < 0xfffff)
+		v += 1ull << 24;
+	if (rc == -ESTALE && LIVE_LATE(v) < 0xfffff)
+		v += 1ull << 44;
+	idmap_put(&s->live_reads, (uint32_t)pid, v);
+	int busy = LIVE_READS(v) == LIVE_READS_FOR_FAST_LANE && LIVE_READS(v) * LIVE_SHARE_FOR_FAST_LANE >= LIVE_SAMPLES(v);
+	if (busy || (rc == -ESTALE && LIVE_LATE(v) == LIVE_LATE_FOR_FAST_LANE))
+		fast_lane_for(s, pid, kind, "for their stacks to be read as the sample saw them");
 }
 
 static int setup_correlation(struct session *s)
@@ -134,7 +233,7 @@ static int setup_correlation(struct session *s)
 			fclose(f);
 	}
 	struct correlate_options co = { .host_id = s->host_id, .delay_ms = s->opts.apm_delay_ms,
-					.log = correlate_log, .log_arg = s };
+					.log = correlate_log, .log_arg = s, .ready = on_apm_ready, .ready_arg = s };
 	s->correlate = correlate_new(&co);
 	return s->correlate ? 0 : -ENOMEM;
 }
@@ -205,6 +304,26 @@ static int join_chain(struct session *s, const struct unwind_process *proc, enum
 }
 
 /*
+ * The goroutine the fast lane's reader read while it held the thread (fastlane.h): what the sample saw, as long
+ * as it is the switch the walk reached: the frame pointer saved there, or, for a stack growth whose frame pointer
+ * the walk does not know, a goroutine the sample's g0 frames name (a reader that could not preempt the thread,
+ * --no-realtime, may find another goroutine on it: the rule of gostack_read, the same here).
+ */
+static int fast_goroutine(struct session *s, uint64_t switch_bp, const struct gostack_g0 *g0,
+			  struct gostack_context *g)
+{
+	const struct gostack_snapshot *snap = s->fast ? s->fast->go : NULL;
+	if (!snap || snap->kind != GOSTACK_SNAPSHOT_GOROUTINE)
+		return -ENOENT;
+	if (switch_bp ? snap->bp != switch_bp : !(g0 && gostack_g0_names(g0, snap->g)))
+		return -ENOENT;
+	*g = (struct gostack_context){ .pc = snap->pc, .sp = snap->sp, .bp = snap->bp, .stack = snap->bytes,
+				       .size = snap->size };
+	s->stats.fast_goroutines++;
+	return 0;
+}
+
+/*
  * The delta unwinder's stack-switch hook: a sample on Go's g0 stack reached the function that switched there;
  * go on with the goroutine that switched, read from the process (gostack.h). Its first PC is exact (a saved PC,
  * or the entry of the function that needed more stack, not a return address). For stack growth, the g0 frames
@@ -226,8 +345,12 @@ static int follow_goroutine(void *ctx, const struct unwind_process *proc, const 
 	if (kind == UNWIND_DELTAS_SWITCH_GROWTH && switch_sp > sp)
 		g0.size = switch_sp - sp < sample->stack_size ? (size_t)(switch_sp - sp) : sample->stack_size;
 	uint64_t switch_bp = frame->known & UNWIND_DELTAS_REG(UNWIND_REG_BP) ? frame->regs[UNWIND_REG_BP] : 0;
-	int rc = gostack_read(s->gostack, c->proc->pid, sample->regs[UNWIND_REG_R14], switch_bp, g0.size ? &g0 : NULL,
-			      &g);
+	int rc = fast_goroutine(s, switch_bp, g0.size ? &g0 : NULL, &g);
+	if (rc < 0) {
+		rc = gostack_read(s->gostack, c->proc->pid, sample->regs[UNWIND_REG_R14], switch_bp,
+				  g0.size ? &g0 : NULL, &g);
+		live_read(s, c->proc->pid, FASTLANE_GO, rc);
+	}
 	if (rc < 0 && c->sample->fp_chain && switch_bp)
 		return join_chain(s, proc, kind, frame->regs[UNWIND_REG_IP], switch_bp, &g0, resumed, stack);
 	if (rc < 0)
@@ -246,12 +369,45 @@ static int follow_goroutine(void *ctx, const struct unwind_process *proc, const 
 }
 
 /*
- * The delta unwinder's stack-extension hook: the walk needs stack past the sample's copy; read on from the
- * process (stackext.h). The kernel's copy may also have ended early, at a page it could not read from its
- * interrupt (not present in the page tables yet): the process can still read it. In Go, whose g register names
- * the goroutine (or g0) the sample ran on, reads stop at that stack's end, and a stack Go has since moved is
- * not read at all (its old memory is free for reuse). A goroutine's stack that follow_goroutine read is not
- * extended: it was read up to its end, or max_stack_bytes.
+ * The rest of the stack past the sample's copy (a goroutine's, or a deep one's), as the fast lane's reader read it
+ * while it held the thread: exactly what the sample saw, so it needs no witness (stackext.h). At most
+ * max_stack_bytes from the sampled SP, as for stack read later.
+ */
+static int fast_extension(struct session *s, const struct unwind_sample *stack, uint64_t addr,
+			  struct unwind_sample *longer)
+{
+	const struct gostack_snapshot *snap = s->fast ? s->fast->go : NULL;
+	uint64_t end = stack->regs[UNWIND_REG_SP] + stack->stack_size;
+	if (!snap || snap->kind != GOSTACK_SNAPSHOT_EXTENSION || snap->addr != end || addr < end ||
+	    addr + 8 - end > snap->size || stack->stack_size >= s->opts.max_stack_bytes)
+		return -ENOENT;
+	size_t most = s->go_max_stack > s->opts.max_stack_bytes ? s->go_max_stack : s->opts.max_stack_bytes;
+	most = most > FASTLANE_DEEP_READ ? most : FASTLANE_DEEP_READ;
+	if (!s->fast_ext && !(s->fast_ext = malloc(SAMPLER_MAX_STACK + most)))
+		return -ENOMEM;
+	/* Whole words: a read that ended mid-word, or a length the lane chose, leaves its last bytes to stackext. */
+	size_t room = s->opts.max_stack_bytes - stack->stack_size;
+	size_t take = (snap->size < room ? snap->size : room) & ~(size_t)7;
+	if (addr + 8 - end > take)
+		return -ENOENT;
+	memcpy(s->fast_ext, stack->stack, stack->stack_size);
+	memcpy(s->fast_ext + stack->stack_size, snap->bytes, take);
+	*longer = *stack;
+	longer->stack = s->fast_ext;
+	longer->stack_size = stack->stack_size + take;
+	s->stats.fast_extensions++;
+	return 0;
+}
+
+/*
+ * The delta unwinder's stack-extension hook: the walk needs stack past the sample's copy. A fast-lane sample
+ * brings what its reader read past the copy while it held the thread (fast_extension); past that, or without it,
+ * read on from the process (stackext.h), piece after piece, each checked against the end of the one before (the
+ * fast lane's bytes being the first such end). The kernel's copy may also have ended early, at a page it could
+ * not read from its interrupt (not present in the page tables yet): the process can still read it. In Go, whose g
+ * register names the goroutine (or g0) the sample ran on, reads stop at that stack's end, and a stack Go has
+ * since moved is not read at all (its old memory is free for reuse). A goroutine's stack that follow_goroutine
+ * read is not extended: it was read up to its end, or max_stack_bytes.
  */
 static int extend_stack(void *ctx, const struct unwind_process *proc, const struct unwind_sample *stack,
 			uint64_t addr, struct unwind_sample *longer)
@@ -261,13 +417,24 @@ static int extend_stack(void *ctx, const struct unwind_process *proc, const stru
 	struct stackext_stack have = { .sp = stack->regs[UNWIND_REG_SP], .bytes = stack->stack,
 				       .size = stack->stack_size, .lo = 0, .hi = UINT64_MAX },
 			      got;
-	if (stack->stack != c->sample->stack && !stackext_owns(s->stackext, stack->stack))
+	bool first = stack->stack == c->sample->stack;
+	if (!first && !(s->fast_ext && stack->stack == s->fast_ext) && !stackext_owns(s->stackext, stack->stack))
 		return -ENOENT;
-	if (gostack_bounds(c->proc->pid, c->sample->regs[UNWIND_REG_R14], &have.lo, &have.hi) < 0) {
+	if (first && fast_extension(s, stack, addr, longer) == 0)
+		return 0;
+	/* Past what the fast lane read: its reader reads as far for this process's next samples. */
+	if (s->fast)
+		fastlane_read_deeper(s->fastlane, c->proc->pid, (size_t)(addr - (c->sample->regs[UNWIND_REG_SP] +
+									c->sample->stack_size)) * 5 / 4 + 4096);
+	int go = gostack_bounds(c->proc->pid, c->sample->regs[UNWIND_REG_R14], &have.lo, &have.hi) == 0;
+	if (!go) {
 		have.lo = 0;
 		have.hi = UINT64_MAX;
 	}
 	int rc = stackext_read(s->stackext, c->proc->pid, &have, addr, &got);
+	/* A walk's reads count once for the fast lane's decision (a deep one takes several), and each time late. */
+	if (first || rc == -ESTALE)
+		live_read(s, c->proc->pid, go ? FASTLANE_GO : FASTLANE_DEEP, rc);
 	if (rc < 0)
 		return rc;
 	longer->regs[UNWIND_REG_SP] = got.sp;
@@ -308,6 +475,7 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 		s->opts = *o;
 	s->sampler = sampler;
 	s->self = getpid();
+	s->wake_fd = -1;
 	setup_kernel(s);
 	s->execinfo = execinfo_mgr_new();
 	s->procs = s->execinfo ? procmgr_new(s->execinfo) : NULL;
@@ -322,7 +490,8 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 	if (s->opts.go_stacks) {
 		/* The goroutine's stack is read up to its end, as far as a walk may go (max_stack_bytes). */
 		unsigned go_bytes = s->opts.go_stack_bytes ? s->opts.go_stack_bytes : 16384;
-		s->gostack = gostack_new(s->opts.max_stack_bytes > go_bytes ? s->opts.max_stack_bytes : go_bytes);
+		s->go_max_stack = s->opts.max_stack_bytes > go_bytes ? s->opts.max_stack_bytes : go_bytes;
+		s->gostack = gostack_new(s->go_max_stack);
 		dopts.stack_switch = follow_goroutine;
 		dopts.stack_switch_ctx = s;
 	}
@@ -350,6 +519,8 @@ void session_free(struct session *s)
 {
 	if (!s)
 		return;
+	/* The fast lane's readers use the correlation's reader. */
+	fastlane_free(s->fastlane);
 	/* Traces and mappings hold execinfo references; the unwinder must outlive their release hooks. Traces hold
 	 * jitinfo references too: the manager goes after them. */
 	traces_free(s->traces);
@@ -362,9 +533,13 @@ void session_free(struct session *s)
 	stackext_free(s->stackext);
 	replay_writer_free(s->capture);
 	correlate_free(s->correlate);
+	if (s->wake_fd >= 0)
+		close(s->wake_fd);
 	kallsyms_free(s->kallsyms);
 	free(s->uframes);
 	free(s->frames);
+	free(s->fast_ext);
+	idmap_free(&s->live_reads);
 	free(s);
 }
 
@@ -391,14 +566,68 @@ void session_track_pid(struct session *s, pid_t pid)
 	jitinfo_mgr_track(s->jit, pid, monotonic_ns());
 }
 
-void session_tick(struct session *s)
+static int handle_sample(struct session *s, const struct perf_event_header *rec, const struct perf_layout *layout,
+			 const struct fastlane_entry *fe);
+
+static void handle_fast_sample(void *ctx, const struct fastlane_entry *e)
 {
+	struct session *s = ctx;
+	handle_sample(s, e->rec, fastlane_layout(s->fastlane), e);
+}
+
+int session_wake_fd(const struct session *s)
+{
+	return s->wake_fd;
+}
+
+int session_tick(struct session *s)
+{
+	int ms = CORRELATE_IDLE_MS;
+	uint64_t now = monotonic_ns(), n;
+	if (s->fastlane) {
+		/* Only the fast lane writes the eventfd: read it (reset) only when there is one. */
+		if (read(s->wake_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+			n = 0;
+		fastlane_drain(s->fastlane, handle_fast_sample, s);
+		fastlane_reap(s->fastlane, now);
+	}
 	if (s->correlate)
-		correlate_tick(s->correlate, monotonic_ns());
+		ms = correlate_tick(s->correlate, now);
+	/* While APM processes are covered, their queued samples are counted and sent every flush interval. */
+	if (s->fastlane && ms > CORRELATE_DEFAULT_FLUSH_MS)
+		ms = CORRELATE_DEFAULT_FLUSH_MS;
 	/* A capture records every process's mappings at the end: keep exited processes until then. */
 	if (!s->capture)
 		procmgr_reap(s->procs);
 	jitinfo_mgr_reap(s->jit);
+	return ms < 0 ? CORRELATE_DEFAULT_FLUSH_MS : ms;
+}
+
+void session_finish(struct session *s)
+{
+	if (s->fastlane) {
+		fastlane_stop(s->fastlane);
+		fastlane_drain(s->fastlane, handle_fast_sample, s);
+	}
+	if (s->correlate) {
+		correlate_tick(s->correlate, monotonic_ns());
+		correlate_finish(s->correlate, correlate_delay_ms(s->correlate));
+	}
+}
+
+void session_pause(struct session *s, int paused)
+{
+	s->paused = paused;
+	if (s->fastlane)
+		fastlane_pause(s->fastlane, paused);
+}
+
+int session_fastlane_stats(const struct session *s, struct fastlane_stats *out)
+{
+	if (!s->fastlane)
+		return -ENOENT;
+	fastlane_get_stats(s->fastlane, out);
+	return 0;
 }
 
 static void fill_module(const struct session *s, const struct mapping *m, struct execinfo *e,
@@ -522,7 +751,7 @@ static unsigned add_kernel_frames(struct session *s, const struct perf_sample *p
 		out[i].address = ips[i];
 		out[i].kind = PROFILE_FRAME_KERNEL;
 	}
-	(void)s;
+	s->kernel_frames |= n > 0;
 	return (unsigned)n;
 }
 
@@ -611,21 +840,29 @@ static void find_apm_agent(struct session *s, struct process *p)
 	}
 }
 
-/* The APM trace context of a sample's thread, when its process runs an agent with a transaction active. */
-static int correlated(struct session *s, struct process *p, const struct perf_sample *ps, const struct trace_id *id,
-		      struct correlate_context *ctx, struct trace_link *link)
+/*
+ * The APM trace context of a sample's thread, when its process runs an agent with a transaction active: read
+ * by the fast lane right after the sample (fe), or now. A thread may switch transactions between the sample
+ * and the read: a read long after the sample is not trusted, the sample stays uncorrelated (counted).
+ */
+static int correlated(struct session *s, struct process *p, const struct perf_sample *ps,
+		      const struct fastlane_entry *fe, const struct trace_id *id, struct correlate_context *ctx,
+		      struct trace_link *link)
 {
 	if (!p->apm_checked)
 		find_apm_agent(s, p);
-	/* The context is read when the sample is handled, not when it was taken; a thread may switch transactions
-	 * in between. A read long after the sample is not trusted: the sample stays uncorrelated (counted). */
-	uint64_t now = monotonic_ns(), lat_us = now > ps->time ? (now - ps->time) / 1000 : 0;
+	if (!correlate_is_ready(s->correlate, p->pid))
+		return 0;
+	uint64_t read_ns = fe ? fe->read_ns : monotonic_ns();
+	uint64_t lat_us = read_ns > ps->time ? (read_ns - ps->time) / 1000 : 0;
 	s->stats.apm_read_hist[lat_us < 64 ? lat_us / 8 : lat_us < 1024 ? 8 + lat_us / 128 : 15]++;
 	if (lat_us > (s->opts.apm_max_staleness_us ? s->opts.apm_max_staleness_us : SESSION_APM_MAX_STALENESS_US)) {
 		s->stats.apm_stale++;
 		return 0;
 	}
-	if (correlate_on_sample(s->correlate, p->pid, (pid_t)ps->tid, id->bytes, ps->time, ctx) != 1)
+	int r = fe ? correlate_on_read(s->correlate, p->pid, (pid_t)ps->tid, fe->ctx, id->bytes, ps->time, ctx) :
+		     correlate_on_sample(s->correlate, p->pid, (pid_t)ps->tid, id->bytes, ps->time, ctx);
+	if (r != 1)
 		return 0;
 	memcpy(link->trace_id, ctx->trace_id, 16);
 	memcpy(link->transaction_id, ctx->transaction_id, 8);
@@ -644,31 +881,42 @@ static int count_untracked(struct session *s, const struct perf_sample *ps)
 	return 0;
 }
 
-static int handle_sample(struct session *s, const struct perf_event_header *rec)
+/* A sample from the main rings, or from the fast lane (fe: with its trace context read). */
+static int handle_sample(struct session *s, const struct perf_event_header *rec, const struct perf_layout *layout,
+			 const struct fastlane_entry *fe)
 {
 	struct perf_sample ps;
-	if (perf_decode_sample(sampler_layout(s->sampler), rec, &ps) < 0) {
+	if (perf_decode_sample(layout, rec, &ps) < 0) {
 		s->stats.bad_records++;
 		return 0;
 	}
 	if ((pid_t)ps.pid == s->self)
 		return 0; /* hostprof's own work is not what the user asked about */
+	if (!fe && s->fastlane && fastlane_covers(s->fastlane, (pid_t)ps.pid, ps.time)) {
+		s->stats.fast_dropped++; /* the fast lane has this process's samples */
+		return 0;
+	}
+	s->stats.fast_samples += fe != NULL;
 	uint64_t t0 = monotonic_ns();
 	struct process *p = procmgr_get(s->procs, (pid_t)ps.pid);
 	if (!p)
 		return count_untracked(s, &ps);
 	p->last_sample_ns = t0;
+	if (!fe)
+		count_live_sample(s, p->pid);
 	unsigned n = add_kernel_frames(s, &ps, s->frames);
+	s->fast = fe; /* for the walk's hooks: what the fast lane read of this sample's process */
 	if (ps.regs_abi != PERF_SAMPLE_REGS_ABI_NONE && ps.pid != 0)
 		n += add_user_frames(s, p, &ps, s->frames + n);
 	else
 		s->stats.kernel_only++;
+	s->fast = NULL;
 	const char *tname = ps.pid ? procmgr_thread_name(s->procs, p, (pid_t)ps.tid) : "swapper";
 	struct trace_id id;
 	struct trace_link link;
 	struct correlate_context ctx;
 	traces_hash(s->traces, s->frames, n, &id);
-	int linked = s->correlate && ps.pid && correlated(s, p, &ps, &id, &ctx, &link);
+	int linked = s->correlate && ps.pid && correlated(s, p, &ps, fe, &id, &ctx, &link);
 	if (traces_add_linked(s->traces, &id, (pid_t)ps.pid, (pid_t)ps.tid, ps.pid ? p->comm : "swapper", tname,
 			      s->frames, n, ps.period, linked ? &link : NULL) == 0)
 		s->stats.samples++;
@@ -699,7 +947,7 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec)
 
 	switch (rec->type) {
 	case PERF_RECORD_SAMPLE:
-		return handle_sample(s, rec);
+		return handle_sample(s, rec, sampler_layout(s->sampler), NULL);
 	case PERF_RECORD_MMAP2:
 		if (perf_decode_mmap2(rec, &m) == 0) {
 			procmgr_on_mmap2(s->procs, &m);
@@ -730,6 +978,8 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec)
 			procmgr_on_exit(s->procs, &t);
 			if (t.pid == t.tid)
 				jitinfo_mgr_on_exit(s->jit, (pid_t)t.pid);
+			if (s->fastlane && t.pid == t.tid)
+				fastlane_on_exit(s->fastlane, (pid_t)t.pid, t.time);
 			if (s->correlate && t.pid == t.tid)
 				correlate_on_process_exit(s->correlate, (pid_t)t.pid);
 			else if (s->correlate)
@@ -796,6 +1046,7 @@ int session_build_profile(struct session *s, struct profile *p)
 	p->info.unknown += s->stats.unknown;
 	/* A map written since the last read, even as its process exited, names the JIT frames. */
 	jitinfo_mgr_refresh(s->jit);
+	load_kallsyms(s);
 	return traces_build_profile(s->traces, p);
 }
 

@@ -89,6 +89,11 @@ void traces_free(struct traces *t)
 	free(t);
 }
 
+void traces_set_kallsyms(struct traces *t, const struct kallsyms *k)
+{
+	t->kernel.kallsyms = k;
+}
+
 unsigned traces_count(const struct traces *t)
 {
 	return t->ntraces;

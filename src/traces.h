@@ -82,6 +82,9 @@ int traces_add_linked(struct traces *t, const struct trace_id *id, pid_t pid, pi
 int traces_add(struct traces *t, pid_t pid, pid_t tid, const char *comm, const char *thread_name,
 	       const struct trace_frame *frames, unsigned n, uint64_t period_ns);
 
+/* Name kernel frames with k from now on (the table is loaded lazily, when a profile needs it); borrowed. */
+void traces_set_kallsyms(struct traces *t, const struct kallsyms *k);
+
 /* Distinct traces and (pid, tid, trace) keys. */
 unsigned traces_count(const struct traces *t);
 unsigned traces_keys(const struct traces *t);

@@ -12,7 +12,8 @@
 
 struct kallsyms;
 
-/* path is normally "/proc/kallsyms". Returns NULL with *err set (negative errno). */
+/* path is normally "/proc/kallsyms". Returns NULL with *err set (negative errno). Reading the whole of
+ * /proc/kallsyms costs ~60 ms of kernel time (it formats every symbol): load it only to name kernel frames. */
 struct kallsyms *kallsyms_load(const char *path, int *err);
 void kallsyms_free(struct kallsyms *k);
 
@@ -21,5 +22,9 @@ const char *kallsyms_lookup(const struct kallsyms *k, uint64_t addr, uint64_t *o
 
 /* Address of the kernel's _text (start of vmlinux), 0 if unknown. */
 uint64_t kallsyms_text_start(const struct kallsyms *k);
+
+/* _text alone, cheaply: it is among the first lines (read until it is found, in large reads). Returns 0 and
+ * *addr, -ENOENT if absent, -EPERM if addresses are hidden (all zero), or another negative errno. */
+int kallsyms_read_text_start(const char *path, uint64_t *addr);
 
 #endif

@@ -239,17 +239,17 @@ static void test_pending_bound(void **state)
 static void test_idmap(void **state)
 {
 	(void)state;
-	struct corr_idmap m = { 0 };
+	struct idmap m = { 0 };
 	uint64_t v;
-	assert_int_equal(corr_idmap_get(&m, 5, &v), -ENOENT);
+	assert_int_equal(idmap_get(&m, 5, &v), -ENOENT);
 	for (uint32_t k = 1; k <= 5000; k++)
-		assert_int_equal(corr_idmap_put(&m, k * 16, k), 0);
+		assert_int_equal(idmap_put(&m, k * 16, k), 0);
 	assert_int_equal(m.count, 5000);
 	for (uint32_t k = 1; k <= 5000; k += 2)
-		assert_int_equal(corr_idmap_del(&m, k * 16), 0);
-	assert_int_equal(corr_idmap_del(&m, 16), -ENOENT);
+		assert_int_equal(idmap_del(&m, k * 16), 0);
+	assert_int_equal(idmap_del(&m, 16), -ENOENT);
 	for (uint32_t k = 1; k <= 5000; k++) {
-		int r = corr_idmap_get(&m, k * 16, &v);
+		int r = idmap_get(&m, k * 16, &v);
 		if (k % 2) {
 			assert_int_equal(r, -ENOENT);
 		} else {
@@ -257,12 +257,12 @@ static void test_idmap(void **state)
 			assert_int_equal(v, k);
 		}
 	}
-	assert_int_equal(corr_idmap_put(&m, 32, 7), 0);
-	assert_int_equal(corr_idmap_get(&m, 32, &v), 0);
+	assert_int_equal(idmap_put(&m, 32, 7), 0);
+	assert_int_equal(idmap_get(&m, 32, &v), 0);
 	assert_int_equal(v, 7);
 	assert_int_equal(m.count, 2500);
-	assert_int_equal(corr_idmap_put(&m, 0, 1), -EINVAL);
-	corr_idmap_free(&m);
+	assert_int_equal(idmap_put(&m, 0, 1), -EINVAL);
+	idmap_free(&m);
 }
 
 static void test_library_path(void **state)

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -870,9 +871,154 @@ static void test_agent_elf(void **state)
 	close(fd);
 }
 
+/* ---------- the reading half on another thread; the end of a run ---------- */
+
+struct ready_log {
+	pid_t pids[8];
+	unsigned n;
+};
+
+static void note_ready(void *arg, pid_t pid)
+{
+	struct ready_log *r = arg;
+	if (r->n < 8)
+		r->pids[r->n++] = pid;
+}
+
+#define READS 60
+
+struct reader_job {
+	struct correlate_reader *reader;
+	const struct app *app;
+	struct correlate_read reads[READS];
+	pid_t tids[READS];
+};
+
+/* What a fast-lane reader does: read contexts on its own thread (including the ptrace stops). */
+static void *read_on_thread(void *arg)
+{
+	struct reader_job *j = arg;
+	for (unsigned i = 0; i < READS; i++) {
+		j->tids[i] = j->app->tids[i % j->app->ntids];
+		correlate_reader_read(j->reader, j->app->pid, j->tids[i], &j->reads[i]);
+		sleep_ms(2);
+	}
+	correlate_reader_thread_exit(j->reader);
+	return NULL;
+}
+
+static unsigned count_registrations_in(const char *dir)
+{
+	struct dgram *d = calloc(4096, sizeof(*d));
+	unsigned n = count_registrations(d, read_dgrams(dir, d, 4096));
+	free(d);
+	return n;
+}
+
+/* Counts carried by the correlation messages the app received. */
+static uint64_t received_counts(const char *dir)
+{
+	struct dgram *d = calloc(4096, sizeof(*d));
+	unsigned n = read_dgrams(dir, d, 4096);
+	uint64_t counts = 0;
+	for (unsigned i = 0; i < n; i++)
+		if (d[i].len == 46 && u16at(d[i].b) == 1)
+			counts += u16at(d[i].b + 44);
+	free(d);
+	return counts;
+}
+
+/*
+ * Contexts read on another thread (as the fast lane does) and counted later on the handle's thread with
+ * correlate_on_read(); the ready callback names the process once. At the end, correlate_finish() sends every
+ * pending count although they span more datagrams than the agent's queue holds (it drains it every 20 ms):
+ * nothing is dropped. With the agent stopped (its queue stays full), it gives up within its budget and counts
+ * what it could not send.
+ */
+static void test_reader_thread_and_finish(void **state)
+{
+	(void)state;
+	struct logbook *lb = calloc(1, sizeof(*lb));
+	struct ready_log ready = { .n = 0 };
+	struct correlate_options o = { .host_id = HOST_ID, .log = capture_log, .log_arg = lb, .ready = note_ready,
+				       .ready_arg = &ready, .flush_interval_ms = 60000 };
+	struct correlate *c = correlate_new(&o);
+	assert_non_null(c);
+	struct app a;
+	const char *args[] = { "--threads", "2", "--publish-delay-ms", "0", NULL };
+	app_start(&a, NULL, NULL, args);
+	seed_mappings(c, a.pid);
+	assert_true(wait_ready(c, 2000));
+	assert_int_equal(ready.n, 1);
+	assert_int_equal(ready.pids[0], a.pid);
+	assert_true(correlate_is_ready(c, a.pid));
+	assert_false(correlate_is_ready(c, getpid()));
+	/* Connected and registered (the flush interval is long: nothing is sent before correlate_finish()). */
+	for (int i = 0; i < 100 && received_counts(a.dir) == 0 && count_registrations_in(a.dir) == 0; i++) {
+		correlate_tick(c, now_ns());
+		sleep_ms(10);
+	}
+	struct reader_job *j = calloc(1, sizeof(*j));
+	j->reader = correlate_get_reader(c);
+	j->app = &a;
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, read_on_thread, j), 0);
+	pthread_join(t, NULL);
+	unsigned active = 0;
+	for (unsigned i = 0; i < READS; i++) {
+		uint8_t sid[16];
+		struct correlate_context cx;
+		stack_id((int)i, sid); /* a key per read: more datagrams than the agent's queue holds */
+		int r = correlate_on_read(c, a.pid, j->tids[i], &j->reads[i], sid, now_ns(), &cx);
+		assert_int_equal(r, j->reads[i].status == CORRELATE_READ_ACTIVE);
+		if (r == 1) {
+			assert_true(decode_txn(&cx) >= 0);
+			active++;
+		}
+	}
+	assert_true(active >= READS / 2);
+	struct correlate_stats st;
+	correlate_stats(c, &st);
+	assert_int_equal(st.counts_pending, active);
+	assert_int_equal(st.threads_traced, a.ntids);
+	assert_int_equal(correlate_finish(c, 1000), 0);
+	sleep_ms(60);
+	assert_int_equal(received_counts(a.dir), active);
+	correlate_stats(c, &st);
+	assert_int_equal(st.counts_pending, 0);
+	assert_int_equal(st.counts_unsent_at_exit, 0);
+
+	/* The agent stopped: its queue fills, and what is left after the budget is counted, not lost. */
+	for (unsigned i = 0; i < 40; i++) {
+		uint8_t sid[16];
+		struct correlate_read rd;
+		stack_id((int)(100 + i), sid);
+		correlate_reader_read(j->reader, a.pid, a.tids[0], &rd);
+		rd.status = CORRELATE_READ_ACTIVE; /* whatever the thread runs now: a transaction's counts */
+		rd.transaction_id[0] = 0xc0;
+		rd.trace_id[0] = 0xa0;
+		correlate_on_read(c, a.pid, a.tids[0], &rd, sid, now_ns(), NULL);
+	}
+	kill(a.pid, SIGSTOP);
+	uint64_t t0 = now_ns();
+	uint64_t unsent = correlate_finish(c, 100);
+	assert_true(now_ns() - t0 < 400 * 1000000ull);
+	kill(a.pid, SIGCONT);
+	correlate_stats(c, &st);
+	assert_true(unsent > 0 && unsent <= 40);
+	assert_int_equal(st.counts_unsent_at_exit, unsent);
+	assert_true(warnings(lb, a.pid, "unsent at the end") == 1);
+	free(j);
+	correlate_on_process_exit(c, a.pid);
+	app_stop(&a, SIGTERM);
+	correlate_free(c);
+	free(lb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_reader_thread_and_finish),
 		cmocka_unit_test(test_agent_elf),
 		cmocka_unit_test(test_end_to_end),
 		cmocka_unit_test(test_agent_restart),

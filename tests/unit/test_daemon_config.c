@@ -34,6 +34,7 @@ static void test_defaults(void **state)
 	assert_true(c.apm);
 	assert_true(c.go_stacks);
 	assert_true(c.fp_chain);
+	assert_true(c.realtime);
 	assert_int_equal(c.max_stack, 1u << 20);
 	assert_int_equal(c.max_frames, 1024);
 }
@@ -81,6 +82,9 @@ static void test_values_and_errors(void **state)
 	assert_int_equal(daemon_config_set(&c, "no-fp-chain", "false", err, sizeof(err)), 0);
 	assert_true(c.fp_chain);
 	assert_int_equal(daemon_config_set(&c, "no-fp-chain", "maybe", err, sizeof(err)), -EINVAL);
+	assert_int_equal(daemon_config_set(&c, "no-realtime", "true", err, sizeof(err)), 0);
+	assert_false(c.realtime);
+	assert_true(c.fp_chain && c.apm == 0);
 	assert_int_equal(daemon_config_set(&c, "unwinder", "magic", err, sizeof(err)), -EINVAL);
 	assert_int_equal(daemon_config_set(&c, "intervall", "5", err, sizeof(err)), -ENOENT);
 	assert_string_equal(err, "unknown key 'intervall'");

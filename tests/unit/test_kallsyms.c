@@ -134,6 +134,33 @@ static void test_modules(void **state)
 	assert_lookup(k, UINT64_MAX, "other_fn", UINT64_MAX - 0xffffffffc0002000ull, "other");
 }
 
+/* Modules listed out of address order, one below a vmlinux symbol, aliases apart: sorted and merged all the same. */
+static void test_unsorted_modules(void **state)
+{
+	(void)state;
+	int err = 0;
+	const char *text = "ffffffff81000000 T _text\n"
+			   "ffffffff81001000 T schedule\n"
+			   "ffffffff81001000 t __schedule\n"
+			   "ffffffff81002000 T do_exit\n"
+			   "ffffffffc0003000 t late_fn\t[mymod]\n"
+			   "ffffffffc0001000 t __mod_alias\t[mymod]\n"
+			   "ffffffffc0002000 t mid_fn\t[mymod]\n"
+			   "ffffffffc0001000 T mod_alias\t[mymod]\n"
+			   "ffffffff81001800 t odd_fn\t[odd]\n"
+			   "ffffffffc0000800 t first_fn\t[other]\n";
+	struct kallsyms *k = load_text(text, &err);
+	assert_non_null(k);
+	assert_lookup(k, 0xffffffff81001004ull, "schedule", 4, NULL);
+	assert_lookup(k, 0xffffffff81001804ull, "odd_fn", 4, "odd");
+	assert_lookup(k, 0xffffffff81002010ull, "do_exit", 0x10, NULL);
+	assert_lookup(k, 0xffffffffc0000900ull, "first_fn", 0x100, "other");
+	assert_lookup(k, 0xffffffffc0001008ull, "mod_alias", 8, "mymod");
+	assert_lookup(k, 0xffffffffc0002000ull, "mid_fn", 0, "mymod");
+	assert_lookup(k, 0xffffffffc0003001ull, "late_fn", 1, "mymod");
+	kallsyms_free(k);
+}
+
 static void test_below_first_symbol(void **state)
 {
 	uint64_t off = 1;
@@ -196,6 +223,41 @@ static void test_real_kallsyms(void **state)
 	kallsyms_free(k);
 }
 
+static int read_text(const char *text, uint64_t *addr)
+{
+	char path[256];
+	write_temp(path, sizeof(path), text);
+	int err = kallsyms_read_text_start(path, addr);
+	unlink(path);
+	return err;
+}
+
+/* _text alone, without loading the table: after the per-CPU symbols, never a module's, zeros refused. */
+static void test_read_text_start(void **state)
+{
+	(void)state;
+	uint64_t addr = 0;
+	assert_int_equal(read_text(fake, &addr), 0);
+	assert_int_equal(addr, 0xffffffff81000000ull);
+	assert_int_equal(read_text("0000000000000000 A fixed_percpu_data\n0000000000001000 A cpu_number\n"
+				   "ffffffffc0a00000 T _text\t[fake]\nffffffff82000000 t _text\n"
+				   "ffffffff81200000 T _text\n", &addr), 0);
+	assert_int_equal(addr, 0xffffffff81200000ull);
+	assert_int_equal(read_text("0000000000000000 T _text\n", &addr), -EPERM);
+	assert_int_equal(read_text("ffffffff81000000 T _stext\n", &addr), -ENOENT);
+	assert_int_equal(kallsyms_read_text_start("/nonexistent/kallsyms", &addr), -ENOENT);
+	/* The real one agrees with the full table where the kernel shows addresses. */
+	int err;
+	struct kallsyms *k = kallsyms_load("/proc/kallsyms", &err);
+	if (k) {
+		assert_int_equal(kallsyms_read_text_start("/proc/kallsyms", &addr), 0);
+		assert_int_equal(addr, kallsyms_text_start(k));
+		kallsyms_free(k);
+	} else {
+		assert_int_not_equal(kallsyms_read_text_start("/proc/kallsyms", &addr), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -204,7 +266,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_modules, setup_fake, teardown_fake),
 		cmocka_unit_test_setup_teardown(test_below_first_symbol, setup_fake, teardown_fake),
 		cmocka_unit_test_setup_teardown(test_malformed_lines_ignored, setup_fake, teardown_fake),
+		cmocka_unit_test(test_unsorted_modules),
 		cmocka_unit_test(test_all_zero_is_eperm),
+		cmocka_unit_test(test_read_text_start),
 		cmocka_unit_test(test_empty_and_missing),
 		cmocka_unit_test(test_real_kallsyms),
 	};

@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -158,6 +161,115 @@ static void test_samples_and_mmap_records(void **state)
 	sampler_free(s);
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * Batched by default: a few samples do not wake the reader, a ring half full does. Low latency: one sample
+ * does. Ring of 64 pages (256 KiB) and samples of ~9 KiB (8 KiB stacks): half full is ~14 samples.
+ */
+static void test_wakeups(void **state)
+{
+	(void)state;
+	for (int low_latency = 0; low_latency <= 1; low_latency++) {
+		struct sampler_options o = { .event = "cpu-clock", .freq_hz = 1000, .stack_size = 8192,
+					     .ring_pages = 64, .low_latency = low_latency };
+		int err;
+		struct sampler *s = open_self_with(&o, &err);
+		if (!s)
+			skip();
+		struct seen seen = { .layout = sampler_layout(s), .tid = (pid_t)syscall(SYS_gettid) };
+		assert_int_equal(sampler_enable(s), 0);
+		burn_cpu(0.004);
+		int woke = sampler_wait(s, 0, NULL, 0);
+		assert_int_equal(woke, low_latency); /* ~4 samples: only a low-latency ring is ready */
+		sampler_drain(s, on_record, &seen);
+		burn_cpu(0.05);
+		assert_int_equal(sampler_wait(s, 0, NULL, 0), 1); /* ~50 samples: past half the ring */
+		assert_int_equal(sampler_disable(s), 0);
+		sampler_drain(s, on_record, &seen);
+		assert_true(seen.samples >= 20);
+		sampler_free(s);
+	}
+}
+
+/* The caller's descriptors wake the wait too, with their revents set. */
+static void test_extra_descriptors(void **state)
+{
+	(void)state;
+	int err;
+	struct sampler *s = open_self("cpu-clock", &err);
+	if (!s)
+		skip();
+	struct pollfd extra[2] = { { .fd = eventfd(0, EFD_CLOEXEC), .events = POLLIN },
+				   { .fd = eventfd(0, EFD_CLOEXEC), .events = POLLIN } };
+	uint64_t one = 1, t0 = mono_ms();
+	assert_int_equal(write(extra[1].fd, &one, sizeof(one)), sizeof(one));
+	assert_int_equal(sampler_wait(s, 5000, extra, 2), 0);
+	assert_true(mono_ms() - t0 < 2000);
+	assert_int_equal(extra[0].revents, 0);
+	assert_true(extra[1].revents & POLLIN);
+	close(extra[0].fd);
+	close(extra[1].fd);
+	sampler_free(s);
+}
+
+struct runner {
+	volatile pid_t tid;
+	volatile int go;
+};
+
+static void *burn_and_exit(void *arg)
+{
+	struct runner *r = arg;
+	r->tid = (pid_t)syscall(SYS_gettid);
+	while (!r->go)
+		;
+	burn_cpu(0.05);
+	return NULL;
+}
+
+/*
+ * A sampled thread that exited leaves its events hung up (poll() says POLLHUP at once, for ever): the rings
+ * are held by events of their own, so a wait after the exit still sleeps for its timeout rather than spin.
+ */
+static void test_no_spin_after_exit(void **state)
+{
+	(void)state;
+	struct sampler_options o = { .event = "cpu-clock", .freq_hz = 1000, .stack_size = 8192, .samples_only = 1 };
+	int err;
+	struct sampler *s = sampler_new(&o, &err);
+	assert_non_null(s);
+	struct runner r = { 0, 0 };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, burn_and_exit, &r), 0);
+	while (!r.tid)
+		;
+	if ((err = sampler_open_task(s, r.tid, SAMPLER_INHERIT_THREADS, 0)) < 0) {
+		fprintf(stderr, "SKIP: %s\n", sampler_error(s));
+		r.go = 1;
+		pthread_join(t, NULL);
+		sampler_free(s);
+		skip();
+	}
+	assert_int_equal(sampler_enable(s), 0);
+	r.go = 1;
+	pthread_join(t, NULL);
+	struct seen seen = { .layout = sampler_layout(s), .tid = r.tid };
+	sampler_drain(s, on_record, &seen);
+	assert_true(seen.samples >= 10);
+	assert_int_equal(seen.mmaps, 0); /* samples only */
+	uint64_t t0 = mono_ms();
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(sampler_wait(s, 50, NULL, 0), 0);
+	assert_true(mono_ms() - t0 >= 140);
+	sampler_free(s);
+}
+
 static void test_hardware_event_falls_back(void **state)
 {
 	(void)state;
@@ -195,6 +307,9 @@ int main(void)
 		cmocka_unit_test(test_fp_chain),
 		cmocka_unit_test(test_samples_and_mmap_records),
 		cmocka_unit_test(test_hardware_event_falls_back),
+		cmocka_unit_test(test_wakeups),
+		cmocka_unit_test(test_extra_descriptors),
+		cmocka_unit_test(test_no_spin_after_exit),
 		cmocka_unit_test(test_bad_options),
 	};
 	return cmocka_run_group_tests_name("sampler", tests, NULL, NULL);

@@ -1,5 +1,5 @@
 /*
- * apm_idmap.c — a u32 → u64 hash map for pids and tids (correlate_impl.h).
+ * idmap.c — a u32 → u64 hash map for pids and tids. See idmap.h.
  *
  * Open addressing with linear probing and backward-shift deletion, so lookups on the per-sample path touch
  * one or two cache lines and deletions leave no tombstones. Key 0 marks an empty slot (no pid or tid is 0).
@@ -8,14 +8,14 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "correlate/correlate_impl.h"
+#include "src/base/idmap.h"
 
 static uint32_t slot_of(uint32_t key, uint32_t mask)
 {
 	return (key * 2654435761u) & mask;	/* Knuth's multiplicative hash spreads sequential tids */
 }
 
-int corr_idmap_get(const struct corr_idmap *m, uint32_t key, uint64_t *val)
+int idmap_get(const struct idmap *m, uint32_t key, uint64_t *val)
 {
 	if (m->count == 0 || key == 0)
 		return -ENOENT;
@@ -38,7 +38,7 @@ static void insert_slot(uint32_t *keys, uint64_t *vals, uint32_t mask, uint32_t 
 	vals[i] = val;
 }
 
-static int grow(struct corr_idmap *m)
+static int grow(struct idmap *m)
 {
 	uint32_t cap = m->mask ? (m->mask + 1) * 2 : 16;
 	if (cap == 0 || cap > (1u << 30))
@@ -62,7 +62,7 @@ static int grow(struct corr_idmap *m)
 	return 0;
 }
 
-int corr_idmap_put(struct corr_idmap *m, uint32_t key, uint64_t val)
+int idmap_put(struct idmap *m, uint32_t key, uint64_t val)
 {
 	if (key == 0)
 		return -EINVAL;
@@ -81,7 +81,7 @@ int corr_idmap_put(struct corr_idmap *m, uint32_t key, uint64_t val)
 	return 0;
 }
 
-int corr_idmap_del(struct corr_idmap *m, uint32_t key)
+int idmap_del(struct idmap *m, uint32_t key)
 {
 	if (m->count == 0 || key == 0)
 		return -ENOENT;
@@ -106,7 +106,7 @@ int corr_idmap_del(struct corr_idmap *m, uint32_t key)
 	return 0;
 }
 
-void corr_idmap_free(struct corr_idmap *m)
+void idmap_free(struct idmap *m)
 {
 	free(m->keys);
 	free(m->vals);
