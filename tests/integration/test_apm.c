@@ -140,7 +140,7 @@ static uint64_t summary_value(const char *file, const char *pattern)
 static void test_correlation_end_to_end(void **state)
 {
 	(void)state;
-	char *dir = test_mkdtemp(), app[256], lib[256], out[512], err[512], dgram[512];
+	char *dir = test_mkdtemp(), app[256], lib[256], out[512], err[512], dgram[512], sock[512];
 	if (geteuid() != 0) {
 		fprintf(stderr, "SKIP: reading another process's TLS needs ptrace and /proc/PID/mem: run as root\n");
 		test_rmdir_rf(dir);
@@ -153,14 +153,16 @@ static void test_correlation_end_to_end(void **state)
 	snprintf(out, sizeof(out), "%s/p.msgpack", dir);
 	snprintf(err, sizeof(err), "%s/hostprof.err", dir);
 	snprintf(dgram, sizeof(dgram), "%s/dgram.log", dir);
+	/* The socket in this run's own directory: another run of these tests on the machine binds its own. */
+	snprintf(sock, sizeof(sock), "%s/apm.sock", dir);
 
 	/* hostprof in the background, so the agent can be restarted (SIGUSR1: a new socket) half-way. */
 	pid_t h = fork();
 	if (h == 0) {
 		if (!freopen(err, "w", stderr))
 			_exit(126);
-		execl(test_hostprof(), "hostprof", "record", "-o", out, "--", app, "--lib", abs_lib, "--socket",
-		      "/tmp/hostprof-apm-test.sock", "--log", dir, "--threads", "4", "--seconds", "8", (char *)NULL);
+		execl(test_hostprof(), "hostprof", "record", "-o", out, "--", app, "--lib", abs_lib, "--socket", sock,
+		      "--log", dir, "--threads", "4", "--seconds", "8", (char *)NULL);
 		_exit(127);
 	}
 	sleep(2);
@@ -271,7 +273,7 @@ static uint64_t traced_samples(const struct profile *p)
 static void test_correlation_under_load(void **state)
 {
 	(void)state;
-	char *dir = test_mkdtemp(), app[256], lib[256], out[512], err[512], dgram[512];
+	char *dir = test_mkdtemp(), app[256], lib[256], out[512], err[512], dgram[512], sock[512];
 	if (geteuid() != 0) {
 		fprintf(stderr, "SKIP: reading another process's TLS needs ptrace and /proc/PID/mem: run as root\n");
 		test_rmdir_rf(dir);
@@ -284,10 +286,13 @@ static void test_correlation_under_load(void **state)
 	snprintf(out, sizeof(out), "%s/p.msgpack", dir);
 	snprintf(err, sizeof(err), "%s/hostprof.err", dir);
 	snprintf(dgram, sizeof(dgram), "%s/dgram.log", dir);
+	/* The socket in this run's own directory: a concurrent run's agent bound at a shared path would receive
+	 * this hostprof's counts, and this one the other's (stacks this profile does not have). */
+	snprintf(sock, sizeof(sock), "%s/apm.sock", dir);
 	pid_t busy[2] = { start_busy(), start_busy() };
-	int rc = test_run("\"$HOSTPROF\" record -o %s -- %s --lib %s --socket /tmp/hostprof-apm-load.sock --log %s "
+	int rc = test_run("\"$HOSTPROF\" record -o %s -- %s --lib %s --socket %s --log %s "
 			  "--threads 3 --slot-cpu-ms 7 --wait-registration --linger-ms 500 --seconds 6 "
-			  "--publish-delay-ms 100 2> %s", out, app, abs_lib, dir, err);
+			  "--publish-delay-ms 100 2> %s", out, app, abs_lib, sock, dir, err);
 	for (int i = 0; i < 2; i++) {
 		kill(busy[i], SIGKILL);
 		waitpid(busy[i], NULL, 0);
