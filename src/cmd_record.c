@@ -6,7 +6,6 @@
  * covers threads created later); `-a` opens one event per CPU for everything. The run ends when the targets are
  * gone, after -d seconds, or on SIGINT/SIGTERM; the profile is written in every case.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -22,6 +21,7 @@
 #include <unistd.h>
 
 #include "correlate/correlate.h"
+#include "src/base/proc_threads.h"
 #include "src/commands.h"
 #include "src/fastlane.h"
 #include "src/profile.h"
@@ -336,23 +336,6 @@ static int start_command(struct record_run *r, int *go_fd)
 	return 0;
 }
 
-static int list_threads(pid_t pid, pid_t *tids, unsigned max, unsigned *n)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return -errno;
-	struct dirent *de;
-	*n = 0;
-	while ((de = readdir(d)) && *n < max) {
-		long tid = strtol(de->d_name, NULL, 10);
-		if (tid > 0)
-			tids[(*n)++] = (pid_t)tid;
-	}
-	closedir(d);
-	return 0;
-}
 
 /* Events on every thread of pid. Threads born while we open are caught by a second pass (inherit covers
  * threads created after their creator's event exists). */
@@ -364,7 +347,7 @@ static int attach_process(struct record_run *r, pid_t pid)
 	int err = tids && done ? 0 : -ENOMEM;
 
 	for (int pass = 0; pass < 2 && !err; pass++) {
-		if ((err = list_threads(pid, tids, MAX_THREADS, &n)) < 0) {
+		if ((err = proc_list_threads(pid, tids, MAX_THREADS, &n)) < 0) {
 			fprintf(stderr, "hostprof: no such process %d\n", (int)pid);
 			break;
 		}

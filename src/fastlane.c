@@ -10,7 +10,6 @@
  */
 #include "src/fastlane.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -25,6 +24,7 @@
 #include <unistd.h>
 
 #include "src/base/idmap.h"
+#include "src/base/proc_threads.h"
 
 #define QUEUE_TOTAL_BYTES	(16u << 20)	/* shared out between the CPUs' queues ... */
 #define QUEUE_MIN_BYTES		(1u << 20)	/* ... each at least this (60 samples of a 16 KiB copy) */
@@ -365,23 +365,6 @@ static int start_readers(struct fastlane *f)
 
 /* ---- processes ---- */
 
-static int list_threads(pid_t pid, pid_t *tids, unsigned max, unsigned *n)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return -errno;
-	struct dirent *de;
-	*n = 0;
-	while ((de = readdir(d)) && *n < max) {
-		long tid = strtol(de->d_name, NULL, 10);
-		if (tid > 0)
-			tids[(*n)++] = (pid_t)tid;
-	}
-	closedir(d);
-	return 0;
-}
 
 static int make_sampler(struct fastlane *f)
 {
@@ -399,7 +382,7 @@ static int open_threads(struct fastlane *f, pid_t pid, pid_t *tids, pid_t *done,
 {
 	unsigned n = 0, ncpus = (unsigned)sampler_ncpus(f->sampler);
 	for (int pass = 0, fresh = 1; pass < ADD_PASSES && fresh; pass++) {
-		int err = list_threads(pid, tids, MAX_THREADS, &n);
+		int err = proc_list_threads(pid, tids, MAX_THREADS, &n);
 		if (err < 0)
 			return err == -ENOENT ? -ESRCH : err;
 		fresh = 0;
