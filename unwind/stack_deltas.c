@@ -14,6 +14,7 @@
  */
 #include "unwind/stack_deltas.h"
 
+#include "unwind/byte_reader.h"
 #include "unwind/gopclntab.h"
 
 #include <capstone/capstone.h>
@@ -323,88 +324,6 @@ static bool sd_section_data(Elf_Scn *scn, const GElf_Shdr *sh, Elf_Data *out)
 	return true;
 }
 
-/* ---- pointer encodings (.eh_frame, .eh_frame_hdr) ------------------------------------------------------- */
-
-static bool sd_read_uleb(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	uint64_t r = 0;
-	for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
-		uint8_t c = *(*p)++;
-		r |= (uint64_t)(c & 0x7f) << shift;
-		if (!(c & 0x80)) {
-			*v = r;
-			return true;
-		}
-	}
-	return false;
-}
-
-static bool sd_read_sleb(const uint8_t **p, const uint8_t *end, int64_t *v)
-{
-	uint64_t r = 0;
-	unsigned shift = 0;
-	while (*p < end && shift < 64) {
-		uint8_t c = *(*p)++;
-		r |= (uint64_t)(c & 0x7f) << shift;
-		shift += 7;
-		if (!(c & 0x80)) {
-			if (shift < 64 && (c & 0x40))
-				r |= ~0ull << shift;
-			*v = (int64_t)r;
-			return true;
-		}
-	}
-	return false;
-}
-
-static bool sd_read_fixed(const uint8_t **p, const uint8_t *end, unsigned size, bool sign, uint64_t *v)
-{
-	if ((size_t)(end - *p) < size)
-		return false;
-	uint64_t r = 0;
-	for (unsigned i = 0; i < size; i++)
-		r |= (uint64_t)(*p)[i] << (8 * i);	/* x86_64 ELF is little-endian */
-	if (sign && size < 8 && (r >> (8 * size - 1)) & 1)
-		r |= ~0ull << (8 * size);
-	*p += size;
-	*v = r;
-	return true;
-}
-
-/* The value of a DW_EH_PE_* format (low nibble), before any base is applied. */
-static bool sd_read_format(uint8_t fmt, const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	static const unsigned sizes[16] = { 8, 0, 2, 4, 8, 0, 0, 0, 0, 0, 2, 4, 8, 0, 0, 0 };
-	if (fmt == DW_EH_PE_uleb128)
-		return sd_read_uleb(p, end, v);
-	if (fmt == DW_EH_PE_sleb128) {
-		int64_t s;
-		if (!sd_read_sleb(p, end, &s))
-			return false;
-		*v = (uint64_t)s;
-		return true;
-	}
-	return sizes[fmt] && sd_read_fixed(p, end, sizes[fmt], fmt >= DW_EH_PE_signed, v);
-}
-
-/* Read a DW_EH_PE_* encoded pointer at *p, whose own ELF address is field_va. Indirect, text- and
- * function-relative encodings never appear in x86_64 FDE headers and are refused. */
-static bool sd_read_encoded(uint8_t enc, const uint8_t **p, const uint8_t *end, uint64_t field_va,
-			    uint64_t datarel_base, uint64_t *v)
-{
-	uint64_t val;
-	if (enc == DW_EH_PE_omit || (enc & DW_EH_PE_indirect) || !sd_read_format(enc & 0x0f, p, end, &val))
-		return false;
-	switch (enc & 0x70) {
-	case DW_EH_PE_absptr: break;
-	case DW_EH_PE_pcrel: val += field_va; break;
-	case DW_EH_PE_datarel: val += datarel_base; break;
-	default: return false;
-	}
-	*v = val;
-	return true;
-}
-
 /* ---- step 1: CFI sections and FDE ranges ---------------------------------------------------------------- */
 
 /* .eh_frame located through PT_GNU_EH_FRAME, for files without section headers. */
@@ -418,11 +337,16 @@ static bool sd_eh_frame_from_phdr(struct sd_builder *b, struct sd_source *s)
 		if (!gelf_getphdr(b->elf, (int)i, &ph) || ph.p_type != PT_GNU_EH_FRAME)
 			continue;
 		const uint8_t *hdr = sd_segment_bytes(b, ph.p_vaddr, &avail);
-		if (!hdr || avail < 4 || hdr[0] != 1)
-			return false;
-		const uint8_t *p = hdr + 4, *end = hdr + avail;
+		struct byte_reader r;
+		uint8_t version, ptr_enc;
 		uint64_t va;
-		if (!sd_read_encoded(hdr[1], &p, end, ph.p_vaddr + 4, ph.p_vaddr, &va))
+		if (!hdr)
+			return false;
+		/* version 1, eh_frame_ptr's encoding, two more encodings, then eh_frame_ptr */
+		byte_reader_init(&r, hdr, avail);
+		r.va = ph.p_vaddr;
+		if (!byte_reader_u8(&r, &version) || version != 1 || !byte_reader_u8(&r, &ptr_enc) ||
+		    !byte_reader_skip(&r, 2) || !byte_reader_eh_pointer(&r, ptr_enc, ph.p_vaddr, &va))
 			return false;
 		const uint8_t *eh = sd_segment_bytes(b, va, &avail);
 		if (!eh)
@@ -477,34 +401,6 @@ static void sd_open_debug_frame(struct sd_builder *b)
 	b->nsrc++;
 }
 
-/* Parse the augmentation of a CIE for the FDE pointer encoding ('R'). */
-static bool sd_cie_fde_encoding(const Dwarf_CIE *cie, bool eh, uint8_t *enc)
-{
-	*enc = DW_EH_PE_absptr;
-	const char *aug = cie->augmentation;
-	if (!eh || !aug || aug[0] == '\0')
-		return true;
-	if (aug[0] != 'z' || !cie->augmentation_data)
-		return false;
-	const uint8_t *p = cie->augmentation_data, *end = p + cie->augmentation_data_size;
-	for (const char *c = aug + 1; *c; c++) {
-		uint64_t skip;
-		if (*c == 'S' || *c == 'B')
-			continue;
-		if (*c != 'L' && *c != 'R' && *c != 'P')
-			return strchr(c, 'R') == NULL;	/* 'z' sizes the data: only an unknown letter before
-							 * 'R' leaves the encoding unknown */
-		if (p >= end)
-			return false;
-		uint8_t e = *p++;
-		if (*c == 'R')
-			*enc = e;
-		else if (*c == 'P' && (e == DW_EH_PE_omit || !sd_read_format(e & 0x0f, &p, end, &skip)))
-			return false;	/* the personality pointer: only its size matters */
-	}
-	return true;
-}
-
 static const struct sd_cie *sd_get_cie(struct sd_builder *b, const struct sd_source *s, uint64_t off)
 {
 	struct sd_cie *c = &b->cies[(off * 0x9e3779b97f4a7c15ull) >> 58];
@@ -514,8 +410,11 @@ static const struct sd_cie *sd_get_cie(struct sd_builder *b, const struct sd_sou
 	Dwarf_Off next;
 	c->used = true;
 	c->off = off;
+	c->fde_enc = DW_EH_PE_absptr;
 	c->valid = dwarf_next_cfi(b->ident, (Elf_Data *)&s->data, s->eh, off, &next, &e) == 0 &&
-		   dwarf_cfi_cie_p(&e) && sd_cie_fde_encoding(&e.cie, s->eh, &c->fde_enc);
+		   dwarf_cfi_cie_p(&e) &&
+		   (!s->eh || byte_reader_cie_fde_encoding(e.cie.augmentation, e.cie.augmentation_data,
+							   e.cie.augmentation_data_size, &c->fde_enc));
 	return c;
 }
 
@@ -541,12 +440,12 @@ static bool sd_fde_range(struct sd_builder *b, const struct sd_source *s, const 
 	const struct sd_cie *cie = sd_get_cie(b, s, fde->CIE_pointer);
 	if (!cie->valid)
 		return false;
-	const uint8_t *p = fde->start;
-	uint64_t field_va = s->va + (uint64_t)(p - (const uint8_t *)s->data.d_buf);
+	struct byte_reader r;
 	uint64_t len;
 	uint8_t enc = s->eh ? cie->fde_enc : DW_EH_PE_udata8;
-	if (!sd_read_encoded(enc, &p, fde->end, field_va, 0, start) ||
-	    !sd_read_encoded(enc & 0x0f, &p, fde->end, 0, 0, &len))
+	byte_reader_init(&r, fde->start, (size_t)(fde->end - fde->start));
+	r.va = s->va + (uint64_t)(fde->start - (const uint8_t *)s->data.d_buf);
+	if (!byte_reader_eh_pointer(&r, enc, 0, start) || !byte_reader_eh_value(&r, enc, &len))
 		return false;
 	if (len == 0 || *start == 0 || *start + len < *start)
 		return false;

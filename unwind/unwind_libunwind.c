@@ -29,6 +29,8 @@
  */
 #include "unwind/unwind_libunwind.h"
 
+#include "unwind/byte_reader.h"
+
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
@@ -212,126 +214,26 @@ static const uint8_t *file_bytes(const struct file_info *fi, uint64_t vaddr, uin
 	return NULL;
 }
 
-/* ---- pointer encodings (DW_EH_PE_*) ---- */
-
-static bool read_uleb(const uint8_t **p, const uint8_t *end, uint64_t *out)
-{
-	uint64_t v = 0;
-	for (unsigned shift = 0; *p < end; shift += 7) {
-		uint8_t byte = *(*p)++;
-		if (shift < 64)
-			v |= (uint64_t)(byte & 0x7f) << shift;
-		if (!(byte & 0x80)) {
-			*out = v;
-			return true;
-		}
-	}
-	return false;
-}
-
-static bool read_sleb(const uint8_t **p, const uint8_t *end, int64_t *out)
-{
-	uint64_t v = 0;
-	unsigned shift = 0;
-	while (*p < end) {
-		uint8_t byte = *(*p)++;
-		if (shift < 64)
-			v |= (uint64_t)(byte & 0x7f) << shift;
-		shift += 7;
-		if (!(byte & 0x80)) {
-			if (shift < 64 && (byte & 0x40))
-				v |= ~0ULL << shift;
-			*out = (int64_t)v;
-			return true;
-		}
-	}
-	return false;
-}
-
-static bool read_fixed(const uint8_t **p, const uint8_t *end, unsigned size, bool is_signed, uint64_t *out)
-{
-	if ((size_t)(end - *p) < size)
-		return false;
-	uint64_t v = 0;
-	memcpy(&v, *p, size); /* little-endian host and target */
-	if (is_signed && size < 8 && (v >> (8 * size - 1)) & 1)
-		v |= ~0ULL << (8 * size);
-	*p += size;
-	*out = v;
-	return true;
-}
-
-/* The value part of an encoded pointer, before its application (pcrel, datarel) is applied. */
-static bool read_encoded_value(const uint8_t **p, const uint8_t *end, uint8_t enc, uint64_t *out)
-{
-	int64_t s;
-	switch (enc & 0x0f) {
-	case DW_EH_PE_absptr:
-	case DW_EH_PE_udata8:
-		return read_fixed(p, end, 8, false, out);
-	case DW_EH_PE_sdata8:
-		return read_fixed(p, end, 8, true, out);
-	case DW_EH_PE_udata4:
-		return read_fixed(p, end, 4, false, out);
-	case DW_EH_PE_sdata4:
-		return read_fixed(p, end, 4, true, out);
-	case DW_EH_PE_udata2:
-		return read_fixed(p, end, 2, false, out);
-	case DW_EH_PE_sdata2:
-		return read_fixed(p, end, 2, true, out);
-	case DW_EH_PE_uleb128:
-		return read_uleb(p, end, out);
-	case DW_EH_PE_sleb128:
-		if (!read_sleb(p, end, &s))
-			return false;
-		*out = (uint64_t)s;
-		return true;
-	default:
-		return false;
-	}
-}
-
-/*
- * Decode an encoded pointer found in the file at virtual address pc_vaddr (for pcrel); data_vaddr is the base
- * of datarel. Only what unwind tables use on x86_64 is accepted: absolute, pcrel, datarel, not indirect.
- */
-static bool read_encoded_ptr(const uint8_t **p, const uint8_t *end, uint8_t enc, uint64_t pc_vaddr,
-			     uint64_t data_vaddr, uint64_t *out)
-{
-	uint64_t v;
-	if (enc == DW_EH_PE_omit || (enc & DW_EH_PE_indirect) || !read_encoded_value(p, end, enc, &v))
-		return false;
-	switch (enc & 0x70) {
-	case DW_EH_PE_absptr:
-		*out = v;
-		return true;
-	case DW_EH_PE_pcrel:
-		*out = pc_vaddr + v;
-		return true;
-	case DW_EH_PE_datarel:
-		*out = data_vaddr + v;
-		return true;
-	default:
-		return false;
-	}
-}
-
 /* ---- .eh_frame_hdr ---- */
 
 static bool parse_eh_frame_hdr(struct file_info *fi, uint64_t vaddr, uint64_t size)
 {
 	const uint8_t *hdr = file_bytes(fi, vaddr, size);
-	if (!hdr || size < 4 || hdr[0] != 1)
-		return false;
-	const uint8_t *p = hdr + 4, *end = hdr + size;
+	struct byte_reader r;
+	uint8_t version, ptr_enc, count_enc, table_enc;
 	uint64_t eh_frame, count;
-	if (!read_encoded_ptr(&p, end, hdr[1], vaddr + 4, vaddr, &eh_frame) ||
-	    !read_encoded_ptr(&p, end, hdr[2], vaddr + (uint64_t)(p - hdr), vaddr, &count))
+	if (!hdr)
+		return false;
+	byte_reader_init(&r, hdr, size);
+	r.va = vaddr;
+	if (!byte_reader_u8(&r, &version) || version != 1 || !byte_reader_u8(&r, &ptr_enc) ||
+	    !byte_reader_u8(&r, &count_enc) || !byte_reader_u8(&r, &table_enc) ||
+	    !byte_reader_eh_pointer(&r, ptr_enc, vaddr, &eh_frame) || !byte_reader_eh_pointer(&r, count_enc, vaddr, &count))
 		return false;
 	/* libunwind's binary search only understands this layout. */
-	if (hdr[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
+	if (table_enc != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
 		return false;
-	uint64_t table_off = (uint64_t)(p - hdr);
+	uint64_t table_off = byte_reader_offset(&r);
 	if (count == 0 || count > (size - table_off) / sizeof(struct table_entry))
 		return false;
 	fi->eh = (struct fde_table){ .format = UNW_INFO_FORMAT_REMOTE_TABLE, .segbase = vaddr,
@@ -384,54 +286,6 @@ static bool walk_cfi(const struct section_walk *w, bool cies,
 	return true;
 }
 
-/* Encoded size of a fixed-size pointer encoding, 0 if variable or unknown. */
-static unsigned encoded_size(uint8_t enc)
-{
-	switch (enc & 0x0f) {
-	case DW_EH_PE_absptr:
-	case DW_EH_PE_udata8:
-	case DW_EH_PE_sdata8:
-		return 8;
-	case DW_EH_PE_udata4:
-	case DW_EH_PE_sdata4:
-		return 4;
-	case DW_EH_PE_udata2:
-	case DW_EH_PE_sdata2:
-		return 2;
-	default:
-		return 0;
-	}
-}
-
-/* The FDE pointer encoding from an .eh_frame CIE's "z..." augmentation. */
-static bool cie_fde_encoding(const Dwarf_CIE *cie, uint8_t *enc)
-{
-	const char *a = cie->augmentation;
-	*enc = DW_EH_PE_absptr;
-	if (a[0] == '\0')
-		return true;
-	if (a[0] != 'z')
-		return false;
-	const uint8_t *p = cie->augmentation_data, *end = p + cie->augmentation_data_size;
-	for (a++; *a; a++) {
-		if (*a == 'S')
-			continue;
-		if (p >= end)
-			return false;
-		uint8_t e = *p++;
-		if (*a == 'R')
-			*enc = e;
-		else if (*a == 'P') {
-			unsigned n = encoded_size(e);
-			if (!n || (size_t)(end - p) < n)
-				return false;
-			p += n;
-		} else if (*a != 'L')
-			return false;
-	}
-	return true;
-}
-
 static bool add_cie(void *ctx, const Dwarf_CFI_Entry *e, uint64_t off)
 {
 	struct cie_list *l = ctx;
@@ -445,7 +299,8 @@ static bool add_cie(void *ctx, const Dwarf_CFI_Entry *e, uint64_t off)
 	}
 	struct cie_note *c = &l->v[l->n++];
 	*c = (struct cie_note){ .offset = off };
-	c->usable = cie_fde_encoding(&e->cie, &c->fde_enc);
+	c->usable = byte_reader_cie_fde_encoding(e->cie.augmentation, e->cie.augmentation_data,
+						 e->cie.augmentation_data_size, &c->fde_enc);
 	return true;
 }
 
@@ -484,10 +339,13 @@ static bool add_eh_fde(void *ctx, const Dwarf_CFI_Entry *e, uint64_t off)
 {
 	struct eh_build *b = ctx;
 	const struct cie_note *cie = find_cie(&b->cies, e->fde.CIE_pointer);
-	const uint8_t *base = b->w->data.d_buf, *p = e->fde.start;
+	const uint8_t *base = b->w->data.d_buf;
+	struct byte_reader r;
 	uint64_t start, range;
-	if (!cie || !read_encoded_ptr(&p, e->fde.end, cie->fde_enc, b->vaddr + (uint64_t)(p - base), 0, &start) ||
-	    !read_encoded_value(&p, e->fde.end, cie->fde_enc & 0x0f, &range) || range == 0)
+	byte_reader_init(&r, e->fde.start, (size_t)(e->fde.end - e->fde.start));
+	r.va = b->vaddr + (uint64_t)(e->fde.start - base);
+	if (!cie || !byte_reader_eh_pointer(&r, cie->fde_enc, 0, &start) ||
+	    !byte_reader_eh_value(&r, cie->fde_enc, &range) || range == 0)
 		return true; /* an FDE libunwind could not use either: leave it out */
 	int64_t rel = (int64_t)(start - b->vaddr);
 	if (!fits_int32(rel) || !fits_int32((int64_t)off))
@@ -575,11 +433,12 @@ static bool convert_fde(void *ctx, const Dwarf_CFI_Entry *e, uint64_t off)
 {
 	struct debug_build *d = ctx;
 	const struct cie_note *cie = find_cie(&d->cies, e->fde.CIE_pointer);
-	const uint8_t *p = e->fde.start;
+	struct byte_reader r;
 	uint64_t start, range;
 	(void)off;
-	if (!cie || !read_fixed(&p, e->fde.end, 8, false, &start) || !read_fixed(&p, e->fde.end, 8, false, &range) ||
-	    range == 0 || !fits_int32((int64_t)(start - d->lo_vaddr)))
+	byte_reader_init(&r, e->fde.start, (size_t)(e->fde.end - e->fde.start));
+	if (!cie || !byte_reader_uint(&r, 8, &start) || !byte_reader_uint(&r, 8, &range) || range == 0 ||
+	    !fits_int32((int64_t)(start - d->lo_vaddr)))
 		return true;
 	size_t at = d->out->len;
 	int64_t cie_rel = (int64_t)(at + 4 - cie->out_offset);
@@ -587,7 +446,7 @@ static bool convert_fde(void *ctx, const Dwarf_CFI_Entry *e, uint64_t off)
 		return true;
 	uint32_t zero = 0, rel32 = (uint32_t)cie_rel;
 	bool ok = buf_put(d->out, &zero, 4) && buf_put(d->out, &rel32, 4) && buf_put(d->out, &start, 8) &&
-		  buf_put(d->out, &range, 8) && buf_put(d->out, p, (size_t)(e->fde.end - p)) && buf_align(d->out, 4);
+		  buf_put(d->out, &range, 8) && buf_put(d->out, r.pos, byte_reader_left(&r)) && buf_align(d->out, 4);
 	if (!ok)
 		return false;
 	put_length(d->out, at);

@@ -677,7 +677,7 @@ static void tg_check_table(const struct gopclntab *t, enum gopclntab_version ver
 	}
 	assert_int_equal(gopclntab_func(t, TG_NFUNC, &f), -ERANGE);
 	assert_int_equal(gopclntab_find_func(t, code + TG_CODE, &idx), -ENOENT);
-	assert_int_equal(gopclntab_pcsp_rows(t, 0, tg_runs_cb, &runs), 0);
+	assert_int_equal(gopclntab_pcvalue_rows(t, 0, GOPCLNTAB_PCSP, tg_runs_cb, &runs), 0);
 	assert_int_equal(runs.n, 3);
 	assert_int_equal(runs.start[1], code + 4);
 	assert_int_equal(runs.end[1], code + 0x30);
@@ -728,7 +728,7 @@ static void tg_exercise(const struct gopclntab *t)
 		if (gopclntab_func(t, i, &f) == 0)
 			assert_non_null(f.name);
 		runs.n = 0;
-		gopclntab_pcsp_rows(t, i, tg_runs_cb, &runs);
+		gopclntab_pcvalue_rows(t, i, GOPCLNTAB_PCSP, tg_runs_cb, &runs);
 		gopclntab_pcvalue(t, i, GOPCLNTAB_PCLN, lo + i, &v);
 		gopclntab_file(t, i, (int32_t)i - 1);
 	}
@@ -1000,7 +1000,7 @@ static void tg_check_go_binary(const struct tg_env *env, const char *name)
 	assert_string_equal(fr[0].function, "runtime.goexit");
 	assert_true(tg_ends_with(fr[0].file, ".s"));
 	/* main.other has a frame: pcsp goes above 0 and comes back. */
-	assert_int_equal(gopclntab_pcsp_rows(f.t, oi, tg_runs_cb, &runs), 0);
+	assert_int_equal(gopclntab_pcvalue_rows(f.t, oi, GOPCLNTAB_PCSP, tg_runs_cb, &runs), 0);
 	assert_true(runs.n >= 3);
 	assert_int_equal(runs.value[0], 0);
 	assert_true(runs.value[1] > 0);
