@@ -30,6 +30,8 @@
 #include "unwind/unwind_libunwind.h"
 
 #include "unwind/byte_reader.h"
+#include "unwind/elf_image.h"
+#include "unwind/file_cache.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -44,7 +46,6 @@ extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip
 					       unw_proc_info_t *pi, int need_unwind_info, void *arg);
 #define dwarf_search_unwind_table UNW_OBJ(dwarf_search_unwind_table)
 
-#define MAX_LOADS 32			/* PT_LOAD segments kept per file; more is not a real object */
 #define MAX_CFI_ENTRIES (1u << 24)	/* CIEs/FDEs walked per section: bounds work on hostile input */
 #define WINDOW_BIT (1ULL << 62)		/* non-canonical on x86_64: never a process address */
 #define WINDOW_SLOT_SHIFT 32
@@ -53,13 +54,6 @@ extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip
 #define MAX_SLOTS (1u << 29)
 #define REGION_CACHE 8			/* address ranges remembered during one sample */
 #define RECENT_FILES 8			/* files seen during one sample, for addresses no module claims */
-
-/* The file-backed part of one PT_LOAD segment. */
-struct load_seg {
-	uint64_t vaddr;
-	uint64_t size;			/* bytes present in the file image */
-	uint64_t offset;
-};
 
 /*
  * One binary-search table of (int32 start offset, int32 FDE offset) pairs, as in .eh_frame_hdr. Addresses
@@ -73,15 +67,10 @@ struct fde_table {
 	uint64_t nentries;
 };
 
+/* What we keep of one file (unwind/file_cache.h). */
 struct file_info {
-	const void *key;
-	struct file_info *next;		/* hash chain */
 	uint32_t slot;			/* index in unwind_libunwind.slots; names this file's window */
-	const uint8_t *image;		/* whole file, from elf_rawfile */
-	size_t image_size;
-	struct load_seg segs[MAX_LOADS];
-	unsigned nsegs;
-	uint64_t lo_vaddr, hi_vaddr;	/* extent of all PT_LOADs */
+	struct elf_image img;		/* the file and its PT_LOAD layout */
 	struct fde_table eh;		/* from .eh_frame_hdr or built from .eh_frame */
 	struct fde_table debug;		/* built from .debug_frame */
 	uint8_t *window;		/* tables we built */
@@ -115,8 +104,7 @@ struct sample_ctx {
 
 struct unwind_libunwind {
 	unw_addr_space_t as;
-	struct file_info **buckets;	/* cache_key -> file_info, chained */
-	size_t nbuckets, nfiles;
+	struct file_cache *files;	/* file key -> struct file_info */
 	struct file_info **slots;	/* slot -> file_info, for window addresses */
 	uint32_t nslots;
 	struct sample_ctx sc;
@@ -203,22 +191,11 @@ static bool fits_int32(int64_t v)
 	return v >= INT32_MIN && v <= INT32_MAX;
 }
 
-/* Host pointer to [vaddr, vaddr + size) of the file when it lies in one segment's file-backed part. */
-static const uint8_t *file_bytes(const struct file_info *fi, uint64_t vaddr, uint64_t size)
-{
-	for (unsigned i = 0; i < fi->nsegs; i++) {
-		const struct load_seg *s = &fi->segs[i];
-		if (vaddr >= s->vaddr && vaddr - s->vaddr <= s->size && size <= s->size - (vaddr - s->vaddr))
-			return fi->image + s->offset + (vaddr - s->vaddr);
-	}
-	return NULL;
-}
-
 /* ---- .eh_frame_hdr ---- */
 
 static bool parse_eh_frame_hdr(struct file_info *fi, uint64_t vaddr, uint64_t size)
 {
-	const uint8_t *hdr = file_bytes(fi, vaddr, size);
+	const uint8_t *hdr = elf_image_bytes(&fi->img, vaddr, size);
 	struct byte_reader r;
 	uint8_t version, ptr_enc, count_enc, table_enc;
 	uint64_t eh_frame, count;
@@ -456,7 +433,7 @@ static bool convert_fde(void *ctx, const Dwarf_CFI_Entry *e, uint64_t off)
 
 static bool build_debug_frame_table(struct file_info *fi, const struct section_walk *w, struct buf *window)
 {
-	struct debug_build d = { .lo_vaddr = fi->lo_vaddr, .out = window };
+	struct debug_build d = { .lo_vaddr = fi->img.lo, .out = window };
 	if (!buf_align(window, 8))
 		return false;
 	struct fde_table t = { .format = UNW_INFO_FORMAT_IP_OFFSET, .segbase = window->len,
@@ -469,30 +446,6 @@ static bool build_debug_frame_table(struct file_info *fi, const struct section_w
 }
 
 /* ---- building a file's info ---- */
-
-static void load_segments(struct file_info *fi, Elf *elf)
-{
-	size_t n;
-	fi->lo_vaddr = UINT64_MAX;
-	if (elf_getphdrnum(elf, &n) != 0)
-		n = 0;
-	for (size_t i = 0; i < n && i < 4096; i++) {
-		GElf_Phdr ph;
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || ph.p_vaddr + ph.p_memsz < ph.p_vaddr)
-			continue;
-		if (ph.p_vaddr < fi->lo_vaddr)
-			fi->lo_vaddr = ph.p_vaddr;
-		if (ph.p_vaddr + ph.p_memsz > fi->hi_vaddr)
-			fi->hi_vaddr = ph.p_vaddr + ph.p_memsz;
-		if (fi->nsegs == MAX_LOADS || ph.p_offset >= fi->image_size)
-			continue;
-		uint64_t size = ph.p_filesz < fi->image_size - ph.p_offset ? ph.p_filesz : fi->image_size - ph.p_offset;
-		if (size)
-			fi->segs[fi->nsegs++] = (struct load_seg){ ph.p_vaddr, size, ph.p_offset };
-	}
-	if (fi->lo_vaddr > fi->hi_vaddr)
-		fi->lo_vaddr = fi->hi_vaddr = 0;
-}
 
 /* The section named `name`, if its header is sane. */
 static bool find_section(Elf *elf, const char *name, GElf_Shdr *out)
@@ -531,9 +484,9 @@ static bool section_walk_init(const struct file_info *fi, const GElf_Shdr *sh, c
 {
 	const uint8_t *p = NULL;
 	if (sh->sh_flags & SHF_ALLOC)
-		p = file_bytes(fi, sh->sh_addr, sh->sh_size);
-	else if (sh->sh_offset <= fi->image_size && sh->sh_size <= fi->image_size - sh->sh_offset)
-		p = fi->image + sh->sh_offset;
+		p = elf_image_bytes(&fi->img, sh->sh_addr, sh->sh_size);
+	else if (sh->sh_offset <= fi->img.image_size && sh->sh_size <= fi->img.image_size - sh->sh_offset)
+		p = fi->img.image + sh->sh_offset;
 	if (!p || sh->sh_size == 0 || sh->sh_size > MAX_SECTION_SIZE)
 		return false;
 	*w = (struct section_walk){ .e_ident = e_ident, .eh_frame = eh_frame };
@@ -564,70 +517,6 @@ static bool build_tables(struct file_info *fi, Elf *elf)
 	return ok;
 }
 
-static struct file_info *file_info_new(const void *key, Elf *elf)
-{
-	struct file_info *fi = calloc(1, sizeof(*fi));
-	if (!fi)
-		return NULL;
-	fi->key = key;
-	fi->image = (const uint8_t *)elf_rawfile(elf, &fi->image_size);
-	if (!fi->image)
-		fi->image_size = 0;
-	load_segments(fi, elf);
-	if (!build_tables(fi, elf)) {
-		free(fi->window);
-		free(fi);
-		return NULL;
-	}
-	return fi;
-}
-
-static void file_info_free(struct file_info *fi)
-{
-	if (fi) {
-		free(fi->window);
-		free(fi);
-	}
-}
-
-/* ---- the per-file cache ---- */
-
-static size_t key_hash(const void *key, size_t nbuckets)
-{
-	uint64_t h = (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ULL;
-	return (size_t)(h >> 32) & (nbuckets - 1);
-}
-
-static bool cache_grow(struct unwind_libunwind *u)
-{
-	size_t n = u->nbuckets ? 2 * u->nbuckets : 64;
-	struct file_info **b = calloc(n, sizeof(*b));
-	if (!b)
-		return false;
-	for (size_t i = 0; i < u->nbuckets; i++) {
-		for (struct file_info *fi = u->buckets[i], *next; fi; fi = next) {
-			next = fi->next;
-			size_t h = key_hash(fi->key, n);
-			fi->next = b[h];
-			b[h] = fi;
-		}
-	}
-	free(u->buckets);
-	u->buckets = b;
-	u->nbuckets = n;
-	return true;
-}
-
-static struct file_info *cache_find(const struct unwind_libunwind *u, const void *key)
-{
-	if (!u->nbuckets)
-		return NULL;
-	struct file_info *fi = u->buckets[key_hash(key, u->nbuckets)];
-	while (fi && fi->key != key)
-		fi = fi->next;
-	return fi;
-}
-
 /* A free slot for a new file's window, growing the slot array as needed. */
 static bool slot_alloc(struct unwind_libunwind *u, uint32_t *slot)
 {
@@ -650,34 +539,43 @@ static bool slot_alloc(struct unwind_libunwind *u, uint32_t *slot)
 	return true;
 }
 
-static bool cache_insert(struct unwind_libunwind *u, struct file_info *fi)
+/* file_cache hook: a file's layout and tables, with a window slot. */
+static int file_info_make(void *ctx, const void *key, Elf *elf, void **value)
 {
-	if ((u->nfiles + 1 > u->nbuckets && !cache_grow(u)) || !slot_alloc(u, &fi->slot))
-		return false;
-	size_t h = key_hash(fi->key, u->nbuckets);
-	fi->next = u->buckets[h];
-	u->buckets[h] = fi;
+	struct unwind_libunwind *u = ctx;
+	struct file_info *fi = calloc(1, sizeof(*fi));
+	(void)key;
+	if (!fi)
+		return -ENOMEM;
+	elf_image_init(&fi->img, elf);
+	if (!build_tables(fi, elf) || !slot_alloc(u, &fi->slot)) {
+		free(fi->window);
+		free(fi);
+		return -ENOMEM;
+	}
 	u->slots[fi->slot] = fi;
-	u->nfiles++;
-	return true;
+	*value = fi;
+	return 0;
+}
+
+/* file_cache hook: the file is forgotten, its window slot freed. */
+static void file_info_release(void *ctx, void *value)
+{
+	struct unwind_libunwind *u = ctx;
+	struct file_info *fi = value;
+	u->slots[fi->slot] = NULL;
+	free(fi->window);
+	free(fi);
 }
 
 /* The cached info of mod's file, built on first use. NULL: the file is unreadable, or -ENOMEM in sc->err. */
 static struct file_info *file_get(struct sample_ctx *sc, const struct unwind_module *mod)
 {
-	if (!mod->elf)
-		return NULL;
-	const void *key = mod->cache_key ? mod->cache_key : (const void *)mod->elf;
-	struct file_info *fi = cache_find(sc->u, key);
-	if (fi)
-		return fi;
-	fi = file_info_new(key, mod->elf);
-	if (!fi || !cache_insert(sc->u, fi)) {
-		file_info_free(fi);
-		sc->err = -ENOMEM;
-		return NULL;
-	}
-	return fi;
+	void *fi;
+	int err = file_cache_get(sc->u->files, mod, &fi);
+	if (err == -ENOMEM)
+		sc->err = err;
+	return err < 0 ? NULL : fi;
 }
 
 /* Remember a file mapped in this sample's process, so addresses no module claims can still be found in it. */
@@ -712,14 +610,11 @@ static bool window_region(const struct sample_ctx *sc, uint64_t addr, struct reg
 static bool file_region(const struct file_info *fi, uint64_t bias, uint64_t addr, struct region *r)
 {
 	uint64_t vaddr = addr - bias;
-	for (unsigned i = 0; i < fi->nsegs; i++) {
-		const struct load_seg *s = &fi->segs[i];
-		if (vaddr >= s->vaddr && vaddr - s->vaddr < s->size) {
-			*r = (struct region){ bias + s->vaddr, bias + s->vaddr + s->size, fi->image + s->offset };
-			return r->start < r->end; /* a wrapping bias makes the range meaningless */
-		}
-	}
-	return false;
+	const struct elf_image_load *l = elf_image_load_at(&fi->img, vaddr);
+	if (!l)
+		return false;
+	*r = (struct region){ bias + l->vaddr, bias + l->vaddr + l->size, fi->img.image + l->offset };
+	return r->start < r->end; /* a wrapping bias makes the range meaningless */
 }
 
 /* Where addr's bytes are: a window, the file of the module there, or a file seen earlier in this sample. */
@@ -846,8 +741,8 @@ static void fill_dyn_info(const struct file_info *fi, const struct fde_table *t,
 {
 	memset(di, 0, sizeof(*di));
 	di->format = t->format;
-	di->start_ip = bias + fi->lo_vaddr;
-	di->end_ip = bias + fi->hi_vaddr;
+	di->start_ip = bias + fi->img.lo;
+	di->end_ip = bias + fi->img.hi;
 	di->u.rti.segbase = t->segbase_in_window ? window_addr(fi, t->segbase) : bias + t->segbase;
 	di->u.rti.table_data = t->table_in_window ? window_addr(fi, t->table) : bias + t->table;
 	di->u.rti.table_len = t->nentries * sizeof(struct table_entry) / sizeof(unw_word_t);
@@ -862,7 +757,7 @@ static const uint8_t *table_host(const struct file_info *fi, const struct fde_ta
 	size_t bytes = t->nentries * sizeof(struct table_entry);
 	if (t->table_in_window)
 		return t->table <= fi->window_size && bytes <= fi->window_size - t->table ? fi->window + t->table : NULL;
-	return file_bytes(fi, t->table, bytes);
+	return elf_image_bytes(&fi->img, t->table, bytes);
 }
 
 /* Index of the last entry starting at or before rel (the rule libunwind's own search applies). */
@@ -1123,8 +1018,9 @@ struct unwind_libunwind *unwind_libunwind_new(void)
 	struct unwind_libunwind *u = calloc(1, sizeof(*u));
 	if (!u)
 		return NULL;
+	struct file_cache_hooks hooks = { file_info_make, file_info_release, u };
 	u->as = unw_create_addr_space(&acc, 0);
-	if (!u->as || unw_set_caching_policy(u->as, UNW_CACHE_NONE) < 0) {
+	if (!u->as || unw_set_caching_policy(u->as, UNW_CACHE_NONE) < 0 || file_cache_new(&hooks, &u->files) < 0) {
 		if (u->as)
 			unw_destroy_addr_space(u->as);
 		free(u);
@@ -1136,31 +1032,15 @@ struct unwind_libunwind *unwind_libunwind_new(void)
 
 void unwind_libunwind_forget(struct unwind_libunwind *u, const void *cache_key)
 {
-	if (!u || !u->nbuckets)
-		return;
-	struct file_info **pp = &u->buckets[key_hash(cache_key, u->nbuckets)];
-	while (*pp && (*pp)->key != cache_key)
-		pp = &(*pp)->next;
-	struct file_info *fi = *pp;
-	if (!fi)
-		return;
-	*pp = fi->next;
-	u->slots[fi->slot] = NULL;
-	u->nfiles--;
-	file_info_free(fi);
+	if (u)
+		file_cache_forget(u->files, cache_key);
 }
 
 void unwind_libunwind_free(struct unwind_libunwind *u)
 {
 	if (!u)
 		return;
-	for (size_t i = 0; i < u->nbuckets; i++) {
-		for (struct file_info *fi = u->buckets[i], *next; fi; fi = next) {
-			next = fi->next;
-			file_info_free(fi);
-		}
-	}
-	free(u->buckets);
+	file_cache_free(u->files);
 	free(u->slots);
 	unw_destroy_addr_space(u->as);
 	free(u);
