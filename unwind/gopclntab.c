@@ -1,7 +1,8 @@
 /*
- * gopclntab.c — read Go's function table. See gopclntab.h; the format is described in research/formats.md § 5.
+ * gopclntab.c — read Go's function table. See gopclntab.h.
  *
- * Layout of a table (offsets from its header, all bounds-checked against the table and its regions):
+ * Layout of a table, as Go's linker writes it (offsets from its header, all read through a bounded reader,
+ * byte_reader.h, and checked against the table and its regions):
  *   header   magic, pad, quantum, pointer size, then words: nfunc, [nfiles, [textStart,] region offsets]
  *   names    NUL-terminated function names            (Go >= 1.16; the whole table before)
  *   cutab    u32 file-name offsets per compilation unit (Go >= 1.16)
@@ -1146,30 +1147,12 @@ static void gp_emit(struct gp_emit *em, uint64_t va, const struct stack_delta_ru
 	em->have_last = true;
 }
 
-static struct stack_delta_rule gp_rule(enum stack_delta_kind kind)
-{
-	struct stack_delta_rule r;
-	memset(&r, 0, sizeof(r));
-	r.kind = (uint8_t)kind;
-	return r;
-}
-
-/* CFA = RBP + 16, the caller's RBP at CFA - 16: a standard frame-pointer frame. */
-static struct stack_delta_rule gp_fp_rule(void)
-{
-	struct stack_delta_rule r = gp_rule(STACK_DELTA_CFA_FP);
-	r.cfa_off = 16;
-	r.fp = STACK_DELTA_FP_AT_CFA;
-	r.fp_off = -16;
-	return r;
-}
-
 /* CFA = SP + sp + 8; the caller's RBP at CFA - 16 once the prologue saved it. */
 static struct stack_delta_rule gp_sp_rule(int32_t sp, bool fp_saved)
 {
-	struct stack_delta_rule r = gp_rule(STACK_DELTA_CFA_SP);
+	struct stack_delta_rule r = stack_delta_rule_make(STACK_DELTA_CFA_SP);
 	if (sp < 0 || sp > INT32_MAX - 8)
-		return gp_rule(STACK_DELTA_INVALID);
+		return stack_delta_rule_make(STACK_DELTA_INVALID);
 	r.cfa_off = sp + 8;
 	if (fp_saved && sp >= 8) {
 		r.fp = STACK_DELTA_FP_AT_CFA;
@@ -1233,7 +1216,7 @@ static struct stack_delta_rule gp_row_rule(const struct gp_sp_rows *w, uint64_t 
 {
 	bool fp_saved = va >= w->fp_from;
 	if (w->sp_write && fp_saved && sp > 0)
-		return gp_fp_rule();
+		return stack_delta_rule_rbp_frame(0);
 	return gp_sp_rule(sp, fp_saved);
 }
 
@@ -1259,7 +1242,7 @@ static void gp_emit_pcsp(const struct gopclntab *t, size_t i, const struct gopcl
 			 struct gp_emit *em)
 {
 	struct gp_first_frame ff = { 0, 0, false };
-	struct stack_delta_rule inv = gp_rule(STACK_DELTA_INVALID);
+	struct stack_delta_rule inv = stack_delta_rule_make(STACK_DELTA_INVALID);
 	int rc = gopclntab_pcvalue_rows(t, i, GOPCLNTAB_PCSP, gp_first_frame_cb, &ff);
 	struct gp_sp_rows w = { em, ff.found ? gp_fp_saved_from(t, ff.va, ff.sp) : GP_FP_NEVER, sp_write };
 	if (rc < 0 || (sp_write && (w.fp_from == GP_FP_NEVER || w.fp_from == GP_FP_UNKNOWN))) {
@@ -1288,25 +1271,25 @@ static void gp_emit_func(const struct gopclntab *t, size_t i, uint64_t prev_entr
 	struct gopclntab_func f;
 	struct stack_delta_rule r;
 	if (gopclntab_func(t, i, &f) < 0) {
-		r = gp_rule(STACK_DELTA_INVALID);
+		r = stack_delta_rule_make(STACK_DELTA_INVALID);
 		gp_emit(em, gp_entry(t, i), &r);
 		return;
 	}
 	enum gp_special kind = gp_classify(&f);
 	switch (kind) {
 	case GP_STOP:
-		r = gp_rule(STACK_DELTA_STOP);
+		r = stack_delta_rule_make(STACK_DELTA_STOP);
 		break;
 	case GP_STOP_SWITCH:
-		r = gp_rule(STACK_DELTA_STOP);
+		r = stack_delta_rule_make(STACK_DELTA_STOP);
 		r.aux = STACK_DELTA_GO_STACK_SWITCH;
 		break;
 	case GP_FRAME_POINTER:
-		r = gp_fp_rule();
-		r.aux = STACK_DELTA_GO_STACK_SWITCH | (gp_pushes_frame(t, f.entry) ? STACK_DELTA_GO_FP_FRAME : 0);
+		r = stack_delta_rule_rbp_frame(STACK_DELTA_GO_STACK_SWITCH |
+					       (gp_pushes_frame(t, f.entry) ? STACK_DELTA_GO_FP_FRAME : 0));
 		break;
 	case GP_SIGNAL:
-		r = gp_rule(STACK_DELTA_SIGNAL);
+		r = stack_delta_rule_make(STACK_DELTA_SIGNAL);
 		/* Return addresses are looked up at address - 1; the handler "returns" to the first byte. */
 		if (f.entry > prev_entry + 1)
 			gp_emit(em, f.entry - 1, &r);
@@ -1321,7 +1304,7 @@ static void gp_emit_func(const struct gopclntab *t, size_t i, uint64_t prev_entr
 int gopclntab_for_each_rule(const struct gopclntab *t, gopclntab_rule_fn fn, void *ctx)
 {
 	struct gp_emit em = { .fn = fn, .ctx = ctx };
-	struct stack_delta_rule inv = gp_rule(STACK_DELTA_INVALID);
+	struct stack_delta_rule inv = stack_delta_rule_make(STACK_DELTA_INVALID);
 	if (t->machine != EM_X86_64 || t->ptrsize != 8 || t->quantum != 1)
 		return -ENOTSUP;
 	for (size_t i = 0; i < t->nfunc && !em.rc; i++) {
