@@ -955,7 +955,13 @@ static int seek_frame(struct sample_ctx *sc, unw_cursor_t *c, uint64_t ip, uint6
 	return 0;
 }
 
-int unwind_libunwind_step(struct unwind_libunwind *u, const struct unwind_process *proc,
+/*
+ * One step from a frame in the middle of a sample. regs holds that frame's IP, SP and BP (others may be 0);
+ * exact_ip says its IP is where it was interrupted rather than a return address. Returns 1 with the caller's IP,
+ * SP and BP in caller[] and *caller_signal set when the caller was interrupted by a signal, 0 when the frame is
+ * the outermost one, or a negative errno when it cannot step.
+ */
+static int libunwind_step(struct unwind_libunwind *u, const struct unwind_process *proc,
 			  const struct unwind_sample *sample, const uint64_t regs[UNWIND_NREGS], bool exact_ip,
 			  uint64_t caller[UNWIND_NREGS], bool *caller_signal)
 {
@@ -991,7 +997,7 @@ int unwind_libunwind_deltas_fallback(void *ctx, const struct unwind_process *pro
 	(void)mod;
 	for (int i = 0; i < UNWIND_NREGS; i++)
 		regs[i] = frame->known & UNWIND_DELTAS_REG(i) ? frame->regs[i] : 0;
-	int r = unwind_libunwind_step(ctx, proc, sample, regs, frame->exact_ip, out, &signal);
+	int r = libunwind_step(ctx, proc, sample, regs, frame->exact_ip, out, &signal);
 	if (r <= 0)
 		return r == 0 ? UNWIND_DELTAS_FALLBACK_END : r;
 	memset(caller, 0, sizeof(*caller));
