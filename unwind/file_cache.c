@@ -44,11 +44,6 @@ void file_cache_free(struct file_cache *c)
 	free(c);
 }
 
-const void *file_cache_key(const struct unwind_module *mod)
-{
-	return mod->cache_key ? mod->cache_key : (const void *)mod->elf;
-}
-
 static size_t fc_home(const struct file_cache *c, const void *key)
 {
 	uint64_t h = (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ull;

@@ -31,8 +31,12 @@ int file_cache_new(const struct file_cache_hooks *hooks, struct file_cache **out
 /* Releases every value, then the cache. NULL is ignored. */
 void file_cache_free(struct file_cache *c);
 
-/* The key a module's file is cached under: its cache_key, else its Elf. */
-const void *file_cache_key(const struct unwind_module *mod);
+/* The key a module's file is cached under: its cache_key, else its Elf. (Inline: the delta unwinder's rule cache
+ * asks for every frame.) */
+static inline const void *file_cache_key(const struct unwind_module *mod)
+{
+	return mod->cache_key ? mod->cache_key : (const void *)mod->elf;
+}
 
 /* The value cached for key, or NULL. */
 void *file_cache_find(const struct file_cache *c, const void *key);
