@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* A LEB128 value of 64 bits takes at most 10 bytes: the 10th starts at bit 63. */
 #define BYTE_READER_LEB128_LAST_SHIFT 63
@@ -52,6 +53,8 @@ static inline bool byte_reader_uint(struct byte_reader *r, unsigned size, uint64
 bool byte_reader_sint(struct byte_reader *r, unsigned size, int64_t *v);
 static inline bool byte_reader_u8(struct byte_reader *r, uint8_t *v);
 static inline bool byte_reader_u32(struct byte_reader *r, uint32_t *v);
+/* The next byte, without moving the cursor. */
+static inline bool byte_reader_peek_u8(const struct byte_reader *r, uint8_t *v);
 
 /* The same at offset from start, leaving the cursor alone. */
 static inline bool byte_reader_uint_at(const struct byte_reader *r, size_t offset, unsigned size, uint64_t *v);
@@ -102,11 +105,19 @@ static inline size_t byte_reader_offset(const struct byte_reader *r)
 static inline bool byte_reader_uint_at(const struct byte_reader *r, size_t offset, unsigned size, uint64_t *v)
 {
 	size_t have = (size_t)(r->end - r->start);
+	const uint8_t *p = r->start + offset;
 	uint64_t x = 0;
 	if (size == 0 || size > 8 || offset > have || have - offset < size)
 		return false;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	if (!r->big_endian) {
+		memcpy(&x, p, size);	/* one load for the common sizes */
+		*v = x;
+		return true;
+	}
+#endif
 	for (unsigned i = 0; i < size; i++)
-		x |= (uint64_t)r->start[offset + (r->big_endian ? size - 1 - i : i)] << (8 * i);
+		x |= (uint64_t)p[r->big_endian ? size - 1 - i : i] << (8 * i);
 	*v = x;
 	return true;
 }
@@ -142,6 +153,14 @@ static inline bool byte_reader_u8(struct byte_reader *r, uint8_t *v)
 	if (r->pos >= r->end)
 		return false;
 	*v = *r->pos++;
+	return true;
+}
+
+static inline bool byte_reader_peek_u8(const struct byte_reader *r, uint8_t *v)
+{
+	if (r->pos >= r->end)
+		return false;
+	*v = *r->pos;
 	return true;
 }
 

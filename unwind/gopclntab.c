@@ -941,11 +941,10 @@ int gopclntab_decode_pcvalue(const uint8_t *p, size_t len, uint64_t entry, uint6
 	struct byte_reader r;
 	byte_reader_init(&r, p, len);
 	for (bool first = true; pc < limit; first = false) {
-		struct byte_reader peek = r;
 		uint32_t uv, pcd;
 		uint8_t b;
 		/* A zero byte where a value delta would start ends the table, as in Go's own decoder (pcvalue). */
-		if (!first && byte_reader_u8(&peek, &b) && b == 0)
+		if (!first && byte_reader_peek_u8(&r, &b) && b == 0)
 			return 0;
 		if (!byte_reader_uleb128_32(&r, &uv) || !byte_reader_uleb128_32(&r, &pcd))
 			return -EBADMSG;
