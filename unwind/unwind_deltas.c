@@ -100,13 +100,12 @@ static void ud_table_release(void *ctx, void *value)
 	free(e);
 }
 
-struct unwind_deltas *unwind_deltas_new(const struct unwind_deltas_options *opts)
+int unwind_deltas_new(const struct unwind_deltas_options *opts, struct unwind_deltas **out)
 {
 	struct unwind_deltas *u = calloc(1, sizeof(*u));
-	if (!u) {
-		errno = ENOMEM;
-		return NULL;
-	}
+	*out = NULL;
+	if (!u)
+		return -ENOMEM;
 	struct file_cache_hooks hooks = { ud_table_make, ud_table_release, u };
 	if (opts)
 		u->opts = *opts;
@@ -115,10 +114,10 @@ struct unwind_deltas *unwind_deltas_new(const struct unwind_deltas_options *opts
 		call_site_free(u->calls);
 	if (err < 0) {
 		free(u);
-		errno = -err;
-		return NULL;
+		return err;
 	}
-	return u;
+	*out = u;
+	return 0;
 }
 
 void unwind_deltas_free(struct unwind_deltas *u)

@@ -670,21 +670,19 @@ static void file_info_release(void *ctx, void *value)
 	free(fi);
 }
 
-struct unwind_libdw *unwind_libdw_new(void)
+int unwind_libdw_new(struct unwind_libdw **out)
 {
+	*out = NULL;
 	/* libelf refuses every descriptor until the version is set; setting it again is harmless. */
-	if (elf_version(EV_CURRENT) == EV_NONE) {
-		errno = EINVAL;
-		return NULL;
-	}
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
 	struct unwind_libdw *u = calloc(1, sizeof(*u));
 	struct file_cache_hooks hooks = { file_info_make, file_info_release, u };
 	if (!u)
-		return NULL;
+		return -ENOMEM;
 	if (file_cache_new(&hooks, &u->files) < 0) {
 		free(u);
-		errno = ENOMEM;
-		return NULL;
+		return -ENOMEM;
 	}
 	Elf64_Ehdr *eh = &u->arch_ehdr;
 	memcpy(eh->e_ident, ELFMAG, SELFMAG);
@@ -699,10 +697,10 @@ struct unwind_libdw *unwind_libdw_new(void)
 	if (!u->arch_elf) {
 		file_cache_free(u->files);
 		free(u);
-		errno = ENOMEM;
-		return NULL;
+		return -ENOMEM;
 	}
-	return u;
+	*out = u;
+	return 0;
 }
 
 void unwind_libdw_forget(struct unwind_libdw *u, const void *cache_key)

@@ -1010,7 +1010,7 @@ int unwind_libunwind_deltas_fallback(void *ctx, const struct unwind_process *pro
 
 /* ---- lifetime ---- */
 
-struct unwind_libunwind *unwind_libunwind_new(void)
+int unwind_libunwind_new(struct unwind_libunwind **out)
 {
 	unw_accessors_t acc = {
 		.find_proc_info = find_proc_info,
@@ -1022,18 +1022,19 @@ struct unwind_libunwind *unwind_libunwind_new(void)
 		.resume = resume,
 	};
 	struct unwind_libunwind *u = calloc(1, sizeof(*u));
+	*out = NULL;
 	if (!u)
-		return NULL;
+		return -ENOMEM;
 	struct file_cache_hooks hooks = { file_info_make, file_info_release, u };
 	u->as = unw_create_addr_space(&acc, 0);
 	if (!u->as || unw_set_caching_policy(u->as, UNW_CACHE_NONE) < 0 || file_cache_new(&hooks, &u->files) < 0) {
 		if (u->as)
 			unw_destroy_addr_space(u->as);
 		free(u);
-		errno = ENOMEM;
-		return NULL;
+		return -ENOMEM;
 	}
-	return u;
+	*out = u;
+	return 0;
 }
 
 void unwind_libunwind_forget(struct unwind_libunwind *u, const void *cache_key)

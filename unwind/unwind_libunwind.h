@@ -21,8 +21,8 @@
 
 struct unwind_libunwind;
 
-/* Returns NULL with errno set on failure. */
-struct unwind_libunwind *unwind_libunwind_new(void);
+/* Returns 0 and *out, or -ENOMEM. */
+int unwind_libunwind_new(struct unwind_libunwind **out);
 void unwind_libunwind_free(struct unwind_libunwind *u);
 
 /* Drop everything cached for this file key. */
