@@ -257,11 +257,12 @@ static int run_setup(struct replay_run *run, const char *path)
 		return rc;
 	}
 	run->em = execinfo_mgr_new();
-	run->libunwind = unwind_libunwind_new();
+	unwind_libunwind_new(&run->libunwind);	/* each NULL on failure: checked below */
 	struct unwind_deltas_options dopts = { .fallback = unwind_libunwind_deltas_fallback,
 					       .fallback_ctx = run->libunwind };
-	run->deltas = run->libunwind ? unwind_deltas_new(&dopts) : NULL;
-	run->libdw = unwind_libdw_new();
+	if (run->libunwind)
+		unwind_deltas_new(&dopts, &run->deltas);
+	unwind_libdw_new(&run->libdw);
 	run->usable = calloc(run->r->nsamples + 1, 1);
 	if (!run->em || !run->deltas || !run->libunwind || !run->libdw || !run->usable ||
 	    execinfo_mgr_add_release_hook(run->em, forget_everywhere, run) < 0 ||

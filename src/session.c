@@ -483,7 +483,7 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 	s->max_frames = s->opts.max_frames ? s->opts.max_frames : SESSION_DEFAULT_MAX_FRAMES;
 	s->uframes = calloc(s->max_frames, sizeof(*s->uframes));
 	s->frames = calloc(TRACE_MAX_KERNEL_FRAMES + s->max_frames + 1, sizeof(*s->frames));
-	s->unwinder = unwind_libunwind_new();
+	unwind_libunwind_new(&s->unwinder);	/* NULL on failure: checked with the rest below */
 	/* Rows the delta tables cannot express are stepped by libunwind, for that frame only. */
 	struct unwind_deltas_options dopts = { .fallback = unwind_libunwind_deltas_fallback,
 					       .fallback_ctx = s->unwinder };
@@ -500,7 +500,7 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 		dopts.stack_extend = extend_stack;
 		dopts.stack_extend_ctx = s;
 	}
-	s->deltas = unwind_deltas_new(&dopts);
+	unwind_deltas_new(&dopts, &s->deltas);
 	s->jit = jitinfo_mgr_new(NULL);
 	if (s->opts.capture_path)
 		s->capture = replay_writer_new();

@@ -1,10 +1,12 @@
 /*
  * jitdump.c — jitdump records into a JIT symbol table. See jitdump.h for the format and the contract.
  *
- * A record handler is given the record's bytes that are in memory (avail, at least its 16-byte header) and its
- * total size; it returns 0 when done with it (used or skipped), 1 when it needs more of it in memory.
+ * A record handler is given a reader over the record's bytes that are in memory (at least its 16-byte header) and
+ * its total size; it returns 0 when done with it (used or skipped), 1 when it needs more of it in memory.
  */
 #include "symbols/jitdump.h"
+
+#include "unwind/byte_reader.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -23,18 +25,26 @@ struct jitdump_code {
 	int64_t range;		/* -1: empty slot */
 };
 
-static uint32_t get32(const uint8_t *p)
+/*
+ * The field of size bytes at offset off of a record (or the file header), in the host's byte order (the only one
+ * parse_header accepts). Each caller checked first that the record holds its fields: a field past the bytes in
+ * memory reads as 0, a bound kept anyway.
+ */
+static uint64_t field(const struct byte_reader *rec, size_t off, unsigned size)
 {
-	uint32_t v;
-	memcpy(&v, p, sizeof(v));
+	uint64_t v = 0;
+	byte_reader_uint_at(rec, off, size, &v);
 	return v;
 }
 
-static uint64_t get64(const uint8_t *p)
+static uint32_t get32(const struct byte_reader *rec, size_t off)
 {
-	uint64_t v;
-	memcpy(&v, p, sizeof(v));
-	return v;
+	return (uint32_t)field(rec, off, 4);
+}
+
+static uint64_t get64(const struct byte_reader *rec, size_t off)
+{
+	return field(rec, off, 8);
 }
 
 void jitdump_parser_init(struct jitdump_parser *p)
@@ -107,8 +117,9 @@ static size_t take_debug_lines(struct jitdump_parser *p, uint64_t code_addr, uin
 	return n;
 }
 
-static int on_load(struct jitdump_parser *p, struct jitsyms *t, const uint8_t *r, size_t avail, uint64_t size)
+static int on_load(struct jitdump_parser *p, struct jitsyms *t, const struct byte_reader *r, uint64_t size)
 {
+	size_t avail = byte_reader_left(r);
 	if (size < LOAD_FIXED + 1) {
 		p->stats.skipped++;
 		return 0;
@@ -116,14 +127,14 @@ static int on_load(struct jitdump_parser *p, struct jitsyms *t, const uint8_t *r
 	/* The name ends within the record, and within what a kept name may be. */
 	size_t name_room = size - LOAD_FIXED < JITSYMS_NAME_MAX + 1 ? (size_t)(size - LOAD_FIXED) : JITSYMS_NAME_MAX + 1;
 	size_t have = avail > LOAD_FIXED ? avail - LOAD_FIXED : 0;
-	const uint8_t *name = r + LOAD_FIXED, *nul = memchr(name, '\0', have < name_room ? have : name_room);
+	const uint8_t *name = r->start + LOAD_FIXED, *nul = memchr(name, '\0', have < name_room ? have : name_room);
 	if (!nul && have < name_room)
 		return 1;
 	if (!nul) {	/* unterminated, or a name too long to keep */
 		p->stats.skipped++;
 		return 0;
 	}
-	uint64_t vma = get64(r + 24), code_addr = get64(r + 32), code_size = get64(r + 40), index = get64(r + 48);
+	uint64_t vma = get64(r, 24), code_addr = get64(r, 32), code_size = get64(r, 40), index = get64(r, 48);
 	size_t nlines = take_debug_lines(p, code_addr, code_size);
 	int64_t range = jitsyms_add(t, vma, code_size, (const char *)name, (size_t)(nul - name), p->debug_lines, nlines);
 	if (range < 0 || remember_code(p, index, range) < 0) {
@@ -135,17 +146,17 @@ static int on_load(struct jitdump_parser *p, struct jitsyms *t, const uint8_t *r
 	return 0;
 }
 
-static int on_move(struct jitdump_parser *p, struct jitsyms *t, const uint8_t *r, size_t avail, uint64_t size)
+static int on_move(struct jitdump_parser *p, struct jitsyms *t, const struct byte_reader *r, uint64_t size)
 {
 	if (size < MOVE_SIZE) {
 		p->stats.skipped++;
 		return 0;
 	}
-	if (avail < MOVE_SIZE)
+	if (byte_reader_left(r) < MOVE_SIZE)
 		return 1;
-	uint64_t index = get64(r + 56);
+	uint64_t index = get64(r, 56);
 	int64_t from = known_code(p, index), range;
-	if (from < 0 || (range = jitsyms_add_moved(t, from, get64(r + 24))) < 0 || remember_code(p, index, range) < 0) {
+	if (from < 0 || (range = jitsyms_add_moved(t, from, get64(r, 24))) < 0 || remember_code(p, index, range) < 0) {
 		p->stats.refused++;
 		return 0;
 	}
@@ -153,19 +164,20 @@ static int on_move(struct jitdump_parser *p, struct jitsyms *t, const uint8_t *r
 	return 0;
 }
 
-/* One debug entry at e (room bytes left in the record): its row in *row, its size in *used; -EBADMSG if cut. */
-static int debug_entry(struct jitsyms *t, const uint8_t *e, size_t room, uint32_t prev_file, struct jitsym_line *row,
-		       size_t *used)
+/* The debug entry at offset at of record r (all in memory): its row in *row, its size in *used; -EBADMSG if cut. */
+static int debug_entry(struct jitsyms *t, const struct byte_reader *r, size_t at, uint32_t prev_file,
+		       struct jitsym_line *row, size_t *used)
 {
+	size_t room = byte_reader_left(r) - at;
 	if (room < DEBUG_ENTRY_FIXED + 1)
 		return -EBADMSG;
-	const uint8_t *name = e + DEBUG_ENTRY_FIXED;
+	const uint8_t *name = r->start + at + DEBUG_ENTRY_FIXED;
 	const uint8_t *nul = memchr(name, '\0', room - DEBUG_ENTRY_FIXED);
 	if (!nul)
 		return -EBADMSG;
 	size_t len = (size_t)(nul - name);
-	int32_t line = (int32_t)get32(e + 8);
-	row->offset = get64(e);	/* an address until its load says where the code starts */
+	int32_t line = (int32_t)get32(r, at + 8);
+	row->offset = get64(r, at);	/* an address until its load says where the code starts */
 	row->line = line > 0 ? (uint32_t)line : 0;
 	/* "\xff" repeats the previous entry's file (perf's JVMTI agent writes it so). */
 	row->file = len == 1 && name[0] == 0xff ? prev_file : jitsyms_intern(t, (const char *)name, len);
@@ -173,15 +185,19 @@ static int debug_entry(struct jitsyms *t, const uint8_t *e, size_t room, uint32_
 	return 0;
 }
 
-static int on_debug_info(struct jitdump_parser *p, struct jitsyms *t, const uint8_t *r, size_t avail, uint64_t size)
+static int on_debug_info(struct jitdump_parser *p, struct jitsyms *t, const struct byte_reader *r, uint64_t size)
 {
-	if (size < DEBUG_FIXED || size > JITDUMP_RECORD_PREFIX_MAX || get64(r + 24) > JITDUMP_LINES_MAX) {
+	if (size < DEBUG_FIXED || size > JITDUMP_RECORD_PREFIX_MAX) {
 		p->stats.skipped++;
 		return 0;
 	}
-	if (avail < size)
-		return 1;
-	uint64_t n = get64(r + 24);
+	if (byte_reader_left(r) < size)
+		return 1;	/* the entry count too may not be in memory yet */
+	uint64_t n = get64(r, 24);
+	if (n > JITDUMP_LINES_MAX) {
+		p->stats.skipped++;
+		return 0;
+	}
 	struct jitsym_line *rows = realloc(p->debug_lines, (n ? n : 1) * sizeof(*rows));
 	if (!rows) {
 		p->stats.skipped++;
@@ -192,7 +208,7 @@ static int on_debug_info(struct jitdump_parser *p, struct jitsyms *t, const uint
 	size_t at = DEBUG_FIXED, used;
 	uint32_t file = JITSYMS_NO_ID;
 	for (uint64_t i = 0; i < n; i++, at += used) {
-		if (debug_entry(t, r + at, (size_t)size - at, file, &rows[i], &used) < 0) {
+		if (debug_entry(t, r, at, file, &rows[i], &used) < 0) {
 			p->stats.skipped++;	/* cut short: none of it is trusted */
 			return 0;
 		}
@@ -204,20 +220,20 @@ static int on_debug_info(struct jitdump_parser *p, struct jitsyms *t, const uint
 		p->stats.skipped++;
 		return 0;
 	}
-	p->debug_addr = get64(r + 16);
+	p->debug_addr = get64(r, 16);
 	p->ndebug = (size_t)n;
 	return 0;
 }
 
-static int on_record(struct jitdump_parser *p, struct jitsyms *t, const uint8_t *r, size_t avail, uint64_t size)
+static int on_record(struct jitdump_parser *p, struct jitsyms *t, const struct byte_reader *r, uint64_t size)
 {
-	switch (get32(r)) {
+	switch (get32(r, 0)) {
 	case JITDUMP_CODE_LOAD:
-		return on_load(p, t, r, avail, size);
+		return on_load(p, t, r, size);
 	case JITDUMP_CODE_MOVE:
-		return on_move(p, t, r, avail, size);
+		return on_move(p, t, r, size);
 	case JITDUMP_CODE_DEBUG_INFO:
-		return on_debug_info(p, t, r, avail, size);
+		return on_debug_info(p, t, r, size);
 	case JITDUMP_CODE_CLOSE:
 		p->closed = true;
 		return 0;
@@ -232,9 +248,11 @@ static int on_record(struct jitdump_parser *p, struct jitsyms *t, const uint8_t 
 /* The file header: its size, 0 if not all there yet, or a negative errno. */
 static int64_t parse_header(struct jitdump_parser *p, const uint8_t *buf, size_t len, uint64_t file_left)
 {
+	struct byte_reader h;
 	if (file_left < HEADER_SIZE || len < HEADER_SIZE)
 		return 0;
-	uint32_t magic = get32(buf), version = get32(buf + 4), size = get32(buf + 8), mach = get32(buf + 12);
+	byte_reader_init(&h, buf, len);
+	uint32_t magic = get32(&h, 0), version = get32(&h, 4), size = get32(&h, 8), mach = get32(&h, 12);
 	if (magic != JITDUMP_MAGIC)
 		return magic == __builtin_bswap32(JITDUMP_MAGIC) ? -EPROTONOSUPPORT : -EINVAL;
 	if (version != 1 || mach != EM_X86_64)
@@ -243,7 +261,7 @@ static int64_t parse_header(struct jitdump_parser *p, const uint8_t *buf, size_t
 		return -EBADMSG;
 	if (file_left < size)
 		return 0;
-	p->pid = get32(buf + 20);
+	p->pid = get32(&h, 20);
 	p->have_header = true;
 	return size;
 }
@@ -261,14 +279,15 @@ int64_t jitdump_parse(struct jitdump_parser *p, struct jitsyms *t, const uint8_t
 		done = (uint64_t)rc;
 	}
 	while (!p->closed && file_left - done >= RECORD_HEADER && len > done && len - done >= RECORD_HEADER) {
-		const uint8_t *r = buf + done;
-		uint64_t size = get32(r + 4);
+		struct byte_reader r;
+		byte_reader_init(&r, buf + done, len - done);
+		uint64_t size = get32(&r, 4);
 		if (size < RECORD_HEADER)
 			return p->error = -EBADMSG;	/* no way to find the next record */
 		if (size > file_left - done)
 			break;	/* still being written */
-		size_t avail = len - done < size ? (size_t)(len - done) : (size_t)size;
-		if (on_record(p, t, r, avail, size))
+		byte_reader_init(&r, buf + done, len - done < size ? (size_t)(len - done) : (size_t)size);
+		if (on_record(p, t, &r, size))
 			break;	/* the caller reads on from here */
 		p->stats.records++;
 		done += size;

@@ -26,25 +26,23 @@ struct call_site {
 	struct cs_entry cache[CS_CACHE_SIZE];
 };
 
-struct call_site *call_site_new(void)
+int call_site_new(struct call_site **out)
 {
 	struct call_site *c = calloc(1, sizeof(*c));
-	if (!c) {
-		errno = ENOMEM;
-		return NULL;
-	}
+	*out = NULL;
+	if (!c)
+		return -ENOMEM;
 	if (cs_open(CS_ARCH_X86, CS_MODE_64, &c->cs) != CS_ERR_OK) {
 		free(c);
-		errno = ENOMEM;
-		return NULL;
+		return -ENOTSUP;
 	}
 	if (!(c->insn = cs_malloc(c->cs))) {
 		cs_close(&c->cs);
 		free(c);
-		errno = ENOMEM;
-		return NULL;
+		return -ENOMEM;
 	}
-	return c;
+	*out = c;
+	return 0;
 }
 
 void call_site_free(struct call_site *c)

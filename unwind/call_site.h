@@ -15,6 +15,7 @@
  *
  * Ownership: call_site_new() / call_site_free(). Call call_site_forget(key) before the file behind a key is
  * closed or the key reused. Not thread-safe: one instance per unwinder. Allocates only in call_site_new().
+ * Errors are negative errno values.
  */
 #ifndef HOSTPROF_CALL_SITE_H
 #define HOSTPROF_CALL_SITE_H
@@ -25,8 +26,8 @@
 
 struct call_site;
 
-/* Returns NULL with errno set (ENOMEM, or capstone could not be opened). */
-struct call_site *call_site_new(void);
+/* Returns 0 and *out, -ENOMEM, or -ENOTSUP when capstone cannot be opened. */
+int call_site_new(struct call_site **out);
 void call_site_free(struct call_site *c);
 
 /*

@@ -1,7 +1,8 @@
 /*
- * gopclntab.c — read Go's function table. See gopclntab.h; the format is described in research/formats.md § 5.
+ * gopclntab.c — read Go's function table. See gopclntab.h.
  *
- * Layout of a table (offsets from its header, all bounds-checked against the table and its regions):
+ * Layout of a table, as Go's linker writes it (offsets from its header, all read through a bounded reader,
+ * byte_reader.h, and checked against the table and its regions):
  *   header   magic, pad, quantum, pointer size, then words: nfunc, [nfiles, [textStart,] region offsets]
  *   names    NUL-terminated function names            (Go >= 1.16; the whole table before)
  *   cutab    u32 file-name offsets per compilation unit (Go >= 1.16)
@@ -10,6 +11,8 @@
  *   funcs    the function table (nfunc {entry, funcoff} pairs and the end address), then the _func records
  */
 #include "unwind/gopclntab.h"
+
+#include "unwind/byte_reader.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -69,6 +72,7 @@ struct gopclntab {
 
 	const uint8_t *tab;
 	size_t size;
+	struct byte_reader r;		/* over tab, in the table's byte order */
 	uint64_t va;
 	enum gopclntab_version ver;
 	bool be;
@@ -103,30 +107,15 @@ struct gp_func {
 
 /* ---- raw reads -------------------------------------------------------------------------------------------- */
 
-static uint64_t gp_decode(const uint8_t *p, unsigned n, bool be)
-{
-	uint64_t v = 0;
-	for (unsigned i = 0; i < n; i++)
-		v |= (uint64_t)p[be ? n - 1 - i : i] << (8 * i);
-	return v;
-}
-
-/* n bytes (2, 4 or 8) at table offset off. */
+/* n bytes (2, 4 or 8) at table offset off, in the table's byte order. */
 static bool gp_rd(const struct gopclntab *t, size_t off, unsigned n, uint64_t *v)
 {
-	if (off > t->size || t->size - off < n)
-		return false;
-	*v = gp_decode(t->tab + off, n, t->be);
-	return true;
+	return byte_reader_uint_at(&t->r, off, n, v);
 }
 
 static bool gp_u32(const struct gopclntab *t, size_t off, uint32_t *v)
 {
-	uint64_t x;
-	if (!gp_rd(t, off, 4, &x))
-		return false;
-	*v = (uint32_t)x;
-	return true;
+	return byte_reader_u32_at(&t->r, off, v);
 }
 
 /* ---- the file: blocks, relocations, symbols ----------------------------------------------------------------- */
@@ -153,16 +142,27 @@ static struct gp_block *gp_block_at(const struct gopclntab *t, uint64_t va)
 	return NULL;
 }
 
-/* len bytes of the file at ELF address va, or NULL when they are not all in one loaded block. */
-static const uint8_t *gp_va_bytes(const struct gopclntab *t, uint64_t va, size_t len)
+/* A reader over the loaded bytes of block b, in the table's byte order. False when the file holds none. */
+static bool gp_block_reader(const struct gopclntab *t, struct gp_block *b, struct byte_reader *r)
+{
+	if (!gp_block_bytes(t, b))
+		return false;
+	byte_reader_init(r, b->bytes, b->avail);
+	r->va = b->va;
+	r->big_endian = t->be;
+	return true;
+}
+
+/* A reader over the len bytes of the file at ELF address va; false when they are not all in one loaded block. */
+static bool gp_va_reader(const struct gopclntab *t, uint64_t va, size_t len, struct byte_reader *r)
 {
 	struct gp_block *b = gp_block_at(t, va);
-	if (!b || !gp_block_bytes(t, b))
-		return NULL;
-	uint64_t off = va - b->va;
-	if (off > b->avail || b->avail - off < len)
-		return NULL;
-	return b->bytes + off;
+	if (!b || !gp_block_bytes(t, b) || va - b->va > b->avail || b->avail - (va - b->va) < len)
+		return false;
+	byte_reader_init(r, b->bytes + (va - b->va), len);
+	r->va = va;
+	r->big_endian = t->be;
+	return true;
 }
 
 static const struct gp_reloc *gp_reloc_at(const struct gopclntab *t, uint64_t va)
@@ -186,11 +186,8 @@ static bool gp_va_word(const struct gopclntab *t, uint64_t va, uint64_t *v)
 		*v = r->addend;
 		return true;
 	}
-	const uint8_t *p = gp_va_bytes(t, va, t->ptrsize);
-	if (!p)
-		return false;
-	*v = gp_decode(p, t->ptrsize, t->be);
-	return true;
+	struct byte_reader w;
+	return gp_va_reader(t, va, t->ptrsize, &w) && byte_reader_uint(&w, t->ptrsize, v);
 }
 
 /* A pointer-sized word at table offset off, relocated when the table is loaded at a known address. */
@@ -392,13 +389,31 @@ static bool gp_magic_version(uint32_t magic, enum gopclntab_version *ver)
 	}
 }
 
-/* Whether the 8 bytes at p look like a table header: a known magic, zero padding, a sane quantum and word size. */
-static bool gp_header_like(const uint8_t *p)
+/* The version of the table whose magic is in the 4 bytes at off of r, in r's byte order. */
+static bool gp_magic_at(const struct byte_reader *r, size_t off, enum gopclntab_version *ver)
+{
+	uint32_t magic;
+	return byte_reader_u32_at(r, off, &magic) && gp_magic_version(magic, ver);
+}
+
+/*
+ * Whether the 8 bytes at off of r look like a table header: a known magic (in either byte order), zero padding, a
+ * sane quantum and word size. Returns 0 (no), 1 (a little-endian table) or 2 (big-endian).
+ */
+static int gp_header_like(struct byte_reader r, size_t off)
 {
 	enum gopclntab_version v;
-	return (gp_magic_version((uint32_t)gp_decode(p, 4, false), &v) ||
-		gp_magic_version((uint32_t)gp_decode(p, 4, true), &v)) &&
-	       p[4] == 0 && p[5] == 0 && (p[6] == 1 || p[6] == 2 || p[6] == 4) && (p[7] == 4 || p[7] == 8);
+	uint64_t rest;
+	r.big_endian = false;
+	if (!byte_reader_uint_at(&r, off + 4, 4, &rest))
+		return 0;
+	uint8_t quantum = (uint8_t)(rest >> 16), ptrsize = (uint8_t)(rest >> 24);
+	if ((rest & 0xffff) != 0 || (quantum != 1 && quantum != 2 && quantum != 4) || (ptrsize != 4 && ptrsize != 8))
+		return 0;
+	if (gp_magic_at(&r, off, &v))
+		return 1;
+	r.big_endian = true;
+	return gp_magic_at(&r, off, &v) ? 2 : 0;
 }
 
 static void gp_set_table(struct gopclntab *t, const uint8_t *p, size_t size, uint64_t va)
@@ -406,6 +421,8 @@ static void gp_set_table(struct gopclntab *t, const uint8_t *p, size_t size, uin
 	t->tab = p;
 	t->size = size;
 	t->va = va;
+	byte_reader_init(&t->r, p, size);
+	t->r.va = va;
 }
 
 static bool gp_from_section(struct gopclntab *t)
@@ -446,10 +463,12 @@ static bool gp_from_scan(struct gopclntab *t)
 {
 	for (size_t i = 0; i < t->nblocks; i++) {
 		struct gp_block *b = &t->blocks[i];
-		if (b->exec || !gp_block_bytes(t, b) || b->avail < 16)
+		struct byte_reader r;
+		if (b->exec || !gp_block_reader(t, b, &r) || b->avail < 16)
 			continue;
 		for (size_t off = (size_t)(-b->va & 3); off <= b->avail - 16; off += 4) {
-			if (b->bytes[off + 1] != 0xff || !gp_header_like(b->bytes + off))
+			/* The magic's second byte is 0xff in either byte order: most words fail right there. */
+			if (b->bytes[off + 1] != 0xff || !gp_header_like(r, off))
 				continue;
 			gp_set_table(t, b->bytes + off, b->avail - off, b->va + off);
 			if (gp_parse(t) == 0)
@@ -465,17 +484,11 @@ static bool gp_from_scan(struct gopclntab *t)
 
 static int gp_parse_prefix(struct gopclntab *t)
 {
-	if (t->size < 16)
+	int order = gp_header_like(t->r, 0);
+	if (t->size < 16 || !order)
 		return -EBADMSG;
-	bool be = false;
-	if (!gp_magic_version((uint32_t)gp_decode(t->tab, 4, false), &t->ver)) {
-		if (!gp_magic_version((uint32_t)gp_decode(t->tab, 4, true), &t->ver))
-			return -EBADMSG;
-		be = true;
-	}
-	if (!gp_header_like(t->tab))
-		return -EBADMSG;
-	t->be = be;
+	t->be = t->r.big_endian = order == 2;
+	gp_magic_at(&t->r, 0, &t->ver);
 	t->quantum = t->tab[6];
 	t->ptrsize = t->tab[7];
 	return 0;
@@ -617,10 +630,13 @@ static bool gp_scan_moduledata(const struct gopclntab *t, uint64_t *md)
 		}
 	for (size_t i = 0; i < t->nblocks; i++) {
 		struct gp_block *b = &t->blocks[i];
-		if (b->exec || !b->write || !gp_block_bytes(t, b) || b->avail < t->ptrsize)
+		struct byte_reader r;
+		uint64_t word;
+		if (b->exec || !b->write || !gp_block_reader(t, b, &r) || b->avail < t->ptrsize)
 			continue;
 		for (size_t off = (size_t)(-b->va & (t->ptrsize - 1)); off <= b->avail - t->ptrsize; off += t->ptrsize)
-			if (gp_decode(b->bytes + off, t->ptrsize, t->be) == t->va && gp_is_moduledata(t, b->va + off)) {
+			if (byte_reader_uint_at(&r, off, t->ptrsize, &word) && word == t->va &&
+			    gp_is_moduledata(t, b->va + off)) {
 				*md = b->va + off;
 				return true;
 			}
@@ -818,22 +834,29 @@ static size_t gp_func_fixed(const struct gopclntab *t)
 	}
 }
 
-/* Fields after the entry: nameoff, args, deferreturn, pcsp, pcfile, pcln, npcdata[, cuOffset[, startLine]]. */
-static void gp_decode_func_fields(const struct gopclntab *t, const uint8_t *p, struct gp_func *f)
+/*
+ * The fields after the entry of the record at table offset off: nameoff, args, deferreturn, pcsp, pcfile, pcln,
+ * npcdata[, cuOffset[, startLine]], funcID, flag, pad, nfuncdata. False when the table does not hold them.
+ */
+static bool gp_decode_func_fields(const struct gopclntab *t, size_t off, struct gp_func *f)
 {
-	f->nameoff = (int32_t)gp_decode(p, 4, t->be);
-	f->pcsp = (uint32_t)gp_decode(p + 12, 4, t->be);
-	f->pcfile = (uint32_t)gp_decode(p + 16, 4, t->be);
-	f->pcln = (uint32_t)gp_decode(p + 20, 4, t->be);
-	f->npcdata = (uint32_t)gp_decode(p + 24, 4, t->be);
-	const uint8_t *tail = p + 28;	/* funcID, flag, pad, nfuncdata */
-	if (t->ver != GOPCLNTAB_GO12) {
-		f->cuoff = (uint32_t)gp_decode(p + 28, 4, t->be);
-		tail = p + (t->ver == GOPCLNTAB_GO120 ? 36 : 32);
-	}
-	f->funcid = tail[0];
-	f->flag = t->ver == GOPCLNTAB_GO12 ? 0 : tail[1];
-	f->nfuncdata = tail[3];
+	struct byte_reader r = t->r;
+	uint32_t nameoff;
+	if (!byte_reader_seek(&r, off) || !byte_reader_u32(&r, &nameoff) || !byte_reader_skip(&r, 8) ||
+	    !byte_reader_u32(&r, &f->pcsp) || !byte_reader_u32(&r, &f->pcfile) || !byte_reader_u32(&r, &f->pcln) ||
+	    !byte_reader_u32(&r, &f->npcdata))
+		return false;
+	f->nameoff = (int32_t)nameoff;
+	if (t->ver != GOPCLNTAB_GO12 && !byte_reader_u32(&r, &f->cuoff))
+		return false;
+	if (t->ver == GOPCLNTAB_GO120 && !byte_reader_skip(&r, 4))
+		return false;	/* startLine */
+	if (!byte_reader_u8(&r, &f->funcid) || !byte_reader_u8(&r, &f->flag) || !byte_reader_skip(&r, 1) ||
+	    !byte_reader_u8(&r, &f->nfuncdata))
+		return false;
+	if (t->ver == GOPCLNTAB_GO12)
+		f->flag = 0;	/* Go 1.2's records have no flags */
+	return true;
 }
 
 /* Where the pcdata and funcdata arrays are, and whether they fit in the funcs region. */
@@ -867,15 +890,17 @@ static int gp_load_func(const struct gopclntab *t, size_t i, struct gp_func *f)
 	size_t rec = base + (size_t)funcoff;
 	if (t->ver >= GOPCLNTAB_GO118) {
 		uint32_t eo;
-		gp_u32(t, rec, &eo);
+		if (!gp_u32(t, rec, &eo))
+			return -EBADMSG;
 		entry = t->text_start + eo;
 	} else if (!gp_tab_word(t, rec, &entry)) {
 		return -EBADMSG;
 	}
 	if (entry != f->entry)
 		return -EBADMSG;	/* the record is not this function's */
-	gp_decode_func_fields(t, t->tab + rec + entsize, f);
-	return gp_func_arrays(t, rec, f) ? 0 : -EBADMSG;
+	if (!gp_decode_func_fields(t, rec + entsize, f) || !gp_func_arrays(t, rec, f))
+		return -EBADMSG;
+	return 0;
 }
 
 /* NUL-terminated string at off in region r, or NULL. */
@@ -908,36 +933,20 @@ int gopclntab_func(const struct gopclntab *t, size_t i, struct gopclntab_func *o
 
 /* ---- pc-value tables ------------------------------------------------------------------------------------------ */
 
-/* An unsigned LEB128 varint of at most 32 bits. */
-static bool gp_uvarint(const uint8_t *p, size_t len, size_t *pos, uint32_t *v)
-{
-	uint32_t x = 0;
-	for (unsigned shift = 0; shift < 35; shift += 7) {
-		if (*pos >= len)
-			return false;
-		uint8_t b = p[(*pos)++];
-		if (shift == 28 && (b & 0x70))
-			return false;	/* more than 32 bits */
-		x |= (uint32_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*v = x;
-			return true;
-		}
-	}
-	return false;
-}
-
 int gopclntab_decode_pcvalue(const uint8_t *p, size_t len, uint64_t entry, uint64_t limit, unsigned quantum,
 			     gopclntab_pcvalue_fn fn, void *ctx)
 {
 	uint32_t val = UINT32_MAX;	/* -1 */
 	uint64_t pc = entry;
-	size_t pos = 0;
+	struct byte_reader r;
+	byte_reader_init(&r, p, len);
 	for (bool first = true; pc < limit; first = false) {
 		uint32_t uv, pcd;
-		if (pos < len && p[pos] == 0 && !first)
+		uint8_t b;
+		/* A zero byte where a value delta would start ends the table, as in Go's own decoder (pcvalue). */
+		if (!first && byte_reader_peek_u8(&r, &b) && b == 0)
 			return 0;
-		if (!gp_uvarint(p, len, &pos, &uv) || !gp_uvarint(p, len, &pos, &pcd))
+		if (!byte_reader_uleb128_32(&r, &uv) || !byte_reader_uleb128_32(&r, &pcd))
 			return -EBADMSG;
 		val += (uv & 1) ? ~(uv >> 1) : uv >> 1;
 		uint64_t next = pc + (uint64_t)pcd * quantum;
@@ -988,11 +997,6 @@ int gopclntab_pcvalue_rows(const struct gopclntab *t, size_t i, enum gopclntab_p
 	if (!gp_pctab_span(t, &f, tab, &off, &len))
 		return -ENOENT;
 	return gopclntab_decode_pcvalue(t->tab + off, len, f.entry, f.end, t->quantum, fn, ctx);
-}
-
-int gopclntab_pcsp_rows(const struct gopclntab *t, size_t i, gopclntab_pcvalue_fn fn, void *ctx)
-{
-	return gopclntab_pcvalue_rows(t, i, GOPCLNTAB_PCSP, fn, ctx);
 }
 
 struct gp_value_at {
@@ -1068,15 +1072,15 @@ int gopclntab_inline(const struct gopclntab *t, size_t i, int32_t index, const c
 	 * parentPc. */
 	bool v120 = t->ver == GOPCLNTAB_GO120;
 	size_t esize = v120 ? 16 : 20;
-	const uint8_t *e = gp_va_bytes(t, tree + (uint64_t)index * esize, esize);
-	if (!e)
+	struct byte_reader e;
+	uint32_t nameoff, parent_pc;
+	if (!gp_va_reader(t, tree + (uint64_t)index * esize, esize, &e) ||
+	    !byte_reader_u32_at(&e, v120 ? 4 : 12, &nameoff) || !byte_reader_u32_at(&e, v120 ? 8 : 16, &parent_pc))
 		return -EBADMSG;
-	int32_t nameoff = (int32_t)gp_decode(e + (v120 ? 4 : 12), 4, t->be);
-	int32_t parent_pc = (int32_t)gp_decode(e + (v120 ? 8 : 16), 4, t->be);
-	*name = gp_name(t, nameoff);
-	if (!*name || parent_pc < 0 || (uint64_t)parent_pc >= f.end - f.entry)
+	*name = gp_name(t, (int32_t)nameoff);
+	if (!*name || (int32_t)parent_pc < 0 || parent_pc >= f.end - f.entry)
 		return -EBADMSG;
-	*call_va = f.entry + (uint64_t)parent_pc;
+	*call_va = f.entry + parent_pc;
 	return 0;
 }
 
@@ -1142,30 +1146,12 @@ static void gp_emit(struct gp_emit *em, uint64_t va, const struct stack_delta_ru
 	em->have_last = true;
 }
 
-static struct stack_delta_rule gp_rule(enum stack_delta_kind kind)
-{
-	struct stack_delta_rule r;
-	memset(&r, 0, sizeof(r));
-	r.kind = (uint8_t)kind;
-	return r;
-}
-
-/* CFA = RBP + 16, the caller's RBP at CFA - 16: a standard frame-pointer frame. */
-static struct stack_delta_rule gp_fp_rule(void)
-{
-	struct stack_delta_rule r = gp_rule(STACK_DELTA_CFA_FP);
-	r.cfa_off = 16;
-	r.fp = STACK_DELTA_FP_AT_CFA;
-	r.fp_off = -16;
-	return r;
-}
-
 /* CFA = SP + sp + 8; the caller's RBP at CFA - 16 once the prologue saved it. */
 static struct stack_delta_rule gp_sp_rule(int32_t sp, bool fp_saved)
 {
-	struct stack_delta_rule r = gp_rule(STACK_DELTA_CFA_SP);
+	struct stack_delta_rule r = stack_delta_rule_make(STACK_DELTA_CFA_SP);
 	if (sp < 0 || sp > INT32_MAX - 8)
-		return gp_rule(STACK_DELTA_INVALID);
+		return stack_delta_rule_make(STACK_DELTA_INVALID);
 	r.cfa_off = sp + 8;
 	if (fp_saved && sp >= 8) {
 		r.fp = STACK_DELTA_FP_AT_CFA;
@@ -1202,16 +1188,19 @@ static int gp_first_frame_cb(void *ctx, uint64_t start, uint64_t end, int32_t va
  */
 static uint64_t gp_fp_saved_from(const struct gopclntab *t, uint64_t va, int32_t sp)
 {
-	const uint8_t *p = gp_va_bytes(t, va - 1, 9);
-	if (!p)
+	struct byte_reader r;
+	const uint8_t *p;
+	uint32_t disp32;
+	if (!gp_va_reader(t, va - 1, 9, &r) || !byte_reader_bytes(&r, 9, &p))
 		return GP_FP_UNKNOWN;
+	r.big_endian = false;	/* x86_64 code, whatever the table's byte order */
 	if (p[0] == 0x55 && sp == 8)
 		return va;
 	int32_t disp = sp - 8;
 	if (p[1] == 0x48 && p[2] == 0x89 && p[3] == 0x6c && p[4] == 0x24 && disp < 128 && p[5] == (uint8_t)disp)
 		return va + 5;
-	if (p[1] == 0x48 && p[2] == 0x89 && p[3] == 0xac && p[4] == 0x24 &&
-	    (int32_t)gp_decode(p + 5, 4, false) == disp)
+	if (p[1] == 0x48 && p[2] == 0x89 && p[3] == 0xac && p[4] == 0x24 && byte_reader_u32_at(&r, 5, &disp32) &&
+	    (int32_t)disp32 == disp)
 		return va + 8;
 	return GP_FP_NEVER;
 }
@@ -1226,7 +1215,7 @@ static struct stack_delta_rule gp_row_rule(const struct gp_sp_rows *w, uint64_t 
 {
 	bool fp_saved = va >= w->fp_from;
 	if (w->sp_write && fp_saved && sp > 0)
-		return gp_fp_rule();
+		return stack_delta_rule_rbp_frame(0);
 	return gp_sp_rule(sp, fp_saved);
 }
 
@@ -1252,14 +1241,14 @@ static void gp_emit_pcsp(const struct gopclntab *t, size_t i, const struct gopcl
 			 struct gp_emit *em)
 {
 	struct gp_first_frame ff = { 0, 0, false };
-	struct stack_delta_rule inv = gp_rule(STACK_DELTA_INVALID);
-	int rc = gopclntab_pcsp_rows(t, i, gp_first_frame_cb, &ff);
+	struct stack_delta_rule inv = stack_delta_rule_make(STACK_DELTA_INVALID);
+	int rc = gopclntab_pcvalue_rows(t, i, GOPCLNTAB_PCSP, gp_first_frame_cb, &ff);
 	struct gp_sp_rows w = { em, ff.found ? gp_fp_saved_from(t, ff.va, ff.sp) : GP_FP_NEVER, sp_write };
 	if (rc < 0 || (sp_write && (w.fp_from == GP_FP_NEVER || w.fp_from == GP_FP_UNKNOWN))) {
 		gp_emit(em, f->entry, &inv);
 		return;
 	}
-	gopclntab_pcsp_rows(t, i, gp_sp_rows_cb, &w);
+	gopclntab_pcvalue_rows(t, i, GOPCLNTAB_PCSP, gp_sp_rows_cb, &w);
 }
 
 /*
@@ -1270,8 +1259,10 @@ static void gp_emit_pcsp(const struct gopclntab *t, size_t i, const struct gopcl
 static bool gp_pushes_frame(const struct gopclntab *t, uint64_t entry)
 {
 	static const uint8_t prologue[] = { 0x55, 0x48, 0x89, 0xe5 };
-	const uint8_t *p = gp_va_bytes(t, entry, sizeof(prologue));
-	return p && memcmp(p, prologue, sizeof(prologue)) == 0;
+	struct byte_reader r;
+	const uint8_t *p;
+	return gp_va_reader(t, entry, sizeof(prologue), &r) && byte_reader_bytes(&r, sizeof(prologue), &p) &&
+	       memcmp(p, prologue, sizeof(prologue)) == 0;
 }
 
 static void gp_emit_func(const struct gopclntab *t, size_t i, uint64_t prev_entry, struct gp_emit *em)
@@ -1279,25 +1270,25 @@ static void gp_emit_func(const struct gopclntab *t, size_t i, uint64_t prev_entr
 	struct gopclntab_func f;
 	struct stack_delta_rule r;
 	if (gopclntab_func(t, i, &f) < 0) {
-		r = gp_rule(STACK_DELTA_INVALID);
+		r = stack_delta_rule_make(STACK_DELTA_INVALID);
 		gp_emit(em, gp_entry(t, i), &r);
 		return;
 	}
 	enum gp_special kind = gp_classify(&f);
 	switch (kind) {
 	case GP_STOP:
-		r = gp_rule(STACK_DELTA_STOP);
+		r = stack_delta_rule_make(STACK_DELTA_STOP);
 		break;
 	case GP_STOP_SWITCH:
-		r = gp_rule(STACK_DELTA_STOP);
+		r = stack_delta_rule_make(STACK_DELTA_STOP);
 		r.aux = STACK_DELTA_GO_STACK_SWITCH;
 		break;
 	case GP_FRAME_POINTER:
-		r = gp_fp_rule();
-		r.aux = STACK_DELTA_GO_STACK_SWITCH | (gp_pushes_frame(t, f.entry) ? STACK_DELTA_GO_FP_FRAME : 0);
+		r = stack_delta_rule_rbp_frame(STACK_DELTA_GO_STACK_SWITCH |
+					       (gp_pushes_frame(t, f.entry) ? STACK_DELTA_GO_FP_FRAME : 0));
 		break;
 	case GP_SIGNAL:
-		r = gp_rule(STACK_DELTA_SIGNAL);
+		r = stack_delta_rule_make(STACK_DELTA_SIGNAL);
 		/* Return addresses are looked up at address - 1; the handler "returns" to the first byte. */
 		if (f.entry > prev_entry + 1)
 			gp_emit(em, f.entry - 1, &r);
@@ -1312,7 +1303,7 @@ static void gp_emit_func(const struct gopclntab *t, size_t i, uint64_t prev_entr
 int gopclntab_for_each_rule(const struct gopclntab *t, gopclntab_rule_fn fn, void *ctx)
 {
 	struct gp_emit em = { .fn = fn, .ctx = ctx };
-	struct stack_delta_rule inv = gp_rule(STACK_DELTA_INVALID);
+	struct stack_delta_rule inv = stack_delta_rule_make(STACK_DELTA_INVALID);
 	if (t->machine != EM_X86_64 || t->ptrsize != 8 || t->quantum != 1)
 		return -ENOTSUP;
 	for (size_t i = 0; i < t->nfunc && !em.rc; i++) {

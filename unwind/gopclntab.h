@@ -119,8 +119,6 @@ int gopclntab_decode_pcvalue(const uint8_t *p, size_t len, uint64_t entry, uint6
 /* The runs of one of function i's tables. Returns 0, fn's result, -ENOENT (no such table), -EBADMSG, -ERANGE. */
 int gopclntab_pcvalue_rows(const struct gopclntab *t, size_t i, enum gopclntab_pctab tab, gopclntab_pcvalue_fn fn,
 			   void *ctx);
-/* The SP deltas of function i: gopclntab_pcvalue_rows(t, i, GOPCLNTAB_PCSP, fn, ctx). */
-int gopclntab_pcsp_rows(const struct gopclntab *t, size_t i, gopclntab_pcvalue_fn fn, void *ctx);
 /* The value of one of function i's tables at va. Returns 0, -ENOENT (no table, or va not covered), -EBADMSG. */
 int gopclntab_pcvalue(const struct gopclntab *t, size_t i, enum gopclntab_pctab tab, uint64_t va, int32_t *value);
 

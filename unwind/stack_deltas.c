@@ -2,21 +2,23 @@
  * stack_deltas.c — compile an ELF file's CFI into a sorted (address, rule) table. See stack_deltas.h.
  *
  * The build runs in four steps:
- *   1. enumerate the FDEs of .eh_frame (found through .eh_frame_hdr when there are no section headers) and of
- *      .debug_frame with dwarf_next_cfi, decoding only their address ranges;
+ *   1. take Go code's rows from .gopclntab (gopclntab.h); enumerate the FDEs of .eh_frame (found through
+ *      .eh_frame_hdr when there are no section headers) and of .debug_frame with dwarf_next_cfi, decoding only
+ *      their address ranges (byte_reader.h), and leave Go's range to its own rows;
  *   2. for each FDE, walk its rows with libdw: dwarf_cfi_addrframe() at an address, dwarf_frame_info() for the
  *      [start, end) over which that row holds, then jump to end; each row becomes a rule;
- *   3. cover executable code that has no FDE with a capstone prologue/epilogue analysis (or the plain
- *      frame-pointer rule when that is not possible);
+ *   3. cover executable code that has no FDE with the prologue analysis (prologue.h), or the plain
+ *      frame-pointer rule when that is not possible;
  *   4. sort, let each address keep its best source, merge equal neighbours and pack the result into
  *      struct-of-arrays form: u32 address offsets + u16 rule indices (6 bytes a row) into a small table of
  *      distinct rules, with a 64 KiB page index in front of the binary search.
  */
 #include "unwind/stack_deltas.h"
 
+#include "unwind/byte_reader.h"
 #include "unwind/gopclntab.h"
+#include "unwind/prologue.h"
 
-#include <capstone/capstone.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
@@ -46,8 +48,6 @@
 /* At most this many rows; past it the rest of the file is left out (never reached by real files). */
 #define SD_MAX_ROWS (1u << 27)
 #define SD_PAGE_BITS 16
-/* Largest stack frame the prologue analysis believes in. */
-#define SD_MAX_FRAME (1 << 24)
 
 /* Which source a build-time row came from; at one address the higher priority wins. */
 enum sd_prio { SD_PRIO_END, SD_PRIO_ANALYSIS, SD_PRIO_CFI, SD_PRIO_GO, SD_PRIO_SIGNAL };
@@ -133,12 +133,9 @@ struct sd_builder {
 
 	uint64_t work, work_max;
 	size_t analysed_bytes;
-	csh cs;
-	int cs_state;			/* 0 not opened, 1 open, -1 unavailable */
-	cs_insn *insn;			/* capstone's decoding buffer */
+	struct prologue *prologue;	/* the analysis of code without CFI (unwind/prologue.h), opened on first use */
+	int prologue_state;		/* 0 not opened, 1 open, -1 unavailable */
 	bool analysing;			/* the current gap is being disassembled */
-	uint64_t *targets;		/* sorted direct call targets inside the current gap */
-	size_t ntargets, targets_cap;
 
 	struct stack_deltas_stats *st;
 };
@@ -152,7 +149,7 @@ static void sd_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, 
 
 /* ---- rules ---------------------------------------------------------------------------------------------- */
 
-static struct stack_delta_rule sd_simple_rule(enum stack_delta_kind kind)
+struct stack_delta_rule stack_delta_rule_make(enum stack_delta_kind kind)
 {
 	struct stack_delta_rule r;
 	memset(&r, 0, sizeof(r));
@@ -160,15 +157,13 @@ static struct stack_delta_rule sd_simple_rule(enum stack_delta_kind kind)
 	return r;
 }
 
-/* What code without any better information gets: a classic frame (push rbp; mov rbp, rsp). */
-/* The frame-pointer convention, for code without CFI: a guess (STACK_DELTA_GUESSED). */
-static struct stack_delta_rule sd_fp_rule(void)
+struct stack_delta_rule stack_delta_rule_rbp_frame(int32_t aux)
 {
-	struct stack_delta_rule r = sd_simple_rule(STACK_DELTA_CFA_FP);
+	struct stack_delta_rule r = stack_delta_rule_make(STACK_DELTA_CFA_FP);
 	r.cfa_off = 16;
 	r.fp = STACK_DELTA_FP_AT_CFA;
 	r.fp_off = -16;
-	r.aux = STACK_DELTA_GUESSED;
+	r.aux = aux;
 	return r;
 }
 
@@ -236,8 +231,8 @@ static int sd_rules_init(struct sd_builder *b)
 	b->rules = malloc(b->rules_cap * sizeof(*b->rules));
 	if (!b->rules || sd_rehash(b, 256) < 0)
 		return -ENOMEM;
-	struct stack_delta_rule inv = sd_simple_rule(STACK_DELTA_INVALID);
-	struct stack_delta_rule fb = sd_simple_rule(STACK_DELTA_FALLBACK);
+	struct stack_delta_rule inv = stack_delta_rule_make(STACK_DELTA_INVALID);
+	struct stack_delta_rule fb = stack_delta_rule_make(STACK_DELTA_FALLBACK);
 	sd_intern(b, &inv);
 	sd_intern(b, &fb);
 	return b->err;
@@ -323,88 +318,6 @@ static bool sd_section_data(Elf_Scn *scn, const GElf_Shdr *sh, Elf_Data *out)
 	return true;
 }
 
-/* ---- pointer encodings (.eh_frame, .eh_frame_hdr) ------------------------------------------------------- */
-
-static bool sd_read_uleb(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	uint64_t r = 0;
-	for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
-		uint8_t c = *(*p)++;
-		r |= (uint64_t)(c & 0x7f) << shift;
-		if (!(c & 0x80)) {
-			*v = r;
-			return true;
-		}
-	}
-	return false;
-}
-
-static bool sd_read_sleb(const uint8_t **p, const uint8_t *end, int64_t *v)
-{
-	uint64_t r = 0;
-	unsigned shift = 0;
-	while (*p < end && shift < 64) {
-		uint8_t c = *(*p)++;
-		r |= (uint64_t)(c & 0x7f) << shift;
-		shift += 7;
-		if (!(c & 0x80)) {
-			if (shift < 64 && (c & 0x40))
-				r |= ~0ull << shift;
-			*v = (int64_t)r;
-			return true;
-		}
-	}
-	return false;
-}
-
-static bool sd_read_fixed(const uint8_t **p, const uint8_t *end, unsigned size, bool sign, uint64_t *v)
-{
-	if ((size_t)(end - *p) < size)
-		return false;
-	uint64_t r = 0;
-	for (unsigned i = 0; i < size; i++)
-		r |= (uint64_t)(*p)[i] << (8 * i);	/* x86_64 ELF is little-endian */
-	if (sign && size < 8 && (r >> (8 * size - 1)) & 1)
-		r |= ~0ull << (8 * size);
-	*p += size;
-	*v = r;
-	return true;
-}
-
-/* The value of a DW_EH_PE_* format (low nibble), before any base is applied. */
-static bool sd_read_format(uint8_t fmt, const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	static const unsigned sizes[16] = { 8, 0, 2, 4, 8, 0, 0, 0, 0, 0, 2, 4, 8, 0, 0, 0 };
-	if (fmt == DW_EH_PE_uleb128)
-		return sd_read_uleb(p, end, v);
-	if (fmt == DW_EH_PE_sleb128) {
-		int64_t s;
-		if (!sd_read_sleb(p, end, &s))
-			return false;
-		*v = (uint64_t)s;
-		return true;
-	}
-	return sizes[fmt] && sd_read_fixed(p, end, sizes[fmt], fmt >= DW_EH_PE_signed, v);
-}
-
-/* Read a DW_EH_PE_* encoded pointer at *p, whose own ELF address is field_va. Indirect, text- and
- * function-relative encodings never appear in x86_64 FDE headers and are refused. */
-static bool sd_read_encoded(uint8_t enc, const uint8_t **p, const uint8_t *end, uint64_t field_va,
-			    uint64_t datarel_base, uint64_t *v)
-{
-	uint64_t val;
-	if (enc == DW_EH_PE_omit || (enc & DW_EH_PE_indirect) || !sd_read_format(enc & 0x0f, p, end, &val))
-		return false;
-	switch (enc & 0x70) {
-	case DW_EH_PE_absptr: break;
-	case DW_EH_PE_pcrel: val += field_va; break;
-	case DW_EH_PE_datarel: val += datarel_base; break;
-	default: return false;
-	}
-	*v = val;
-	return true;
-}
-
 /* ---- step 1: CFI sections and FDE ranges ---------------------------------------------------------------- */
 
 /* .eh_frame located through PT_GNU_EH_FRAME, for files without section headers. */
@@ -418,11 +331,16 @@ static bool sd_eh_frame_from_phdr(struct sd_builder *b, struct sd_source *s)
 		if (!gelf_getphdr(b->elf, (int)i, &ph) || ph.p_type != PT_GNU_EH_FRAME)
 			continue;
 		const uint8_t *hdr = sd_segment_bytes(b, ph.p_vaddr, &avail);
-		if (!hdr || avail < 4 || hdr[0] != 1)
-			return false;
-		const uint8_t *p = hdr + 4, *end = hdr + avail;
+		struct byte_reader r;
+		uint8_t version, ptr_enc;
 		uint64_t va;
-		if (!sd_read_encoded(hdr[1], &p, end, ph.p_vaddr + 4, ph.p_vaddr, &va))
+		if (!hdr)
+			return false;
+		/* version 1, eh_frame_ptr's encoding, two more encodings, then eh_frame_ptr */
+		byte_reader_init(&r, hdr, avail);
+		r.va = ph.p_vaddr;
+		if (!byte_reader_u8(&r, &version) || version != 1 || !byte_reader_u8(&r, &ptr_enc) ||
+		    !byte_reader_skip(&r, 2) || !byte_reader_eh_pointer(&r, ptr_enc, ph.p_vaddr, &va))
 			return false;
 		const uint8_t *eh = sd_segment_bytes(b, va, &avail);
 		if (!eh)
@@ -477,34 +395,6 @@ static void sd_open_debug_frame(struct sd_builder *b)
 	b->nsrc++;
 }
 
-/* Parse the augmentation of a CIE for the FDE pointer encoding ('R'). */
-static bool sd_cie_fde_encoding(const Dwarf_CIE *cie, bool eh, uint8_t *enc)
-{
-	*enc = DW_EH_PE_absptr;
-	const char *aug = cie->augmentation;
-	if (!eh || !aug || aug[0] == '\0')
-		return true;
-	if (aug[0] != 'z' || !cie->augmentation_data)
-		return false;
-	const uint8_t *p = cie->augmentation_data, *end = p + cie->augmentation_data_size;
-	for (const char *c = aug + 1; *c; c++) {
-		uint64_t skip;
-		if (*c == 'S' || *c == 'B')
-			continue;
-		if (*c != 'L' && *c != 'R' && *c != 'P')
-			return strchr(c, 'R') == NULL;	/* 'z' sizes the data: only an unknown letter before
-							 * 'R' leaves the encoding unknown */
-		if (p >= end)
-			return false;
-		uint8_t e = *p++;
-		if (*c == 'R')
-			*enc = e;
-		else if (*c == 'P' && (e == DW_EH_PE_omit || !sd_read_format(e & 0x0f, &p, end, &skip)))
-			return false;	/* the personality pointer: only its size matters */
-	}
-	return true;
-}
-
 static const struct sd_cie *sd_get_cie(struct sd_builder *b, const struct sd_source *s, uint64_t off)
 {
 	struct sd_cie *c = &b->cies[(off * 0x9e3779b97f4a7c15ull) >> 58];
@@ -514,8 +404,11 @@ static const struct sd_cie *sd_get_cie(struct sd_builder *b, const struct sd_sou
 	Dwarf_Off next;
 	c->used = true;
 	c->off = off;
+	c->fde_enc = DW_EH_PE_absptr;
 	c->valid = dwarf_next_cfi(b->ident, (Elf_Data *)&s->data, s->eh, off, &next, &e) == 0 &&
-		   dwarf_cfi_cie_p(&e) && sd_cie_fde_encoding(&e.cie, s->eh, &c->fde_enc);
+		   dwarf_cfi_cie_p(&e) &&
+		   (!s->eh || byte_reader_cie_fde_encoding(e.cie.augmentation, e.cie.augmentation_data,
+							   e.cie.augmentation_data_size, &c->fde_enc));
 	return c;
 }
 
@@ -541,12 +434,12 @@ static bool sd_fde_range(struct sd_builder *b, const struct sd_source *s, const 
 	const struct sd_cie *cie = sd_get_cie(b, s, fde->CIE_pointer);
 	if (!cie->valid)
 		return false;
-	const uint8_t *p = fde->start;
-	uint64_t field_va = s->va + (uint64_t)(p - (const uint8_t *)s->data.d_buf);
+	struct byte_reader r;
 	uint64_t len;
 	uint8_t enc = s->eh ? cie->fde_enc : DW_EH_PE_udata8;
-	if (!sd_read_encoded(enc, &p, fde->end, field_va, 0, start) ||
-	    !sd_read_encoded(enc & 0x0f, &p, fde->end, 0, 0, &len))
+	byte_reader_init(&r, fde->start, (size_t)(fde->end - fde->start));
+	r.va = s->va + (uint64_t)(fde->start - (const uint8_t *)s->data.d_buf);
+	if (!byte_reader_eh_pointer(&r, enc, 0, start) || !byte_reader_eh_value(&r, enc, &len))
 		return false;
 	if (len == 0 || *start == 0 || *start + len < *start)
 		return false;
@@ -676,7 +569,7 @@ static bool sd_match_plt(const Dwarf_Op *ops, size_t n, struct stack_delta_rule 
 	if (ops[1].number != 0 || ops[4].atom < DW_OP_lit0 || ops[4].atom > DW_OP_lit15 ||
 	    !sd_fits_i32((int64_t)ops[0].number))
 		return false;
-	*r = sd_simple_rule(STACK_DELTA_PLT);
+	*r = stack_delta_rule_make(STACK_DELTA_PLT);
 	r->cfa_off = (int32_t)(int64_t)ops[0].number;
 	r->aux = ops[4].atom - DW_OP_lit0;
 	return true;
@@ -697,7 +590,7 @@ static bool sd_match_deref(const Dwarf_Op *ops, size_t n, struct stack_delta_rul
 			return false;
 		add = (int64_t)ops[2].number;
 	}
-	*r = sd_simple_rule(reg == SD_DW_RSP ? STACK_DELTA_CFA_SP_DEREF : STACK_DELTA_CFA_FP_DEREF);
+	*r = stack_delta_rule_make(reg == SD_DW_RSP ? STACK_DELTA_CFA_SP_DEREF : STACK_DELTA_CFA_FP_DEREF);
 	r->cfa_off = (int32_t)off;
 	r->aux = (int32_t)add;
 	return true;
@@ -715,7 +608,7 @@ static bool sd_cfa_rule(Dwarf_Frame *f, struct stack_delta_rule *r)
 	if (n == 1 && sd_is_breg(&ops[0], &reg, &off)) {
 		if ((reg != SD_DW_RSP && reg != SD_DW_RBP) || !sd_fits_i32(off))
 			return false;
-		*r = sd_simple_rule(reg == SD_DW_RSP ? STACK_DELTA_CFA_SP : STACK_DELTA_CFA_FP);
+		*r = stack_delta_rule_make(reg == SD_DW_RSP ? STACK_DELTA_CFA_SP : STACK_DELTA_CFA_FP);
 		r->cfa_off = (int32_t)off;
 		return true;
 	}
@@ -784,15 +677,15 @@ static struct stack_delta_rule sd_rule_of_frame(Dwarf_Frame *f, bool signal)
 {
 	struct stack_delta_rule r;
 	if (signal)
-		return sd_simple_rule(STACK_DELTA_SIGNAL);
+		return stack_delta_rule_make(STACK_DELTA_SIGNAL);
 	enum sd_ra ra = sd_ra_rule(f);
 	if (ra == SD_RA_UNDEFINED)
-		return sd_simple_rule(STACK_DELTA_STOP);
+		return stack_delta_rule_make(STACK_DELTA_STOP);
 	if (ra != SD_RA_AT_CFA_M8 || !sd_cfa_rule(f, &r) || !sd_fp_rule_of(f, &r))
-		return sd_simple_rule(STACK_DELTA_FALLBACK);
+		return stack_delta_rule_make(STACK_DELTA_FALLBACK);
 	/* A return address below the stack pointer was already popped (musl's __clone child): outermost. */
 	if (r.kind == STACK_DELTA_CFA_SP && r.cfa_off < 8)
-		return sd_simple_rule(STACK_DELTA_STOP);
+		return stack_delta_rule_make(STACK_DELTA_STOP);
 	return r;
 }
 
@@ -947,220 +840,12 @@ static uint64_t sd_next_in(const uint64_t *a, size_t n, uint64_t after, uint64_t
 	return lo < n && a[lo] < end ? a[lo] : end;
 }
 
-/* What the prologue analysis knows about the frame at an instruction. */
-struct sd_frame_state {
-	bool known;
-	bool cfa_fp;		/* CFA = FP + cfa_off, else SP + cfa_off */
-	bool fp_saved;		/* the caller's FP is at CFA + fp_off */
-	int32_t cfa_off, fp_off;
-};
-
-static const struct sd_frame_state sd_entry_state = { .known = true, .cfa_off = 8 };
-
-static struct stack_delta_rule sd_state_rule(const struct sd_frame_state *s)
+/* The prologue analysis, opened on first use; false when capstone cannot be had (code gets the FP rule). */
+static bool sd_open_prologue(struct sd_builder *b)
 {
-	if (!s->known)
-		return sd_fp_rule();
-	struct stack_delta_rule r = sd_simple_rule(s->cfa_fp ? STACK_DELTA_CFA_FP : STACK_DELTA_CFA_SP);
-	r.cfa_off = s->cfa_off;
-	r.aux = STACK_DELTA_GUESSED;	/* the analysis reads code, not CFI: its callers are checked */
-	if (s->fp_saved) {
-		r.fp = STACK_DELTA_FP_AT_CFA;
-		r.fp_off = (int16_t)s->fp_off;
-	}
-	return r;
-}
-
-static bool sd_op_is_reg(const cs_x86_op *op, x86_reg reg)
-{
-	return op->type == X86_OP_REG && op->reg == reg;
-}
-
-/* Grow (d > 0) or shrink an SP-based frame by d bytes. */
-static void sd_state_adjust(struct sd_frame_state *s, int64_t d)
-{
-	if (s->cfa_fp)
-		return;		/* SP moves do not affect an FP-based CFA */
-	int64_t off = (int64_t)s->cfa_off + d;
-	if (off < 8 || off > SD_MAX_FRAME)
-		s->known = false;
-	else
-		s->cfa_off = (int32_t)off;
-}
-
-static void sd_state_push(struct sd_frame_state *s, const cs_x86 *x)
-{
-	unsigned size = x->op_count == 1 && x->operands[0].type == X86_OP_REG && x->operands[0].size ?
-			x->operands[0].size : 8;
-	sd_state_adjust(s, size);
-	if (x->op_count == 1 && sd_op_is_reg(&x->operands[0], X86_REG_RBP) && !s->fp_saved && !s->cfa_fp &&
-	    s->known && s->cfa_off <= -INT16_MIN) {
-		s->fp_saved = true;
-		s->fp_off = -s->cfa_off;
-	}
-}
-
-static void sd_state_pop(struct sd_frame_state *s, const cs_x86 *x)
-{
-	bool rbp = x->op_count == 1 && sd_op_is_reg(&x->operands[0], X86_REG_RBP);
-	if (rbp && s->cfa_fp) {
-		s->known = false;	/* the CFA's base register is being replaced */
-		return;
-	}
-	sd_state_adjust(s, -8);
-	if (rbp)
-		s->fp_saved = false;
-}
-
-/* Whether the instruction writes reg, explicitly or implicitly. */
-static bool sd_writes(const cs_insn *insn, x86_reg reg)
-{
-	const cs_detail *d = insn->detail;
-	for (uint8_t i = 0; i < d->regs_write_count; i++)
-		if (d->regs_write[i] == reg)
-			return true;
-	for (uint8_t i = 0; i < d->x86.op_count; i++) {
-		const cs_x86_op *op = &d->x86.operands[i];
-		if (op->type == X86_OP_REG && op->reg == reg && (op->access & CS_AC_WRITE))
-			return true;
-	}
-	return false;
-}
-
-/* mov/lea/add/sub on rsp or rbp. Returns false if the instruction is not one of the known forms. */
-static bool sd_state_arith(struct sd_frame_state *s, const cs_insn *insn)
-{
-	const cs_x86 *x = &insn->detail->x86;
-	if (x->op_count != 2)
-		return false;
-	const cs_x86_op *dst = &x->operands[0], *src = &x->operands[1];
-	switch (insn->id) {
-	case X86_INS_MOV:
-		/* mov rbp, rsp sets up a frame only right on top of the saved rbp; elsewhere rbp is a general
-		 * register taking a stack address. */
-		if (sd_op_is_reg(dst, X86_REG_RBP) && sd_op_is_reg(src, X86_REG_RSP) && !s->cfa_fp && s->fp_saved &&
-		    s->fp_off == -s->cfa_off) {
-			s->cfa_fp = true;	/* CFA = rbp + the same offset */
-			return true;
-		}
-		if (sd_op_is_reg(dst, X86_REG_RSP) && sd_op_is_reg(src, X86_REG_RBP) && s->cfa_fp) {
-			s->cfa_fp = false;	/* mov rsp, rbp: back to SP, same offset */
-			return true;
-		}
-		return false;
-	case X86_INS_SUB:
-	case X86_INS_ADD:
-		if (!sd_op_is_reg(dst, X86_REG_RSP) || src->type != X86_OP_IMM)
-			return false;
-		sd_state_adjust(s, insn->id == X86_INS_SUB ? src->imm : -src->imm);
-		return true;
-	case X86_INS_LEA:
-		if (!sd_op_is_reg(dst, X86_REG_RSP) || src->type != X86_OP_MEM || src->mem.index != X86_REG_INVALID)
-			return false;
-		if (src->mem.base == X86_REG_RSP) {
-			sd_state_adjust(s, -src->mem.disp);
-			return true;
-		}
-		if (src->mem.base == X86_REG_RBP && s->cfa_fp) {
-			s->cfa_fp = false;	/* rsp = rbp + disp, so CFA = rsp - disp + off */
-			sd_state_adjust(s, -src->mem.disp);
-			return true;
-		}
-		return false;
-	default:
-		return false;
-	}
-}
-
-/* Apply one instruction; returns true for ret and unconditional jumps (control does not fall through). */
-static bool sd_state_step(struct sd_frame_state *s, const cs_insn *insn)
-{
-	const cs_x86 *x = &insn->detail->x86;
-	switch (insn->id) {
-	case X86_INS_PUSH: sd_state_push(s, x); return false;
-	case X86_INS_PUSHFQ: sd_state_adjust(s, 8); return false;
-	case X86_INS_POP: sd_state_pop(s, x); return false;
-	case X86_INS_POPFQ: sd_state_adjust(s, -8); return false;
-	case X86_INS_LEAVE:
-		if (!s->cfa_fp || s->cfa_off < 16) {
-			s->known = false;
-			return false;
-		}
-		s->cfa_fp = false;	/* mov rsp, rbp; pop rbp */
-		s->cfa_off -= 8;
-		s->fp_saved = false;
-		return false;
-	case X86_INS_RET:
-	case X86_INS_RETF:
-	case X86_INS_JMP:
-	case X86_INS_LJMP:
-	case X86_INS_HLT:
-	case X86_INS_UD2:
-		return true;
-	case X86_INS_CALL:
-		return false;	/* the callee pops what the call pushes */
-	default:
-		break;
-	}
-	if (sd_state_arith(s, insn))
-		return false;
-	if ((!s->cfa_fp && sd_writes(insn, X86_REG_RSP)) || (s->cfa_fp && sd_writes(insn, X86_REG_RBP)))
-		s->known = false;
-	return false;
-}
-
-static bool sd_is_padding(const cs_insn *insn)
-{
-	return insn->id == X86_INS_NOP || insn->id == X86_INS_INT3;
-}
-
-/* Whether the instruction typically opens a function: endbr64, push of a register, sub rsp. Code after a jump
- * that starts this way is a new function (reached by a tail call or a pointer) rather than another path of the
- * current one, whose other paths do not set up a frame again. */
-static bool sd_starts_frame(const cs_insn *insn)
-{
-	const cs_x86 *x = &insn->detail->x86;
-	switch (insn->id) {
-	case X86_INS_ENDBR64:
-		return true;
-	case X86_INS_PUSH:
-		return x->op_count == 1 && x->operands[0].type == X86_OP_REG;
-	case X86_INS_SUB:
-		return x->op_count == 2 && sd_op_is_reg(&x->operands[0], X86_REG_RSP);
-	default:
-		return false;
-	}
-}
-
-/* Whether the instruction shrinks the frame: the start of an epilogue. */
-static bool sd_shrinks(const cs_insn *insn)
-{
-	const cs_x86 *x = &insn->detail->x86;
-	if (insn->id == X86_INS_POP || insn->id == X86_INS_POPFQ || insn->id == X86_INS_LEAVE)
-		return true;
-	if (x->op_count != 2 || !sd_op_is_reg(&x->operands[0], X86_REG_RSP))
-		return false;
-	const cs_x86_op *src = &x->operands[1];
-	switch (insn->id) {
-	case X86_INS_ADD: return src->type == X86_OP_IMM && src->imm > 0;
-	case X86_INS_LEA: return src->type == X86_OP_MEM && (src->mem.base != X86_REG_RSP || src->mem.disp > 0);
-	case X86_INS_MOV: return true;
-	default: return false;
-	}
-}
-
-static bool sd_open_capstone(struct sd_builder *b)
-{
-	if (b->cs_state == 0) {
-		b->cs_state = -1;
-		if (cs_open(CS_ARCH_X86, CS_MODE_64, &b->cs) == CS_ERR_OK) {
-			if (cs_option(b->cs, CS_OPT_DETAIL, CS_OPT_ON) == CS_ERR_OK && (b->insn = cs_malloc(b->cs)))
-				b->cs_state = 1;
-			else
-				cs_close(&b->cs);
-		}
-	}
-	return b->cs_state == 1;
+	if (b->prologue_state == 0)
+		b->prologue_state = prologue_new(&b->prologue) == 0 ? 1 : -1;
+	return b->prologue_state == 1;
 }
 
 /* Tracks the emitted rows of one analysed range so equal neighbours are not emitted twice. */
@@ -1169,89 +854,15 @@ struct sd_emitter {
 	int last;		/* last rule index emitted, -1 before the first */
 };
 
-static void sd_emit(struct sd_emitter *em, uint64_t addr, const struct stack_delta_rule *r)
+/* An analysed row (a prologue_rule_fn, ctx the struct sd_emitter). */
+static void sd_emit(void *ctx, uint64_t addr, const struct stack_delta_rule *r)
 {
+	struct sd_emitter *em = ctx;
 	uint16_t idx = sd_intern(em->b, r);
 	if ((int)idx == em->last)
 		return;
 	sd_add_row(em->b, addr, idx, SD_PRIO_ANALYSIS);
 	em->last = idx;
-}
-
-/*
- * Linear sweep over [start, end) tracking the CFA through push/pop/sub/add/mov rbp,rsp/leave. After a ret or
- * jmp, code continues either a new function (after padding) or another path of the same one, which runs with
- * the frame as it was before the epilogue began ("body").
- */
-static void sd_sweep(struct sd_builder *b, struct sd_emitter *em, const uint8_t *code, uint64_t start, uint64_t end)
-{
-	struct sd_frame_state s = sd_entry_state, body = sd_entry_state;
-	bool epilogue = false, after_jump = false;
-	size_t size = (size_t)(end - start);
-	uint64_t addr = start;
-	while (addr < end) {
-		uint64_t here = addr;
-		if (!cs_disasm_iter(b->cs, &code, &size, &addr, b->insn)) {
-			struct stack_delta_rule fp = sd_fp_rule();
-			sd_emit(em, here, &fp);	/* undecodable: data in code, or a truncated instruction */
-			break;
-		}
-		if (after_jump && sd_starts_frame(b->insn)) {
-			s = body = sd_entry_state;	/* a prologue right after a jump: a new function */
-			epilogue = false;
-		}
-		struct stack_delta_rule r = sd_state_rule(&s);
-		sd_emit(em, here, &r);
-		bool shrinks = sd_shrinks(b->insn);
-		if (!epilogue && shrinks) {
-			body = s;
-			epilogue = true;
-		}
-		struct sd_frame_state before = s;
-		bool jumped = sd_state_step(&s, b->insn);
-		after_jump = jumped || (after_jump && sd_is_padding(b->insn));
-		if (s.known && !shrinks && (s.cfa_off > before.cfa_off || s.cfa_fp != before.cfa_fp)) {
-			body = s;
-			epilogue = false;
-		}
-		if (jumped) {
-			s = body;
-			epilogue = false;
-		}
-	}
-}
-
-/* Targets of direct calls inside [start, end): function starts in code that has no symbols. */
-static int sd_call_targets(struct sd_builder *b, const uint8_t *code, uint64_t start, uint64_t end)
-{
-	size_t size = (size_t)(end - start);
-	uint64_t addr = start;
-	b->ntargets = 0;
-	while (addr < end) {
-		if (!cs_disasm_iter(b->cs, &code, &size, &addr, b->insn)) {
-			code++;		/* resynchronise a byte later */
-			size--;
-			addr++;
-			continue;
-		}
-		const cs_x86 *x = &b->insn->detail->x86;
-		if (b->insn->id != X86_INS_CALL || x->op_count != 1 || x->operands[0].type != X86_OP_IMM)
-			continue;
-		uint64_t t = (uint64_t)x->operands[0].imm;
-		if (t <= start || t >= end)
-			continue;
-		if (b->ntargets == b->targets_cap) {
-			size_t cap = b->targets_cap ? b->targets_cap * 2 : 256;
-			uint64_t *n = realloc(b->targets, cap * sizeof(*n));
-			if (!n)
-				return -ENOMEM;
-			b->targets = n;
-			b->targets_cap = cap;
-		}
-		b->targets[b->ntargets++] = t;
-	}
-	sd_sort(b->targets, b->ntargets, sizeof(*b->targets), sd_u64_cmp);
-	return 0;
 }
 
 bool stack_delta_is_sigreturn(const uint8_t *p, size_t avail)
@@ -1267,12 +878,12 @@ static void sd_analyse_function(struct sd_builder *b, const struct sd_code *c, u
 	struct sd_emitter em = { b, -1 };
 	const uint8_t *code = c->bytes ? c->bytes + (start - c->start) : NULL;
 	if (b->is_program && start == b->ehdr.e_entry) {
-		struct stack_delta_rule stop = sd_simple_rule(STACK_DELTA_STOP);
+		struct stack_delta_rule stop = stack_delta_rule_make(STACK_DELTA_STOP);
 		sd_emit(&em, start, &stop);
 		return;
 	}
 	if (code && stack_delta_is_sigreturn(code, (size_t)(end - start))) {
-		struct stack_delta_rule sig = sd_simple_rule(STACK_DELTA_SIGNAL);
+		struct stack_delta_rule sig = stack_delta_rule_make(STACK_DELTA_SIGNAL);
 		sd_emit(&em, start > gap_start ? start - 1 : start, &sig);
 		start += STACK_DELTA_SIGRETURN_LEN;
 		code += STACK_DELTA_SIGRETURN_LEN;
@@ -1280,9 +891,10 @@ static void sd_analyse_function(struct sd_builder *b, const struct sd_code *c, u
 	if (start >= end)
 		return;
 	if (code && b->analysing)
-		sd_sweep(b, &em, code, start, end);
+		prologue_sweep(b->prologue, code, start, end, sd_emit, &em);
 	else {
-		struct stack_delta_rule fp = sd_fp_rule();
+		/* The frame-pointer convention: a guess. */
+		struct stack_delta_rule fp = stack_delta_rule_rbp_frame(STACK_DELTA_GUESSED);
 		sd_emit(&em, start, &fp);
 	}
 }
@@ -1294,21 +906,22 @@ static void sd_analyse_function(struct sd_builder *b, const struct sd_code *c, u
 static void sd_analyse_gap(struct sd_builder *b, const struct sd_code *c, uint64_t start, uint64_t end)
 {
 	const uint8_t *code = c->bytes ? c->bytes + (start - c->start) : NULL;
-	b->analysing = code && b->analysed_bytes + 2 * (end - start) <= SD_ANALYSIS_MAX_BYTES && sd_open_capstone(b);
+	const uint64_t *targets = NULL;
+	size_t ntargets = 0;
+	b->analysing = code && b->analysed_bytes + 2 * (end - start) <= SD_ANALYSIS_MAX_BYTES && sd_open_prologue(b);
 	if (b->analysing) {
 		b->analysed_bytes += 2 * (size_t)(end - start);
 		b->st->analysed_ranges++;
-		if (sd_call_targets(b, code, start, end) < 0) {
+		if (prologue_call_targets(b->prologue, code, start, end, &targets, &ntargets) < 0) {
 			b->err = -ENOMEM;
 			return;
 		}
 	} else {
 		b->st->fp_ranges++;
-		b->ntargets = 0;
 	}
 	for (uint64_t s = start; s < end && !b->err;) {
 		uint64_t e = sd_next_in(b->funcs, b->nfuncs, s, end);
-		e = sd_next_in(b->targets, b->ntargets, s, e);
+		e = sd_next_in(targets, ntargets, s, e);
 		sd_analyse_function(b, c, start, s, e);
 		s = e;
 	}
@@ -1464,11 +1077,7 @@ static void sd_fini(struct sd_builder *b)
 		else
 			dwarf_cfi_end(b->src[i].cfi);
 	}
-	if (b->cs_state == 1) {
-		cs_free(b->insn, 1);
-		cs_close(&b->cs);
-	}
-	free(b->targets);
+	prologue_free(b->prologue);
 	free(b->rules);
 	free(b->rule_hash);
 	free(b->rows);

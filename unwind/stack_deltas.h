@@ -2,9 +2,9 @@
  * stack_deltas.h — an ELF file's call-frame information compiled into a compact stack-delta table.
  *
  * The table maps every ELF virtual address of the file's code to one unwind rule ("CFA = SP + 48, return
- * address at CFA - 8, FP saved at CFA - 16"), in the spirit of the OpenTelemetry eBPF profiler's stack deltas
- * (research/otel-internals.md § 3). It is built once per file from .eh_frame and .debug_frame (evaluated with
- * libdw's CFI interpreter) and, for Go code, from .gopclntab (gopclntab.h), plus a capstone prologue/epilogue analysis of code that has no CFI, so that the
+ * address at CFA - 8, FP saved at CFA - 16"), in the spirit of the OpenTelemetry eBPF profiler's stack deltas.
+ * It is built once per file from .eh_frame and .debug_frame (evaluated with libdw's CFI interpreter), for Go code
+ * from .gopclntab (gopclntab.h), and for code that has no CFI from its instructions (prologue.h), so that the
  * unwinder (unwind_deltas.h) needs one binary search and a few loads per frame.
  *
  * x86_64 only. The rules assume the System V ABI: the return address is at CFA - 8 and the caller's SP is the
@@ -140,6 +140,15 @@ bool stack_delta_rule_frame_pointer(const struct stack_delta_rule *r, uint64_t s
  */
 #define STACK_DELTA_SIGRETURN_LEN 9
 bool stack_delta_is_sigreturn(const uint8_t *p, size_t avail);
+
+/* A rule of kind whose other fields are all 0. */
+struct stack_delta_rule stack_delta_rule_make(enum stack_delta_kind kind);
+
+/*
+ * A standard frame-pointer frame (push %rbp; mov %rsp, %rbp): CFA = FP + 16, the caller's FP saved at CFA - 16,
+ * with the aux flags given (STACK_DELTA_GUESSED where only the convention says so; Go's flags).
+ */
+struct stack_delta_rule stack_delta_rule_rbp_frame(int32_t aux);
 
 /* Human-readable form of a rule ("cfa=sp+16 fp=cfa-16"), for tests and diagnostics. */
 void stack_delta_rule_format(const struct stack_delta_rule *r, char *buf, size_t len);

@@ -6,8 +6,8 @@
  * memory it reads is the stack copy and the read-only contents of the ELF files mapped into the process, which
  * the caller exposes through `struct unwind_module`.
  *
- * This header and the rest of unwind/ never include src/ headers: the caller describes the process through the
- * callbacks below.
+ * unwind/ is a library: it includes nothing of src/ but the base layer (src/base/). The caller describes the
+ * process through the callbacks below.
  */
 #ifndef HOSTPROF_UNWIND_H
 #define HOSTPROF_UNWIND_H

@@ -4,6 +4,7 @@
 #include "unwind/unwind_deltas.h"
 
 #include "unwind/call_site.h"
+#include "unwind/file_cache.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -28,17 +29,16 @@ struct ud_cache_entry {
 	struct stack_delta_rule rule;
 };
 
-/* A table the unwinder built itself (standalone mode). t is NULL when the build failed: not retried. */
+/* A table the unwinder built itself (standalone mode; unwind/file_cache.h). t is NULL when the build failed: not
+ * retried. */
 struct ud_table {
-	const void *key;
 	struct stack_deltas *t;
 };
 
 struct unwind_deltas {
 	struct unwind_deltas_options opts;
 	struct unwind_deltas_stats stats;
-	struct ud_table *tables;
-	size_t ntables, tables_cap;
+	struct file_cache *tables;	/* file key -> struct ud_table */
 	struct call_site *calls;	/* checks callers found by guessed rules */
 	struct ud_cache_entry cache[UD_CACHE_SIZE];
 };
@@ -71,30 +71,60 @@ struct ud_walk {
 	struct unwind_sample extended_stack;
 };
 
-struct unwind_deltas *unwind_deltas_new(const struct unwind_deltas_options *opts)
+/* file_cache hook: the table of a file the caller gave none for. */
+static int ud_table_make(void *ctx, const void *key, Elf *elf, void **value)
+{
+	struct unwind_deltas *u = ctx;
+	struct ud_table *e = calloc(1, sizeof(*e));
+	(void)key;
+	if (!e)
+		return -ENOMEM;
+	int err = stack_deltas_build(elf, &e->t, NULL);
+	if (err == -ENOMEM) {
+		free(e);
+		return err;
+	}
+	if (err < 0)
+		u->stats.table_failures++;
+	else
+		u->stats.tables_built++;
+	*value = e;
+	return 0;
+}
+
+static void ud_table_release(void *ctx, void *value)
+{
+	struct ud_table *e = value;
+	(void)ctx;
+	stack_deltas_free(e->t);
+	free(e);
+}
+
+int unwind_deltas_new(const struct unwind_deltas_options *opts, struct unwind_deltas **out)
 {
 	struct unwind_deltas *u = calloc(1, sizeof(*u));
-	if (!u) {
-		errno = ENOMEM;
-		return NULL;
-	}
+	*out = NULL;
+	if (!u)
+		return -ENOMEM;
+	struct file_cache_hooks hooks = { ud_table_make, ud_table_release, u };
 	if (opts)
 		u->opts = *opts;
-	if (!(u->calls = call_site_new())) {
+	int err = call_site_new(&u->calls);
+	if (err == 0 && (err = file_cache_new(&hooks, &u->tables)) < 0)
+		call_site_free(u->calls);
+	if (err < 0) {
 		free(u);
-		errno = ENOMEM;
-		return NULL;
+		return err;
 	}
-	return u;
+	*out = u;
+	return 0;
 }
 
 void unwind_deltas_free(struct unwind_deltas *u)
 {
 	if (!u)
 		return;
-	for (size_t i = 0; i < u->ntables; i++)
-		stack_deltas_free(u->tables[i].t);
-	free(u->tables);
+	file_cache_free(u->tables);
 	call_site_free(u->calls);
 	free(u);
 }
@@ -105,13 +135,7 @@ void unwind_deltas_forget(struct unwind_deltas *u, const void *cache_key)
 	for (size_t i = 0; i < UD_CACHE_SIZE; i++)
 		if (u->cache[i].key == cache_key)
 			u->cache[i].key = NULL;
-	for (size_t i = 0; i < u->ntables; i++) {
-		if (u->tables[i].key != cache_key)
-			continue;
-		stack_deltas_free(u->tables[i].t);
-		u->tables[i] = u->tables[--u->ntables];
-		break;
-	}
+	file_cache_forget(u->tables, cache_key);
 }
 
 void unwind_deltas_get_stats(const struct unwind_deltas *u, struct unwind_deltas_stats *st)
@@ -122,34 +146,13 @@ void unwind_deltas_get_stats(const struct unwind_deltas *u, struct unwind_deltas
 /* ---- rules ---------------------------------------------------------------------------------------------- */
 
 /* The table of a module the caller gave no table for: built on first use and kept (standalone mode). */
-static const struct stack_deltas *ud_own_table(struct ud_walk *w, const void *key)
+static const struct stack_deltas *ud_own_table(struct ud_walk *w)
 {
-	struct unwind_deltas *u = w->u;
-	for (size_t i = 0; i < u->ntables; i++)
-		if (u->tables[i].key == key)
-			return u->tables[i].t;
-	if (!w->mod.elf)
-		return NULL;
-	if (u->ntables == u->tables_cap) {
-		size_t cap = u->tables_cap ? u->tables_cap * 2 : 16;
-		struct ud_table *n = realloc(u->tables, cap * sizeof(*n));
-		if (!n) {
-			w->err = -ENOMEM;
-			return NULL;
-		}
-		u->tables = n;
-		u->tables_cap = cap;
-	}
-	struct ud_table *e = &u->tables[u->ntables++];
-	e->key = key;
-	int err = stack_deltas_build(w->mod.elf, &e->t, NULL);
+	void *e;
+	int err = file_cache_get(w->u->tables, &w->mod, &e);
 	if (err == -ENOMEM)
 		w->err = err;
-	if (err < 0)
-		u->stats.table_failures++;
-	else
-		u->stats.tables_built++;
-	return e->t;
+	return err < 0 ? NULL : ((struct ud_table *)e)->t;
 }
 
 static size_t ud_cache_slot(const void *key, uint64_t va)
@@ -161,7 +164,7 @@ static size_t ud_cache_slot(const void *key, uint64_t va)
 /* The rule at ELF address va of the current module; false when the module has no table at all. */
 static bool ud_rule(struct ud_walk *w, uint64_t va, struct stack_delta_rule *rule)
 {
-	const void *key = w->mod.cache_key ? w->mod.cache_key : (const void *)w->mod.elf;
+	const void *key = file_cache_key(&w->mod);
 	/* Two ways per set (slots s and s ^ 1, the most recent first): two hot frames that hash alike do not
 	 * evict each other on every sample. */
 	struct ud_cache_entry *e = key ? &w->u->cache[ud_cache_slot(key, va) & ~(size_t)1] : NULL;
@@ -180,7 +183,7 @@ static bool ud_rule(struct ud_walk *w, uint64_t va, struct stack_delta_rule *rul
 	w->u->stats.cache_misses++;
 	const struct stack_deltas *t = w->mod.deltas;
 	if (!t && key)
-		t = ud_own_table(w, key);
+		t = ud_own_table(w);
 	if (!t)
 		return false;
 	stack_deltas_lookup(t, va, rule);

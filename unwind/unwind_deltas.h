@@ -153,8 +153,8 @@ struct unwind_deltas_stats {
 
 struct unwind_deltas;
 
-/* opts may be NULL (no fallback). Returns NULL with errno set on failure. */
-struct unwind_deltas *unwind_deltas_new(const struct unwind_deltas_options *opts);
+/* opts may be NULL (no hooks). Returns 0 and *out, -ENOMEM, or -ENOTSUP when capstone cannot be opened. */
+int unwind_deltas_new(const struct unwind_deltas_options *opts, struct unwind_deltas **out);
 void unwind_deltas_free(struct unwind_deltas *u);
 
 /* Drop everything cached for this file key (cached rules, and the table if the unwinder built it). */

@@ -39,6 +39,9 @@
  */
 #include "unwind/unwind_libdw.h"
 
+#include "unwind/elf_image.h"
+#include "unwind/file_cache.h"
+
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
@@ -48,8 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_LOADS 32		/* PT_LOAD segments kept per file; more is not a real object */
-#define MAX_HEADERS 65536	/* program or section headers looked at per file: bounds work on hostile input */
+#define MAX_HEADERS 65536	/* section headers looked at per file: bounds work on hostile input */
 #define MAX_SPACES 64		/* address spaces (Dwfls) kept */
 #define MAX_MODULES 4096	/* modules per address space; past it the Dwfl starts over */
 #define MAX_REPORTS 64		/* module reports per sample: bounds churn on a hostile or changing process */
@@ -58,22 +60,10 @@
 #define DWARF_SP 7
 #define DWARF_RA 16
 
-/* The file-backed part of one PT_LOAD segment. */
-struct load_seg {
-	uint64_t vaddr;
-	uint64_t size;			/* bytes present in the file image */
-	uint64_t offset;
-};
-
-/* One ELF file, shared by every address space that maps it; keyed by unwind_module.cache_key. */
+/* One ELF file, shared by every address space that maps it (unwind/file_cache.h). */
 struct file_info {
-	const void *key;
-	struct file_info *next;		/* hash chain */
-	const uint8_t *image;		/* the caller's whole file, from elf_rawfile */
-	size_t image_size;
+	struct elf_image img;		/* the caller's whole file, from elf_rawfile, and its PT_LOADs */
 	uint8_t *private_image;		/* copy for libdw when the file has compressed sections, else NULL */
-	struct load_seg segs[MAX_LOADS];
-	unsigned nsegs;
 	uint64_t lo, hi;		/* module extent in ELF addresses, as libdwfl computes the bias */
 	bool usable;			/* an x86_64 ET_EXEC/ET_DYN with loads: something libdwfl can unwind in */
 };
@@ -116,8 +106,7 @@ struct walk {
 };
 
 struct unwind_libdw {
-	struct file_info **buckets;	/* cache_key -> file_info, chained */
-	size_t nbuckets, nfiles;
+	struct file_cache *files;	/* file key -> struct file_info */
 	struct space *spaces[MAX_SPACES];
 	struct space *last_space;
 	uint64_t clock;			/* for least-recently-used eviction of spaces */
@@ -140,31 +129,12 @@ static bool is_x86_64_object(Elf *elf)
 	       eh.e_machine == EM_X86_64 && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN);
 }
 
-/* The first PT_LOAD fixes the module start, as in libdwfl's open_elf; the extent ends with the highest load. */
-static bool load_segments(struct file_info *fi, Elf *elf)
+/* The module's extent: from the first PT_LOAD, as libdwfl's open_elf places it, to the end of the highest. */
+static bool module_extent(struct file_info *fi)
 {
-	size_t n;
-	bool first = true;
-	if (elf_getphdrnum(elf, &n) != 0)
-		return false;
-	for (size_t i = 0; i < n && i < MAX_HEADERS; i++) {
-		GElf_Phdr ph;
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
-			continue;
-		if (first)
-			fi->lo = ph.p_vaddr & (0 - ph.p_align); /* libdwfl's arithmetic, whatever p_align holds */
-		first = false;
-		if (ph.p_vaddr + ph.p_memsz < ph.p_vaddr)
-			continue;
-		if (ph.p_vaddr + ph.p_memsz > fi->hi)
-			fi->hi = ph.p_vaddr + ph.p_memsz;
-		if (fi->nsegs == MAX_LOADS || ph.p_offset >= fi->image_size)
-			continue;
-		uint64_t size = ph.p_filesz < fi->image_size - ph.p_offset ? ph.p_filesz : fi->image_size - ph.p_offset;
-		if (size)
-			fi->segs[fi->nsegs++] = (struct load_seg){ ph.p_vaddr, size, ph.p_offset };
-	}
-	return !first && fi->lo < fi->hi;
+	fi->lo = fi->img.first_vaddr & (0 - fi->img.first_align); /* libdwfl's arithmetic, whatever p_align holds */
+	fi->hi = fi->img.hi;
+	return fi->img.have_loads && fi->lo < fi->hi;
 }
 
 /* Sections libdw would decompress in place when it opens the file's DWARF. */
@@ -178,8 +148,8 @@ static bool compressed_section(Elf *elf, size_t shstrndx, const GElf_Shdr *sh)
 static bool hide_section(struct file_info *fi, const GElf_Ehdr *eh, size_t ndx)
 {
 	Elf64_Shdr sh;
-	if (eh->e_shentsize != sizeof(sh) || eh->e_shoff > fi->image_size ||
-	    ndx >= (fi->image_size - eh->e_shoff) / sizeof(sh))
+	if (eh->e_shentsize != sizeof(sh) || eh->e_shoff > fi->img.image_size ||
+	    ndx >= (fi->img.image_size - eh->e_shoff) / sizeof(sh))
 		return false;
 	uint8_t *at = fi->private_image + eh->e_shoff + ndx * sizeof(sh);
 	memcpy(&sh, at, sizeof(sh)); /* may be unaligned */
@@ -205,10 +175,10 @@ static int hide_compressed_sections(struct file_info *fi, Elf *elf)
 		if (!gelf_getshdr(scn, &sh) || !compressed_section(elf, shstrndx, &sh))
 			continue;
 		if (!fi->private_image) {
-			fi->private_image = malloc(fi->image_size);
+			fi->private_image = malloc(fi->img.image_size);
 			if (!fi->private_image)
 				return -ENOMEM;
-			memcpy(fi->private_image, fi->image, fi->image_size);
+			memcpy(fi->private_image, fi->img.image, fi->img.image_size);
 		}
 		if (!hide_section(fi, &eh, elf_ndxscn(scn)))
 			return -EINVAL;
@@ -216,94 +186,36 @@ static int hide_compressed_sections(struct file_info *fi, Elf *elf)
 	return 0;
 }
 
-static void file_info_free(struct file_info *fi)
-{
-	if (fi) {
-		free(fi->private_image);
-		free(fi);
-	}
-}
-
-static struct file_info *file_info_new(const void *key, Elf *elf)
+/* file_cache hook: what libdwfl needs of a file, or that it cannot use it (usable false). */
+static int file_info_make(void *ctx, const void *key, Elf *elf, void **value)
 {
 	struct file_info *fi = calloc(1, sizeof(*fi));
+	(void)ctx, (void)key;
 	if (!fi)
-		return NULL;
-	fi->key = key;
-	fi->image = (const uint8_t *)elf_rawfile(elf, &fi->image_size);
-	if (!fi->image)
-		return fi; /* unreadable: cached as unusable */
-	bool loads = load_segments(fi, elf);
-	fi->usable = loads && is_x86_64_object(elf);
+		return -ENOMEM;
+	elf_image_init(&fi->img, elf);
+	fi->usable = fi->img.image && module_extent(fi) && is_x86_64_object(elf);
 	if (fi->usable) {
 		int r = hide_compressed_sections(fi, elf);
 		if (r == -ENOMEM) {
-			file_info_free(fi);
-			return NULL;
+			free(fi->private_image);
+			free(fi);
+			return r;
 		}
 		fi->usable = r == 0;
 	}
-	return fi;
-}
-
-/* ---- the per-file cache ---- */
-
-static size_t key_hash(const void *key, size_t nbuckets)
-{
-	uint64_t h = (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ULL;
-	return (size_t)(h >> 32) & (nbuckets - 1);
-}
-
-static bool cache_grow(struct unwind_libdw *u)
-{
-	size_t n = u->nbuckets ? 2 * u->nbuckets : 64;
-	struct file_info **b = calloc(n, sizeof(*b));
-	if (!b)
-		return false;
-	for (size_t i = 0; i < u->nbuckets; i++) {
-		for (struct file_info *fi = u->buckets[i], *next; fi; fi = next) {
-			next = fi->next;
-			size_t h = key_hash(fi->key, n);
-			fi->next = b[h];
-			b[h] = fi;
-		}
-	}
-	free(u->buckets);
-	u->buckets = b;
-	u->nbuckets = n;
-	return true;
-}
-
-static struct file_info *cache_find(const struct unwind_libdw *u, const void *key)
-{
-	if (!u->nbuckets)
-		return NULL;
-	struct file_info *fi = u->buckets[key_hash(key, u->nbuckets)];
-	while (fi && fi->key != key)
-		fi = fi->next;
-	return fi;
+	*value = fi;
+	return 0;
 }
 
 /* The cached info of mod's file, built on first use. NULL: no Elf, or -ENOMEM in u->w.err. */
 static struct file_info *file_get(struct unwind_libdw *u, const struct unwind_module *mod)
 {
-	if (!mod->elf)
-		return NULL;
-	const void *key = mod->cache_key ? mod->cache_key : (const void *)mod->elf;
-	struct file_info *fi = cache_find(u, key);
-	if (fi)
-		return fi;
-	fi = file_info_new(key, mod->elf);
-	if (!fi || (u->nfiles + 1 > u->nbuckets && !cache_grow(u))) {
-		file_info_free(fi);
-		u->w.err = -ENOMEM;
-		return NULL;
-	}
-	size_t h = key_hash(key, u->nbuckets);
-	fi->next = u->buckets[h];
-	u->buckets[h] = fi;
-	u->nfiles++;
-	return fi;
+	void *fi;
+	int err = file_cache_get(u->files, mod, &fi);
+	if (err == -ENOMEM)
+		u->w.err = err;
+	return err < 0 ? NULL : fi;
 }
 
 /* ---- memory ---- */
@@ -324,15 +236,11 @@ static bool read_file(struct unwind_libdw *u, uint64_t addr, uint64_t *val)
 	const struct file_info *fi;
 	if (u->w.proc->find_module(u->w.proc->ctx, addr, &mod) < 0 || !(fi = file_get(u, &mod)))
 		return false;
-	uint64_t vaddr = addr - mod.bias;
-	for (unsigned i = 0; i < fi->nsegs; i++) {
-		const struct load_seg *s = &fi->segs[i];
-		if (vaddr >= s->vaddr && s->size >= sizeof(*val) && vaddr - s->vaddr <= s->size - sizeof(*val)) {
-			memcpy(val, fi->image + s->offset + (vaddr - s->vaddr), sizeof(*val));
-			return true;
-		}
-	}
-	return false;
+	const uint8_t *p = elf_image_bytes(&fi->img, addr - mod.bias, sizeof(*val));
+	if (!p)
+		return false;
+	memcpy(val, p, sizeof(*val));
+	return true;
 }
 
 static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
@@ -395,8 +303,8 @@ static int find_elf(Dwfl_Module *dwmod, void **userdata, const char *name, Dwarf
 	if (m) {
 		const struct file_info *fi = m->file;
 		/* libelf does not write to an image without compressed sections (see the top of this file). */
-		const uint8_t *image = fi->private_image ? fi->private_image : fi->image;
-		*elfp = elf_memory((char *)image, fi->image_size);
+		const uint8_t *image = fi->private_image ? fi->private_image : fi->img.image;
+		*elfp = elf_memory((char *)image, fi->img.image_size);
 	}
 	return -1; /* no file descriptor: libdwfl owns only the Elf */
 }
@@ -749,16 +657,33 @@ int unwind_libdw_unwind(struct unwind_libdw *u, const struct unwind_process *pro
 
 /* ---- lifetime ---- */
 
-struct unwind_libdw *unwind_libdw_new(void)
+/* file_cache hook: the file is forgotten. Forgetting is rare (the file left every process): rebuilding the Dwfls
+ * that used it is simplest. */
+static void file_info_release(void *ctx, void *value)
 {
+	struct unwind_libdw *u = ctx;
+	struct file_info *fi = value;
+	for (size_t i = 0; i < MAX_SPACES; i++)
+		if (u->spaces[i] && space_uses(u->spaces[i], fi))
+			space_drop(u, i);
+	free(fi->private_image);
+	free(fi);
+}
+
+int unwind_libdw_new(struct unwind_libdw **out)
+{
+	*out = NULL;
 	/* libelf refuses every descriptor until the version is set; setting it again is harmless. */
-	if (elf_version(EV_CURRENT) == EV_NONE) {
-		errno = EINVAL;
-		return NULL;
-	}
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
 	struct unwind_libdw *u = calloc(1, sizeof(*u));
+	struct file_cache_hooks hooks = { file_info_make, file_info_release, u };
 	if (!u)
-		return NULL;
+		return -ENOMEM;
+	if (file_cache_new(&hooks, &u->files) < 0) {
+		free(u);
+		return -ENOMEM;
+	}
 	Elf64_Ehdr *eh = &u->arch_ehdr;
 	memcpy(eh->e_ident, ELFMAG, SELFMAG);
 	eh->e_ident[EI_CLASS] = ELFCLASS64;
@@ -770,30 +695,18 @@ struct unwind_libdw *unwind_libdw_new(void)
 	eh->e_ehsize = sizeof(*eh);
 	u->arch_elf = elf_memory((char *)eh, sizeof(*eh));
 	if (!u->arch_elf) {
+		file_cache_free(u->files);
 		free(u);
-		errno = ENOMEM;
-		return NULL;
+		return -ENOMEM;
 	}
-	return u;
+	*out = u;
+	return 0;
 }
 
 void unwind_libdw_forget(struct unwind_libdw *u, const void *cache_key)
 {
-	if (!u || !u->nbuckets)
-		return;
-	struct file_info **pp = &u->buckets[key_hash(cache_key, u->nbuckets)];
-	while (*pp && (*pp)->key != cache_key)
-		pp = &(*pp)->next;
-	struct file_info *fi = *pp;
-	if (!fi)
-		return;
-	/* Forgetting is rare (the file left every process): rebuilding the Dwfls that used it is simplest. */
-	for (size_t i = 0; i < MAX_SPACES; i++)
-		if (u->spaces[i] && space_uses(u->spaces[i], fi))
-			space_drop(u, i);
-	*pp = fi->next;
-	u->nfiles--;
-	file_info_free(fi);
+	if (u)
+		file_cache_forget(u->files, cache_key);
 }
 
 void unwind_libdw_forget_process(struct unwind_libdw *u, const void *proc_ctx)
@@ -811,13 +724,7 @@ void unwind_libdw_free(struct unwind_libdw *u)
 		return;
 	for (size_t i = 0; i < MAX_SPACES; i++)
 		space_drop(u, i);
-	for (size_t i = 0; i < u->nbuckets; i++) {
-		for (struct file_info *fi = u->buckets[i], *next; fi; fi = next) {
-			next = fi->next;
-			file_info_free(fi);
-		}
-	}
-	free(u->buckets);
+	file_cache_free(u->files);
 	elf_end(u->arch_elf);
 	free(u);
 }

@@ -27,8 +27,8 @@
 
 struct unwind_libdw;
 
-/* Returns NULL with errno set on failure. */
-struct unwind_libdw *unwind_libdw_new(void);
+/* Returns 0 and *out, -ENOMEM, or -EINVAL when libelf cannot be initialised. */
+int unwind_libdw_new(struct unwind_libdw **out);
 void unwind_libdw_free(struct unwind_libdw *u);
 
 /* Drop everything cached for this file key, including every Dwfl that reported the file. */

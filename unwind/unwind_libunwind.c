@@ -29,6 +29,10 @@
  */
 #include "unwind/unwind_libunwind.h"
 
+#include "unwind/byte_reader.h"
+#include "unwind/elf_image.h"
+#include "unwind/file_cache.h"
+
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
@@ -42,7 +46,6 @@ extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip
 					       unw_proc_info_t *pi, int need_unwind_info, void *arg);
 #define dwarf_search_unwind_table UNW_OBJ(dwarf_search_unwind_table)
 
-#define MAX_LOADS 32			/* PT_LOAD segments kept per file; more is not a real object */
 #define MAX_CFI_ENTRIES (1u << 24)	/* CIEs/FDEs walked per section: bounds work on hostile input */
 #define WINDOW_BIT (1ULL << 62)		/* non-canonical on x86_64: never a process address */
 #define WINDOW_SLOT_SHIFT 32
@@ -51,13 +54,6 @@ extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip
 #define MAX_SLOTS (1u << 29)
 #define REGION_CACHE 8			/* address ranges remembered during one sample */
 #define RECENT_FILES 8			/* files seen during one sample, for addresses no module claims */
-
-/* The file-backed part of one PT_LOAD segment. */
-struct load_seg {
-	uint64_t vaddr;
-	uint64_t size;			/* bytes present in the file image */
-	uint64_t offset;
-};
 
 /*
  * One binary-search table of (int32 start offset, int32 FDE offset) pairs, as in .eh_frame_hdr. Addresses
@@ -71,15 +67,10 @@ struct fde_table {
 	uint64_t nentries;
 };
 
+/* What we keep of one file (unwind/file_cache.h). */
 struct file_info {
-	const void *key;
-	struct file_info *next;		/* hash chain */
 	uint32_t slot;			/* index in unwind_libunwind.slots; names this file's window */
-	const uint8_t *image;		/* whole file, from elf_rawfile */
-	size_t image_size;
-	struct load_seg segs[MAX_LOADS];
-	unsigned nsegs;
-	uint64_t lo_vaddr, hi_vaddr;	/* extent of all PT_LOADs */
+	struct elf_image img;		/* the file and its PT_LOAD layout */
 	struct fde_table eh;		/* from .eh_frame_hdr or built from .eh_frame */
 	struct fde_table debug;		/* built from .debug_frame */
 	uint8_t *window;		/* tables we built */
@@ -113,8 +104,7 @@ struct sample_ctx {
 
 struct unwind_libunwind {
 	unw_addr_space_t as;
-	struct file_info **buckets;	/* cache_key -> file_info, chained */
-	size_t nbuckets, nfiles;
+	struct file_cache *files;	/* file key -> struct file_info */
 	struct file_info **slots;	/* slot -> file_info, for window addresses */
 	uint32_t nslots;
 	struct sample_ctx sc;
@@ -201,137 +191,26 @@ static bool fits_int32(int64_t v)
 	return v >= INT32_MIN && v <= INT32_MAX;
 }
 
-/* Host pointer to [vaddr, vaddr + size) of the file when it lies in one segment's file-backed part. */
-static const uint8_t *file_bytes(const struct file_info *fi, uint64_t vaddr, uint64_t size)
-{
-	for (unsigned i = 0; i < fi->nsegs; i++) {
-		const struct load_seg *s = &fi->segs[i];
-		if (vaddr >= s->vaddr && vaddr - s->vaddr <= s->size && size <= s->size - (vaddr - s->vaddr))
-			return fi->image + s->offset + (vaddr - s->vaddr);
-	}
-	return NULL;
-}
-
-/* ---- pointer encodings (DW_EH_PE_*) ---- */
-
-static bool read_uleb(const uint8_t **p, const uint8_t *end, uint64_t *out)
-{
-	uint64_t v = 0;
-	for (unsigned shift = 0; *p < end; shift += 7) {
-		uint8_t byte = *(*p)++;
-		if (shift < 64)
-			v |= (uint64_t)(byte & 0x7f) << shift;
-		if (!(byte & 0x80)) {
-			*out = v;
-			return true;
-		}
-	}
-	return false;
-}
-
-static bool read_sleb(const uint8_t **p, const uint8_t *end, int64_t *out)
-{
-	uint64_t v = 0;
-	unsigned shift = 0;
-	while (*p < end) {
-		uint8_t byte = *(*p)++;
-		if (shift < 64)
-			v |= (uint64_t)(byte & 0x7f) << shift;
-		shift += 7;
-		if (!(byte & 0x80)) {
-			if (shift < 64 && (byte & 0x40))
-				v |= ~0ULL << shift;
-			*out = (int64_t)v;
-			return true;
-		}
-	}
-	return false;
-}
-
-static bool read_fixed(const uint8_t **p, const uint8_t *end, unsigned size, bool is_signed, uint64_t *out)
-{
-	if ((size_t)(end - *p) < size)
-		return false;
-	uint64_t v = 0;
-	memcpy(&v, *p, size); /* little-endian host and target */
-	if (is_signed && size < 8 && (v >> (8 * size - 1)) & 1)
-		v |= ~0ULL << (8 * size);
-	*p += size;
-	*out = v;
-	return true;
-}
-
-/* The value part of an encoded pointer, before its application (pcrel, datarel) is applied. */
-static bool read_encoded_value(const uint8_t **p, const uint8_t *end, uint8_t enc, uint64_t *out)
-{
-	int64_t s;
-	switch (enc & 0x0f) {
-	case DW_EH_PE_absptr:
-	case DW_EH_PE_udata8:
-		return read_fixed(p, end, 8, false, out);
-	case DW_EH_PE_sdata8:
-		return read_fixed(p, end, 8, true, out);
-	case DW_EH_PE_udata4:
-		return read_fixed(p, end, 4, false, out);
-	case DW_EH_PE_sdata4:
-		return read_fixed(p, end, 4, true, out);
-	case DW_EH_PE_udata2:
-		return read_fixed(p, end, 2, false, out);
-	case DW_EH_PE_sdata2:
-		return read_fixed(p, end, 2, true, out);
-	case DW_EH_PE_uleb128:
-		return read_uleb(p, end, out);
-	case DW_EH_PE_sleb128:
-		if (!read_sleb(p, end, &s))
-			return false;
-		*out = (uint64_t)s;
-		return true;
-	default:
-		return false;
-	}
-}
-
-/*
- * Decode an encoded pointer found in the file at virtual address pc_vaddr (for pcrel); data_vaddr is the base
- * of datarel. Only what unwind tables use on x86_64 is accepted: absolute, pcrel, datarel, not indirect.
- */
-static bool read_encoded_ptr(const uint8_t **p, const uint8_t *end, uint8_t enc, uint64_t pc_vaddr,
-			     uint64_t data_vaddr, uint64_t *out)
-{
-	uint64_t v;
-	if (enc == DW_EH_PE_omit || (enc & DW_EH_PE_indirect) || !read_encoded_value(p, end, enc, &v))
-		return false;
-	switch (enc & 0x70) {
-	case DW_EH_PE_absptr:
-		*out = v;
-		return true;
-	case DW_EH_PE_pcrel:
-		*out = pc_vaddr + v;
-		return true;
-	case DW_EH_PE_datarel:
-		*out = data_vaddr + v;
-		return true;
-	default:
-		return false;
-	}
-}
-
 /* ---- .eh_frame_hdr ---- */
 
 static bool parse_eh_frame_hdr(struct file_info *fi, uint64_t vaddr, uint64_t size)
 {
-	const uint8_t *hdr = file_bytes(fi, vaddr, size);
-	if (!hdr || size < 4 || hdr[0] != 1)
-		return false;
-	const uint8_t *p = hdr + 4, *end = hdr + size;
+	const uint8_t *hdr = elf_image_bytes(&fi->img, vaddr, size);
+	struct byte_reader r;
+	uint8_t version, ptr_enc, count_enc, table_enc;
 	uint64_t eh_frame, count;
-	if (!read_encoded_ptr(&p, end, hdr[1], vaddr + 4, vaddr, &eh_frame) ||
-	    !read_encoded_ptr(&p, end, hdr[2], vaddr + (uint64_t)(p - hdr), vaddr, &count))
+	if (!hdr)
+		return false;
+	byte_reader_init(&r, hdr, size);
+	r.va = vaddr;
+	if (!byte_reader_u8(&r, &version) || version != 1 || !byte_reader_u8(&r, &ptr_enc) ||
+	    !byte_reader_u8(&r, &count_enc) || !byte_reader_u8(&r, &table_enc) ||
+	    !byte_reader_eh_pointer(&r, ptr_enc, vaddr, &eh_frame) || !byte_reader_eh_pointer(&r, count_enc, vaddr, &count))
 		return false;
 	/* libunwind's binary search only understands this layout. */
-	if (hdr[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
+	if (table_enc != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
 		return false;
-	uint64_t table_off = (uint64_t)(p - hdr);
+	uint64_t table_off = byte_reader_offset(&r);
 	if (count == 0 || count > (size - table_off) / sizeof(struct table_entry))
 		return false;
 	fi->eh = (struct fde_table){ .format = UNW_INFO_FORMAT_REMOTE_TABLE, .segbase = vaddr,
@@ -384,54 +263,6 @@ static bool walk_cfi(const struct section_walk *w, bool cies,
 	return true;
 }
 
-/* Encoded size of a fixed-size pointer encoding, 0 if variable or unknown. */
-static unsigned encoded_size(uint8_t enc)
-{
-	switch (enc & 0x0f) {
-	case DW_EH_PE_absptr:
-	case DW_EH_PE_udata8:
-	case DW_EH_PE_sdata8:
-		return 8;
-	case DW_EH_PE_udata4:
-	case DW_EH_PE_sdata4:
-		return 4;
-	case DW_EH_PE_udata2:
-	case DW_EH_PE_sdata2:
-		return 2;
-	default:
-		return 0;
-	}
-}
-
-/* The FDE pointer encoding from an .eh_frame CIE's "z..." augmentation. */
-static bool cie_fde_encoding(const Dwarf_CIE *cie, uint8_t *enc)
-{
-	const char *a = cie->augmentation;
-	*enc = DW_EH_PE_absptr;
-	if (a[0] == '\0')
-		return true;
-	if (a[0] != 'z')
-		return false;
-	const uint8_t *p = cie->augmentation_data, *end = p + cie->augmentation_data_size;
-	for (a++; *a; a++) {
-		if (*a == 'S')
-			continue;
-		if (p >= end)
-			return false;
-		uint8_t e = *p++;
-		if (*a == 'R')
-			*enc = e;
-		else if (*a == 'P') {
-			unsigned n = encoded_size(e);
-			if (!n || (size_t)(end - p) < n)
-				return false;
-			p += n;
-		} else if (*a != 'L')
-			return false;
-	}
-	return true;
-}
-
 static bool add_cie(void *ctx, const Dwarf_CFI_Entry *e, uint64_t off)
 {
 	struct cie_list *l = ctx;
@@ -445,7 +276,8 @@ static bool add_cie(void *ctx, const Dwarf_CFI_Entry *e, uint64_t off)
 	}
 	struct cie_note *c = &l->v[l->n++];
 	*c = (struct cie_note){ .offset = off };
-	c->usable = cie_fde_encoding(&e->cie, &c->fde_enc);
+	c->usable = byte_reader_cie_fde_encoding(e->cie.augmentation, e->cie.augmentation_data,
+						 e->cie.augmentation_data_size, &c->fde_enc);
 	return true;
 }
 
@@ -484,10 +316,13 @@ static bool add_eh_fde(void *ctx, const Dwarf_CFI_Entry *e, uint64_t off)
 {
 	struct eh_build *b = ctx;
 	const struct cie_note *cie = find_cie(&b->cies, e->fde.CIE_pointer);
-	const uint8_t *base = b->w->data.d_buf, *p = e->fde.start;
+	const uint8_t *base = b->w->data.d_buf;
+	struct byte_reader r;
 	uint64_t start, range;
-	if (!cie || !read_encoded_ptr(&p, e->fde.end, cie->fde_enc, b->vaddr + (uint64_t)(p - base), 0, &start) ||
-	    !read_encoded_value(&p, e->fde.end, cie->fde_enc & 0x0f, &range) || range == 0)
+	byte_reader_init(&r, e->fde.start, (size_t)(e->fde.end - e->fde.start));
+	r.va = b->vaddr + (uint64_t)(e->fde.start - base);
+	if (!cie || !byte_reader_eh_pointer(&r, cie->fde_enc, 0, &start) ||
+	    !byte_reader_eh_value(&r, cie->fde_enc, &range) || range == 0)
 		return true; /* an FDE libunwind could not use either: leave it out */
 	int64_t rel = (int64_t)(start - b->vaddr);
 	if (!fits_int32(rel) || !fits_int32((int64_t)off))
@@ -575,11 +410,12 @@ static bool convert_fde(void *ctx, const Dwarf_CFI_Entry *e, uint64_t off)
 {
 	struct debug_build *d = ctx;
 	const struct cie_note *cie = find_cie(&d->cies, e->fde.CIE_pointer);
-	const uint8_t *p = e->fde.start;
+	struct byte_reader r;
 	uint64_t start, range;
 	(void)off;
-	if (!cie || !read_fixed(&p, e->fde.end, 8, false, &start) || !read_fixed(&p, e->fde.end, 8, false, &range) ||
-	    range == 0 || !fits_int32((int64_t)(start - d->lo_vaddr)))
+	byte_reader_init(&r, e->fde.start, (size_t)(e->fde.end - e->fde.start));
+	if (!cie || !byte_reader_uint(&r, 8, &start) || !byte_reader_uint(&r, 8, &range) || range == 0 ||
+	    !fits_int32((int64_t)(start - d->lo_vaddr)))
 		return true;
 	size_t at = d->out->len;
 	int64_t cie_rel = (int64_t)(at + 4 - cie->out_offset);
@@ -587,7 +423,7 @@ static bool convert_fde(void *ctx, const Dwarf_CFI_Entry *e, uint64_t off)
 		return true;
 	uint32_t zero = 0, rel32 = (uint32_t)cie_rel;
 	bool ok = buf_put(d->out, &zero, 4) && buf_put(d->out, &rel32, 4) && buf_put(d->out, &start, 8) &&
-		  buf_put(d->out, &range, 8) && buf_put(d->out, p, (size_t)(e->fde.end - p)) && buf_align(d->out, 4);
+		  buf_put(d->out, &range, 8) && buf_put(d->out, r.pos, byte_reader_left(&r)) && buf_align(d->out, 4);
 	if (!ok)
 		return false;
 	put_length(d->out, at);
@@ -597,7 +433,7 @@ static bool convert_fde(void *ctx, const Dwarf_CFI_Entry *e, uint64_t off)
 
 static bool build_debug_frame_table(struct file_info *fi, const struct section_walk *w, struct buf *window)
 {
-	struct debug_build d = { .lo_vaddr = fi->lo_vaddr, .out = window };
+	struct debug_build d = { .lo_vaddr = fi->img.lo, .out = window };
 	if (!buf_align(window, 8))
 		return false;
 	struct fde_table t = { .format = UNW_INFO_FORMAT_IP_OFFSET, .segbase = window->len,
@@ -610,30 +446,6 @@ static bool build_debug_frame_table(struct file_info *fi, const struct section_w
 }
 
 /* ---- building a file's info ---- */
-
-static void load_segments(struct file_info *fi, Elf *elf)
-{
-	size_t n;
-	fi->lo_vaddr = UINT64_MAX;
-	if (elf_getphdrnum(elf, &n) != 0)
-		n = 0;
-	for (size_t i = 0; i < n && i < 4096; i++) {
-		GElf_Phdr ph;
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || ph.p_vaddr + ph.p_memsz < ph.p_vaddr)
-			continue;
-		if (ph.p_vaddr < fi->lo_vaddr)
-			fi->lo_vaddr = ph.p_vaddr;
-		if (ph.p_vaddr + ph.p_memsz > fi->hi_vaddr)
-			fi->hi_vaddr = ph.p_vaddr + ph.p_memsz;
-		if (fi->nsegs == MAX_LOADS || ph.p_offset >= fi->image_size)
-			continue;
-		uint64_t size = ph.p_filesz < fi->image_size - ph.p_offset ? ph.p_filesz : fi->image_size - ph.p_offset;
-		if (size)
-			fi->segs[fi->nsegs++] = (struct load_seg){ ph.p_vaddr, size, ph.p_offset };
-	}
-	if (fi->lo_vaddr > fi->hi_vaddr)
-		fi->lo_vaddr = fi->hi_vaddr = 0;
-}
 
 /* The section named `name`, if its header is sane. */
 static bool find_section(Elf *elf, const char *name, GElf_Shdr *out)
@@ -672,9 +484,9 @@ static bool section_walk_init(const struct file_info *fi, const GElf_Shdr *sh, c
 {
 	const uint8_t *p = NULL;
 	if (sh->sh_flags & SHF_ALLOC)
-		p = file_bytes(fi, sh->sh_addr, sh->sh_size);
-	else if (sh->sh_offset <= fi->image_size && sh->sh_size <= fi->image_size - sh->sh_offset)
-		p = fi->image + sh->sh_offset;
+		p = elf_image_bytes(&fi->img, sh->sh_addr, sh->sh_size);
+	else if (sh->sh_offset <= fi->img.image_size && sh->sh_size <= fi->img.image_size - sh->sh_offset)
+		p = fi->img.image + sh->sh_offset;
 	if (!p || sh->sh_size == 0 || sh->sh_size > MAX_SECTION_SIZE)
 		return false;
 	*w = (struct section_walk){ .e_ident = e_ident, .eh_frame = eh_frame };
@@ -705,70 +517,6 @@ static bool build_tables(struct file_info *fi, Elf *elf)
 	return ok;
 }
 
-static struct file_info *file_info_new(const void *key, Elf *elf)
-{
-	struct file_info *fi = calloc(1, sizeof(*fi));
-	if (!fi)
-		return NULL;
-	fi->key = key;
-	fi->image = (const uint8_t *)elf_rawfile(elf, &fi->image_size);
-	if (!fi->image)
-		fi->image_size = 0;
-	load_segments(fi, elf);
-	if (!build_tables(fi, elf)) {
-		free(fi->window);
-		free(fi);
-		return NULL;
-	}
-	return fi;
-}
-
-static void file_info_free(struct file_info *fi)
-{
-	if (fi) {
-		free(fi->window);
-		free(fi);
-	}
-}
-
-/* ---- the per-file cache ---- */
-
-static size_t key_hash(const void *key, size_t nbuckets)
-{
-	uint64_t h = (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ULL;
-	return (size_t)(h >> 32) & (nbuckets - 1);
-}
-
-static bool cache_grow(struct unwind_libunwind *u)
-{
-	size_t n = u->nbuckets ? 2 * u->nbuckets : 64;
-	struct file_info **b = calloc(n, sizeof(*b));
-	if (!b)
-		return false;
-	for (size_t i = 0; i < u->nbuckets; i++) {
-		for (struct file_info *fi = u->buckets[i], *next; fi; fi = next) {
-			next = fi->next;
-			size_t h = key_hash(fi->key, n);
-			fi->next = b[h];
-			b[h] = fi;
-		}
-	}
-	free(u->buckets);
-	u->buckets = b;
-	u->nbuckets = n;
-	return true;
-}
-
-static struct file_info *cache_find(const struct unwind_libunwind *u, const void *key)
-{
-	if (!u->nbuckets)
-		return NULL;
-	struct file_info *fi = u->buckets[key_hash(key, u->nbuckets)];
-	while (fi && fi->key != key)
-		fi = fi->next;
-	return fi;
-}
-
 /* A free slot for a new file's window, growing the slot array as needed. */
 static bool slot_alloc(struct unwind_libunwind *u, uint32_t *slot)
 {
@@ -791,34 +539,43 @@ static bool slot_alloc(struct unwind_libunwind *u, uint32_t *slot)
 	return true;
 }
 
-static bool cache_insert(struct unwind_libunwind *u, struct file_info *fi)
+/* file_cache hook: a file's layout and tables, with a window slot. */
+static int file_info_make(void *ctx, const void *key, Elf *elf, void **value)
 {
-	if ((u->nfiles + 1 > u->nbuckets && !cache_grow(u)) || !slot_alloc(u, &fi->slot))
-		return false;
-	size_t h = key_hash(fi->key, u->nbuckets);
-	fi->next = u->buckets[h];
-	u->buckets[h] = fi;
+	struct unwind_libunwind *u = ctx;
+	struct file_info *fi = calloc(1, sizeof(*fi));
+	(void)key;
+	if (!fi)
+		return -ENOMEM;
+	elf_image_init(&fi->img, elf);
+	if (!build_tables(fi, elf) || !slot_alloc(u, &fi->slot)) {
+		free(fi->window);
+		free(fi);
+		return -ENOMEM;
+	}
 	u->slots[fi->slot] = fi;
-	u->nfiles++;
-	return true;
+	*value = fi;
+	return 0;
+}
+
+/* file_cache hook: the file is forgotten, its window slot freed. */
+static void file_info_release(void *ctx, void *value)
+{
+	struct unwind_libunwind *u = ctx;
+	struct file_info *fi = value;
+	u->slots[fi->slot] = NULL;
+	free(fi->window);
+	free(fi);
 }
 
 /* The cached info of mod's file, built on first use. NULL: the file is unreadable, or -ENOMEM in sc->err. */
 static struct file_info *file_get(struct sample_ctx *sc, const struct unwind_module *mod)
 {
-	if (!mod->elf)
-		return NULL;
-	const void *key = mod->cache_key ? mod->cache_key : (const void *)mod->elf;
-	struct file_info *fi = cache_find(sc->u, key);
-	if (fi)
-		return fi;
-	fi = file_info_new(key, mod->elf);
-	if (!fi || !cache_insert(sc->u, fi)) {
-		file_info_free(fi);
-		sc->err = -ENOMEM;
-		return NULL;
-	}
-	return fi;
+	void *fi;
+	int err = file_cache_get(sc->u->files, mod, &fi);
+	if (err == -ENOMEM)
+		sc->err = err;
+	return err < 0 ? NULL : fi;
 }
 
 /* Remember a file mapped in this sample's process, so addresses no module claims can still be found in it. */
@@ -853,14 +610,11 @@ static bool window_region(const struct sample_ctx *sc, uint64_t addr, struct reg
 static bool file_region(const struct file_info *fi, uint64_t bias, uint64_t addr, struct region *r)
 {
 	uint64_t vaddr = addr - bias;
-	for (unsigned i = 0; i < fi->nsegs; i++) {
-		const struct load_seg *s = &fi->segs[i];
-		if (vaddr >= s->vaddr && vaddr - s->vaddr < s->size) {
-			*r = (struct region){ bias + s->vaddr, bias + s->vaddr + s->size, fi->image + s->offset };
-			return r->start < r->end; /* a wrapping bias makes the range meaningless */
-		}
-	}
-	return false;
+	const struct elf_image_load *l = elf_image_load_at(&fi->img, vaddr);
+	if (!l)
+		return false;
+	*r = (struct region){ bias + l->vaddr, bias + l->vaddr + l->size, fi->img.image + l->offset };
+	return r->start < r->end; /* a wrapping bias makes the range meaningless */
 }
 
 /* Where addr's bytes are: a window, the file of the module there, or a file seen earlier in this sample. */
@@ -987,8 +741,8 @@ static void fill_dyn_info(const struct file_info *fi, const struct fde_table *t,
 {
 	memset(di, 0, sizeof(*di));
 	di->format = t->format;
-	di->start_ip = bias + fi->lo_vaddr;
-	di->end_ip = bias + fi->hi_vaddr;
+	di->start_ip = bias + fi->img.lo;
+	di->end_ip = bias + fi->img.hi;
 	di->u.rti.segbase = t->segbase_in_window ? window_addr(fi, t->segbase) : bias + t->segbase;
 	di->u.rti.table_data = t->table_in_window ? window_addr(fi, t->table) : bias + t->table;
 	di->u.rti.table_len = t->nentries * sizeof(struct table_entry) / sizeof(unw_word_t);
@@ -1003,7 +757,7 @@ static const uint8_t *table_host(const struct file_info *fi, const struct fde_ta
 	size_t bytes = t->nentries * sizeof(struct table_entry);
 	if (t->table_in_window)
 		return t->table <= fi->window_size && bytes <= fi->window_size - t->table ? fi->window + t->table : NULL;
-	return file_bytes(fi, t->table, bytes);
+	return elf_image_bytes(&fi->img, t->table, bytes);
 }
 
 /* Index of the last entry starting at or before rel (the rule libunwind's own search applies). */
@@ -1201,7 +955,13 @@ static int seek_frame(struct sample_ctx *sc, unw_cursor_t *c, uint64_t ip, uint6
 	return 0;
 }
 
-int unwind_libunwind_step(struct unwind_libunwind *u, const struct unwind_process *proc,
+/*
+ * One step from a frame in the middle of a sample. regs holds that frame's IP, SP and BP (others may be 0);
+ * exact_ip says its IP is where it was interrupted rather than a return address. Returns 1 with the caller's IP,
+ * SP and BP in caller[] and *caller_signal set when the caller was interrupted by a signal, 0 when the frame is
+ * the outermost one, or a negative errno when it cannot step.
+ */
+static int libunwind_step(struct unwind_libunwind *u, const struct unwind_process *proc,
 			  const struct unwind_sample *sample, const uint64_t regs[UNWIND_NREGS], bool exact_ip,
 			  uint64_t caller[UNWIND_NREGS], bool *caller_signal)
 {
@@ -1237,7 +997,7 @@ int unwind_libunwind_deltas_fallback(void *ctx, const struct unwind_process *pro
 	(void)mod;
 	for (int i = 0; i < UNWIND_NREGS; i++)
 		regs[i] = frame->known & UNWIND_DELTAS_REG(i) ? frame->regs[i] : 0;
-	int r = unwind_libunwind_step(ctx, proc, sample, regs, frame->exact_ip, out, &signal);
+	int r = libunwind_step(ctx, proc, sample, regs, frame->exact_ip, out, &signal);
 	if (r <= 0)
 		return r == 0 ? UNWIND_DELTAS_FALLBACK_END : r;
 	memset(caller, 0, sizeof(*caller));
@@ -1250,7 +1010,7 @@ int unwind_libunwind_deltas_fallback(void *ctx, const struct unwind_process *pro
 
 /* ---- lifetime ---- */
 
-struct unwind_libunwind *unwind_libunwind_new(void)
+int unwind_libunwind_new(struct unwind_libunwind **out)
 {
 	unw_accessors_t acc = {
 		.find_proc_info = find_proc_info,
@@ -1262,46 +1022,32 @@ struct unwind_libunwind *unwind_libunwind_new(void)
 		.resume = resume,
 	};
 	struct unwind_libunwind *u = calloc(1, sizeof(*u));
+	*out = NULL;
 	if (!u)
-		return NULL;
+		return -ENOMEM;
+	struct file_cache_hooks hooks = { file_info_make, file_info_release, u };
 	u->as = unw_create_addr_space(&acc, 0);
-	if (!u->as || unw_set_caching_policy(u->as, UNW_CACHE_NONE) < 0) {
+	if (!u->as || unw_set_caching_policy(u->as, UNW_CACHE_NONE) < 0 || file_cache_new(&hooks, &u->files) < 0) {
 		if (u->as)
 			unw_destroy_addr_space(u->as);
 		free(u);
-		errno = ENOMEM;
-		return NULL;
+		return -ENOMEM;
 	}
-	return u;
+	*out = u;
+	return 0;
 }
 
 void unwind_libunwind_forget(struct unwind_libunwind *u, const void *cache_key)
 {
-	if (!u || !u->nbuckets)
-		return;
-	struct file_info **pp = &u->buckets[key_hash(cache_key, u->nbuckets)];
-	while (*pp && (*pp)->key != cache_key)
-		pp = &(*pp)->next;
-	struct file_info *fi = *pp;
-	if (!fi)
-		return;
-	*pp = fi->next;
-	u->slots[fi->slot] = NULL;
-	u->nfiles--;
-	file_info_free(fi);
+	if (u)
+		file_cache_forget(u->files, cache_key);
 }
 
 void unwind_libunwind_free(struct unwind_libunwind *u)
 {
 	if (!u)
 		return;
-	for (size_t i = 0; i < u->nbuckets; i++) {
-		for (struct file_info *fi = u->buckets[i], *next; fi; fi = next) {
-			next = fi->next;
-			file_info_free(fi);
-		}
-	}
-	free(u->buckets);
+	file_cache_free(u->files);
 	free(u->slots);
 	unw_destroy_addr_space(u->as);
 	free(u);

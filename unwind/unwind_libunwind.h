@@ -3,8 +3,9 @@
  *
  * libunwind is driven through custom accessors, as perf does: registers come from the sample, memory from the
  * stack copy and, outside it, from the mapped ELF files; unwind information is located in the module's
- * .eh_frame_hdr (or a table built from .eh_frame when the header is missing). It is correct rather than fast
- * and serves as the oracle for the fast unwinders.
+ * .eh_frame_hdr (or a table built from .eh_frame when the header is missing), and in .debug_frame. It is correct
+ * rather than fast, and has two uses: the step the stack-delta unwinder takes where its tables cannot express a
+ * row (unwind_libunwind_deltas_fallback), and the oracle `hostprof replay --compare` checks that unwinder against.
  *
  * Ownership: an unwind_libunwind is created by unwind_libunwind_new() and freed by unwind_libunwind_free().
  * It caches per-file data keyed by unwind_module.cache_key; call unwind_libunwind_forget() before such a key's
@@ -20,8 +21,8 @@
 
 struct unwind_libunwind;
 
-/* Returns NULL with errno set on failure. */
-struct unwind_libunwind *unwind_libunwind_new(void);
+/* Returns 0 and *out, or -ENOMEM. */
+int unwind_libunwind_new(struct unwind_libunwind **out);
 void unwind_libunwind_free(struct unwind_libunwind *u);
 
 /* Drop everything cached for this file key. */
@@ -37,21 +38,11 @@ int unwind_libunwind_unwind(struct unwind_libunwind *u, const struct unwind_proc
 			    enum unwind_status *status);
 
 /*
- * One step from a frame in the middle of a sample, for a fast unwinder's fallback. regs holds that frame's IP,
- * SP and BP (others may be 0); exact_ip says its IP is where it was interrupted rather than a return address.
- * libunwind walks from the sampled frame to the frame at that (IP, SP), so it knows every callee-saved register
- * there, and steps once; if its walk never reaches that frame, it starts from regs alone. Memory comes from
- * sample->stack and the modules' files. Returns 1 with the caller's IP, SP and BP in caller[] and
- * *caller_signal set when the caller was interrupted by a signal, 0 when the frame is the outermost one, or a
- * negative errno when it cannot step.
- */
-int unwind_libunwind_step(struct unwind_libunwind *u, const struct unwind_process *proc,
-			  const struct unwind_sample *sample, const uint64_t regs[UNWIND_NREGS], bool exact_ip,
-			  uint64_t caller[UNWIND_NREGS], bool *caller_signal);
-
-/*
- * An unwind_deltas fallback hook (unwind_deltas.h) that steps with unwind_libunwind_step(): pass it with the
- * struct unwind_libunwind as fallback_ctx, so rows the delta tables cannot express are unwound by libunwind.
+ * An unwind_deltas fallback hook (unwind_deltas.h): one libunwind step from a frame in the middle of a sample.
+ * Pass it with the struct unwind_libunwind as fallback_ctx, so rows the delta tables cannot express are unwound by
+ * libunwind. libunwind walks from the sampled frame to the frame at that frame's (IP, SP), so it knows every
+ * callee-saved register there, and steps once; if its walk never reaches that frame, it starts from the frame's
+ * IP, SP and BP alone. Memory comes from sample->stack and the modules' files.
  */
 int unwind_libunwind_deltas_fallback(void *ctx, const struct unwind_process *proc, const struct unwind_sample *sample,
 				     const struct unwind_module *mod, const struct unwind_deltas_regs *frame,

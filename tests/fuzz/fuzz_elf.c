@@ -60,7 +60,8 @@ static void fuzz_tables(Elf *elf)
 static void fuzz_code_checks(Elf *elf)
 {
 	struct stub_names *stubs = NULL;
-	struct call_site *calls = call_site_new();
+	struct call_site *calls = NULL;
+	call_site_new(&calls);
 	if (stub_names_new(elf, &stubs) == 0) {
 		for (uint64_t va = 0; va < 0x4000; va += 8)
 			stub_names_plt(stubs, va);

@@ -77,8 +77,8 @@ static struct chain_counts check_replay(const char *path)
 	struct execinfo_mgr *em = execinfo_mgr_new();
 	assert_non_null(em);
 	assert_int_equal(replay_env_new(r, em, &env), 0);
-	struct unwind_deltas *u = unwind_deltas_new(NULL);
-	assert_non_null(u);
+	struct unwind_deltas *u;
+	assert_int_equal(unwind_deltas_new(NULL, &u), 0);
 	for (uint32_t i = 0; i < r->nsamples; i++) {
 		const struct replay_sample *rs = &r->samples[i];
 		struct unwind_process proc;

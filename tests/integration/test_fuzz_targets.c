@@ -53,7 +53,7 @@ static void run_target(const char *target, unsigned mutants, const char *inputs)
 
 static void test_fuzz_elf(void **state)
 {
-	(void)state;
+	struct fuzz_state *f = *state;
 	char a[512], b[512], c[512];
 	char inputs[1700];
 	/* And what the fuzzer found: a .debug_line_str without its final NUL, which libdw read past. */
@@ -61,6 +61,12 @@ static void test_fuzz_elf(void **state)
 		 test_fixture_path("split_paths", a, sizeof(a)), test_fixture_path("libfixture_shared.so", b, sizeof(b)),
 		 test_fixture_path("elastic-jvmti-linux-x86_64.so", c, sizeof(c)));
 	run_target("fuzz_elf", 150, inputs);
+	/* A Go program: its .gopclntab, read by hand (unwind/gopclntab.c), and the delta rules made from it. */
+	if (test_go_available()) {
+		test_go_build(f->dir, "hot", "hot", 0, "");
+		snprintf(inputs, sizeof(inputs), "'%s/hot'", f->dir);
+		run_target("fuzz_elf", 100, inputs);
+	}
 }
 
 static void test_fuzz_profile(void **state)

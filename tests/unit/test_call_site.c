@@ -94,8 +94,9 @@ static int setup(void **state)
 	snprintf(path, sizeof(path), "%s/f.so", f->dir);
 	f->fd = open(path, O_RDONLY | O_CLOEXEC);
 	f->elf = f->fd < 0 ? NULL : elf_begin(f->fd, ELF_C_READ_MMAP, NULL);
-	f->c = call_site_new();
-	return f->elf && f->c ? 0 : -1;
+	if (call_site_new(&f->c) < 0)
+		return -1;
+	return f->elf ? 0 : -1;
 }
 
 static int teardown(void **state)

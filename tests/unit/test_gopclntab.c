@@ -3,8 +3,9 @@
  *
  * Synthetic tables of each layout (Go 1.2, 1.16, 1.18, 1.20) are written byte by byte, wrapped into a tiny static
  * executable with objcopy, and checked function by function: names, pcsp runs, stack-delta rows (prologue
- * detection, STOP / frame-pointer / SIGNAL / SPWRITE functions), file:line and inline frames. The pc-value
- * vector of research/otel-internals.md § 4 is decoded. Mutated and truncated tables must fail cleanly.
+ * detection, STOP / frame-pointer / SIGNAL / SPWRITE functions), file:line and inline frames. A known pc-value
+ * table (an SP delta of 0, 32, 40, 48, 40, 32, 0 over a 0x9c-byte function) is decoded. Mutated and truncated
+ * tables must fail cleanly.
  * Real Go binaries are built at test time (pure, stripped, stripped with the section renamed so that only the
  * magic scan finds it, cgo, cgo PIE stripped) when `go` is installed.
  */
@@ -677,7 +678,7 @@ static void tg_check_table(const struct gopclntab *t, enum gopclntab_version ver
 	}
 	assert_int_equal(gopclntab_func(t, TG_NFUNC, &f), -ERANGE);
 	assert_int_equal(gopclntab_find_func(t, code + TG_CODE, &idx), -ENOENT);
-	assert_int_equal(gopclntab_pcsp_rows(t, 0, tg_runs_cb, &runs), 0);
+	assert_int_equal(gopclntab_pcvalue_rows(t, 0, GOPCLNTAB_PCSP, tg_runs_cb, &runs), 0);
 	assert_int_equal(runs.n, 3);
 	assert_int_equal(runs.start[1], code + 4);
 	assert_int_equal(runs.end[1], code + 0x30);
@@ -728,7 +729,7 @@ static void tg_exercise(const struct gopclntab *t)
 		if (gopclntab_func(t, i, &f) == 0)
 			assert_non_null(f.name);
 		runs.n = 0;
-		gopclntab_pcsp_rows(t, i, tg_runs_cb, &runs);
+		gopclntab_pcvalue_rows(t, i, GOPCLNTAB_PCSP, tg_runs_cb, &runs);
 		gopclntab_pcvalue(t, i, GOPCLNTAB_PCLN, lo + i, &v);
 		gopclntab_file(t, i, (int32_t)i - 1);
 	}
@@ -1000,7 +1001,7 @@ static void tg_check_go_binary(const struct tg_env *env, const char *name)
 	assert_string_equal(fr[0].function, "runtime.goexit");
 	assert_true(tg_ends_with(fr[0].file, ".s"));
 	/* main.other has a frame: pcsp goes above 0 and comes back. */
-	assert_int_equal(gopclntab_pcsp_rows(f.t, oi, tg_runs_cb, &runs), 0);
+	assert_int_equal(gopclntab_pcvalue_rows(f.t, oi, GOPCLNTAB_PCSP, tg_runs_cb, &runs), 0);
 	assert_true(runs.n >= 3);
 	assert_int_equal(runs.value[0], 0);
 	assert_true(runs.value[1] > 0);

@@ -429,6 +429,41 @@ static void test_jitdump_incremental(void **state)
 	free(d.b);
 }
 
+/*
+ * Only the first bytes of a debug-information record in memory (16 to 31: its header, not yet its entry count):
+ * the parse waits for the rest without reading past what it was given (each piece is its own allocation, so
+ * ASan sees a read past it), then takes the record whole.
+ */
+static void test_jitdump_record_prefix(void **state)
+{
+	(void)state;
+	static const struct debug_row rows[] = { { 0x7000, 7, "/app/a.js" } };
+	struct dump d = { 0 };
+	put_header(&d, JITDUMP_MAGIC, 1, EM_X86_64);
+	size_t header = d.n;
+	put_debug(&d, 0x7000, rows, 1);
+	put_load(&d, 0x7000, 0x10, 1, "f");
+	for (size_t have = 16; have < 32; have++) {
+		struct jitsyms *t = jitsyms_new(NULL);
+		struct jitdump_parser p;
+		struct jitsym_info info;
+		uint8_t *piece = malloc(header + have);
+		assert_non_null(piece);
+		memcpy(piece, d.b, header + have);
+		jitdump_parser_init(&p);
+		assert_int_equal(jitdump_parse(&p, t, piece, header + have, d.n), (int64_t)header);
+		free(piece);
+		assert_int_equal(jitdump_parse(&p, t, d.b + header, d.n - header, d.n - header), (int64_t)(d.n - header));
+		assert_int_equal(jitsyms_commit(t), 0);
+		assert_true(jitsyms_lookup(t, 0x7001, &info));
+		assert_int_equal(info.line, 7);
+		assert_int_equal(p.stats.debug_infos, 1);
+		jitdump_parser_free(&p);
+		jitsyms_free(t);
+	}
+	free(d.b);
+}
+
 static void test_jitdump_refused(void **state)
 {
 	(void)state;
@@ -530,6 +565,7 @@ int main(void)
 		cmocka_unit_test(test_perfmap_long_lines),
 		cmocka_unit_test(test_jitdump_whole),
 		cmocka_unit_test(test_jitdump_incremental),
+		cmocka_unit_test(test_jitdump_record_prefix),
 		cmocka_unit_test(test_jitdump_refused),
 		cmocka_unit_test(test_jitdump_bad_debug_info),
 		cmocka_unit_test(test_jitdump_corrupt),

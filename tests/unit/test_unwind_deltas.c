@@ -46,6 +46,14 @@ struct test_maps {
 	unsigned lookups;
 };
 
+/* A delta unwinder with the options given; the test fails if it cannot be made. */
+static struct unwind_deltas *deltas_new(const struct unwind_deltas_options *opts)
+{
+	struct unwind_deltas *u = NULL;
+	assert_int_equal(unwind_deltas_new(opts, &u), 0);
+	return u;
+}
+
 static int map_bias(struct test_map *m)
 {
 	size_t n;
@@ -286,7 +294,7 @@ static int group_setup(void **state)
 		return -1;
 	load_maps(&env->maps);
 	env->proc = (struct unwind_process){ .find_module = find_module, .ctx = &env->maps };
-	env->u = unwind_deltas_new(NULL);
+	env->u = deltas_new(NULL);
 	f1(&env->cap);
 	return env->u ? 0 : -1;
 }
@@ -326,7 +334,7 @@ static void test_chain_to_main(void **state)
 static void test_prebuilt_tables(void **state)
 {
 	(void)state;
-	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_deltas *u = deltas_new(NULL);
 	struct unwind_frame a[UNWIND_MAX_FRAMES], b[UNWIND_MAX_FRAMES];
 	enum unwind_status sa, sb;
 	int na = unwind_deltas_unwind(env->u, &env->proc, &env->cap.sample, a, UNWIND_MAX_FRAMES, &sa);
@@ -488,7 +496,7 @@ static void test_stack_extension(void **state)
 	(void)state;
 	struct extension *x = calloc(1, sizeof(*x));
 	struct unwind_deltas_options o = { .stack_extend = serve_extension, .stack_extend_ctx = x };
-	struct unwind_deltas *u = unwind_deltas_new(&o);
+	struct unwind_deltas *u = deltas_new(&o);
 	struct unwind_frame full[UNWIND_MAX_FRAMES], fr[UNWIND_MAX_FRAMES];
 	enum unwind_status full_st, st;
 	assert_non_null(x);
@@ -821,7 +829,7 @@ static int synth_unwind(struct synth *sy, struct unwind_deltas *u, struct unwind
 static void test_synth_sp_fp_stop(void **state)
 {
 	struct synth *sy = *state;
-	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_deltas *u = deltas_new(NULL);
 	sy->s.regs[UNWIND_REG_IP] = fsym(sy, "sp_body");
 	sy->s.regs[UNWIND_REG_BP] = FAKE_SP + 128;
 	put(sy, 40, fsym(sy, "fp_ret"));		/* CFA = sp + 48 */
@@ -856,7 +864,7 @@ static void test_synth_sp_fp_stop(void **state)
 static void test_synth_plt(void **state)
 {
 	struct synth *sy = *state;
-	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_deltas *u = deltas_new(NULL);
 	struct unwind_frame fr[2];
 	enum unwind_status st;
 	put(sy, 0, fsym(sy, "stop_ret"));
@@ -874,7 +882,7 @@ static void test_synth_plt(void **state)
 static void test_synth_drap(void **state)
 {
 	struct synth *sy = *state;
-	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_deltas *u = deltas_new(NULL);
 	struct unwind_frame fr[8];
 	enum unwind_status st;
 	uint64_t fp = FAKE_SP + 64;
@@ -896,7 +904,7 @@ static void test_synth_drap(void **state)
 static void test_synth_signal(void **state)
 {
 	struct synth *sy = *state;
-	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_deltas *u = deltas_new(NULL);
 	struct unwind_frame fr[8];
 	enum unwind_status st;
 	uint64_t uc = 48, gregs = uc + 40, isp = 1024;
@@ -940,7 +948,7 @@ static void test_synth_fallback(void **state)
 	struct synth *sy = *state;
 	struct unwind_frame fr[8];
 	enum unwind_status st;
-	struct unwind_deltas *plain = unwind_deltas_new(NULL);
+	struct unwind_deltas *plain = deltas_new(NULL);
 	sy->s.regs[UNWIND_REG_IP] = fsym(sy, "drap_r10");
 	sy->s.regs[UNWIND_REG_R10] = FAKE_SP + 16;
 	assert_int_equal(synth_unwind(sy, plain, fr, 8, &st), 1);
@@ -948,7 +956,7 @@ static void test_synth_fallback(void **state)
 	unwind_deltas_free(plain);
 
 	struct unwind_deltas_options opts = { .fallback = fallback_hook, .fallback_ctx = sy };
-	struct unwind_deltas *u = unwind_deltas_new(&opts);
+	struct unwind_deltas *u = deltas_new(&opts);
 	sy->fallback_rc = 0;
 	sy->fallback_caller = (struct unwind_deltas_regs){
 		.regs = { [UNWIND_REG_IP] = fsym(sy, "stop_ret"), [UNWIND_REG_SP] = FAKE_SP + 16 },
@@ -986,7 +994,7 @@ static void test_synth_fallback(void **state)
 static void test_synth_guessed_callers(void **state)
 {
 	struct synth *sy = *state;
-	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_deltas *u = deltas_new(NULL);
 	struct unwind_frame fr[8];
 	enum unwind_status st;
 	struct unwind_deltas_stats stats;
@@ -1040,7 +1048,7 @@ static void chain_sample(struct synth *sy, size_t copied, const uint64_t *chain,
 static void test_chain_after_copy(void **state)
 {
 	struct synth *sy = *state;
-	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_deltas *u = deltas_new(NULL);
 	struct unwind_frame fr[8];
 	enum unwind_status st;
 	uint64_t chain[] = { fsym(sy, "fp_ret"), fsym(sy, "fp_ret"), fsym(sy, "stop_ret") };
@@ -1077,7 +1085,7 @@ static void test_chain_after_copy(void **state)
 static void test_chain_frameless_leaf(void **state)
 {
 	struct synth *sy = *state;
-	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_deltas *u = deltas_new(NULL);
 	struct unwind_frame fr[8];
 	enum unwind_status st;
 	uint64_t chain[] = { fsym(sy, "sp_body"), fsym(sy, "stop_ret") };
@@ -1101,7 +1109,7 @@ static void test_chain_frameless_leaf(void **state)
 static void test_chain_refused(void **state)
 {
 	struct synth *sy = *state;
-	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_deltas *u = deltas_new(NULL);
 	struct unwind_frame fr[8];
 	enum unwind_status st;
 	/* Two fp_func frames: the first in the copy, the second's frame pointer past it. */
@@ -1180,7 +1188,7 @@ static int jit_find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 static void test_jit_frames(void **state)
 {
 	struct synth *sy = *state;
-	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_deltas *u = deltas_new(NULL);
 	struct unwind_frame fr[8];
 	enum unwind_status st;
 	sy->proc.find_module = jit_find_module;
@@ -1232,7 +1240,7 @@ static void test_jit_frames(void **state)
 static void test_jit_steps_refused(void **state)
 {
 	struct synth *sy = *state;
-	struct unwind_deltas *u = unwind_deltas_new(NULL);
+	struct unwind_deltas *u = deltas_new(NULL);
 	struct unwind_frame fr[8];
 	enum unwind_status st;
 	struct {

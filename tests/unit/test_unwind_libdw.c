@@ -1019,8 +1019,7 @@ static void test_speed(void **state)
 
 	/* Cold: a fresh instance builds its Dwfl, reports the modules, opens their CFI. */
 	struct unwind_libdw *warm = f->u;
-	f->u = unwind_libdw_new();
-	assert_non_null(f->u);
+	assert_int_equal(unwind_libdw_new(&f->u), 0);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
 	unwind(f, &f->sample, out, UNWIND_MAX_FRAMES, &st);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
@@ -1040,9 +1039,7 @@ static int setup(void **state)
 	f->img.fd = -1;
 	load_maps(f);
 	load_symbols(f);
-	f->u = unwind_libdw_new();
-	f->ul = unwind_libunwind_new();
-	if (!f->u || !f->ul)
+	if (unwind_libdw_new(&f->u) < 0 || unwind_libunwind_new(&f->ul) < 0)
 		return -1;
 	f->sample.stack_end = f->stack_end;
 	f1(&f->sample);

@@ -895,8 +895,7 @@ static int setup(void **state)
 		return -1;
 	load_maps(f);
 	load_symbols(f);
-	f->u = unwind_libunwind_new();
-	if (!f->u)
+	if (unwind_libunwind_new(&f->u) < 0)
 		return -1;
 	f->sample.stack_end = f->stack_end;
 	func_a(&f->sample);
