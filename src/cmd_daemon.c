@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/base/clock.h"
 #include "src/commands.h"
 #include "src/daemon_config.h"
 #include "src/profile.h"
@@ -52,13 +53,6 @@ struct daemon {
 	unsigned seq;
 	uint64_t profiles_written;
 };
-
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 __attribute__((format(printf, 3, 4))) static void dlog(const struct daemon *d, enum log_level level,
 						      const char *fmt, ...)

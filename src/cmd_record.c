@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "correlate/correlate.h"
+#include "src/base/clock.h"
 #include "src/commands.h"
 #include "src/profile.h"
 #include "src/sampler.h"
@@ -87,13 +88,6 @@ static void record_usage(FILE *out)
 		"      --host-id ID       host id sent to APM agents (default /etc/machine-id)\n"
 		"      --apm-max-staleness-us US  APM: correlate only samples handled this soon (default 50)\n"
 		"  -q, --quiet            no progress messages\n");
-}
-
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 static int parse_pids(const char *arg, struct record_options *o)

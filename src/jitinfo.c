@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/base/clock.h"
 #include "symbols/jitdump.h"
 #include "symbols/perfmap.h"
 
@@ -155,13 +156,13 @@ static uint64_t read_start_ticks(pid_t pid)
  * by the difference between the two clocks now. 0 if unknown. */
 static int64_t start_time_ns(uint64_t ticks)
 {
-	struct timespec real, boot;
 	long hz = sysconf(_SC_CLK_TCK);
-	if (!ticks || hz <= 0 || clock_gettime(CLOCK_REALTIME, &real) < 0 || clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
+	uint64_t real = clock_ns(CLOCK_REALTIME), boot = clock_ns(CLOCK_BOOTTIME);
+	if (!ticks || hz <= 0 || !real || !boot)
 		return 0;
 	int64_t since_boot = (int64_t)(ticks / (uint64_t)hz) * 1000000000LL +
 			     (int64_t)(ticks % (uint64_t)hz) * (1000000000LL / hz);
-	return (real.tv_sec - boot.tv_sec) * 1000000000LL + (real.tv_nsec - boot.tv_nsec) + since_boot;
+	return (int64_t)(real - boot) + since_boot;
 }
 
 /* The last -XX:[+-]PreserveFramePointer among the words of s[0..n) (separated by NUL or blanks). */

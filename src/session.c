@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "correlate/correlate.h"
+#include "src/base/clock.h"
 #include "src/execinfo.h"
 #include "src/gostack.h"
 #include "src/jitinfo.h"
@@ -56,13 +57,6 @@ struct find_ctx {
 	struct jitinfo *jit;	/* the process's JIT code entry, once looked up */
 	bool jit_got, jit_found;	/* looked up by process_jit (made if missing), by existing_jit */
 };
-
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static void forget_in_unwinders(void *ctx, const struct execinfo *e)
 {
@@ -388,13 +382,13 @@ void session_track_pid(struct session *s, pid_t pid)
 	procmgr_get(s->procs, pid);
 	/* What only a living process tells (its root, for the JIT maps it writes) is read now, for it and its children:
 	 * its samples may be handled after it exited. */
-	jitinfo_mgr_track(s->jit, pid, monotonic_ns());
+	jitinfo_mgr_track(s->jit, pid, clock_mono_ns());
 }
 
 void session_tick(struct session *s)
 {
 	if (s->correlate)
-		correlate_tick(s->correlate, monotonic_ns());
+		correlate_tick(s->correlate, clock_mono_ns());
 	/* A capture records every process's mappings at the end: keep exited processes until then. */
 	if (!s->capture)
 		procmgr_reap(s->procs);
@@ -566,11 +560,11 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 	us.stack = ps->stack;
 	us.stack_size = ps->stack ? ps->stack_size : 0;
 	perf_callchain_user(ps, &us.fp_chain, &us.fp_chain_len);
-	uint64_t t0 = monotonic_ns();
+	uint64_t t0 = clock_mono_ns();
 	int nu = s->opts.unwinder == SESSION_UNWIND_DELTAS ?
 			 unwind_deltas_unwind(s->deltas, &up, &us, s->uframes, s->max_frames, &st) :
 			 unwind_libunwind_unwind(s->unwinder, &up, &us, s->uframes, s->max_frames, &st);
-	s->stats.unwind_ns += monotonic_ns() - t0;
+	s->stats.unwind_ns += clock_mono_ns() - t0;
 	if (s->capture && replay_writer_add_sample(s->capture, p->pid, (pid_t)ps->tid, &us) < 0)
 		s->stats.capture_errors++;
 	for (int i = 0; i < nu; i++) {
@@ -619,7 +613,7 @@ static int correlated(struct session *s, struct process *p, const struct perf_sa
 		find_apm_agent(s, p);
 	/* The context is read when the sample is handled, not when it was taken; a thread may switch transactions
 	 * in between. A read long after the sample is not trusted: the sample stays uncorrelated (counted). */
-	uint64_t now = monotonic_ns(), lat_us = now > ps->time ? (now - ps->time) / 1000 : 0;
+	uint64_t now = clock_mono_ns(), lat_us = now > ps->time ? (now - ps->time) / 1000 : 0;
 	s->stats.apm_read_hist[lat_us < 64 ? lat_us / 8 : lat_us < 1024 ? 8 + lat_us / 128 : 15]++;
 	if (lat_us > (s->opts.apm_max_staleness_us ? s->opts.apm_max_staleness_us : SESSION_APM_MAX_STALENESS_US)) {
 		s->stats.apm_stale++;
@@ -653,7 +647,7 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec)
 	}
 	if ((pid_t)ps.pid == s->self)
 		return 0; /* hostprof's own work is not what the user asked about */
-	uint64_t t0 = monotonic_ns();
+	uint64_t t0 = clock_mono_ns();
 	struct process *p = procmgr_get(s->procs, (pid_t)ps.pid);
 	if (!p)
 		return count_untracked(s, &ps);
@@ -674,7 +668,7 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec)
 		s->stats.samples++;
 	/* The sample's frames hold their own references now: files its walk found replaced can go. */
 	procmgr_release_deferred(s->procs);
-	s->stats.handle_ns += monotonic_ns() - t0;
+	s->stats.handle_ns += clock_mono_ns() - t0;
 	return 0;
 }
 
@@ -713,7 +707,7 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec)
 		if (perf_decode_comm(rec, &c) == 0) {
 			procmgr_on_comm(s->procs, &c);
 			if (c.exec)
-				jitinfo_mgr_on_exec(s->jit, (pid_t)c.pid, monotonic_ns());
+				jitinfo_mgr_on_exec(s->jit, (pid_t)c.pid, clock_mono_ns());
 			if (s->correlate && c.exec)
 				correlate_on_exec(s->correlate, (pid_t)c.pid);
 		}
@@ -722,7 +716,7 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec)
 		if (perf_decode_task(rec, &t) == 0) {
 			procmgr_on_fork(s->procs, &t);
 			if (t.pid == t.tid && t.pid != t.ppid)
-				jitinfo_mgr_on_fork(s->jit, (pid_t)t.ppid, (pid_t)t.pid, monotonic_ns());
+				jitinfo_mgr_on_fork(s->jit, (pid_t)t.ppid, (pid_t)t.pid, clock_mono_ns());
 		}
 		break;
 	case PERF_RECORD_EXIT:
@@ -811,7 +805,7 @@ void session_set_limits(struct session *s, unsigned max_processes)
 
 unsigned session_forget_idle(struct session *s, uint64_t idle_ns)
 {
-	uint64_t now = monotonic_ns();
+	uint64_t now = clock_mono_ns();
 	if (now > idle_ns)
 		jitinfo_mgr_forget_idle(s->jit, now - idle_ns);
 	return now > idle_ns ? procmgr_forget_idle(s->procs, now - idle_ns) : 0;
