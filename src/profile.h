@@ -146,8 +146,9 @@ const char *profile_string(const struct profile *p, uint32_t i);
 int profile_find_string(const struct profile *p, const char *s, uint32_t *index);
 
 /*
- * Write p to path atomically: "<path>.tmp.XXXXXX" in the same directory (mode 0666 minus the umask), fsync,
- * rename. On failure the temporary file is removed, path is untouched, and a negative errno is returned.
+ * Write p to path atomically (src/base/atomic_file.h: "<path>.tmp.XXXXXX" in the same directory, mode 0666
+ * minus the umask, fsync, rename, directory fsync). On failure the temporary file is removed, path is
+ * untouched, and a negative errno is returned.
  */
 int profile_write_file(const struct profile *p, const char *path);
 

@@ -22,11 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "src/base/atomic_file.h"
 #include "src/profile_impl.h"
 
 /* Top level (ProfilesData plus the header) and ProfilesDictionary keys. */
@@ -631,97 +631,23 @@ static void pack_file(struct writer *w)
 	pack_dictionary(w);
 }
 
-/* Pack into fd, flush and fsync it; closes fd. */
-static int write_fd(struct writer *w, int fd)
-{
-	if (!(w->f = fdopen(fd, "w"))) {
-		int err = -errno;
-		close(fd);
-		return err;
-	}
-	setvbuf(w->f, NULL, _IOFBF, 1 << 16);
-	pack_file(w);
-	if (!w->err && fflush(w->f) != 0)
-		w->err = -errno;
-	if (!w->err && fsync(fd) < 0)
-		w->err = -errno;
-	if (fclose(w->f) != 0 && !w->err)
-		w->err = -errno;
-	w->f = NULL;
-	return w->err;
-}
-
-/*
- * Create "<path>.tmp.XXXXXX" exclusively. Not mkstemp(): that forces mode 0600, and a profile should get the
- * mode the user's umask gives any new file.
- */
-static int open_temp(const char *path, char **tmp_out)
-{
-	static const char chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-	size_t n = strlen(path);
-	char *tmp = malloc(n + sizeof(".tmp.XXXXXX"));
-	if (!tmp)
-		return -ENOMEM;
-	for (int attempt = 0; attempt < 100; attempt++) {
-		uint8_t rnd[6];
-		if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			uint64_t x = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid() ^ attempt;
-			memcpy(rnd, &x, sizeof(rnd));
-		}
-		memcpy(tmp, path, n);
-		memcpy(tmp + n, ".tmp.", 5);
-		for (int i = 0; i < 6; i++)
-			tmp[n + 5 + i] = chars[rnd[i] % (sizeof(chars) - 1)];
-		tmp[n + 11] = '\0';
-		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (fd >= 0) {
-			*tmp_out = tmp;
-			return fd;
-		}
-		if (errno != EEXIST)
-			break;
-	}
-	int err = errno == EEXIST ? -EEXIST : -errno;
-	free(tmp);
-	return err;
-}
-
-/*
- * Best effort: make the rename durable. The file is complete and in place whatever happens here, and some file
- * systems refuse fsync on directories, so errors are ignored.
- */
-static void sync_parent(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-	if (!dir)
-		return;
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		(void)fsync(fd);
-		close(fd);
-	}
-	free(dir);
-}
-
 int profile_write_file(const struct profile *p, const char *path)
 {
 	struct writer w = { .p = p };
-	char *tmp = NULL;
+	struct atomic_file *f = NULL;
 	int err = writer_prepare(&w);
-	if (err == 0) {
-		int fd = open_temp(path, &tmp);
-		err = fd < 0 ? fd : write_fd(&w, fd);
-	}
-	if (err == 0 && rename(tmp, path) < 0)
-		err = -errno;
 	if (err == 0)
-		sync_parent(path);
-	else if (tmp)
-		unlink(tmp);
-	free(tmp);
+		err = atomic_file_new(path, &f);
+	if (err == 0) {
+		w.f = atomic_file_stream(f);
+		pack_file(&w);
+		err = w.err;
+	}
+	if (err == 0) {
+		err = atomic_file_commit(f);
+		f = NULL;
+	}
+	atomic_file_discard(f);
 	writer_free(&w);
 	return err;
 }

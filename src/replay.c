@@ -4,6 +4,8 @@
  */
 #include "src/replay.h"
 
+#include "src/base/atomic_file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <msgpack.h>
@@ -252,41 +254,6 @@ static void pack_samples(msgpack_packer *pk, const struct replay *r)
 	}
 }
 
-static int write_atomically(const char *path, const void *data, size_t size)
-{
-	size_t len = strlen(path) + 16;
-	char *tmp = malloc(len);
-	if (!tmp)
-		return -ENOMEM;
-	snprintf(tmp, len, "%s.tmp.XXXXXX", path);
-	int fd = mkstemp(tmp), err = 0;
-	if (fd < 0) {
-		err = -errno;
-		free(tmp);
-		return err;
-	}
-	mode_t mask = umask(0);
-	umask(mask);
-	fchmod(fd, 0666 & ~mask); /* an ordinary file, not mkstemp's private 0600 */
-	for (size_t done = 0; done < size && !err;) {
-		ssize_t n = write(fd, (const char *)data + done, size - done);
-		if (n < 0 && errno != EINTR)
-			err = -errno;
-		else if (n > 0)
-			done += (size_t)n;
-	}
-	if (!err && fsync(fd) < 0)
-		err = -errno;
-	if (close(fd) < 0 && !err)
-		err = -errno;
-	if (!err && rename(tmp, path) < 0)
-		err = -errno;
-	if (err)
-		unlink(tmp);
-	free(tmp);
-	return err;
-}
-
 int replay_writer_save(struct replay_writer *w, const char *path)
 {
 	msgpack_sbuffer sb;
@@ -304,7 +271,7 @@ int replay_writer_save(struct replay_writer *w, const char *path)
 	pack_processes(&pk, &w->r);
 	pack_str(&pk, "samples");
 	pack_samples(&pk, &w->r);
-	int err = sb.data ? write_atomically(path, sb.data, sb.size) : -ENOMEM;
+	int err = sb.data ? atomic_file_write(path, sb.data, sb.size) : -ENOMEM;
 	msgpack_sbuffer_destroy(&sb);
 	return err;
 }

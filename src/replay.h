@@ -7,7 +7,7 @@
  * are embedded, so a replay made here also runs where those files differ. When a referenced file's FileID does
  * not match on the replaying machine, the samples needing it are reported, not silently mis-unwound.
  *
- * Writer: replay_writer_new(), add files, processes and samples, replay_writer_save() (atomic, temp + rename).
+ * Writer: replay_writer_new(), add files, processes and samples, replay_writer_save() (atomic: src/base/atomic_file.h).
  * Reader: replay_read() loads and bound-checks a whole file. Not thread-safe.
  */
 #ifndef HOSTPROF_REPLAY_H
