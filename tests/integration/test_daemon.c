@@ -80,13 +80,8 @@ static int wait_exit(pid_t pid)
 static void test_daemon_lifecycle(void **state)
 {
 	(void)state;
+	test_require_root("the daemon samples every CPU");
 	char *dir = test_mkdtemp(), out[512], conf[512], log[512], fixture[256];
-	if (geteuid() != 0) {
-		fprintf(stderr, "SKIP: the daemon samples every CPU: root only\n");
-		test_rmdir_rf(dir);
-		free(dir);
-		skip();
-	}
 	snprintf(out, sizeof(out), "%s/profiles", dir);
 	snprintf(conf, sizeof(conf), "%s/hostprof.conf", dir);
 	snprintf(log, sizeof(log), "%s/daemon.log", dir);
