@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "src/base/clock.h"
+#include "src/base/host_id.h"
 #include "src/commands.h"
 #include "src/daemon_config.h"
 #include "src/profile.h"
@@ -144,27 +145,14 @@ static int start_sampling(struct daemon *d)
 	return 0;
 }
 
-static void read_first_line(const char *path, char *out, size_t len)
-{
-	FILE *f = fopen(path, "re");
-	out[0] = '\0';
-	if (f && fgets(out, (int)len, f))
-		out[strcspn(out, "\n")] = '\0';
-	if (f)
-		fclose(f);
-}
-
 static int fill_info(struct daemon *d, struct profile *p, uint64_t end_mono)
 {
-	char host[256] = "", machine_id[128];
+	char host[256] = "", machine_id[HOST_ID_MAX];
 	struct utsname u;
 	struct profile_info *i = &p->info;
 	int err;
 	gethostname(host, sizeof(host) - 1);
-	if (d->cfg.host_id[0])
-		snprintf(machine_id, sizeof(machine_id), "%s", d->cfg.host_id);
-	else
-		read_first_line("/etc/machine-id", machine_id, sizeof(machine_id));
+	host_id_get(d->cfg.host_id, machine_id, sizeof(machine_id));
 	uname(&u);
 	if ((err = profile_set_info_string(p, &i->producer, "hostprof " HOSTPROF_VERSION " daemon")) < 0 ||
 	    (err = profile_set_info_string(p, &i->hostname, host)) < 0 ||

@@ -23,6 +23,7 @@
 
 #include "correlate/correlate.h"
 #include "src/base/clock.h"
+#include "src/base/host_id.h"
 #include "src/commands.h"
 #include "src/profile.h"
 #include "src/sampler.h"
@@ -85,7 +86,7 @@ static void record_usage(FILE *out)
 		"                         (default 1024, at most 65536)\n"
 		"      --no-apm           no APM trace correlation\n"
 		"      --apm-delay-ms MS  APM: sample-to-message latency bound announced to agents\n"
-		"      --host-id ID       host id sent to APM agents (default /etc/machine-id)\n"
+		"      --host-id ID       host id in the profile and sent to APM agents (default /etc/machine-id)\n"
 		"      --apm-max-staleness-us US  APM: correlate only samples handled this soon (default 50)\n"
 		"  -q, --quiet            no progress messages\n");
 }
@@ -413,24 +414,14 @@ static void run_loop(struct record_run *r)
 	sampler_read(r->sampler, 0, session_handle_record, r->session);
 }
 
-static void read_first_line(const char *path, char *out, size_t len)
-{
-	FILE *f = fopen(path, "re");
-	out[0] = '\0';
-	if (f && fgets(out, (int)len, f))
-		out[strcspn(out, "\n")] = '\0';
-	if (f)
-		fclose(f);
-}
-
 static int fill_info(struct record_run *r, struct profile *p)
 {
-	char host[256] = "", machine_id[64];
+	char host[256] = "", machine_id[HOST_ID_MAX];
 	struct utsname u;
 	int err = 0;
 
 	gethostname(host, sizeof(host) - 1);
-	read_first_line("/etc/machine-id", machine_id, sizeof(machine_id));
+	host_id_get(r->o->session.host_id, machine_id, sizeof(machine_id));
 	uname(&u);
 	struct profile_info *i = &p->info;
 	if ((err = profile_set_info_string(p, &i->producer, "hostprof " HOSTPROF_VERSION)) < 0 ||

@@ -13,6 +13,7 @@
 
 #include "correlate/correlate.h"
 #include "src/base/clock.h"
+#include "src/base/host_id.h"
 #include "src/execinfo.h"
 #include "src/gostack.h"
 #include "src/jitinfo.h"
@@ -37,7 +38,7 @@ struct session {
 	struct gostack *gostack;		/* NULL when not following goroutines from g0 */
 	struct stackext *stackext;		/* NULL when walks see only the kernel's stack copy */
 	struct jitinfo_mgr *jit;		/* profiled processes' JIT code (perf maps, jitdump files) */
-	char host_id[128];
+	char host_id[HOST_ID_MAX];
 	struct kallsyms *kallsyms;
 	struct trace_kernel kernel;
 	pid_t self;
@@ -118,15 +119,7 @@ static int setup_correlation(struct session *s)
 {
 	if (!s->opts.apm)
 		return 0;
-	if (s->opts.host_id) {
-		snprintf(s->host_id, sizeof(s->host_id), "%s", s->opts.host_id);
-	} else {
-		FILE *f = fopen("/etc/machine-id", "re");
-		if (f && fgets(s->host_id, sizeof(s->host_id), f))
-			s->host_id[strcspn(s->host_id, "\n")] = '\0';
-		if (f)
-			fclose(f);
-	}
+	host_id_get(s->opts.host_id, s->host_id, sizeof(s->host_id));
 	struct correlate_options co = { .host_id = s->host_id, .delay_ms = s->opts.apm_delay_ms,
 					.log = correlate_log, .log_arg = s };
 	s->correlate = correlate_new(&co);

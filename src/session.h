@@ -57,7 +57,7 @@ struct session_options {
 	enum session_unwinder unwinder;
 	const char *capture_path;	/* also save every sample to this replay file (replay.h), or NULL */
 	int apm;			/* correlate samples of APM agents' processes (correlate.h) */
-	const char *host_id;		/* sent to APM agents; NULL: /etc/machine-id */
+	const char *host_id;		/* sent to APM agents (src/base/host_id.h); NULL or "": /etc/machine-id */
 	unsigned apm_delay_ms;		/* 0: the correlation library's default */
 	unsigned apm_max_staleness_us;	/* 0: SESSION_APM_MAX_STALENESS_US */
 	int quiet;			/* no correlation log lines below warnings */
