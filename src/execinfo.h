@@ -48,7 +48,6 @@ struct execinfo {
 	ino_t ino;
 	off_t size;
 	int64_t mtime_ns;
-	struct execinfo *next, *next_stat;
 };
 
 struct execinfo_mgr;

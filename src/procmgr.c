@@ -15,13 +15,14 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#define PROCMGR_BUCKETS 4096
+#include "src/base/hindex.h"
+
 #define PROCMGR_VDSO_MAX (1u << 20)
 
 struct procmgr {
 	struct execinfo_mgr *execinfo;
-	struct process *buckets[PROCMGR_BUCKETS];
-	unsigned count, seen;
+	struct hindex by_pid;	/* hindex_u32(pid): struct process * */
+	unsigned seen;
 	unsigned limit;		/* 0: none */
 	/* Files of mappings a re-read of /proc/PID/maps replaced, released by procmgr_release_deferred(). */
 	struct execinfo **deferred;
@@ -96,20 +97,16 @@ void procmgr_free(struct procmgr *pm)
 		return;
 	procmgr_release_deferred(pm);
 	free(pm->deferred);
-	for (unsigned b = 0; b < PROCMGR_BUCKETS; b++) {
-		struct process *p = pm->buckets[b];
-		while (p) {
-			struct process *next = p->next;
-			process_free(pm, p);
-			p = next;
-		}
-	}
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&pm->by_pid, &pos, &v);)
+		process_free(pm, (struct process *)(uintptr_t)v);
+	hindex_free(&pm->by_pid);
 	free(pm);
 }
 
 unsigned procmgr_count(const struct procmgr *pm)
 {
-	return pm->count;
+	return hindex_count(&pm->by_pid);
 }
 
 unsigned procmgr_seen(const struct procmgr *pm)
@@ -119,28 +116,28 @@ unsigned procmgr_seen(const struct procmgr *pm)
 
 int procmgr_for_each(struct procmgr *pm, int (*fn)(void *ctx, struct process *p), void *ctx)
 {
-	for (unsigned b = 0; b < PROCMGR_BUCKETS; b++) {
-		for (struct process *p = pm->buckets[b]; p; p = p->next) {
-			int err = fn(ctx, p);
-			if (err < 0)
-				return err;
-		}
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&pm->by_pid, &pos, &v);) {
+		int err = fn(ctx, (struct process *)(uintptr_t)v);
+		if (err < 0)
+			return err;
 	}
 	return 0;
 }
 
-static struct process **bucket_of(struct procmgr *pm, pid_t pid)
-{
-	return &pm->buckets[(unsigned)pid % PROCMGR_BUCKETS];
-}
-
 static struct process *find_process(struct procmgr *pm, pid_t pid)
 {
-	for (struct process *p = *bucket_of(pm, pid); p; p = p->next) {
-		if (p->pid == pid)
-			return p;
-	}
-	return NULL;
+	uint64_t v;
+	if (!hindex_find(&pm->by_pid, hindex_u32((uint32_t)pid), NULL, NULL, NULL, &v))
+		return NULL;
+	return (struct process *)(uintptr_t)v;
+}
+
+/* Forget p (tracked by pm). */
+static void process_forget(struct procmgr *pm, struct process *p)
+{
+	hindex_remove(&pm->by_pid, hindex_u32((uint32_t)p->pid), (uintptr_t)p);
+	process_free(pm, p);
 }
 
 /* Remove [start, end) from p's mappings, splitting any mapping that straddles it. */
@@ -312,7 +309,7 @@ void procmgr_set_limit(struct procmgr *pm, unsigned max)
 
 static struct process *process_new(struct procmgr *pm, pid_t pid)
 {
-	if (pm->limit && pm->count >= pm->limit) {
+	if (pm->limit && hindex_count(&pm->by_pid) >= pm->limit) {
 		errno = ENOSPC;
 		return NULL;
 	}
@@ -320,10 +317,11 @@ static struct process *process_new(struct procmgr *pm, pid_t pid)
 	if (!p)
 		return NULL;
 	p->pid = pid;
-	struct process **b = bucket_of(pm, pid);
-	p->next = *b;
-	*b = p;
-	pm->count++;
+	if (hindex_insert(&pm->by_pid, hindex_u32((uint32_t)pid), (uintptr_t)p) < 0) {
+		free(p);
+		errno = ENOMEM;
+		return NULL;
+	}
 	pm->seen++;
 	return p;
 }
@@ -441,18 +439,12 @@ void procmgr_on_exit(struct procmgr *pm, const struct perf_task *t)
 unsigned procmgr_forget_idle(struct procmgr *pm, uint64_t cutoff_ns)
 {
 	unsigned forgotten = 0;
-	for (unsigned b = 0; b < PROCMGR_BUCKETS; b++) {
-		struct process **pp = &pm->buckets[b];
-		while (*pp) {
-			struct process *p = *pp;
-			if (!p->exited && p->last_sample_ns < cutoff_ns) {
-				*pp = p->next;
-				pm->count--;
-				process_free(pm, p);
-				forgotten++;
-				continue;
-			}
-			pp = &p->next;
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&pm->by_pid, &pos, &v);) {
+		struct process *p = (struct process *)(uintptr_t)v;
+		if (!p->exited && p->last_sample_ns < cutoff_ns) {
+			process_forget(pm, p);
+			forgotten++;
 		}
 	}
 	return forgotten;
@@ -460,18 +452,11 @@ unsigned procmgr_forget_idle(struct procmgr *pm, uint64_t cutoff_ns)
 
 void procmgr_reap(struct procmgr *pm)
 {
-	for (unsigned b = 0; b < PROCMGR_BUCKETS; b++) {
-		struct process **pp = &pm->buckets[b];
-		while (*pp) {
-			struct process *p = *pp;
-			if (p->exited && --p->exited == 0) {
-				*pp = p->next;
-				pm->count--;
-				process_free(pm, p);
-				continue;
-			}
-			pp = &p->next;
-		}
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&pm->by_pid, &pos, &v);) {
+		struct process *p = (struct process *)(uintptr_t)v;
+		if (p->exited && --p->exited == 0)
+			process_forget(pm, p);
 	}
 }
 

@@ -53,7 +53,6 @@ struct process {
 	uint64_t last_sample_ns;	/* monotonic time of the latest sample, for forgetting idle processes */
 	int apm_checked;	/* the session looked for an APM agent among the mappings (cleared by exec) */
 	int exited;		/* reap generations left: 0 while alive */
-	struct process *next;
 };
 
 struct procmgr;
