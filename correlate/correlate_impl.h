@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "correlate/correlate.h"
+#include "src/base/hindex.h"
 
 /* ---- protocol constants (seed 000) ---- */
 #define CORR_MSG_CORRELATION		1
@@ -79,8 +80,7 @@ struct corr_pending_entry {
 struct corr_pending {
 	struct corr_pending_entry *entries;
 	uint32_t n, cap;
-	uint32_t *index;	/* hash of key → entry index + 1; 0 = empty */
-	uint32_t index_mask;
+	struct hindex index;	/* hash of key → entry index */
 	uint32_t max;		/* bound on n */
 	uint64_t total;		/* sum of entries' counts */
 };
