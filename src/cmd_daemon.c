@@ -53,6 +53,7 @@ struct daemon {
 	uint64_t next_flush_ns, next_decision_ns;
 	unsigned seq;
 	uint64_t profiles_written;
+	uint64_t dropped_reported;	/* session_dropped_mappings() when last logged */
 };
 
 __attribute__((format(printf, 3, 4))) static void dlog(const struct daemon *d, enum log_level level,
@@ -168,6 +169,17 @@ static int fill_info(struct daemon *d, struct profile *p, uint64_t end_mono)
 	return 0;
 }
 
+/* What the session could not keep for lack of memory since the last profile, said once per profile. A new
+ * session (after a reload) counts from 0 again. */
+static void log_dropped(struct daemon *d)
+{
+	uint64_t n = d->session ? session_dropped_mappings(d->session) : 0;
+	if (n > d->dropped_reported)
+		dlog(d, LOG_LEVEL_WARN, "%llu mappings or thread names not kept for lack of memory since the last "
+		     "profile", (unsigned long long)(n - d->dropped_reported));
+	d->dropped_reported = n;
+}
+
 /* Write the interval's profile (even an empty one: it records that the host was watched) and start anew. */
 static int flush_profile(struct daemon *d, const char *why)
 {
@@ -191,6 +203,7 @@ static int flush_profile(struct daemon *d, const char *why)
 		     (unsigned long long)p->info.samples, (unsigned long long)p->info.lost);
 	}
 	profile_free(p);
+	log_dropped(d);
 	if (d->session)
 		session_reset_counts(d->session);
 	int deleted = profile_dir_retain(d->cfg.output_dir, d->cfg.max_files, d->cfg.max_bytes);

@@ -586,6 +586,10 @@ static void print_summary(struct record_run *r)
 				"%llu frames stepped by libunwind\n",
 			tables, (unsigned long long)rows, rows ? (double)bytes / (double)rows : 0.0, build_ns / 1e6,
 			(unsigned long long)us.fallback_calls);
+	if (session_dropped_mappings(r->session))
+		fprintf(stderr, "hostprof: %llu mappings or thread names not kept for lack of memory (their samples "
+				"show [unknown] or no thread name)\n",
+			(unsigned long long)session_dropped_mappings(r->session));
 	if (us.implausible_callers)
 		fprintf(stderr, "hostprof: stack: %llu guessed callers (code without CFI) refused: no call "
 				"instruction before them; those stacks end in [truncated]\n",

@@ -23,6 +23,7 @@ struct procmgr {
 	struct execinfo_mgr *execinfo;
 	struct hindex by_pid;	/* hindex_u32(pid): struct process * */
 	unsigned seen;
+	uint64_t dropped;	/* mappings and thread names not kept for lack of memory */
 	unsigned limit;		/* 0: none */
 	/* Files of mappings a re-read of /proc/PID/maps replaced, released by procmgr_release_deferred(). */
 	struct execinfo **deferred;
@@ -114,6 +115,11 @@ unsigned procmgr_seen(const struct procmgr *pm)
 	return pm->seen;
 }
 
+uint64_t procmgr_dropped(const struct procmgr *pm)
+{
+	return pm->dropped;
+}
+
 int procmgr_for_each(struct procmgr *pm, int (*fn)(void *ctx, struct process *p), void *ctx)
 {
 	uint64_t v;
@@ -193,6 +199,8 @@ static int insert_mapping(struct procmgr *pm, struct process *p, const struct ma
 				tail.pgoff += src->end - m->start;
 				tail.start = src->end;
 				tail.path = m->path ? strdup(m->path) : NULL; /* m may move when p->maps grows */
+				if (m->path && !tail.path)
+					return -ENOMEM;
 				m->end = src->start;
 				int err = insert_mapping(pm, p, &tail); /* copies path and takes its own exe reference */
 				free(tail.path);
@@ -202,18 +210,29 @@ static int insert_mapping(struct procmgr *pm, struct process *p, const struct ma
 			}
 		}
 	}
-	if (reserve_maps(p, p->nmaps + 1) < 0)
+	char *path = src->path ? strdup(src->path) : NULL;
+	if ((src->path && !path) || reserve_maps(p, p->nmaps + 1) < 0) {
+		free(path);
 		return -ENOMEM;
+	}
 	unsigned pos = 0;
 	while (pos < p->nmaps && p->maps[pos].start < src->start)
 		pos++;
 	memmove(&p->maps[pos + 1], &p->maps[pos], (p->nmaps - pos) * sizeof(*p->maps));
 	p->maps[pos] = *src;
-	p->maps[pos].path = src->path ? strdup(src->path) : NULL;
+	p->maps[pos].path = path;
 	if (p->maps[pos].exe)
 		execinfo_ref(p->maps[pos].exe);
 	p->nmaps++;
 	return 0;
+}
+
+/* insert_mapping(), a mapping it could not keep for lack of memory counted (procmgr_dropped). */
+static int keep_mapping(struct procmgr *pm, struct process *p, const struct mapping *src)
+{
+	int err = insert_mapping(pm, p, src);
+	pm->dropped += err == -ENOMEM;
+	return err;
 }
 
 int procmgr_parse_maps_line(char *line, struct mapping *m, int *executable, const char **path)
@@ -275,8 +294,10 @@ static int seed_from_proc(struct procmgr *pm, struct process *p)
 	/* A walk may be using the files of the mappings being replaced: they stay open until it is over. */
 	if (process_clear_maps_deferred(pm, p) < 0) {
 		fclose(f);
+		pm->dropped++;	/* the re-read, and so the mappings it would have brought */
 		return -ENOMEM;
 	}
+	int err = 0;
 	while (fgets(line, sizeof(line), f)) {
 		struct mapping m;
 		int exec;
@@ -284,11 +305,11 @@ static int seed_from_proc(struct procmgr *pm, struct process *p)
 		if (procmgr_parse_maps_line(line, &m, &exec, &path) < 0 || !mapping_wanted(&m, &path, exec))
 			continue;
 		m.path = (char *)path;
-		if (insert_mapping(pm, p, &m) < 0)
-			break;
+		if (keep_mapping(pm, p, &m) == -ENOMEM)
+			err = -ENOMEM;	/* counted; the next ones may still fit */
 	}
 	fclose(f);
-	return 0;
+	return err;
 }
 
 static void read_comm(const char *fname, char *out)
@@ -360,7 +381,7 @@ void procmgr_on_mmap2(struct procmgr *pm, const struct perf_mmap2 *rec)
 		return;
 	m.ino = m.anon ? 0 : rec->ino;
 	m.path = (char *)path;
-	insert_mapping(pm, p, &m);
+	keep_mapping(pm, p, &m);
 }
 
 static struct thread_info *thread_slot(struct process *p, pid_t tid)
@@ -400,6 +421,8 @@ void procmgr_on_comm(struct procmgr *pm, const struct perf_comm *c)
 	struct thread_info *t = thread_slot(p, (pid_t)c->tid);
 	if (t)
 		snprintf(t->name, sizeof(t->name), "%s", c->comm);
+	else
+		pm->dropped++;
 }
 
 void procmgr_on_fork(struct procmgr *pm, const struct perf_task *t)
@@ -424,7 +447,7 @@ void procmgr_on_fork(struct procmgr *pm, const struct perf_task *t)
 	}
 	memcpy(child->comm, parent->comm, sizeof(child->comm));
 	for (unsigned i = 0; i < parent->nmaps; i++)
-		insert_mapping(pm, child, &parent->maps[i]);
+		keep_mapping(pm, child, &parent->maps[i]);
 }
 
 void procmgr_on_exit(struct procmgr *pm, const struct perf_task *t)
@@ -580,14 +603,15 @@ struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, stru
 
 const char *procmgr_thread_name(struct procmgr *pm, struct process *p, pid_t tid)
 {
-	(void)pm;
 	for (unsigned i = 0; i < p->nthreads; i++) {
 		if (p->threads[i].tid == tid)
 			return p->threads[i].name;
 	}
 	struct thread_info *t = thread_slot(p, tid);
-	if (!t)
+	if (!t) {
+		pm->dropped++;
 		return "";
+	}
 	char fname[64];
 	snprintf(fname, sizeof(fname), "/proc/%d/task/%d/comm", (int)p->pid, (int)tid);
 	read_comm(fname, t->name);

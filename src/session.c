@@ -370,6 +370,11 @@ unsigned session_processes(const struct session *s)
 	return procmgr_seen(s->procs);
 }
 
+uint64_t session_dropped_mappings(const struct session *s)
+{
+	return procmgr_dropped(s->procs);
+}
+
 void session_track_pid(struct session *s, pid_t pid)
 {
 	procmgr_get(s->procs, pid);

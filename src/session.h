@@ -110,6 +110,8 @@ struct stackext_stats;
 int session_stackext_stats(const struct session *s, struct stackext_stats *out);
 /* Processes seen (with samples or mappings) since the start. */
 unsigned session_processes(const struct session *s);
+/* Mappings and thread names not kept for lack of memory since the start (procmgr_dropped). */
+uint64_t session_dropped_mappings(const struct session *s);
 
 /* Write the replay file asked for in the options (no-op without one). Returns 0 or a negative errno. */
 int session_save_capture(struct session *s);
