@@ -175,11 +175,6 @@ int replay_writer_add_sample(struct replay_writer *w, pid_t pid, pid_t tid, cons
 	return 0;
 }
 
-uint32_t replay_writer_samples(const struct replay_writer *w)
-{
-	return w->r.nsamples;
-}
-
 static void pack_str(msgpack_packer *pk, const char *s)
 {
 	msgpack_pack_str_with_body(pk, s, strlen(s));
@@ -542,7 +537,6 @@ struct replay_env {
 	struct execinfo_mgr *em;
 	struct execinfo **files;	/* by replay file index; NULL when missing here */
 	struct replay_env_proc *procs;
-	uint32_t missing;
 };
 
 static struct execinfo *open_replay_file(struct execinfo_mgr *em, const struct replay_file *f)
@@ -577,10 +571,8 @@ int replay_env_new(const struct replay *r, struct execinfo_mgr *em, struct repla
 		replay_env_free(env);
 		return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < r->nfiles; i++) {
+	for (uint32_t i = 0; i < r->nfiles; i++)
 		env->files[i] = open_replay_file(em, &r->files[i]);
-		env->missing += !env->files[i];
-	}
 	for (uint32_t i = 0; i < r->nprocesses; i++)
 		env->procs[i] = (struct replay_env_proc){ .env = env, .p = &r->processes[i] };
 	*out = env;
@@ -596,11 +588,6 @@ void replay_env_free(struct replay_env *env)
 	free(env->files);
 	free(env->procs);
 	free(env);
-}
-
-uint32_t replay_env_missing_files(const struct replay_env *env)
-{
-	return env->missing;
 }
 
 struct execinfo *replay_env_file(const struct replay_env *env, uint32_t file)

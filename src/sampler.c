@@ -492,8 +492,3 @@ const char *sampler_note(const struct sampler *s)
 {
 	return s->note;
 }
-
-unsigned sampler_nevents(const struct sampler *s)
-{
-	return s->nfds;
-}

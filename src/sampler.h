@@ -62,8 +62,6 @@ int sampler_kernel_enabled(const struct sampler *s);
 /* The last error explanation, and a note about a fallback taken ("" if none). */
 const char *sampler_error(const struct sampler *s);
 const char *sampler_note(const struct sampler *s);
-/* Number of open event file descriptors. */
-unsigned sampler_nevents(const struct sampler *s);
 
 /* Parse an event name; returns 0 and the attr type/config, or -ENOENT. */
 int sampler_parse_event(const char *name, uint32_t *type, uint64_t *config);
