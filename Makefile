@@ -155,7 +155,10 @@ run: deps-auto
 	./$(BIN) record -o $(BUILD)/run.msgpack -- $(BUILD)/workloads/compress_words
 	./$(BIN) report $(BUILD)/run.msgpack
 
+# The layering rule first (tests/check-layers); with CI=true a skipped test fails unless tests/allowed-skips
+# lists its reason (tests/run-tests).
 check: deps-auto
+	tests/check-layers
 	$(MAKE) $(BIN) $(UNIT_BINS) $(INTEG_BINS) $(FUZZ_RUNNERS) fixtures
 	BUILD=$(BUILD) HOSTPROF=./$(BIN) tests/run-tests $(UNIT_BINS) $(INTEG_BINS)
 
