@@ -1,5 +1,6 @@
 /*
- * apm_messages.c — the datagrams of seed 000 and the per-process table of counts waiting to be sent.
+ * apm_messages.c — the datagrams of the correlation protocol (man/hostprof-correlation.7) and the per-process
+ * table of counts waiting to be sent.
  *
  * Messages are native-endian (x86_64: little-endian), one message per datagram because the Java agent
  * decodes one message per recv() and ignores trailing bytes. A correlation message carries at most

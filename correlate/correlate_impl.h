@@ -22,7 +22,7 @@
 #include "correlate/correlate.h"
 #include "src/base/hindex.h"
 
-/* ---- protocol constants (seed 000) ---- */
+/* ---- protocol constants (man/hostprof-correlation.7, MESSAGES) ---- */
 #define CORR_MSG_CORRELATION		1
 #define CORR_MSG_CORRELATION_MINOR	1
 #define CORR_MSG_REGISTRATION		2

@@ -5,8 +5,8 @@
  * interval the counts become one profile, written atomically into the output directory under a name that sorts
  * by time, and retention trims the oldest. SIGUSR1 writes a profile now, SIGHUP reloads the config file,
  * SIGTERM/SIGINT write what is pending and exit 0. Memory stays bounded: processes without samples for a while
- * are forgotten and at most max-processes are tracked. Probabilistic profiling (seed 001) turns sampling on for
- * a probabilistic-interval with probability threshold/100.
+ * are forgotten and at most max-processes are tracked. Probabilistic profiling (man/hostprof-daemon.8) turns
+ * sampling on for a probabilistic-interval with probability threshold/100.
  *
  * Logs go to stderr, one line each, with a syslog level prefix ("<6>") when run under systemd (JOURNAL_STREAM)
  * so journald keeps the levels.

@@ -1,10 +1,11 @@
 /*
  * session.h — one profiling session: perf records in, counted traces out.
  *
- * The session wires the parts of DESIGN.md § 3 together: it decodes each record the sampler delivers, keeps
- * the process manager up to date, unwinds each sample's copied stack (libunwind reference unwinder for now),
- * turns frames into (FileID, ELF address) and counts them in the trace handler. Everything slow (opening
- * files, symbolizing) happens once per file or once per trace.
+ * The session wires the parts of the data flow (ARCHITECTURE.md) together: it decodes each record the sampler
+ * delivers, keeps the process manager up to date, unwinds each sample's copied stack (the stack-delta unwinder,
+ * libunwind for the rows its tables cannot express; or libunwind alone), turns frames into (FileID, ELF address)
+ * and counts them in the trace handler. Everything slow (opening files, symbolizing) happens once per file or
+ * once per trace.
  *
  * Ownership: the session owns its managers and unwinder; the sampler is borrowed. Not thread-safe.
  */

@@ -1,5 +1,6 @@
 /*
- * gopclntab.c — read Go's function table. See gopclntab.h; the format is described in research/formats.md § 5.
+ * gopclntab.c — read Go's function table. See gopclntab.h; the layouts follow the Go runtime's own reader
+ * (runtime/symtab.go) for each version.
  *
  * Layout of a table (offsets from its header, all bounds-checked against the table and its regions):
  *   header   magic, pad, quantum, pointer size, then words: nfunc, [nfiles, [textStart,] region offsets]

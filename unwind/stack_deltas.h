@@ -2,10 +2,10 @@
  * stack_deltas.h — an ELF file's call-frame information compiled into a compact stack-delta table.
  *
  * The table maps every ELF virtual address of the file's code to one unwind rule ("CFA = SP + 48, return
- * address at CFA - 8, FP saved at CFA - 16"), in the spirit of the OpenTelemetry eBPF profiler's stack deltas
- * (research/otel-internals.md § 3). It is built once per file from .eh_frame and .debug_frame (evaluated with
- * libdw's CFI interpreter) and, for Go code, from .gopclntab (gopclntab.h), plus a capstone prologue/epilogue analysis of code that has no CFI, so that the
- * unwinder (unwind_deltas.h) needs one binary search and a few loads per frame.
+ * address at CFA - 8, FP saved at CFA - 16"), in the spirit of the OpenTelemetry eBPF profiler's stack deltas.
+ * It is built once per file from .eh_frame and .debug_frame (evaluated with libdw's CFI interpreter) and, for
+ * Go code, from .gopclntab (gopclntab.h), plus a capstone prologue/epilogue analysis of code that has no CFI, so
+ * that the unwinder (unwind_deltas.h) needs one binary search and a few loads per frame.
  *
  * x86_64 only. The rules assume the System V ABI: the return address is at CFA - 8 and the caller's SP is the
  * CFA. CFI that cannot be expressed that way (CFA in another register, arbitrary DWARF expressions, return

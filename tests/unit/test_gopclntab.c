@@ -3,8 +3,9 @@
  *
  * Synthetic tables of each layout (Go 1.2, 1.16, 1.18, 1.20) are written byte by byte, wrapped into a tiny static
  * executable with objcopy, and checked function by function: names, pcsp runs, stack-delta rows (prologue
- * detection, STOP / frame-pointer / SIGNAL / SPWRITE functions), file:line and inline frames. The pc-value
- * vector of research/otel-internals.md § 4 is decoded. Mutated and truncated tables must fail cleanly.
+ * detection, STOP / frame-pointer / SIGNAL / SPWRITE functions), file:line and inline frames. A known pc-value
+ * table (zig-zag value deltas and pc deltas, as the Go runtime's pcvalue reads them) is decoded run by run.
+ * Mutated and truncated tables must fail cleanly.
  * Real Go binaries are built at test time (pure, stripped, stripped with the section renamed so that only the
  * magic scan finds it, cgo, cgo PIE stripped) when `go` is installed.
  */
