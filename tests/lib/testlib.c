@@ -127,14 +127,20 @@ double test_perf_children_share(const char *dir, const struct test_perf_query *q
 	return report_share(dir, q->symbol, !q->contains);
 }
 
+/* One line "<prefix>: <reason>" on stderr, which tests/run-tests reads. */
+static void print_reason(const char *prefix, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "%s: ", prefix);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 void test_skip(const char *fmt, ...)
 {
 	va_list ap;
-	fputs("SKIP: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	print_reason("SKIP", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	skip();
 	abort();	/* cmocka's skip() does not return */
 }
@@ -142,11 +148,9 @@ void test_skip(const char *fmt, ...)
 void test_skip_part(const char *fmt, ...)
 {
 	va_list ap;
-	fputs("SKIP part: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	print_reason("SKIP part", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 void test_require_perf(void)
