@@ -8,7 +8,7 @@
  *
  * Keys that are small integers (pids, tids) need no equality at all: hindex_u32() makes the hash the key
  * itself, so equal hashes mean equal keys, and the index spreads such hashes over its slots by itself. Pass
- * eq = NULL for them.
+ * eq = NULL for them, and only for them: other keys may share a hash.
  *
  * Layout: open addressing with linear probing, slots placed by the hash times a golden-ratio constant (the
  * high bits: sequential keys land apart), at most half full; removal leaves a tombstone that later insertions
