@@ -131,7 +131,7 @@ int procmgr_for_each(struct procmgr *pm, int (*fn)(void *ctx, struct process *p)
 	return 0;
 }
 
-static struct process *find_process(struct procmgr *pm, pid_t pid)
+static inline struct process *find_process(struct procmgr *pm, pid_t pid)
 {
 	uint64_t v;
 	if (!hindex_find(&pm->by_pid, hindex_u32((uint32_t)pid), NULL, NULL, NULL, &v))

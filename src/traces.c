@@ -196,25 +196,38 @@ static struct count_key *key_new(pid_t pid, pid_t tid, struct trace *tr, const c
 	return k;
 }
 
-/* What a count is kept per: the trace, the thread and the APM context. */
+/* What a count is kept per: the trace, the thread (pid and tid in one word) and the APM context. */
 struct count_key_ref {
 	struct trace *trace;
-	pid_t pid, tid;
+	uint64_t trace_hash;	/* id_hash() of the sample's ID: the key's hash needs no load of the trace */
+	uint64_t thread;
 	const struct trace_link *link;
 };
 
-static uint64_t key_hash(const struct count_key_ref *r)
+static uint64_t thread_word(pid_t pid, pid_t tid)
 {
-	uint64_t h = hash_u64(hash_u64(id_hash(&r->trace->id), (uint32_t)r->pid), (uint32_t)r->tid);
-	return r->link ? hash_bytes(h, r->link->transaction_id, sizeof(r->link->transaction_id)) : h;
+	return (uint64_t)(uint32_t)tid << 32 | (uint32_t)pid;
 }
 
-static bool key_is(const void *ctx, uint64_t value, const void *key)
+/* The trace's ID is a hash already: the thread and the APM transaction are folded into it with one multiply
+ * each (odd constants: distinct threads of one trace never collide), on the per-sample path. */
+static uint64_t key_hash(const struct count_key_ref *r)
+{
+	uint64_t h = r->trace_hash ^ (r->thread + 1) * 0xbf58476d1ce4e5b9ULL, tx;
+	if (r->link) {
+		memcpy(&tx, r->link->transaction_id, sizeof(tx));
+		h ^= (tx + 1) * 0x94d049bb133111ebULL;
+	}
+	return h;
+}
+
+static inline bool key_is(const void *ctx, uint64_t value, const void *key)
 {
 	const struct count_key *k = (const struct count_key *)(uintptr_t)value;
 	const struct count_key_ref *r = key;
 	(void)ctx;
-	return k->trace == r->trace && k->pid == r->pid && k->tid == r->tid && same_link(k->link, r->link);
+	return k->trace == r->trace && thread_word(k->pid, k->tid) == r->thread &&
+	       ((!k->link && !r->link) || same_link(k->link, r->link));
 }
 
 /* The count of r, made (names copied) if new; NULL when out of memory. */
@@ -224,7 +237,8 @@ static struct count_key *key_intern(struct traces *t, const struct count_key_ref
 	uint64_t v, h = key_hash(r);
 	if (hindex_find(&t->keys, h, key_is, NULL, r, &v))
 		return (struct count_key *)(uintptr_t)v;
-	struct count_key *k = key_new(r->pid, r->tid, r->trace, comm, thread_name, r->link);
+	struct count_key *k = key_new((pid_t)(uint32_t)r->thread, (pid_t)(r->thread >> 32), r->trace, comm, thread_name,
+				      r->link);
 	if (k && hindex_insert(&t->keys, h, (uintptr_t)k) < 0) {
 		free(k->link);
 		free(k);
@@ -245,7 +259,8 @@ int traces_add_linked(struct traces *t, const struct trace_id *id, pid_t pid, pi
 	struct trace *tr = trace_intern(t, id, frames, n);
 	if (!tr)
 		return -ENOMEM;
-	struct count_key *k = key_intern(t, &(struct count_key_ref){ tr, pid, tid, link }, comm, thread_name);
+	struct count_key_ref ref = { tr, id_hash(id), thread_word(pid, tid), link };
+	struct count_key *k = key_intern(t, &ref, comm, thread_name);
 	if (!k)
 		return -ENOMEM;
 	k->count++;

@@ -6,15 +6,16 @@
  * key equality. So one index type serves every table, growing it never re-reads the elements, and the elements
  * may live where the caller wants (arrays that grow, separately allocated objects).
  *
- * Keys that are small integers (pids, tids) need no equality at all: hindex_u32() makes the hash the key
- * itself, so equal hashes mean equal keys, and the index spreads such hashes over its slots by itself. Pass
- * eq = NULL for them, and only for them: other keys may share a hash.
+ * Hashes place entries by their low bits, so they must be well mixed there: the hash functions below are, and
+ * so are hashes that are hashes already (a stack-trace ID, a FileID). Keys that are 32-bit integers (pids, tids)
+ * need no equality at all: hindex_u32() gives each key its own hash (the key itself in the high half, a
+ * golden-ratio product of it in the low half), so equal hashes mean equal keys. Pass eq = NULL for them, and only
+ * for them: other keys may share a hash.
  *
- * Layout: open addressing with linear probing, slots placed by the hash times a golden-ratio constant (the
- * high bits: sequential keys land apart), at most half full; removal leaves a tombstone that later insertions
- * reuse and a growth clears, so removal never moves an entry and iteration may remove as it goes. A lookup is
- * inline: with a constant eq the compiler inlines that too, and a lookup costs one multiply, usually one slot
- * and one comparison.
+ * Layout: open addressing with linear probing, at most half full; removal leaves a tombstone that later
+ * insertions reuse and a growth clears, so removal never moves an entry and iteration may remove as it goes. A
+ * lookup is inline (with a constant eq the compiler inlines that too) and costs usually one slot and one
+ * comparison: the per-sample path looks processes, traces and counts up this way.
  *
  * Ownership: a zero-initialised struct hindex is empty; hindex_free() releases its memory (hindex_clear() only
  * empties it). Errors: negative errno (-ENOMEM, or -EOVERFLOW past 2^31 slots). Not thread-safe.
@@ -53,10 +54,10 @@ struct hindex {
 /* True when value (an entry of the caller's table) has the key the lookup is for. */
 typedef bool (*hindex_eq_fn)(const void *ctx, uint64_t value, const void *key);
 
-/* A hash that is the key itself, for integer keys (eq = NULL). */
+/* The hash of an integer key (eq = NULL): distinct keys, distinct hashes, none but key 0's below 2^32. */
 static inline uint64_t hindex_u32(uint32_t key)
 {
-	return (uint64_t)key + 2;
+	return (uint64_t)key << 32 | (uint32_t)((key * 0x9e3779b97f4a7c15ULL) >> 32);
 }
 
 static inline uint64_t hindex_hash(uint64_t hash)
@@ -66,7 +67,7 @@ static inline uint64_t hindex_hash(uint64_t hash)
 
 static inline uint32_t hindex_home(const struct hindex *h, uint64_t hash)
 {
-	return (uint32_t)((hash * 0x9e3779b97f4a7c15ULL) >> 32) & h->mask;
+	return (uint32_t)hash & h->mask;
 }
 
 /*
@@ -81,12 +82,12 @@ static inline bool hindex_find(const struct hindex *h, uint64_t hash, hindex_eq_
 	hash = hindex_hash(hash);
 	for (uint32_t pos = hindex_home(h, hash);; pos = (pos + 1) & h->mask) {
 		const struct hindex_slot *s = &h->slots[pos];
-		if (s->hash == HINDEX_EMPTY)
-			return false;
 		if (s->hash == hash && (!eq || eq(ctx, s->value, key))) {
 			*value = s->value;
 			return true;
 		}
+		if (s->hash == HINDEX_EMPTY)
+			return false;
 	}
 }
 
