@@ -141,7 +141,8 @@ $(BUILD)/workloads/%: bench/workloads/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(FIXTURE_CFLAGS) -o $@ $< -lpthread -lm
 
-# The fake APM agent (seed 000): a library named like the real one, its TLS variable in the TLSDESC dialect.
+# The fake APM agent (man/hostprof-correlation.7): a library named like the real one, its TLS variable in the
+# TLSDESC dialect.
 APM_AGENT_SO := $(BUILD)/fixtures/elastic-jvmti-linux-x86_64.so
 $(APM_AGENT_SO): tests/fixtures/apm/fake_apm_agent.c
 	@mkdir -p $(dir $@)
@@ -155,7 +156,10 @@ run: deps-auto
 	./$(BIN) record -o $(BUILD)/run.msgpack -- $(BUILD)/workloads/compress_words
 	./$(BIN) report $(BUILD)/run.msgpack
 
+# The layering rule first (tests/check-layers); with CI=true a skipped test fails unless tests/allowed-skips
+# lists its reason (tests/run-tests).
 check: deps-auto
+	tests/check-layers
 	$(MAKE) $(BIN) $(UNIT_BINS) $(INTEG_BINS) $(FUZZ_RUNNERS) fixtures
 	BUILD=$(BUILD) HOSTPROF=./$(BIN) tests/run-tests $(UNIT_BINS) $(INTEG_BINS)
 

@@ -1,5 +1,6 @@
 /*
- * apm_messages.c — the datagrams of seed 000 and the per-process table of counts waiting to be sent.
+ * apm_messages.c — the datagrams of the correlation protocol (man/hostprof-correlation.7) and the per-process
+ * table of counts waiting to be sent.
  *
  * Messages are native-endian (x86_64: little-endian), one message per datagram because the Java agent
  * decodes one message per recv() and ignores trailing bytes. A correlation message carries at most
@@ -52,43 +53,15 @@ ssize_t corr_encode_registration(uint8_t *out, size_t cap, uint32_t delay_ms, co
 	return (ssize_t)len;
 }
 
-/* FNV-1a over the key: cheap, and the stack-trace IDs in it are already hashes. */
-static uint32_t key_hash(const struct corr_key *k)
+static uint64_t key_hash(const struct corr_key *k)
 {
-	const uint8_t *b = (const uint8_t *)k;
-	uint32_t h = 2166136261u;
-	for (size_t i = 0; i < sizeof(*k); i++)
-		h = (h ^ b[i]) * 16777619u;
-	return h;
+	return hash_bytes(HASH_SEED, k, sizeof(*k));
 }
 
-static void index_insert(struct corr_pending *p, uint32_t entry)
+static bool entry_has_key(const void *ctx, uint64_t value, const void *key)
 {
-	uint32_t i = key_hash(&p->entries[entry].key) & p->index_mask;
-	while (p->index[i])
-		i = (i + 1) & p->index_mask;
-	p->index[i] = entry + 1;
-}
-
-/* Index capacity: a power of two at least twice the entry capacity, so probes stay short. */
-static int rebuild_index(struct corr_pending *p, uint32_t min_entries)
-{
-	uint32_t cap = 64;
-	while (cap < 2 * min_entries)
-		cap *= 2;
-	if (!p->index || cap != p->index_mask + 1) {
-		uint32_t *idx = calloc(cap, sizeof(*idx));
-		if (!idx)
-			return -ENOMEM;
-		free(p->index);
-		p->index = idx;
-		p->index_mask = cap - 1;
-	} else {
-		memset(p->index, 0, (size_t)cap * sizeof(*p->index));
-	}
-	for (uint32_t e = 0; e < p->n; e++)
-		index_insert(p, e);
-	return 0;
+	const struct corr_pending *p = ctx;
+	return memcmp(&p->entries[value].key, key, sizeof(struct corr_key)) == 0;
 }
 
 static int grow_entries(struct corr_pending *p)
@@ -101,35 +74,29 @@ static int grow_entries(struct corr_pending *p)
 		return -ENOMEM;
 	p->entries = e;
 	p->cap = cap;
-	return rebuild_index(p, cap);
+	return 0;
 }
 
 int corr_pending_add(struct corr_pending *p, const struct corr_key *k, uint64_t sample_ns)
 {
-	if (p->index) {
-		for (uint32_t i = key_hash(k) & p->index_mask; p->index[i]; i = (i + 1) & p->index_mask) {
-			struct corr_pending_entry *e = &p->entries[p->index[i] - 1];
-			if (memcmp(&e->key, k, sizeof(*k)) == 0) {
-				if (e->count == 0 || sample_ns < e->oldest_ns)
-					e->oldest_ns = sample_ns;
-				e->count++;
-				p->total++;
-				return 0;
-			}
-		}
+	uint64_t h = key_hash(k), i;
+	if (hindex_find(&p->index, h, entry_has_key, p, k, &i)) {
+		struct corr_pending_entry *e = &p->entries[i];
+		if (e->count == 0 || sample_ns < e->oldest_ns)
+			e->oldest_ns = sample_ns;
+		e->count++;
+		p->total++;
+		return 0;
 	}
 	if (p->max && p->n >= p->max)
 		return -ENOSPC;
-	if (p->n == p->cap) {
-		int err = grow_entries(p);
-		if (err)
-			return err;
-	}
-	struct corr_pending_entry *e = &p->entries[p->n];
+	int err = p->n == p->cap ? grow_entries(p) : 0;
+	if (err || (err = hindex_insert(&p->index, h, p->n)) < 0)
+		return err;
+	struct corr_pending_entry *e = &p->entries[p->n++];
 	e->key = *k;
 	e->count = 1;
 	e->oldest_ns = sample_ns;
-	index_insert(p, p->n++);
 	p->total++;
 	return 0;
 }
@@ -151,10 +118,10 @@ static void compact(struct corr_pending *p)
 	if (w == p->n)
 		return;
 	p->n = w;
-	/* Only shrinking the entry count: the index keeps its size, so this cannot fail. */
-	memset(p->index, 0, (size_t)(p->index_mask + 1) * sizeof(*p->index));
+	/* Fewer entries than the index held: re-adding them cannot fail (hindex.h, hindex_clear). */
+	hindex_clear(&p->index);
 	for (uint32_t e = 0; e < p->n; e++)
-		index_insert(p, e);
+		(void)hindex_insert(&p->index, key_hash(&p->entries[e].key), e);
 }
 
 int corr_pending_flush(struct corr_pending *p, corr_send_fn send, void *arg, uint64_t now_ns, uint64_t *hist,
@@ -189,18 +156,15 @@ uint64_t corr_pending_clear(struct corr_pending *p)
 	uint64_t dropped = p->total;
 	p->n = 0;
 	p->total = 0;
-	if (p->index)
-		memset(p->index, 0, (size_t)(p->index_mask + 1) * sizeof(*p->index));
+	hindex_clear(&p->index);
 	return dropped;
 }
 
 void corr_pending_free(struct corr_pending *p)
 {
 	free(p->entries);
-	free(p->index);
+	hindex_free(&p->index);
 	p->entries = NULL;
-	p->index = NULL;
 	p->n = p->cap = 0;
-	p->index_mask = 0;
 	p->total = 0;
 }

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "correlate/correlate_impl.h"
+#include "src/base/clock.h"
 
 /*
  * 1 with the signal to re-inject once stopped, 0 while running, -ESRCH if it exited. The exit of a tracee
@@ -45,13 +46,6 @@ static int poll_stop(pid_t tid, int keep_exit, int *inject)
 	return 1;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int corr_ptrace_fs_base(pid_t tid, int keep_exit, unsigned wait_ms, uint64_t *fs_base)
 {
 	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0)
@@ -61,11 +55,11 @@ int corr_ptrace_fs_base(pid_t tid, int keep_exit, unsigned wait_ms, uint64_t *fs
 		ptrace(PTRACE_DETACH, tid, NULL, NULL);
 		return err;
 	}
-	uint64_t deadline = mono_ns() + (uint64_t)wait_ms * 1000000ull;
+	uint64_t deadline = clock_mono_ns() + (uint64_t)wait_ms * 1000000ull;
 	int inject = 0, r;
 	const struct timespec pause = { 0, 20000 };
 	while ((r = poll_stop(tid, keep_exit, &inject)) == 0) {
-		if (mono_ns() >= deadline)
+		if (clock_mono_ns() >= deadline)
 			return -EINPROGRESS;
 		nanosleep(&pause, NULL);
 	}

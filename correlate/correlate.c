@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "correlate/correlate_impl.h"
+#include "src/base/clock.h"
 
 #define MS			1000000ull
 #define ATTACH_RETRY_NS		(200 * MS)
@@ -89,13 +90,6 @@ struct correlate {
 	struct correlate_stats stats;	/* counters only; gauges are computed in correlate_stats() */
 	uint64_t hist[CORRELATE_LATENCY_BUCKETS];
 };
-
-static uint64_t now_mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 __attribute__((format(printf, 5, 6)))
 static void corr_log(struct correlate *c, struct corr_proc *p, uint32_t once, enum correlate_log_level level,
@@ -263,7 +257,7 @@ void correlate_on_process_exit(struct correlate *c, pid_t pid)
 		return;
 	/* The agent may still drain its socket (it is closed only when the last reference goes). */
 	if (p->sock.fd >= 0 && p->registered)
-		flush_proc(c, p, now_mono_ns());
+		flush_proc(c, p, clock_mono_ns());
 	forget_proc(c, pid);
 }
 
@@ -573,7 +567,7 @@ int correlate_tick(struct correlate *c, uint64_t now_ns)
 {
 	if (!c)
 		return -EINVAL;
-	uint64_t now = now_ns ? now_ns : now_mono_ns();
+	uint64_t now = now_ns ? now_ns : clock_mono_ns();
 	uint64_t interval = (uint64_t)c->opts.flush_interval_ms * MS;
 	int flush_due = now >= c->next_flush_ns;
 	if (flush_due)
@@ -673,7 +667,7 @@ int correlate_on_read(struct correlate *c, pid_t pid, pid_t tid, const struct co
 	c->stats.samples_correlated++;
 	if (out)
 		fill_context(p, rd, out);
-	count_sample(c, p, rd, stack_trace_id, sample_time_ns ? sample_time_ns : now_mono_ns());
+	count_sample(c, p, rd, stack_trace_id, sample_time_ns ? sample_time_ns : clock_mono_ns());
 	return 1;
 }
 
@@ -733,14 +727,14 @@ uint64_t correlate_finish(struct correlate *c, uint32_t budget_ms)
 {
 	if (!c)
 		return 0;
-	uint64_t end = now_mono_ns() + (uint64_t)budget_ms * MS, unsent = 0;
+	uint64_t end = clock_mono_ns() + (uint64_t)budget_ms * MS, unsent = 0;
 	const struct timespec pause = { 0, CORR_RECEIVER_POLL_MS * MS };
 	for (int more = 1; more;) {
 		more = 0;
 		for (uint32_t i = 0; c->procs.count && i <= c->procs.mask; i++)
 			if (c->procs.keys[i])
-				more |= finish_proc(c, (struct corr_proc *)(uintptr_t)c->procs.vals[i], now_mono_ns());
-		if (more && now_mono_ns() + CORR_RECEIVER_POLL_MS * MS > end)
+				more |= finish_proc(c, (struct corr_proc *)(uintptr_t)c->procs.vals[i], clock_mono_ns());
+		if (more && clock_mono_ns() + CORR_RECEIVER_POLL_MS * MS > end)
 			break;
 		if (more)
 			nanosleep(&pause, NULL); /* the agents drain their sockets every 20 ms */

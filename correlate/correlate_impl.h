@@ -21,8 +21,9 @@
 
 #include "correlate/correlate.h"
 #include "src/base/idmap.h"
+#include "src/base/hindex.h"
 
-/* ---- protocol constants (seed 000) ---- */
+/* ---- protocol constants (man/hostprof-correlation.7, MESSAGES) ---- */
 #define CORR_MSG_CORRELATION		1
 #define CORR_MSG_CORRELATION_MINOR	1
 #define CORR_MSG_REGISTRATION		2
@@ -66,8 +67,7 @@ struct corr_pending_entry {
 struct corr_pending {
 	struct corr_pending_entry *entries;
 	uint32_t n, cap;
-	uint32_t *index;	/* hash of key → entry index + 1; 0 = empty */
-	uint32_t index_mask;
+	struct hindex index;	/* hash of key → entry index */
 	uint32_t max;		/* bound on n */
 	uint64_t total;		/* sum of entries' counts */
 };

@@ -5,8 +5,8 @@
  * interval the counts become one profile, written atomically into the output directory under a name that sorts
  * by time, and retention trims the oldest. SIGUSR1 writes a profile now, SIGHUP reloads the config file,
  * SIGTERM/SIGINT write what is pending and exit 0. Memory stays bounded: processes without samples for a while
- * are forgotten and at most max-processes are tracked. Probabilistic profiling (seed 001) turns sampling on for
- * a probabilistic-interval with probability threshold/100.
+ * are forgotten and at most max-processes are tracked. Probabilistic profiling (man/hostprof-daemon.8) turns
+ * sampling on for a probabilistic-interval with probability threshold/100.
  *
  * Logs go to stderr, one line each, with a syslog level prefix ("<6>") when run under systemd (JOURNAL_STREAM)
  * so journald keeps the levels.
@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/base/clock.h"
+#include "src/base/host_id.h"
 #include "src/commands.h"
 #include "src/daemon_config.h"
 #include "src/profile.h"
@@ -59,14 +61,8 @@ struct daemon {
 	uint64_t next_flush_ns, next_decision_ns;
 	unsigned seq;
 	uint64_t profiles_written;
+	uint64_t dropped_reported;	/* session_dropped_mappings() when last logged */
 };
-
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 __attribute__((format(printf, 3, 4))) static void dlog(const struct daemon *d, enum log_level level,
 						      const char *fmt, ...)
@@ -162,27 +158,14 @@ static int start_sampling(struct daemon *d)
 	return 0;
 }
 
-static void read_first_line(const char *path, char *out, size_t len)
-{
-	FILE *f = fopen(path, "re");
-	out[0] = '\0';
-	if (f && fgets(out, (int)len, f))
-		out[strcspn(out, "\n")] = '\0';
-	if (f)
-		fclose(f);
-}
-
 static int fill_info(struct daemon *d, struct profile *p, uint64_t end_mono)
 {
-	char host[256] = "", machine_id[128];
+	char host[256] = "", machine_id[HOST_ID_MAX];
 	struct utsname u;
 	struct profile_info *i = &p->info;
 	int err;
 	gethostname(host, sizeof(host) - 1);
-	if (d->cfg.host_id[0])
-		snprintf(machine_id, sizeof(machine_id), "%s", d->cfg.host_id);
-	else
-		read_first_line("/etc/machine-id", machine_id, sizeof(machine_id));
+	host_id_get(d->cfg.host_id, machine_id, sizeof(machine_id));
 	uname(&u);
 	if ((err = profile_set_info_string(p, &i->producer, "hostprof " HOSTPROF_VERSION " daemon")) < 0 ||
 	    (err = profile_set_info_string(p, &i->hostname, host)) < 0 ||
@@ -196,6 +179,17 @@ static int fill_info(struct daemon *d, struct profile *p, uint64_t end_mono)
 	i->frequency_hz = d->cfg.freq_hz;
 	i->period_ns = 1000000000ULL / d->cfg.freq_hz;
 	return 0;
+}
+
+/* What the session could not keep for lack of memory since the last profile, said once per profile. A new
+ * session (after a reload) counts from 0 again. */
+static void log_dropped(struct daemon *d)
+{
+	uint64_t n = d->session ? session_dropped_mappings(d->session) : 0;
+	if (n > d->dropped_reported)
+		dlog(d, LOG_LEVEL_WARN, "%llu mappings or thread names not kept for lack of memory since the last "
+		     "profile", (unsigned long long)(n - d->dropped_reported));
+	d->dropped_reported = n;
 }
 
 /* Write the interval's profile (even an empty one: it records that the host was watched) and start anew. */
@@ -221,6 +215,7 @@ static int flush_profile(struct daemon *d, const char *why)
 		     (unsigned long long)p->info.samples, (unsigned long long)p->info.lost);
 	}
 	profile_free(p);
+	log_dropped(d);
 	if (d->session)
 		session_reset_counts(d->session);
 	int deleted = profile_dir_retain(d->cfg.output_dir, d->cfg.max_files, d->cfg.max_bytes);

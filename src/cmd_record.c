@@ -22,6 +22,8 @@
 
 #include "correlate/correlate.h"
 #include "src/base/proc_threads.h"
+#include "src/base/clock.h"
+#include "src/base/host_id.h"
 #include "src/commands.h"
 #include "src/fastlane.h"
 #include "src/profile.h"
@@ -110,13 +112,6 @@ static void record_usage(FILE *out)
 		"                         after them (default 1000)\n"
 		"      --no-realtime      fast-lane readers (APM, Go) at normal priority, not SCHED_FIFO\n"
 		"  -q, --quiet            no progress messages\n");
-}
-
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 static int parse_pids(const char *arg, struct record_options *o)
@@ -463,24 +458,14 @@ static void run_loop(struct record_run *r)
 	r->child_exited = target_watch_child_exit(r->watch, &r->child_status, &r->child_usage);
 }
 
-static void read_first_line(const char *path, char *out, size_t len)
-{
-	FILE *f = fopen(path, "re");
-	out[0] = '\0';
-	if (f && fgets(out, (int)len, f))
-		out[strcspn(out, "\n")] = '\0';
-	if (f)
-		fclose(f);
-}
-
 static int fill_info(struct record_run *r, struct profile *p)
 {
-	char host[256] = "", machine_id[64];
+	char host[256] = "", machine_id[HOST_ID_MAX];
 	struct utsname u;
 	int err = 0;
 
 	gethostname(host, sizeof(host) - 1);
-	read_first_line("/etc/machine-id", machine_id, sizeof(machine_id));
+	host_id_get(r->o->session.host_id, machine_id, sizeof(machine_id));
 	uname(&u);
 	struct profile_info *i = &p->info;
 	if ((err = profile_set_info_string(p, &i->producer, "hostprof " HOSTPROF_VERSION)) < 0 ||
@@ -685,6 +670,10 @@ static void print_summary(struct record_run *r)
 				"%llu frames stepped by libunwind\n",
 			tables, (unsigned long long)rows, rows ? (double)bytes / (double)rows : 0.0, build_ns / 1e6,
 			(unsigned long long)us.fallback_calls);
+	if (session_dropped_mappings(r->session))
+		fprintf(stderr, "hostprof: %llu mappings or thread names not kept for lack of memory (their samples "
+				"show [unknown] or no thread name)\n",
+			(unsigned long long)session_dropped_mappings(r->session));
 	if (us.implausible_callers)
 		fprintf(stderr, "hostprof: stack: %llu guessed callers (code without CFI) refused: no call "
 				"instruction before them; those stacks end in [truncated]\n",

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "src/base/clock.h"
 #include "src/commands.h"
 #include "src/execinfo.h"
 #include "src/replay.h"
@@ -188,13 +189,6 @@ static int compare(struct replay_run *run)
 	return 0;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* One pass over the usable samples; returns frames produced. */
 static uint64_t bench_pass(struct replay_run *run, enum replay_unwinder which)
 {
@@ -229,12 +223,12 @@ static int bench(struct replay_run *run, unsigned iterations)
 		return 0;
 	}
 	for (int w = 0; w < RU_COUNT; w++) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = clock_mono_ns();
 		bench_pass(run, (enum replay_unwinder)w); /* builds tables and caches: not what is timed */
-		uint64_t t1 = now_ns(), frames = 0;
+		uint64_t t1 = clock_mono_ns(), frames = 0;
 		for (unsigned it = 0; it < iterations; it++)
 			frames += bench_pass(run, (enum replay_unwinder)w);
-		uint64_t t2 = now_ns();
+		uint64_t t2 = clock_mono_ns();
 		double samples = (double)run->nusable * iterations;
 		us_per_sample[w] = (double)(t2 - t1) / 1e3 / samples;
 		printf("bench: %-9s %8.3f us/sample %8.1f ns/frame  %.1f frames/sample  (first pass %.1f ms)\n",

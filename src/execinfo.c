@@ -12,14 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define EXECINFO_BUCKETS 1024
+#include "src/base/hindex.h"
+
 #define EXECINFO_MAX_HOOKS 4
 #define EXECINFO_MAX_SEGMENTS 64
 
 struct execinfo_mgr {
-	struct execinfo *buckets[EXECINFO_BUCKETS];	/* by FileID */
-	struct execinfo *stat_buckets[EXECINFO_BUCKETS];	/* by (dev, inode) */
-	unsigned count;
+	struct hindex by_id;	/* by FileID: struct execinfo * */
+	struct hindex by_stat;	/* open files by (dev, inode): struct execinfo * */
 	struct {
 		execinfo_release_fn fn;
 		void *ctx;
@@ -36,6 +36,10 @@ struct execinfo_mgr *execinfo_mgr_new(void)
 
 void execinfo_mgr_free(struct execinfo_mgr *m)
 {
+	if (!m)
+		return;
+	hindex_free(&m->by_id);
+	hindex_free(&m->by_stat);
 	free(m);
 }
 
@@ -51,36 +55,52 @@ int execinfo_mgr_add_release_hook(struct execinfo_mgr *m, execinfo_release_fn fn
 
 unsigned execinfo_mgr_count(const struct execinfo_mgr *m)
 {
-	return m->count;
+	return hindex_count(&m->by_id);
 }
 
-static unsigned bucket_of(const struct file_id *id)
+/* A FileID is a hash already: its first 8 bytes are the index's hash. */
+static uint64_t id_hash(const struct file_id *id)
 {
-	return (id->bytes[0] | (unsigned)id->bytes[1] << 8) % EXECINFO_BUCKETS;
+	uint64_t h;
+	memcpy(&h, id->bytes, sizeof(h));
+	return h;
 }
 
-static unsigned stat_bucket_of(dev_t dev, ino_t ino)
+static uint64_t stat_hash(dev_t dev, ino_t ino)
 {
-	return (unsigned)((ino * 31 + dev) % EXECINFO_BUCKETS);
+	return hash_u64(hash_u64(HASH_SEED, (uint64_t)dev), (uint64_t)ino);
+}
+
+static bool has_file_id(const void *ctx, uint64_t value, const void *key)
+{
+	(void)ctx;
+	return memcmp(((const struct execinfo *)(uintptr_t)value)->file_id.bytes, key, sizeof(struct file_id)) == 0;
+}
+
+/* The same file, unchanged: same inode, size and modification time. */
+static bool has_stat(const void *ctx, uint64_t value, const void *key)
+{
+	const struct execinfo *e = (const struct execinfo *)(uintptr_t)value;
+	const struct stat *st = key;
+	(void)ctx;
+	return e->dev == st->st_dev && e->ino == st->st_ino && e->size == st->st_size &&
+	       e->mtime_ns == (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 }
 
 static struct execinfo *find_by_stat(struct execinfo_mgr *m, const struct stat *st)
 {
-	int64_t mtime = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-	for (struct execinfo *e = m->stat_buckets[stat_bucket_of(st->st_dev, st->st_ino)]; e; e = e->next_stat) {
-		if (e->dev == st->st_dev && e->ino == st->st_ino && e->size == st->st_size && e->mtime_ns == mtime)
-			return e;
-	}
-	return NULL;
+	uint64_t v;
+	if (!hindex_find(&m->by_stat, stat_hash(st->st_dev, st->st_ino), has_stat, NULL, st, &v))
+		return NULL;
+	return (struct execinfo *)(uintptr_t)v;
 }
 
 static struct execinfo *find_by_file_id(struct execinfo_mgr *m, const struct file_id *id)
 {
-	for (struct execinfo *e = m->buckets[bucket_of(id)]; e; e = e->next) {
-		if (memcmp(e->file_id.bytes, id->bytes, sizeof(id->bytes)) == 0)
-			return e;
-	}
-	return NULL;
+	uint64_t v;
+	if (!hindex_find(&m->by_id, id_hash(id), has_file_id, NULL, id->bytes, &v))
+		return NULL;
+	return (struct execinfo *)(uintptr_t)v;
 }
 
 static void read_build_id(struct execinfo *e)
@@ -168,26 +188,18 @@ static int entry_load(struct execinfo *e, const char *path, Elf_Cmd cmd)
 	return read_segments(e);
 }
 
-static void entry_insert(struct execinfo_mgr *m, struct execinfo *e)
+/* Index a new entry (one reference, the caller's); on failure (-ENOMEM) the entry is freed. */
+static int entry_insert(struct execinfo_mgr *m, struct execinfo *e)
 {
-	unsigned b = bucket_of(&e->file_id);
-	e->refs = 1;
-	e->next = m->buckets[b];
-	m->buckets[b] = e;
-	if (e->fd >= 0) {
-		unsigned sb = stat_bucket_of(e->dev, e->ino);
-		e->next_stat = m->stat_buckets[sb];
-		m->stat_buckets[sb] = e;
+	int err = hindex_insert(&m->by_id, id_hash(&e->file_id), (uintptr_t)e);
+	if (err == 0 && e->fd >= 0 && (err = hindex_insert(&m->by_stat, stat_hash(e->dev, e->ino), (uintptr_t)e)) < 0)
+		hindex_remove(&m->by_id, id_hash(&e->file_id), (uintptr_t)e);
+	if (err < 0) {
+		entry_free(e);
+		return err;
 	}
-	m->count++;
-}
-
-static void unlink_from(struct execinfo **pp, struct execinfo *e, int by_stat)
-{
-	while (*pp && *pp != e)
-		pp = by_stat ? &(*pp)->next_stat : &(*pp)->next;
-	if (*pp)
-		*pp = by_stat ? e->next_stat : e->next;
+	e->refs = 1;
+	return 0;
 }
 
 int execinfo_acquire_fd(struct execinfo_mgr *m, int fd, const char *path, struct execinfo **out)
@@ -227,7 +239,8 @@ int execinfo_acquire_fd(struct execinfo_mgr *m, int fd, const char *path, struct
 		entry_free(e);
 		return err;
 	}
-	entry_insert(m, e);
+	if ((err = entry_insert(m, e)) < 0)
+		return err;
 	*out = e;
 	return 0;
 }
@@ -261,7 +274,8 @@ int execinfo_acquire_image(struct execinfo_mgr *m, const void *image, size_t siz
 		entry_free(e);
 		return err;
 	}
-	entry_insert(m, e);
+	if ((err = entry_insert(m, e)) < 0)
+		return err;
 	*out = e;
 	return 0;
 }
@@ -275,10 +289,9 @@ void execinfo_release(struct execinfo_mgr *m, struct execinfo *e)
 {
 	if (!e || --e->refs > 0)
 		return;
-	unlink_from(&m->buckets[bucket_of(&e->file_id)], e, 0);
+	hindex_remove(&m->by_id, id_hash(&e->file_id), (uintptr_t)e);
 	if (e->fd >= 0)
-		unlink_from(&m->stat_buckets[stat_bucket_of(e->dev, e->ino)], e, 1);
-	m->count--;
+		hindex_remove(&m->by_stat, stat_hash(e->dev, e->ino), (uintptr_t)e);
 	for (unsigned i = 0; i < m->nhooks; i++)
 		m->hooks[i].fn(m->hooks[i].ctx, e);
 	entry_free(e);
@@ -339,16 +352,16 @@ const struct stack_deltas *execinfo_deltas(struct execinfo *e)
 
 void execinfo_mgr_totals(const struct execinfo_mgr *m, struct execinfo_totals *t)
 {
+	uint64_t v;
 	memset(t, 0, sizeof(*t));
-	for (unsigned b = 0; b < EXECINFO_BUCKETS; b++) {
-		for (const struct execinfo *e = m->buckets[b]; e; e = e->next) {
-			t->entries++;
-			if (!e->deltas)
-				continue;
-			t->tables++;
-			t->rows += e->deltas_stats.rows;
-			t->bytes += e->deltas_stats.bytes;
-			t->build_ns += e->deltas_stats.build_ns;
-		}
+	for (uint32_t pos = 0; hindex_next(&m->by_id, &pos, &v);) {
+		const struct execinfo *e = (const struct execinfo *)(uintptr_t)v;
+		t->entries++;
+		if (!e->deltas)
+			continue;
+		t->tables++;
+		t->rows += e->deltas_stats.rows;
+		t->bytes += e->deltas_stats.bytes;
+		t->build_ns += e->deltas_stats.build_ns;
 	}
 }

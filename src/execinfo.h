@@ -1,5 +1,5 @@
 /*
- * execinfo.h — the executable-info manager: what hostprof knows per executable file (seed 004).
+ * execinfo.h — the executable-info manager: what hostprof knows per executable file.
  *
  * One entry per distinct file, shared by every process that maps it and reference counted: acquired when a
  * sample first lands in a mapping of the file (not at mmap time), released when the last mapping that holds
@@ -48,7 +48,6 @@ struct execinfo {
 	ino_t ino;
 	off_t size;
 	int64_t mtime_ns;
-	struct execinfo *next, *next_stat;
 };
 
 struct execinfo_mgr;

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/base/clock.h"
 #include "src/base/idmap.h"
 #include "src/base/proc_threads.h"
 
@@ -89,13 +90,6 @@ struct fastlane {
 	uint64_t before_start;
 	char error[256];
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- latency histogram: bucket of v is 8 × (its power of two) + its next 3 bits ---- */
 
@@ -257,7 +251,7 @@ static int on_sample(struct reader *r, const struct perf_event_header *rec)
 	unsigned kinds = kinds_of(r->f, (pid_t)ps.pid, &deep);
 	if (kinds & FASTLANE_APM)
 		correlate_reader_read(r->f->o.reader, (pid_t)ps.pid, (pid_t)ps.tid, &ctx);
-	uint64_t now = mono_ns(), lat = now > ps.time ? now - ps.time : 0;
+	uint64_t now = clock_mono_ns(), lat = now > ps.time ? now - ps.time : 0;
 	int user = ps.regs_abi != PERF_SAMPLE_REGS_ABI_NONE, rc = -ESRCH;
 	if ((kinds & FASTLANE_GO) && r->gs && user)
 		rc = read_goroutine(r, &ps, &go);
@@ -472,7 +466,7 @@ int fastlane_add_process(struct fastlane *f, pid_t pid, unsigned kinds, uint64_t
 		pthread_mutex_unlock(&f->lock);
 		return err;
 	}
-	*start_ns = mono_ns();
+	*start_ns = clock_mono_ns();
 	idmap_del(&f->end_ns, (uint32_t)pid);
 	return idmap_put(&f->start_ns, (uint32_t)pid, *start_ns);
 }
@@ -489,7 +483,7 @@ void fastlane_on_exit(struct fastlane *f, pid_t pid, uint64_t time_ns)
 {
 	uint64_t v;
 	if (idmap_get(&f->start_ns, (uint32_t)pid, &v) == 0)
-		idmap_put(&f->end_ns, (uint32_t)pid, time_ns ? time_ns : mono_ns());
+		idmap_put(&f->end_ns, (uint32_t)pid, time_ns ? time_ns : clock_mono_ns());
 }
 
 void fastlane_reap(struct fastlane *f, uint64_t now_ns)
@@ -647,10 +641,10 @@ void fastlane_get_stats(const struct fastlane *f, struct fastlane_stats *out)
 	out->readers = f->nreaders;
 	for (unsigned i = 0; i < f->nreaders; i++) {
 		clockid_t clk;
-		struct timespec ts;
+		uint64_t ns;
 		if (f->readers[i].started && !f->stopped && pthread_getcpuclockid(f->readers[i].thread, &clk) == 0 &&
-		    clock_gettime(clk, &ts) == 0)
-			f->readers[i].cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		    (ns = clock_ns(clk)) != 0)
+			f->readers[i].cpu_ns = ns;
 		out->readers_cpu_ns += f->readers[i].cpu_ns;
 	}
 }

@@ -1,5 +1,5 @@
 /*
- * ids.c — FileID and stack-trace ID (DESIGN.md § 4). See ids.h for the contract.
+ * ids.c — FileID and stack-trace ID. See ids.h for the contract.
  */
 #include "src/ids.h"
 

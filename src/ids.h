@@ -1,5 +1,5 @@
 /*
- * ids.h — identifiers shared with the OpenTelemetry eBPF profiler (DESIGN.md § 4).
+ * ids.h — identifiers shared with the OpenTelemetry eBPF profiler (man/hostprof-profile.5 describes them).
  *
  * FileID: SHA-256 over the first 4096 bytes, the last 4096 bytes and the file length (big-endian u64), first
  * 16 bytes kept. Kernel FileID: FNV-1a-128 of the build-id as lowercase hex text. JIT code: FNV-1a-128 of a

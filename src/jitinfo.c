@@ -16,10 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/base/clock.h"
+#include "src/base/hindex.h"
 #include "symbols/jitdump.h"
 #include "symbols/perfmap.h"
 
-#define JITINFO_BUCKETS 256
 #define JITINFO_CHUNK JITDUMP_RECORD_PREFIX_MAX	/* read size: what either parser needs to move on */
 #define JITINFO_SAMPLE_BUDGET (16u << 20)	/* most read by one refresh on the sampling path */
 #define JITINFO_PROC_MAX (256u << 10)	/* most of a /proc file read (command line, environment) */
@@ -58,13 +59,12 @@ struct jitinfo {
 	uint8_t *name_known;
 	size_t name_cap;
 	uint64_t next_refresh_ns, last_used_ns;
-	struct jitinfo *next_pid;	/* attached entries of one bucket */
 	struct jitinfo *prev, *next;	/* every entry */
 };
 
 struct jitinfo_mgr {
 	struct jitinfo_limits lim;
-	struct jitinfo *buckets[JITINFO_BUCKETS];
+	struct hindex attached;	/* hindex_u32(pid): struct jitinfo * */
 	struct jitinfo *all;
 	unsigned live;
 	struct jitinfo_stats stats;	/* the parts counted as they happen */
@@ -89,9 +89,10 @@ void jitinfo_mgr_free(struct jitinfo_mgr *m)
 {
 	if (!m)
 		return;
-	for (unsigned b = 0; b < JITINFO_BUCKETS; b++)
-		while (m->buckets[b])
-			jitinfo_mgr_detach(m, m->buckets[b]->pid);
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&m->attached, &pos, &v);)
+		jitinfo_mgr_detach(m, ((struct jitinfo *)(uintptr_t)v)->pid);
+	hindex_free(&m->attached);
 	free(m);
 }
 
@@ -155,13 +156,13 @@ static uint64_t read_start_ticks(pid_t pid)
  * by the difference between the two clocks now. 0 if unknown. */
 static int64_t start_time_ns(uint64_t ticks)
 {
-	struct timespec real, boot;
 	long hz = sysconf(_SC_CLK_TCK);
-	if (!ticks || hz <= 0 || clock_gettime(CLOCK_REALTIME, &real) < 0 || clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
+	uint64_t real = clock_ns(CLOCK_REALTIME), boot = clock_ns(CLOCK_BOOTTIME);
+	if (!ticks || hz <= 0 || !real || !boot)
 		return 0;
 	int64_t since_boot = (int64_t)(ticks / (uint64_t)hz) * 1000000000LL +
 			     (int64_t)(ticks % (uint64_t)hz) * (1000000000LL / hz);
-	return (real.tv_sec - boot.tv_sec) * 1000000000LL + (real.tv_nsec - boot.tv_nsec) + since_boot;
+	return (int64_t)(real - boot) + since_boot;
 }
 
 /* The last -XX:[+-]PreserveFramePointer among the words of s[0..n) (separated by NUL or blanks). */
@@ -356,17 +357,12 @@ static void refresh(struct jitinfo *j, uint64_t budget)
 
 /* ---- entries -------------------------------------------------------------------------------------------- */
 
-static struct jitinfo **bucket(struct jitinfo_mgr *m, pid_t pid)
-{
-	return &m->buckets[(unsigned)pid % JITINFO_BUCKETS];
-}
-
 static struct jitinfo *find_attached(struct jitinfo_mgr *m, pid_t pid)
 {
-	struct jitinfo *j;
-	for (j = *bucket(m, pid); j && j->pid != pid; j = j->next_pid)
-		;
-	return j;
+	uint64_t v;
+	if (!hindex_find(&m->attached, hindex_u32((uint32_t)pid), NULL, NULL, NULL, &v))
+		return NULL;
+	return (struct jitinfo *)(uintptr_t)v;
 }
 
 static void file_init(struct jit_file *f)
@@ -404,8 +400,11 @@ static void learn_identity(struct jitinfo *j, uint64_t now_ns)
 static struct jitinfo *entry_new(struct jitinfo_mgr *m, pid_t pid, uint64_t now_ns, bool learn)
 {
 	struct jitinfo *j = m->live < m->lim.max_processes ? calloc(1, sizeof(*j)) : NULL;
-	if (!j || !(j->syms = jitsyms_new(&m->lim.syms))) {
+	if (!j || !(j->syms = jitsyms_new(&m->lim.syms)) ||
+	    hindex_insert(&m->attached, hindex_u32((uint32_t)pid), (uintptr_t)j) < 0) {
 		m->stats.untracked += !j && m->live >= m->lim.max_processes;
+		if (j)
+			jitsyms_free(j->syms);
 		free(j);
 		return NULL;
 	}
@@ -423,8 +422,6 @@ static struct jitinfo *entry_new(struct jitinfo_mgr *m, pid_t pid, uint64_t now_
 	m->live++;
 	j->refs = 1;
 	j->attached = true;
-	j->next_pid = *bucket(m, pid);
-	*bucket(m, pid) = j;
 	j->last_used_ns = now_ns;
 	if (learn)
 		learn_identity(j, now_ns);
@@ -554,15 +551,12 @@ void jitinfo_mgr_on_mapping(struct jitinfo_mgr *m, pid_t pid, const char *path)
 
 void jitinfo_mgr_detach(struct jitinfo_mgr *m, pid_t pid)
 {
-	for (struct jitinfo **pp = bucket(m, pid); *pp; pp = &(*pp)->next_pid) {
-		struct jitinfo *j = *pp;
-		if (j->pid != pid)
-			continue;
-		*pp = j->next_pid;
-		j->attached = false;
-		jitinfo_release(j);
+	struct jitinfo *j = find_attached(m, pid);
+	if (!j)
 		return;
-	}
+	hindex_remove(&m->attached, hindex_u32((uint32_t)pid), (uintptr_t)j);
+	j->attached = false;
+	jitinfo_release(j);
 }
 
 void jitinfo_mgr_on_exit(struct jitinfo_mgr *m, pid_t pid)
@@ -574,25 +568,23 @@ void jitinfo_mgr_on_exit(struct jitinfo_mgr *m, pid_t pid)
 
 void jitinfo_mgr_reap(struct jitinfo_mgr *m)
 {
-	for (unsigned b = 0; b < JITINFO_BUCKETS; b++) {
-		for (struct jitinfo *j = m->buckets[b], *next; j; j = next) {
-			next = j->next_pid;
-			if (j->exited && --j->exited == 0)
-				jitinfo_mgr_detach(m, j->pid);
-		}
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&m->attached, &pos, &v);) {
+		struct jitinfo *j = (struct jitinfo *)(uintptr_t)v;
+		if (j->exited && --j->exited == 0)
+			jitinfo_mgr_detach(m, j->pid);
 	}
 }
 
 unsigned jitinfo_mgr_forget_idle(struct jitinfo_mgr *m, uint64_t cutoff_ns)
 {
 	unsigned n = 0;
-	for (unsigned b = 0; b < JITINFO_BUCKETS; b++) {
-		for (struct jitinfo *j = m->buckets[b], *next; j; j = next) {
-			next = j->next_pid;
-			if (j->last_used_ns < cutoff_ns) {
-				jitinfo_mgr_detach(m, j->pid);
-				n++;
-			}
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&m->attached, &pos, &v);) {
+		struct jitinfo *j = (struct jitinfo *)(uintptr_t)v;
+		if (j->last_used_ns < cutoff_ns) {
+			jitinfo_mgr_detach(m, j->pid);
+			n++;
 		}
 	}
 	return n;

@@ -83,7 +83,7 @@ struct builder {
 	struct arena arena;
 	char **strings;		/* the pprof string table: p's strings, then extra ones */
 	uint32_t nstrings, strings_cap;
-	struct profile_hindex extra_index;	/* the extra strings */
+	struct hindex extra_index;	/* the extra strings */
 	uint8_t *loc_used, *map_used, *fn_used;
 	uint8_t *map_symbolized;	/* per mapping: some used location has lines */
 	bool kernel_used, kernel_symbolized;
@@ -97,7 +97,7 @@ struct builder {
 	pb_profile msg;
 };
 
-static bool extra_eq(const void *table, uint32_t i, const void *key)
+static bool extra_eq(const void *table, uint64_t i, const void *key)
 {
 	return strcmp(((const struct builder *)table)->strings[i], key) == 0;
 }
@@ -106,16 +106,16 @@ static bool extra_eq(const void *table, uint32_t i, const void *key)
 static int pb_string(struct builder *b, const char *s, int64_t *index)
 {
 	uint32_t i;
-	uint64_t h = profile_hash_str(PROFILE_HASH_SEED, s);
+	uint64_t h = hash_str(HASH_SEED, s);
 	int err;
-	if (profile_find_string(b->p, s, &i) == 0 || profile_hindex_find(&b->extra_index, h, extra_eq, b, s, &i)) {
+	if (profile_find_string(b->p, s, &i) == 0 || hindex_find_index(&b->extra_index, h, extra_eq, b, s, &i)) {
 		*index = i;
 		return 0;
 	}
 	char *copy = arena_alloc(&b->arena, strlen(s) + 1, 1);
 	if (!copy || (err = profile_grow((void **)&b->strings, &b->strings_cap, (uint64_t)b->nstrings + 1,
 					 sizeof(*b->strings))) < 0 ||
-	    (err = profile_hindex_insert(&b->extra_index, h, b->nstrings)) < 0)
+	    (err = hindex_insert(&b->extra_index, h, b->nstrings)) < 0)
 		return copy ? err : -ENOMEM;
 	strcpy(copy, s);
 	b->strings[b->nstrings] = copy;
@@ -567,7 +567,7 @@ static void builder_free(struct builder *b)
 {
 	arena_free(&b->arena);
 	free(b->strings);
-	profile_hindex_free(&b->extra_index);
+	hindex_free(&b->extra_index);
 }
 
 int pprof_encode(const struct profile *p, uint8_t **buf, size_t *len)

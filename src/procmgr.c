@@ -15,13 +15,15 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#define PROCMGR_BUCKETS 4096
+#include "src/base/hindex.h"
+
 #define PROCMGR_VDSO_MAX (1u << 20)
 
 struct procmgr {
 	struct execinfo_mgr *execinfo;
-	struct process *buckets[PROCMGR_BUCKETS];
-	unsigned count, seen;
+	struct hindex by_pid;	/* hindex_u32(pid): struct process * */
+	unsigned seen;
+	uint64_t dropped;	/* mappings and thread names not kept for lack of memory */
 	unsigned limit;		/* 0: none */
 	/* Files of mappings a re-read of /proc/PID/maps replaced, released by procmgr_release_deferred(). */
 	struct execinfo **deferred;
@@ -96,20 +98,16 @@ void procmgr_free(struct procmgr *pm)
 		return;
 	procmgr_release_deferred(pm);
 	free(pm->deferred);
-	for (unsigned b = 0; b < PROCMGR_BUCKETS; b++) {
-		struct process *p = pm->buckets[b];
-		while (p) {
-			struct process *next = p->next;
-			process_free(pm, p);
-			p = next;
-		}
-	}
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&pm->by_pid, &pos, &v);)
+		process_free(pm, (struct process *)(uintptr_t)v);
+	hindex_free(&pm->by_pid);
 	free(pm);
 }
 
 unsigned procmgr_count(const struct procmgr *pm)
 {
-	return pm->count;
+	return hindex_count(&pm->by_pid);
 }
 
 unsigned procmgr_seen(const struct procmgr *pm)
@@ -117,30 +115,35 @@ unsigned procmgr_seen(const struct procmgr *pm)
 	return pm->seen;
 }
 
+uint64_t procmgr_dropped(const struct procmgr *pm)
+{
+	return pm->dropped;
+}
+
 int procmgr_for_each(struct procmgr *pm, int (*fn)(void *ctx, struct process *p), void *ctx)
 {
-	for (unsigned b = 0; b < PROCMGR_BUCKETS; b++) {
-		for (struct process *p = pm->buckets[b]; p; p = p->next) {
-			int err = fn(ctx, p);
-			if (err < 0)
-				return err;
-		}
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&pm->by_pid, &pos, &v);) {
+		int err = fn(ctx, (struct process *)(uintptr_t)v);
+		if (err < 0)
+			return err;
 	}
 	return 0;
 }
 
-static struct process **bucket_of(struct procmgr *pm, pid_t pid)
+static inline struct process *find_process(struct procmgr *pm, pid_t pid)
 {
-	return &pm->buckets[(unsigned)pid % PROCMGR_BUCKETS];
+	uint64_t v;
+	if (!hindex_find(&pm->by_pid, hindex_u32((uint32_t)pid), NULL, NULL, NULL, &v))
+		return NULL;
+	return (struct process *)(uintptr_t)v;
 }
 
-static struct process *find_process(struct procmgr *pm, pid_t pid)
+/* Forget p (tracked by pm). */
+static void process_forget(struct procmgr *pm, struct process *p)
 {
-	for (struct process *p = *bucket_of(pm, pid); p; p = p->next) {
-		if (p->pid == pid)
-			return p;
-	}
-	return NULL;
+	hindex_remove(&pm->by_pid, hindex_u32((uint32_t)p->pid), (uintptr_t)p);
+	process_free(pm, p);
 }
 
 /* Remove [start, end) from p's mappings, splitting any mapping that straddles it. */
@@ -196,6 +199,8 @@ static int insert_mapping(struct procmgr *pm, struct process *p, const struct ma
 				tail.pgoff += src->end - m->start;
 				tail.start = src->end;
 				tail.path = m->path ? strdup(m->path) : NULL; /* m may move when p->maps grows */
+				if (m->path && !tail.path)
+					return -ENOMEM;
 				m->end = src->start;
 				int err = insert_mapping(pm, p, &tail); /* copies path and takes its own exe reference */
 				free(tail.path);
@@ -205,18 +210,29 @@ static int insert_mapping(struct procmgr *pm, struct process *p, const struct ma
 			}
 		}
 	}
-	if (reserve_maps(p, p->nmaps + 1) < 0)
+	char *path = src->path ? strdup(src->path) : NULL;
+	if ((src->path && !path) || reserve_maps(p, p->nmaps + 1) < 0) {
+		free(path);
 		return -ENOMEM;
+	}
 	unsigned pos = 0;
 	while (pos < p->nmaps && p->maps[pos].start < src->start)
 		pos++;
 	memmove(&p->maps[pos + 1], &p->maps[pos], (p->nmaps - pos) * sizeof(*p->maps));
 	p->maps[pos] = *src;
-	p->maps[pos].path = src->path ? strdup(src->path) : NULL;
+	p->maps[pos].path = path;
 	if (p->maps[pos].exe)
 		execinfo_ref(p->maps[pos].exe);
 	p->nmaps++;
 	return 0;
+}
+
+/* insert_mapping(), a mapping it could not keep for lack of memory counted (procmgr_dropped). */
+static int keep_mapping(struct procmgr *pm, struct process *p, const struct mapping *src)
+{
+	int err = insert_mapping(pm, p, src);
+	pm->dropped += err == -ENOMEM;
+	return err;
 }
 
 int procmgr_parse_maps_line(char *line, struct mapping *m, int *executable, const char **path)
@@ -278,8 +294,10 @@ static int seed_from_proc(struct procmgr *pm, struct process *p)
 	/* A walk may be using the files of the mappings being replaced: they stay open until it is over. */
 	if (process_clear_maps_deferred(pm, p) < 0) {
 		fclose(f);
+		pm->dropped++;	/* the re-read, and so the mappings it would have brought */
 		return -ENOMEM;
 	}
+	int err = 0;
 	while (fgets(line, sizeof(line), f)) {
 		struct mapping m;
 		int exec;
@@ -287,11 +305,11 @@ static int seed_from_proc(struct procmgr *pm, struct process *p)
 		if (procmgr_parse_maps_line(line, &m, &exec, &path) < 0 || !mapping_wanted(&m, &path, exec))
 			continue;
 		m.path = (char *)path;
-		if (insert_mapping(pm, p, &m) < 0)
-			break;
+		if (keep_mapping(pm, p, &m) == -ENOMEM)
+			err = -ENOMEM;	/* counted; the next ones may still fit */
 	}
 	fclose(f);
-	return 0;
+	return err;
 }
 
 static void read_comm(const char *fname, char *out)
@@ -312,7 +330,7 @@ void procmgr_set_limit(struct procmgr *pm, unsigned max)
 
 static struct process *process_new(struct procmgr *pm, pid_t pid)
 {
-	if (pm->limit && pm->count >= pm->limit) {
+	if (pm->limit && hindex_count(&pm->by_pid) >= pm->limit) {
 		errno = ENOSPC;
 		return NULL;
 	}
@@ -320,10 +338,11 @@ static struct process *process_new(struct procmgr *pm, pid_t pid)
 	if (!p)
 		return NULL;
 	p->pid = pid;
-	struct process **b = bucket_of(pm, pid);
-	p->next = *b;
-	*b = p;
-	pm->count++;
+	if (hindex_insert(&pm->by_pid, hindex_u32((uint32_t)pid), (uintptr_t)p) < 0) {
+		free(p);
+		errno = ENOMEM;
+		return NULL;
+	}
 	pm->seen++;
 	return p;
 }
@@ -362,7 +381,7 @@ void procmgr_on_mmap2(struct procmgr *pm, const struct perf_mmap2 *rec)
 		return;
 	m.ino = m.anon ? 0 : rec->ino;
 	m.path = (char *)path;
-	insert_mapping(pm, p, &m);
+	keep_mapping(pm, p, &m);
 }
 
 static struct thread_info *thread_slot(struct process *p, pid_t tid)
@@ -402,6 +421,8 @@ void procmgr_on_comm(struct procmgr *pm, const struct perf_comm *c)
 	struct thread_info *t = thread_slot(p, (pid_t)c->tid);
 	if (t)
 		snprintf(t->name, sizeof(t->name), "%s", c->comm);
+	else
+		pm->dropped++;
 }
 
 void procmgr_on_fork(struct procmgr *pm, const struct perf_task *t)
@@ -426,7 +447,7 @@ void procmgr_on_fork(struct procmgr *pm, const struct perf_task *t)
 	}
 	memcpy(child->comm, parent->comm, sizeof(child->comm));
 	for (unsigned i = 0; i < parent->nmaps; i++)
-		insert_mapping(pm, child, &parent->maps[i]);
+		keep_mapping(pm, child, &parent->maps[i]);
 }
 
 void procmgr_on_exit(struct procmgr *pm, const struct perf_task *t)
@@ -441,18 +462,12 @@ void procmgr_on_exit(struct procmgr *pm, const struct perf_task *t)
 unsigned procmgr_forget_idle(struct procmgr *pm, uint64_t cutoff_ns)
 {
 	unsigned forgotten = 0;
-	for (unsigned b = 0; b < PROCMGR_BUCKETS; b++) {
-		struct process **pp = &pm->buckets[b];
-		while (*pp) {
-			struct process *p = *pp;
-			if (!p->exited && p->last_sample_ns < cutoff_ns) {
-				*pp = p->next;
-				pm->count--;
-				process_free(pm, p);
-				forgotten++;
-				continue;
-			}
-			pp = &p->next;
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&pm->by_pid, &pos, &v);) {
+		struct process *p = (struct process *)(uintptr_t)v;
+		if (!p->exited && p->last_sample_ns < cutoff_ns) {
+			process_forget(pm, p);
+			forgotten++;
 		}
 	}
 	return forgotten;
@@ -460,18 +475,11 @@ unsigned procmgr_forget_idle(struct procmgr *pm, uint64_t cutoff_ns)
 
 void procmgr_reap(struct procmgr *pm)
 {
-	for (unsigned b = 0; b < PROCMGR_BUCKETS; b++) {
-		struct process **pp = &pm->buckets[b];
-		while (*pp) {
-			struct process *p = *pp;
-			if (p->exited && --p->exited == 0) {
-				*pp = p->next;
-				pm->count--;
-				process_free(pm, p);
-				continue;
-			}
-			pp = &p->next;
-		}
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&pm->by_pid, &pos, &v);) {
+		struct process *p = (struct process *)(uintptr_t)v;
+		if (p->exited && --p->exited == 0)
+			process_forget(pm, p);
 	}
 }
 
@@ -595,14 +603,15 @@ struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, stru
 
 const char *procmgr_thread_name(struct procmgr *pm, struct process *p, pid_t tid)
 {
-	(void)pm;
 	for (unsigned i = 0; i < p->nthreads; i++) {
 		if (p->threads[i].tid == tid)
 			return p->threads[i].name;
 	}
 	struct thread_info *t = thread_slot(p, tid);
-	if (!t)
+	if (!t) {
+		pm->dropped++;
 		return "";
+	}
 	char fname[64];
 	snprintf(fname, sizeof(fname), "/proc/%d/task/%d/comm", (int)p->pid, (int)tid);
 	read_comm(fname, t->name);

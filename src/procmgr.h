@@ -53,7 +53,6 @@ struct process {
 	uint64_t last_sample_ns;	/* monotonic time of the latest sample, for forgetting idle processes */
 	int apm_checked;	/* the session looked for an APM agent among the mappings (cleared by exec) */
 	int exited;		/* reap generations left: 0 while alive */
-	struct process *next;
 };
 
 struct procmgr;
@@ -100,6 +99,9 @@ const char *procmgr_thread_name(struct procmgr *pm, struct process *p, pid_t tid
 unsigned procmgr_count(const struct procmgr *pm);
 /* Processes seen since procmgr_new(), exited ones included. */
 unsigned procmgr_seen(const struct procmgr *pm);
+/* Mappings, re-reads of /proc/PID/maps and thread names not kept for lack of memory since procmgr_new() (samples
+ * in such a mapping show [unknown], such a thread no name). */
+uint64_t procmgr_dropped(const struct procmgr *pm);
 
 /* Call fn for every process (exited ones not yet reaped included); stops at and returns a negative result. */
 int procmgr_for_each(struct procmgr *pm, int (*fn)(void *ctx, struct process *p), void *ctx);

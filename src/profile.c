@@ -1,9 +1,9 @@
 /*
  * profile.c — the in-memory profile: tables, interning builder, merge. See profile.h.
  *
- * Every dictionary table has a hash index (profile_impl.h) keyed by the element's content, so adding an element
- * costs one hash and, usually, one comparison. Element 0 of each table is the zero value and is indexed too, so
- * interning a zero value yields index 0 as the data model requires.
+ * Every dictionary table has a hash index (src/base/hindex.h) keyed by the element's content, so adding an
+ * element costs one hash and, usually, one comparison. Element 0 of each table is the zero value and is
+ * indexed too, so interning a zero value yields index 0 as the data model requires.
  */
 #include "src/profile.h"
 
@@ -14,100 +14,8 @@
 #include "src/profile_impl.h"
 
 struct profile_index {
-	struct profile_hindex strings, mappings, functions, locations, stacks, links, samples;
+	struct hindex strings, mappings, functions, locations, stacks, links, samples;
 };
-
-/* --- hashing and the index --------------------------------------------------------------------------------- */
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
-uint64_t profile_hash_u64(uint64_t h, uint64_t v)
-{
-	return mix64(h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)));
-}
-
-uint64_t profile_hash_bytes(uint64_t h, const void *data, size_t len)
-{
-	const uint8_t *b = data;
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ b[i]) * 0x100000001b3ULL;
-	return mix64(h ^ len);
-}
-
-uint64_t profile_hash_str(uint64_t h, const char *s)
-{
-	return profile_hash_bytes(h, s, strlen(s));
-}
-
-bool profile_hindex_find(const struct profile_hindex *h, uint64_t hash, profile_heq_fn eq, const void *table,
-			 const void *key, uint32_t *index)
-{
-	if (!h->slots)
-		return false;
-	for (uint32_t pos = (uint32_t)hash & h->mask;; pos = (pos + 1) & h->mask) {
-		const struct profile_hslot *s = &h->slots[pos];
-		if (!s->full)
-			return false;
-		if (s->hash == hash && eq(table, s->index, key)) {
-			*index = s->index;
-			return true;
-		}
-	}
-}
-
-static void hindex_place(struct profile_hslot *slots, uint32_t mask, uint64_t hash, uint32_t index)
-{
-	uint32_t pos = (uint32_t)hash & mask;
-	while (slots[pos].full)
-		pos = (pos + 1) & mask;
-	slots[pos] = (struct profile_hslot){ .hash = hash, .index = index, .full = 1 };
-}
-
-/* Keep the load at most 1/2 so probe sequences stay short. */
-static int hindex_grow(struct profile_hindex *h)
-{
-	uint64_t cap = h->slots ? (uint64_t)h->mask + 1 : 0;
-	if (h->slots && (uint64_t)(h->used + 1) * 2 <= cap)
-		return 0;
-	uint64_t ncap = cap ? cap * 2 : 64;
-	if (ncap > (1ULL << 31))
-		return -ENOMEM;
-	struct profile_hslot *slots = calloc(ncap, sizeof(*slots));
-	if (!slots)
-		return -ENOMEM;
-	for (uint64_t i = 0; i < cap; i++) {
-		if (h->slots[i].full)
-			hindex_place(slots, (uint32_t)(ncap - 1), h->slots[i].hash, h->slots[i].index);
-	}
-	free(h->slots);
-	h->slots = slots;
-	h->mask = (uint32_t)(ncap - 1);
-	return 0;
-}
-
-int profile_hindex_insert(struct profile_hindex *h, uint64_t hash, uint32_t index)
-{
-	int err = hindex_grow(h);
-	if (err < 0)
-		return err;
-	hindex_place(h->slots, h->mask, hash, index);
-	h->used++;
-	return 0;
-}
-
-void profile_hindex_free(struct profile_hindex *h)
-{
-	free(h->slots);
-	*h = (struct profile_hindex){ 0 };
-}
 
 int profile_grow(void **items, uint32_t *cap, uint64_t need, size_t elem_size)
 {
@@ -133,15 +41,15 @@ int profile_grow(void **items, uint32_t *cap, uint64_t need, size_t elem_size)
 
 static uint64_t hash_mapping(const struct profile_mapping *m)
 {
-	uint64_t h = profile_hash_bytes(PROFILE_HASH_SEED, m->file_id, sizeof(m->file_id));
-	h = profile_hash_u64(h, m->build_id);
-	h = profile_hash_u64(h, m->filename);
-	h = profile_hash_u64(h, m->memory_start);
-	h = profile_hash_u64(h, m->memory_limit);
-	return profile_hash_u64(h, m->file_offset);
+	uint64_t h = hash_bytes(HASH_SEED, m->file_id, sizeof(m->file_id));
+	h = hash_u64(h, m->build_id);
+	h = hash_u64(h, m->filename);
+	h = hash_u64(h, m->memory_start);
+	h = hash_u64(h, m->memory_limit);
+	return hash_u64(h, m->file_offset);
 }
 
-static bool mapping_eq(const void *table, uint32_t i, const void *key)
+static bool mapping_eq(const void *table, uint64_t i, const void *key)
 {
 	const struct profile_mapping *a = &((const struct profile *)table)->mappings.items[i], *b = key;
 	return memcmp(a->file_id, b->file_id, sizeof(a->file_id)) == 0 && a->build_id == b->build_id &&
@@ -151,10 +59,10 @@ static bool mapping_eq(const void *table, uint32_t i, const void *key)
 
 static uint64_t hash_function(const struct profile_function *f)
 {
-	return profile_hash_u64(profile_hash_u64(PROFILE_HASH_SEED, f->name), f->filename);
+	return hash_u64(hash_u64(HASH_SEED, f->name), f->filename);
 }
 
-static bool function_eq(const void *table, uint32_t i, const void *key)
+static bool function_eq(const void *table, uint64_t i, const void *key)
 {
 	const struct profile_function *a = &((const struct profile *)table)->functions.items[i], *b = key;
 	return a->name == b->name && a->filename == b->filename;
@@ -162,11 +70,11 @@ static bool function_eq(const void *table, uint32_t i, const void *key)
 
 static uint64_t hash_location(const struct profile_location *l)
 {
-	uint64_t h = profile_hash_u64(PROFILE_HASH_SEED, l->mapping);
-	return profile_hash_u64(profile_hash_u64(h, l->address), l->frame_kind);
+	uint64_t h = hash_u64(HASH_SEED, l->mapping);
+	return hash_u64(hash_u64(h, l->address), l->frame_kind);
 }
 
-static bool location_eq(const void *table, uint32_t i, const void *key)
+static bool location_eq(const void *table, uint64_t i, const void *key)
 {
 	const struct profile_location *a = &((const struct profile *)table)->locations.items[i], *b = key;
 	return a->mapping == b->mapping && a->address == b->address && a->frame_kind == b->frame_kind;
@@ -174,11 +82,11 @@ static bool location_eq(const void *table, uint32_t i, const void *key)
 
 static uint64_t hash_stack(const struct profile_stack *s)
 {
-	uint64_t h = profile_hash_bytes(PROFILE_HASH_SEED, s->trace_id, sizeof(s->trace_id));
-	return profile_hash_bytes(h, s->locations, (size_t)s->nlocations * sizeof(*s->locations));
+	uint64_t h = hash_bytes(HASH_SEED, s->trace_id, sizeof(s->trace_id));
+	return hash_bytes(h, s->locations, (size_t)s->nlocations * sizeof(*s->locations));
 }
 
-static bool stack_eq(const void *table, uint32_t i, const void *key)
+static bool stack_eq(const void *table, uint64_t i, const void *key)
 {
 	const struct profile_stack *a = &((const struct profile *)table)->stacks.items[i], *b = key;
 	return memcmp(a->trace_id, b->trace_id, sizeof(a->trace_id)) == 0 && a->nlocations == b->nlocations &&
@@ -187,11 +95,11 @@ static bool stack_eq(const void *table, uint32_t i, const void *key)
 
 static uint64_t hash_link(const struct profile_link *l)
 {
-	uint64_t h = profile_hash_bytes(PROFILE_HASH_SEED, l->trace_id, sizeof(l->trace_id));
-	return profile_hash_bytes(h, l->span_id, sizeof(l->span_id));
+	uint64_t h = hash_bytes(HASH_SEED, l->trace_id, sizeof(l->trace_id));
+	return hash_bytes(h, l->span_id, sizeof(l->span_id));
 }
 
-static bool link_eq(const void *table, uint32_t i, const void *key)
+static bool link_eq(const void *table, uint64_t i, const void *key)
 {
 	const struct profile_link *a = &((const struct profile *)table)->links.items[i], *b = key;
 	return memcmp(a, b, sizeof(*a)) == 0;
@@ -199,23 +107,23 @@ static bool link_eq(const void *table, uint32_t i, const void *key)
 
 static uint64_t hash_sample(const struct profile_sample *s)
 {
-	uint64_t h = profile_hash_u64(PROFILE_HASH_SEED, s->stack);
-	h = profile_hash_u64(h, (uint32_t)s->pid);
-	h = profile_hash_u64(h, (uint32_t)s->tid);
-	h = profile_hash_u64(h, s->comm);
-	h = profile_hash_u64(h, s->thread_name);
-	h = profile_hash_u64(h, s->service);
-	return profile_hash_u64(h, s->link);
+	uint64_t h = hash_u64(HASH_SEED, s->stack);
+	h = hash_u64(h, (uint32_t)s->pid);
+	h = hash_u64(h, (uint32_t)s->tid);
+	h = hash_u64(h, s->comm);
+	h = hash_u64(h, s->thread_name);
+	h = hash_u64(h, s->service);
+	return hash_u64(h, s->link);
 }
 
-static bool sample_eq(const void *table, uint32_t i, const void *key)
+static bool sample_eq(const void *table, uint64_t i, const void *key)
 {
 	const struct profile_sample *a = &((const struct profile *)table)->samples.items[i], *b = key;
 	return a->stack == b->stack && a->pid == b->pid && a->tid == b->tid && a->comm == b->comm &&
 	       a->thread_name == b->thread_name && a->link == b->link && a->service == b->service;
 }
 
-static bool string_eq(const void *table, uint32_t i, const void *key)
+static bool string_eq(const void *table, uint64_t i, const void *key)
 {
 	return strcmp(((const struct profile *)table)->strings.items[i], key) == 0;
 }
@@ -235,12 +143,12 @@ static int add_zero_elements(struct profile *p)
 		return -ENOMEM;
 	p->strings.count = p->mappings.count = p->functions.count = 1;
 	p->locations.count = p->stacks.count = p->links.count = 1;
-	if ((err = profile_hindex_insert(&x->strings, profile_hash_str(PROFILE_HASH_SEED, ""), 0)) < 0 ||
-	    (err = profile_hindex_insert(&x->mappings, hash_mapping(&p->mappings.items[0]), 0)) < 0 ||
-	    (err = profile_hindex_insert(&x->functions, hash_function(&p->functions.items[0]), 0)) < 0 ||
-	    (err = profile_hindex_insert(&x->locations, hash_location(&p->locations.items[0]), 0)) < 0 ||
-	    (err = profile_hindex_insert(&x->stacks, hash_stack(&p->stacks.items[0]), 0)) < 0 ||
-	    (err = profile_hindex_insert(&x->links, hash_link(&p->links.items[0]), 0)) < 0)
+	if ((err = hindex_insert(&x->strings, hash_str(HASH_SEED, ""), 0)) < 0 ||
+	    (err = hindex_insert(&x->mappings, hash_mapping(&p->mappings.items[0]), 0)) < 0 ||
+	    (err = hindex_insert(&x->functions, hash_function(&p->functions.items[0]), 0)) < 0 ||
+	    (err = hindex_insert(&x->locations, hash_location(&p->locations.items[0]), 0)) < 0 ||
+	    (err = hindex_insert(&x->stacks, hash_stack(&p->stacks.items[0]), 0)) < 0 ||
+	    (err = hindex_insert(&x->links, hash_link(&p->links.items[0]), 0)) < 0)
 		return err;
 	return 0;
 }
@@ -262,13 +170,13 @@ static void free_index(struct profile_index *x)
 {
 	if (!x)
 		return;
-	profile_hindex_free(&x->strings);
-	profile_hindex_free(&x->mappings);
-	profile_hindex_free(&x->functions);
-	profile_hindex_free(&x->locations);
-	profile_hindex_free(&x->stacks);
-	profile_hindex_free(&x->links);
-	profile_hindex_free(&x->samples);
+	hindex_free(&x->strings);
+	hindex_free(&x->mappings);
+	hindex_free(&x->functions);
+	hindex_free(&x->locations);
+	hindex_free(&x->stacks);
+	hindex_free(&x->links);
+	hindex_free(&x->samples);
 	free(x);
 }
 
@@ -330,8 +238,8 @@ int profile_find_string(const struct profile *p, const char *s, uint32_t *index)
 	}
 	if (!p->index)
 		return -EINVAL;
-	uint64_t h = profile_hash_str(PROFILE_HASH_SEED, s);
-	return profile_hindex_find(&p->index->strings, h, string_eq, p, s, index) ? 0 : -ENOENT;
+	uint64_t h = hash_str(HASH_SEED, s);
+	return hindex_find_index(&p->index->strings, h, string_eq, p, s, index) ? 0 : -ENOENT;
 }
 
 int profile_add_string(struct profile *p, const char *s, uint32_t *index)
@@ -341,8 +249,7 @@ int profile_add_string(struct profile *p, const char *s, uint32_t *index)
 		return err;
 	char *copy = strdup(s);
 	if (!copy || (err = PROFILE_TABLE_RESERVE(p->strings, p->strings.count + 1)) < 0 ||
-	    (err = profile_hindex_insert(&p->index->strings, profile_hash_str(PROFILE_HASH_SEED, s),
-					 p->strings.count)) < 0) {
+	    (err = hindex_insert(&p->index->strings, hash_str(HASH_SEED, s), p->strings.count)) < 0) {
 		free(copy);
 		return err ? err : -ENOMEM;
 	}
@@ -359,8 +266,8 @@ struct table_ref {
 	void **items;
 	uint32_t *count, *cap;
 	size_t elem_size;
-	struct profile_hindex *index;
-	profile_heq_fn eq;
+	struct hindex *index;
+	hindex_eq_fn eq;
 };
 
 static int intern(struct profile *p, const struct table_ref *t, const void *key, uint64_t hash, uint32_t *index,
@@ -368,10 +275,10 @@ static int intern(struct profile *p, const struct table_ref *t, const void *key,
 {
 	int err;
 	*added = false;
-	if (profile_hindex_find(t->index, hash, t->eq, p, key, index))
+	if (hindex_find_index(t->index, hash, t->eq, p, key, index))
 		return 0;
 	if ((err = profile_grow(t->items, t->cap, (uint64_t)*t->count + 1, t->elem_size)) < 0 ||
-	    (err = profile_hindex_insert(t->index, hash, *t->count)) < 0)
+	    (err = hindex_insert(t->index, hash, *t->count)) < 0)
 		return err;
 	memcpy((char *)*t->items + (size_t)*t->count * t->elem_size, key, t->elem_size);
 	*index = (*t->count)++;

@@ -23,8 +23,8 @@
 #define PROFILE_FORMAT_MINOR 0
 #define PROFILE_OTEL_PROTO "v1development/1.11.0"
 
-/* Frame kinds, numbered as the OpenTelemetry eBPF profiler numbers them (DESIGN.md § 4), and one of hostprof's
- * own where that profiler has none. */
+/* Frame kinds, numbered as the OpenTelemetry eBPF profiler numbers them, and one of hostprof's own where that
+ * profiler has none (man/hostprof-profile.5). */
 enum profile_frame_kind {
 	PROFILE_FRAME_UNKNOWN = 0,
 	PROFILE_FRAME_NATIVE = 3,
@@ -36,7 +36,7 @@ enum profile_frame_kind {
 };
 
 struct profile_mapping {
-	uint8_t file_id[16];	/* DESIGN.md § 4 FileID; zeros if unknown */
+	uint8_t file_id[16];	/* FileID (src/ids.h); zeros if unknown */
 	uint32_t build_id;	/* string index: GNU build-id as lowercase hex, 0 if none */
 	uint32_t filename;	/* string index: path as the process saw it */
 	uint64_t memory_start, memory_limit, file_offset;
@@ -64,7 +64,7 @@ struct profile_location {
 struct profile_stack {
 	uint32_t nlocations;
 	uint32_t *locations;	/* location indices, leaf first */
-	uint8_t trace_id[16];	/* DESIGN.md § 4 stack-trace ID */
+	uint8_t trace_id[16];	/* stack-trace ID (src/ids.h) */
 };
 
 struct profile_link {
@@ -146,8 +146,9 @@ const char *profile_string(const struct profile *p, uint32_t i);
 int profile_find_string(const struct profile *p, const char *s, uint32_t *index);
 
 /*
- * Write p to path atomically: "<path>.tmp.XXXXXX" in the same directory (mode 0666 minus the umask), fsync,
- * rename. On failure the temporary file is removed, path is untouched, and a negative errno is returned.
+ * Write p to path atomically (src/base/atomic_file.h: "<path>.tmp.XXXXXX" in the same directory, mode 0666
+ * minus the umask, fsync, rename, directory fsync). On failure the temporary file is removed, path is
+ * untouched, and a negative errno is returned.
  */
 int profile_write_file(const struct profile *p, const char *path);
 

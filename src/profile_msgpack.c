@@ -22,11 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "src/base/atomic_file.h"
 #include "src/profile_impl.h"
 
 /* Top level (ProfilesData plus the header) and ProfilesDictionary keys. */
@@ -118,7 +118,7 @@ struct writer {
 	/* The attribute table; element 0 is the zero value and is not indexed. */
 	struct wattr *attrs;
 	uint32_t nattrs, attrs_cap;
-	struct profile_hindex attr_index;
+	struct hindex attr_index;
 	char (*hex)[33];		/* per mapping: FileID as hex */
 	uint32_t (*mapping_attrs)[2];	/* per mapping: htlhash, gnu (0 = absent) */
 	uint32_t *location_attr;	/* per location: frame type (0 = absent) */
@@ -126,18 +126,18 @@ struct writer {
 
 	/* Samples grouped by (pid, comm), one ResourceProfiles each, in order of first appearance. */
 	uint32_t *group_rep, ngroups, groups_cap;
-	struct profile_hindex group_index;
+	struct hindex group_index;
 	uint32_t *group_start;		/* ngroups + 1 offsets into order */
 	uint32_t *order;		/* sample indices, grouped */
 };
 
 static uint64_t hash_wattr(const struct wattr *a)
 {
-	uint64_t h = profile_hash_u64(profile_hash_u64(PROFILE_HASH_SEED, a->key), a->is_int);
-	return a->is_int ? profile_hash_u64(h, (uint64_t)a->ival) : profile_hash_str(h, a->sval);
+	uint64_t h = hash_u64(hash_u64(HASH_SEED, a->key), a->is_int);
+	return a->is_int ? hash_u64(h, (uint64_t)a->ival) : hash_str(h, a->sval);
 }
 
-static bool wattr_eq(const void *table, uint32_t i, const void *key)
+static bool wattr_eq(const void *table, uint64_t i, const void *key)
 {
 	const struct wattr *a = &((const struct writer *)table)->attrs[i], *b = key;
 	return a->key == b->key && a->is_int == b->is_int &&
@@ -149,10 +149,10 @@ static int add_attr(struct writer *w, uint8_t key, bool is_int, int64_t ival, co
 	struct wattr a = { .key = key, .is_int = is_int, .ival = ival, .sval = sval };
 	uint64_t h = hash_wattr(&a);
 	int err;
-	if (profile_hindex_find(&w->attr_index, h, wattr_eq, w, &a, index))
+	if (hindex_find_index(&w->attr_index, h, wattr_eq, w, &a, index))
 		return 0;
 	if ((err = profile_grow((void **)&w->attrs, &w->attrs_cap, (uint64_t)w->nattrs + 1, sizeof(a))) < 0 ||
-	    (err = profile_hindex_insert(&w->attr_index, h, w->nattrs)) < 0)
+	    (err = hindex_insert(&w->attr_index, h, w->nattrs)) < 0)
 		return err;
 	w->attrs[w->nattrs] = a;
 	*index = w->nattrs++;
@@ -206,10 +206,10 @@ static int prepare_location_attrs(struct writer *w)
 
 static uint64_t hash_group(const struct profile_sample *s)
 {
-	return profile_hash_u64(profile_hash_u64(PROFILE_HASH_SEED, (uint32_t)s->pid), s->comm);
+	return hash_u64(hash_u64(HASH_SEED, (uint32_t)s->pid), s->comm);
 }
 
-static bool group_eq(const void *table, uint32_t g, const void *key)
+static bool group_eq(const void *table, uint64_t g, const void *key)
 {
 	const struct writer *w = table;
 	const struct profile_sample *a = &w->p->samples.items[w->group_rep[g]], *b = key;
@@ -224,11 +224,11 @@ static int prepare_groups(struct writer *w, uint32_t *group_of)
 	for (uint32_t i = 0; i < p->samples.count; i++) {
 		const struct profile_sample *s = &p->samples.items[i];
 		uint64_t h = hash_group(s);
-		if (profile_hindex_find(&w->group_index, h, group_eq, w, s, &group_of[i]))
+		if (hindex_find_index(&w->group_index, h, group_eq, w, s, &group_of[i]))
 			continue;
 		if ((err = profile_grow((void **)&w->group_rep, &w->groups_cap, (uint64_t)w->ngroups + 1,
 					sizeof(uint32_t))) < 0 ||
-		    (err = profile_hindex_insert(&w->group_index, h, w->ngroups)) < 0)
+		    (err = hindex_insert(&w->group_index, h, w->ngroups)) < 0)
 			return err;
 		w->group_rep[w->ngroups] = i;
 		group_of[i] = w->ngroups++;
@@ -293,13 +293,13 @@ static int writer_prepare(struct writer *w)
 static void writer_free(struct writer *w)
 {
 	free(w->attrs);
-	profile_hindex_free(&w->attr_index);
+	hindex_free(&w->attr_index);
 	free(w->hex);
 	free(w->mapping_attrs);
 	free(w->location_attr);
 	free(w->sample_attrs);
 	free(w->group_rep);
-	profile_hindex_free(&w->group_index);
+	hindex_free(&w->group_index);
 	free(w->group_start);
 	free(w->order);
 }
@@ -631,97 +631,23 @@ static void pack_file(struct writer *w)
 	pack_dictionary(w);
 }
 
-/* Pack into fd, flush and fsync it; closes fd. */
-static int write_fd(struct writer *w, int fd)
-{
-	if (!(w->f = fdopen(fd, "w"))) {
-		int err = -errno;
-		close(fd);
-		return err;
-	}
-	setvbuf(w->f, NULL, _IOFBF, 1 << 16);
-	pack_file(w);
-	if (!w->err && fflush(w->f) != 0)
-		w->err = -errno;
-	if (!w->err && fsync(fd) < 0)
-		w->err = -errno;
-	if (fclose(w->f) != 0 && !w->err)
-		w->err = -errno;
-	w->f = NULL;
-	return w->err;
-}
-
-/*
- * Create "<path>.tmp.XXXXXX" exclusively. Not mkstemp(): that forces mode 0600, and a profile should get the
- * mode the user's umask gives any new file.
- */
-static int open_temp(const char *path, char **tmp_out)
-{
-	static const char chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-	size_t n = strlen(path);
-	char *tmp = malloc(n + sizeof(".tmp.XXXXXX"));
-	if (!tmp)
-		return -ENOMEM;
-	for (int attempt = 0; attempt < 100; attempt++) {
-		uint8_t rnd[6];
-		if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			uint64_t x = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid() ^ attempt;
-			memcpy(rnd, &x, sizeof(rnd));
-		}
-		memcpy(tmp, path, n);
-		memcpy(tmp + n, ".tmp.", 5);
-		for (int i = 0; i < 6; i++)
-			tmp[n + 5 + i] = chars[rnd[i] % (sizeof(chars) - 1)];
-		tmp[n + 11] = '\0';
-		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (fd >= 0) {
-			*tmp_out = tmp;
-			return fd;
-		}
-		if (errno != EEXIST)
-			break;
-	}
-	int err = errno == EEXIST ? -EEXIST : -errno;
-	free(tmp);
-	return err;
-}
-
-/*
- * Best effort: make the rename durable. The file is complete and in place whatever happens here, and some file
- * systems refuse fsync on directories, so errors are ignored.
- */
-static void sync_parent(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-	if (!dir)
-		return;
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		(void)fsync(fd);
-		close(fd);
-	}
-	free(dir);
-}
-
 int profile_write_file(const struct profile *p, const char *path)
 {
 	struct writer w = { .p = p };
-	char *tmp = NULL;
+	struct atomic_file *f = NULL;
 	int err = writer_prepare(&w);
-	if (err == 0) {
-		int fd = open_temp(path, &tmp);
-		err = fd < 0 ? fd : write_fd(&w, fd);
-	}
-	if (err == 0 && rename(tmp, path) < 0)
-		err = -errno;
 	if (err == 0)
-		sync_parent(path);
-	else if (tmp)
-		unlink(tmp);
-	free(tmp);
+		err = atomic_file_new(path, &f);
+	if (err == 0) {
+		w.f = atomic_file_stream(f);
+		pack_file(&w);
+		err = w.err;
+	}
+	if (err == 0) {
+		err = atomic_file_commit(f);
+		f = NULL;
+	}
+	atomic_file_discard(f);
 	writer_free(&w);
 	return err;
 }
@@ -746,7 +672,7 @@ struct reader {
 	struct profile *out;	/* the merged result */
 	struct profile *tmp;	/* the top-level map being decoded, with the file's indices */
 	uint32_t nstrings;	/* the file's string table; values appended after it are not referenceable */
-	struct profile_hindex str_index;	/* tmp's strings, so values reuse the file's copy */
+	struct hindex str_index;	/* tmp's strings, so values reuse the file's copy */
 	struct rattr *attrs;
 	uint32_t nattrs;
 	uint32_t nsamples_seen;	/* for messages: samples are numbered across resource profiles */
@@ -1000,15 +926,15 @@ static char *dup_str(const msgpack_object *o)
 	return strndup(o->via.str.ptr, o->via.str.size);
 }
 
-static bool tmp_string_eq(const void *table, uint32_t i, const void *key)
+static bool tmp_string_eq(const void *table, uint64_t i, const void *key)
 {
 	return strcmp(profile_string(table, i), key) == 0;
 }
 
 static int index_tmp_string(struct reader *r, uint32_t i)
 {
-	uint64_t h = profile_hash_str(PROFILE_HASH_SEED, profile_string(r->tmp, i));
-	int err = profile_hindex_insert(&r->str_index, h, i);
+	uint64_t h = hash_str(HASH_SEED, profile_string(r->tmp, i));
+	int err = hindex_insert(&r->str_index, h, i);
 	return err < 0 ? fail(r, err, "%s", strerror(-err)) : 0;
 }
 
@@ -1026,8 +952,7 @@ static int tmp_add_string(struct reader *r, const msgpack_object *o, uint32_t *i
 		return 0;
 	if (!(s = dup_str(o)))
 		return fail(r, -ENOMEM, "%s", strerror(ENOMEM));
-	if (!*s || profile_hindex_find(&r->str_index, profile_hash_str(PROFILE_HASH_SEED, s), tmp_string_eq, t, s,
-				       index)) {
+	if (!*s || hindex_find_index(&r->str_index, hash_str(HASH_SEED, s), tmp_string_eq, t, s, index)) {
 		free(s);
 		return 0;
 	}
@@ -1588,7 +1513,7 @@ static int decode_object(struct reader *r, const uint8_t *data, size_t len)
 	free(r->attrs);
 	r->attrs = NULL;
 	r->nattrs = 0;
-	profile_hindex_free(&r->str_index);
+	hindex_free(&r->str_index);
 	return err;
 }
 

@@ -4,6 +4,8 @@
  */
 #include "src/replay.h"
 
+#include "src/base/atomic_file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <msgpack.h>
@@ -173,11 +175,6 @@ int replay_writer_add_sample(struct replay_writer *w, pid_t pid, pid_t tid, cons
 	return 0;
 }
 
-uint32_t replay_writer_samples(const struct replay_writer *w)
-{
-	return w->r.nsamples;
-}
-
 static void pack_str(msgpack_packer *pk, const char *s)
 {
 	msgpack_pack_str_with_body(pk, s, strlen(s));
@@ -252,41 +249,6 @@ static void pack_samples(msgpack_packer *pk, const struct replay *r)
 	}
 }
 
-static int write_atomically(const char *path, const void *data, size_t size)
-{
-	size_t len = strlen(path) + 16;
-	char *tmp = malloc(len);
-	if (!tmp)
-		return -ENOMEM;
-	snprintf(tmp, len, "%s.tmp.XXXXXX", path);
-	int fd = mkstemp(tmp), err = 0;
-	if (fd < 0) {
-		err = -errno;
-		free(tmp);
-		return err;
-	}
-	mode_t mask = umask(0);
-	umask(mask);
-	fchmod(fd, 0666 & ~mask); /* an ordinary file, not mkstemp's private 0600 */
-	for (size_t done = 0; done < size && !err;) {
-		ssize_t n = write(fd, (const char *)data + done, size - done);
-		if (n < 0 && errno != EINTR)
-			err = -errno;
-		else if (n > 0)
-			done += (size_t)n;
-	}
-	if (!err && fsync(fd) < 0)
-		err = -errno;
-	if (close(fd) < 0 && !err)
-		err = -errno;
-	if (!err && rename(tmp, path) < 0)
-		err = -errno;
-	if (err)
-		unlink(tmp);
-	free(tmp);
-	return err;
-}
-
 int replay_writer_save(struct replay_writer *w, const char *path)
 {
 	msgpack_sbuffer sb;
@@ -304,7 +266,7 @@ int replay_writer_save(struct replay_writer *w, const char *path)
 	pack_processes(&pk, &w->r);
 	pack_str(&pk, "samples");
 	pack_samples(&pk, &w->r);
-	int err = sb.data ? write_atomically(path, sb.data, sb.size) : -ENOMEM;
+	int err = sb.data ? atomic_file_write(path, sb.data, sb.size) : -ENOMEM;
 	msgpack_sbuffer_destroy(&sb);
 	return err;
 }
@@ -575,7 +537,6 @@ struct replay_env {
 	struct execinfo_mgr *em;
 	struct execinfo **files;	/* by replay file index; NULL when missing here */
 	struct replay_env_proc *procs;
-	uint32_t missing;
 };
 
 static struct execinfo *open_replay_file(struct execinfo_mgr *em, const struct replay_file *f)
@@ -610,10 +571,8 @@ int replay_env_new(const struct replay *r, struct execinfo_mgr *em, struct repla
 		replay_env_free(env);
 		return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < r->nfiles; i++) {
+	for (uint32_t i = 0; i < r->nfiles; i++)
 		env->files[i] = open_replay_file(em, &r->files[i]);
-		env->missing += !env->files[i];
-	}
 	for (uint32_t i = 0; i < r->nprocesses; i++)
 		env->procs[i] = (struct replay_env_proc){ .env = env, .p = &r->processes[i] };
 	*out = env;
@@ -629,11 +588,6 @@ void replay_env_free(struct replay_env *env)
 	free(env->files);
 	free(env->procs);
 	free(env);
-}
-
-uint32_t replay_env_missing_files(const struct replay_env *env)
-{
-	return env->missing;
 }
 
 struct execinfo *replay_env_file(const struct replay_env *env, uint32_t file)

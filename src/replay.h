@@ -7,7 +7,7 @@
  * are embedded, so a replay made here also runs where those files differ. When a referenced file's FileID does
  * not match on the replaying machine, the samples needing it are reported, not silently mis-unwound.
  *
- * Writer: replay_writer_new(), add files, processes and samples, replay_writer_save() (atomic, temp + rename).
+ * Writer: replay_writer_new(), add files, processes and samples, replay_writer_save() (atomic: src/base/atomic_file.h).
  * Reader: replay_read() loads and bound-checks a whole file. Not thread-safe.
  */
 #ifndef HOSTPROF_REPLAY_H
@@ -74,7 +74,6 @@ int replay_writer_add_file(struct replay_writer *w, const struct execinfo *e, ui
 /* Record a process's mappings (a later call for the same pid replaces them). */
 int replay_writer_set_process(struct replay_writer *w, pid_t pid, const struct replay_mapping *maps, uint32_t n);
 int replay_writer_add_sample(struct replay_writer *w, pid_t pid, pid_t tid, const struct unwind_sample *s);
-uint32_t replay_writer_samples(const struct replay_writer *w);
 int replay_writer_save(struct replay_writer *w, const char *path);
 
 int replay_read(const char *path, struct replay **out, char *errbuf, size_t errlen);
@@ -88,8 +87,6 @@ struct replay_env;
 
 int replay_env_new(const struct replay *r, struct execinfo_mgr *em, struct replay_env **out);
 void replay_env_free(struct replay_env *env);
-/* Files the environment could not open or whose FileID differs here. */
-uint32_t replay_env_missing_files(const struct replay_env *env);
 /* Set up proc for pid; -ENOENT if the replay has no such process. */
 int replay_env_process(struct replay_env *env, int32_t pid, struct unwind_process *proc);
 /* The execinfo of a replay file index, NULL if missing here. */

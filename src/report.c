@@ -27,7 +27,7 @@ struct report {
 	const struct profile *p;
 	struct row *rows;
 	uint32_t nrows, rows_cap;
-	struct profile_hindex index;
+	struct hindex index;
 	uint32_t *loc_first;	/* per location: its first entry in line_rows */
 	uint32_t *line_rows;	/* per (location, line): row; one entry for a location without lines */
 	uint32_t generation;	/* bumped per counted stack, so recursion counts a row's total once */
@@ -54,10 +54,10 @@ struct row_key {
 
 static uint64_t hash_row(const struct row_key *k)
 {
-	return profile_hash_str(profile_hash_str(PROFILE_HASH_SEED, k->name), k->library);
+	return hash_str(hash_str(HASH_SEED, k->name), k->library);
 }
 
-static bool row_eq(const void *table, uint32_t i, const void *key)
+static bool row_eq(const void *table, uint64_t i, const void *key)
 {
 	const struct row *r = &((const struct report *)table)->rows[i];
 	const struct row_key *k = key;
@@ -68,13 +68,13 @@ static int intern_row(struct report *rp, const struct row_key *k, uint32_t *inde
 {
 	uint64_t h = hash_row(k);
 	int err;
-	if (profile_hindex_find(&rp->index, h, row_eq, rp, k, index))
+	if (hindex_find_index(&rp->index, h, row_eq, rp, k, index))
 		return 0;
 	if ((err = profile_grow((void **)&rp->rows, &rp->rows_cap, (uint64_t)rp->nrows + 1, sizeof(*rp->rows))) < 0)
 		return err;
 	struct row *r = &rp->rows[rp->nrows];
 	*r = (struct row){ .name = strdup(k->name), .library = strdup(k->library) };
-	if (!r->name || !r->library || (err = profile_hindex_insert(&rp->index, h, rp->nrows)) < 0) {
+	if (!r->name || !r->library || (err = hindex_insert(&rp->index, h, rp->nrows)) < 0) {
 		free(r->name);
 		free(r->library);
 		return err ? err : -ENOMEM;
@@ -153,7 +153,7 @@ static void report_free(struct report *rp)
 		free(rp->rows[k].library);
 	}
 	free(rp->rows);
-	profile_hindex_free(&rp->index);
+	hindex_free(&rp->index);
 	free(rp->loc_first);
 	free(rp->line_rows);
 }
@@ -376,14 +376,14 @@ struct tree_node {
 struct tree {
 	struct tree_node *nodes;
 	uint32_t count, cap;
-	struct profile_hindex index;
+	struct hindex index;
 };
 
 struct tree_key {
 	uint32_t parent, key;
 };
 
-static bool node_eq(const void *table, uint32_t i, const void *key)
+static bool node_eq(const void *table, uint64_t i, const void *key)
 {
 	const struct tree_node *n = &((const struct tree *)table)->nodes[i];
 	const struct tree_key *k = key;
@@ -393,12 +393,12 @@ static bool node_eq(const void *table, uint32_t i, const void *key)
 static int tree_child(struct tree *t, uint32_t parent, uint32_t key, uint32_t *index)
 {
 	struct tree_key k = { parent, key };
-	uint64_t h = profile_hash_u64(profile_hash_u64(PROFILE_HASH_SEED, parent), key);
+	uint64_t h = hash_u64(hash_u64(HASH_SEED, parent), key);
 	int err;
-	if (profile_hindex_find(&t->index, h, node_eq, t, &k, index))
+	if (hindex_find_index(&t->index, h, node_eq, t, &k, index))
 		return 0;
 	if ((err = profile_grow((void **)&t->nodes, &t->cap, (uint64_t)t->count + 1, sizeof(*t->nodes))) < 0 ||
-	    (err = profile_hindex_insert(&t->index, h, t->count)) < 0)
+	    (err = hindex_insert(&t->index, h, t->count)) < 0)
 		return err;
 	t->nodes[t->count] = (struct tree_node){ .parent = parent, .key = key,
 						  .next_sibling = t->nodes[parent].first_child };
@@ -518,7 +518,7 @@ static int print_tree(const struct report *rp, const struct view *v, FILE *out, 
 	free(roots);
 	frame_buf_free(&tp.prefix);
 	free(t.nodes);
-	profile_hindex_free(&t.index);
+	hindex_free(&t.index);
 	return err;
 }
 

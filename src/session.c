@@ -14,6 +14,8 @@
 
 #include "correlate/correlate.h"
 #include "src/base/idmap.h"
+#include "src/base/clock.h"
+#include "src/base/host_id.h"
 #include "src/execinfo.h"
 #include "src/fastlane.h"
 #include "src/gostack.h"
@@ -47,7 +49,7 @@ struct session {
 	struct gostack *gostack;		/* NULL when not following goroutines from g0 */
 	struct stackext *stackext;		/* NULL when walks see only the kernel's stack copy */
 	struct jitinfo_mgr *jit;		/* profiled processes' JIT code (perf maps, jitdump files) */
-	char host_id[128];
+	char host_id[HOST_ID_MAX];
 	struct kallsyms *kallsyms;
 	struct trace_kernel kernel;
 	pid_t self;
@@ -73,13 +75,6 @@ struct find_ctx {
 	struct jitinfo *jit;	/* the process's JIT code entry, once looked up */
 	bool jit_got, jit_found;	/* looked up by process_jit (made if missing), by existing_jit */
 };
-
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static void forget_in_unwinders(void *ctx, const struct execinfo *e)
 {
@@ -223,15 +218,7 @@ static int setup_correlation(struct session *s)
 {
 	if (!s->opts.apm)
 		return 0;
-	if (s->opts.host_id) {
-		snprintf(s->host_id, sizeof(s->host_id), "%s", s->opts.host_id);
-	} else {
-		FILE *f = fopen("/etc/machine-id", "re");
-		if (f && fgets(s->host_id, sizeof(s->host_id), f))
-			s->host_id[strcspn(s->host_id, "\n")] = '\0';
-		if (f)
-			fclose(f);
-	}
+	host_id_get(s->opts.host_id, s->host_id, sizeof(s->host_id));
 	struct correlate_options co = { .host_id = s->host_id, .delay_ms = s->opts.apm_delay_ms,
 					.log = correlate_log, .log_arg = s, .ready = on_apm_ready, .ready_arg = s };
 	s->correlate = correlate_new(&co);
@@ -558,12 +545,17 @@ unsigned session_processes(const struct session *s)
 	return procmgr_seen(s->procs);
 }
 
+uint64_t session_dropped_mappings(const struct session *s)
+{
+	return procmgr_dropped(s->procs);
+}
+
 void session_track_pid(struct session *s, pid_t pid)
 {
 	procmgr_get(s->procs, pid);
 	/* What only a living process tells (its root, for the JIT maps it writes) is read now, for it and its children:
 	 * its samples may be handled after it exited. */
-	jitinfo_mgr_track(s->jit, pid, monotonic_ns());
+	jitinfo_mgr_track(s->jit, pid, clock_mono_ns());
 }
 
 static int handle_sample(struct session *s, const struct perf_event_header *rec, const struct perf_layout *layout,
@@ -583,7 +575,7 @@ int session_wake_fd(const struct session *s)
 int session_tick(struct session *s)
 {
 	int ms = CORRELATE_IDLE_MS;
-	uint64_t now = monotonic_ns(), n;
+	uint64_t now = clock_mono_ns(), n;
 	if (s->fastlane) {
 		/* Only the fast lane writes the eventfd: read it (reset) only when there is one. */
 		if (read(s->wake_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
@@ -610,7 +602,7 @@ void session_finish(struct session *s)
 		fastlane_drain(s->fastlane, handle_fast_sample, s);
 	}
 	if (s->correlate) {
-		correlate_tick(s->correlate, monotonic_ns());
+		correlate_tick(s->correlate, clock_mono_ns());
 		correlate_finish(s->correlate, correlate_delay_ms(s->correlate));
 	}
 }
@@ -795,11 +787,11 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 	us.stack = ps->stack;
 	us.stack_size = ps->stack ? ps->stack_size : 0;
 	perf_callchain_user(ps, &us.fp_chain, &us.fp_chain_len);
-	uint64_t t0 = monotonic_ns();
+	uint64_t t0 = clock_mono_ns();
 	int nu = s->opts.unwinder == SESSION_UNWIND_DELTAS ?
 			 unwind_deltas_unwind(s->deltas, &up, &us, s->uframes, s->max_frames, &st) :
 			 unwind_libunwind_unwind(s->unwinder, &up, &us, s->uframes, s->max_frames, &st);
-	s->stats.unwind_ns += monotonic_ns() - t0;
+	s->stats.unwind_ns += clock_mono_ns() - t0;
 	if (s->capture && replay_writer_add_sample(s->capture, p->pid, (pid_t)ps->tid, &us) < 0)
 		s->stats.capture_errors++;
 	for (int i = 0; i < nu; i++) {
@@ -853,7 +845,7 @@ static int correlated(struct session *s, struct process *p, const struct perf_sa
 		find_apm_agent(s, p);
 	if (!correlate_is_ready(s->correlate, p->pid))
 		return 0;
-	uint64_t read_ns = fe ? fe->read_ns : monotonic_ns();
+	uint64_t read_ns = fe ? fe->read_ns : clock_mono_ns();
 	uint64_t lat_us = read_ns > ps->time ? (read_ns - ps->time) / 1000 : 0;
 	s->stats.apm_read_hist[lat_us < 64 ? lat_us / 8 : lat_us < 1024 ? 8 + lat_us / 128 : 15]++;
 	if (lat_us > (s->opts.apm_max_staleness_us ? s->opts.apm_max_staleness_us : SESSION_APM_MAX_STALENESS_US)) {
@@ -897,7 +889,7 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec,
 		return 0;
 	}
 	s->stats.fast_samples += fe != NULL;
-	uint64_t t0 = monotonic_ns();
+	uint64_t t0 = clock_mono_ns();
 	struct process *p = procmgr_get(s->procs, (pid_t)ps.pid);
 	if (!p)
 		return count_untracked(s, &ps);
@@ -922,7 +914,7 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec,
 		s->stats.samples++;
 	/* The sample's frames hold their own references now: files its walk found replaced can go. */
 	procmgr_release_deferred(s->procs);
-	s->stats.handle_ns += monotonic_ns() - t0;
+	s->stats.handle_ns += clock_mono_ns() - t0;
 	return 0;
 }
 
@@ -961,7 +953,7 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec)
 		if (perf_decode_comm(rec, &c) == 0) {
 			procmgr_on_comm(s->procs, &c);
 			if (c.exec)
-				jitinfo_mgr_on_exec(s->jit, (pid_t)c.pid, monotonic_ns());
+				jitinfo_mgr_on_exec(s->jit, (pid_t)c.pid, clock_mono_ns());
 			if (s->correlate && c.exec)
 				correlate_on_exec(s->correlate, (pid_t)c.pid);
 		}
@@ -970,7 +962,7 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec)
 		if (perf_decode_task(rec, &t) == 0) {
 			procmgr_on_fork(s->procs, &t);
 			if (t.pid == t.tid && t.pid != t.ppid)
-				jitinfo_mgr_on_fork(s->jit, (pid_t)t.ppid, (pid_t)t.pid, monotonic_ns());
+				jitinfo_mgr_on_fork(s->jit, (pid_t)t.ppid, (pid_t)t.pid, clock_mono_ns());
 		}
 		break;
 	case PERF_RECORD_EXIT:
@@ -1062,7 +1054,7 @@ void session_set_limits(struct session *s, unsigned max_processes)
 
 unsigned session_forget_idle(struct session *s, uint64_t idle_ns)
 {
-	uint64_t now = monotonic_ns();
+	uint64_t now = clock_mono_ns();
 	if (now > idle_ns)
 		jitinfo_mgr_forget_idle(s->jit, now - idle_ns);
 	return now > idle_ns ? procmgr_forget_idle(s->procs, now - idle_ns) : 0;

@@ -1,10 +1,11 @@
 /*
  * session.h — one profiling session: perf records in, counted traces out.
  *
- * The session wires the parts of DESIGN.md § 3 together: it decodes each record the sampler delivers, keeps
- * the process manager up to date, unwinds each sample's copied stack (libunwind reference unwinder for now),
- * turns frames into (FileID, ELF address) and counts them in the trace handler. Everything slow (opening
- * files, symbolizing) happens once per file or once per trace.
+ * The session wires the parts of the data flow (ARCHITECTURE.md) together: it decodes each record the sampler
+ * delivers, keeps the process manager up to date, unwinds each sample's copied stack (the stack-delta unwinder,
+ * libunwind for the rows its tables cannot express; or libunwind alone), turns frames into (FileID, ELF address)
+ * and counts them in the trace handler. Everything slow (opening files, symbolizing) happens once per file or
+ * once per trace.
  *
  * Samples of APM processes (once correlation says a process is ready), and of processes whose goroutines (Go)
  * or stacks past the copy had to be read from the live process often or came back changed in batches, take
@@ -77,7 +78,7 @@ struct session_options {
 	enum session_unwinder unwinder;
 	const char *capture_path;	/* also save every sample to this replay file (replay.h), or NULL */
 	int apm;			/* correlate samples of APM agents' processes (correlate.h) */
-	const char *host_id;		/* sent to APM agents; NULL: /etc/machine-id */
+	const char *host_id;		/* sent to APM agents (src/base/host_id.h); NULL or "": /etc/machine-id */
 	unsigned apm_delay_ms;		/* 0: the correlation library's default */
 	unsigned apm_max_staleness_us;	/* 0: SESSION_APM_MAX_STALENESS_US */
 	int quiet;			/* no correlation log lines below warnings */
@@ -149,6 +150,8 @@ struct stackext_stats;
 int session_stackext_stats(const struct session *s, struct stackext_stats *out);
 /* Processes seen (with samples or mappings) since the start. */
 unsigned session_processes(const struct session *s);
+/* Mappings and thread names not kept for lack of memory since the start (procmgr_dropped). */
+uint64_t session_dropped_mappings(const struct session *s);
 
 /* Write the replay file asked for in the options (no-op without one). Returns 0 or a negative errno. */
 int session_save_capture(struct session *s);

@@ -32,7 +32,7 @@ struct exporter {
 	const struct profile *p;
 	struct frame *frames;
 	uint32_t nframes, frames_cap;
-	struct profile_hindex frame_index;
+	struct hindex frame_index;
 	uint32_t *loc_first;	/* per location: its first entry in line_frames */
 	uint32_t *line_frames;	/* per (location, line): frame, NO_FRAME until interned */
 	struct stack_frames *stacks;
@@ -48,7 +48,7 @@ struct entry {
 
 /* --- frames ---------------------------------------------------------------------------------------------- */
 
-static bool frame_eq(const void *table, uint32_t i, const void *key)
+static bool frame_eq(const void *table, uint64_t i, const void *key)
 {
 	const struct frame *f = &((const struct exporter *)table)->frames[i], *k = key;
 	return strcmp(f->name, k->name) == 0 && strcmp(f->file, k->file) == 0;
@@ -56,15 +56,15 @@ static bool frame_eq(const void *table, uint32_t i, const void *key)
 
 static int intern_frame(struct exporter *e, const struct frame *k, uint32_t *index)
 {
-	uint64_t h = profile_hash_str(profile_hash_str(PROFILE_HASH_SEED, k->name), k->file);
+	uint64_t h = hash_str(hash_str(HASH_SEED, k->name), k->file);
 	int err;
-	if (profile_hindex_find(&e->frame_index, h, frame_eq, e, k, index))
+	if (hindex_find_index(&e->frame_index, h, frame_eq, e, k, index))
 		return 0;
 	if ((err = profile_grow((void **)&e->frames, &e->frames_cap, (uint64_t)e->nframes + 1, sizeof(*e->frames))) < 0)
 		return err;
 	struct frame *f = &e->frames[e->nframes];
 	*f = (struct frame){ strdup(k->name), strdup(k->file) };
-	if (!f->name || !f->file || (err = profile_hindex_insert(&e->frame_index, h, e->nframes)) < 0) {
+	if (!f->name || !f->file || (err = hindex_insert(&e->frame_index, h, e->nframes)) < 0) {
 		free(f->name);
 		free(f->file);
 		return err ? err : -ENOMEM;
@@ -168,7 +168,7 @@ static void exporter_free(struct exporter *e)
 		free(e->frames[i].file);
 	}
 	free(e->frames);
-	profile_hindex_free(&e->frame_index);
+	hindex_free(&e->frame_index);
 	for (uint32_t s = 0; e->stacks && s < e->p->stacks.count; s++) {
 		free(e->stacks[s].frames);
 		json_object_put(e->stacks[s].json);

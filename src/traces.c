@@ -9,14 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRACE_BUCKETS 8192
-#define KEY_BUCKETS 8192
+#include "src/base/hindex.h"
+
 #define SYMBOL_FRAMES_MAX 32
 
 struct trace {
 	struct trace_id id;
 	unsigned nframes;
-	struct trace *next;
 	uint32_t stack_index;	/* set while building a profile */
 	struct trace_frame frames[];
 };
@@ -33,15 +32,13 @@ struct count_key {
 	struct count_link *link;	/* APM context, NULL for most samples */
 	uint64_t count, cpu_ns;
 	char comm[16], thread_name[16];
-	struct count_key *next;
 };
 
 struct traces {
 	struct execinfo_mgr *execinfo;
 	struct trace_kernel kernel;
-	struct trace *buckets[TRACE_BUCKETS];
-	struct count_key *keys[KEY_BUCKETS];
-	unsigned ntraces, nkeys;
+	struct hindex traces;	/* by stack-trace ID: struct trace * */
+	struct hindex keys;	/* by (trace, pid, tid, APM link): struct count_key * */
 };
 
 struct traces *traces_new(struct execinfo_mgr *execinfo, const struct trace_kernel *kernel)
@@ -55,30 +52,30 @@ struct traces *traces_new(struct execinfo_mgr *execinfo, const struct trace_kern
 	return t;
 }
 
-/* Forget every trace and count (and the file references they hold); the handler stays usable. */
+static void trace_free(struct traces *t, struct trace *tr)
+{
+	for (unsigned i = 0; i < tr->nframes; i++) {
+		execinfo_release(t->execinfo, tr->frames[i].exe);
+		if (tr->frames[i].kind == PROFILE_FRAME_JIT)
+			jitinfo_release(tr->frames[i].jit);
+	}
+	free(tr);
+}
+
+/* Forget every trace and count (and the file references they hold); the handler stays usable, its indexes
+ * keep their size for the next interval. */
 void traces_reset(struct traces *t)
 {
-	for (unsigned b = 0; b < KEY_BUCKETS; b++) {
-		for (struct count_key *k = t->keys[b], *next; k; k = next) {
-			next = k->next;
-			free(k->link);
-			free(k);
-		}
-		t->keys[b] = NULL;
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&t->keys, &pos, &v);) {
+		struct count_key *k = (struct count_key *)(uintptr_t)v;
+		free(k->link);
+		free(k);
 	}
-	for (unsigned b = 0; b < TRACE_BUCKETS; b++) {
-		for (struct trace *tr = t->buckets[b], *next; tr; tr = next) {
-			next = tr->next;
-			for (unsigned i = 0; i < tr->nframes; i++) {
-				execinfo_release(t->execinfo, tr->frames[i].exe);
-				if (tr->frames[i].kind == PROFILE_FRAME_JIT)
-					jitinfo_release(tr->frames[i].jit);
-			}
-			free(tr);
-		}
-		t->buckets[b] = NULL;
-	}
-	t->ntraces = t->nkeys = 0;
+	for (uint32_t pos = 0; hindex_next(&t->traces, &pos, &v);)
+		trace_free(t, (struct trace *)(uintptr_t)v);
+	hindex_clear(&t->keys);
+	hindex_clear(&t->traces);
 }
 
 void traces_free(struct traces *t)
@@ -86,6 +83,8 @@ void traces_free(struct traces *t)
 	if (!t)
 		return;
 	traces_reset(t);
+	hindex_free(&t->keys);
+	hindex_free(&t->traces);
 	free(t);
 }
 
@@ -96,12 +95,12 @@ void traces_set_kallsyms(struct traces *t, const struct kallsyms *k)
 
 unsigned traces_count(const struct traces *t)
 {
-	return t->ntraces;
+	return hindex_count(&t->traces);
 }
 
 unsigned traces_keys(const struct traces *t)
 {
-	return t->nkeys;
+	return hindex_count(&t->keys);
 }
 
 /* The FileID and address a frame contributes to the stack-trace ID. */
@@ -132,21 +131,26 @@ void traces_hash(const struct traces *t, const struct trace_frame *frames, unsig
 	trace_hash_finish(&h, out);
 }
 
-static unsigned id_bucket(const struct trace_id *id, unsigned nbuckets)
+/* A stack-trace ID is a hash already: its first 8 bytes are the index's hash. */
+static uint64_t id_hash(const struct trace_id *id)
 {
-	uint32_t v;
-	memcpy(&v, id->bytes + 12, sizeof(v));
-	return v % nbuckets;
+	uint64_t h;
+	memcpy(&h, id->bytes, sizeof(h));
+	return h;
+}
+
+static bool trace_has_id(const void *ctx, uint64_t value, const void *key)
+{
+	(void)ctx;
+	return memcmp(((const struct trace *)(uintptr_t)value)->id.bytes, key, 16) == 0;
 }
 
 static struct trace *trace_intern(struct traces *t, const struct trace_id *id, const struct trace_frame *frames,
 				  unsigned n)
 {
-	unsigned b = id_bucket(id, TRACE_BUCKETS);
-	for (struct trace *tr = t->buckets[b]; tr; tr = tr->next) {
-		if (memcmp(tr->id.bytes, id->bytes, 16) == 0)
-			return tr;
-	}
+	uint64_t v;
+	if (hindex_find(&t->traces, id_hash(id), trace_has_id, NULL, id->bytes, &v))
+		return (struct trace *)(uintptr_t)v;
 	struct trace *tr = malloc(sizeof(*tr) + n * sizeof(*frames));
 	if (!tr)
 		return NULL;
@@ -159,9 +163,10 @@ static struct trace *trace_intern(struct traces *t, const struct trace_id *id, c
 		if (tr->frames[i].kind == PROFILE_FRAME_JIT)
 			jitinfo_ref(tr->frames[i].jit);
 	}
-	tr->next = t->buckets[b];
-	t->buckets[b] = tr;
-	t->ntraces++;
+	if (hindex_insert(&t->traces, id_hash(id), (uintptr_t)tr) < 0) {
+		trace_free(t, tr);
+		return NULL;
+	}
 	return tr;
 }
 
@@ -196,6 +201,57 @@ static struct count_key *key_new(pid_t pid, pid_t tid, struct trace *tr, const c
 	return k;
 }
 
+/* What a count is kept per: the trace, the thread (pid and tid in one word) and the APM context. */
+struct count_key_ref {
+	struct trace *trace;
+	uint64_t trace_hash;	/* id_hash() of the sample's ID: the key's hash needs no load of the trace */
+	uint64_t thread;
+	const struct trace_link *link;
+};
+
+static uint64_t thread_word(pid_t pid, pid_t tid)
+{
+	return (uint64_t)(uint32_t)tid << 32 | (uint32_t)pid;
+}
+
+/* The trace's ID is a hash already: the thread and the APM transaction are folded into it with one multiply
+ * each (odd constants: distinct threads of one trace never collide), on the per-sample path. */
+static uint64_t key_hash(const struct count_key_ref *r)
+{
+	uint64_t h = r->trace_hash ^ (r->thread + 1) * 0xbf58476d1ce4e5b9ULL, tx;
+	if (r->link) {
+		memcpy(&tx, r->link->transaction_id, sizeof(tx));
+		h ^= (tx + 1) * 0x94d049bb133111ebULL;
+	}
+	return h;
+}
+
+static inline bool key_is(const void *ctx, uint64_t value, const void *key)
+{
+	const struct count_key *k = (const struct count_key *)(uintptr_t)value;
+	const struct count_key_ref *r = key;
+	(void)ctx;
+	return k->trace == r->trace && thread_word(k->pid, k->tid) == r->thread &&
+	       ((!k->link && !r->link) || same_link(k->link, r->link));
+}
+
+/* The count of r, made (names copied) if new; NULL when out of memory. */
+static struct count_key *key_intern(struct traces *t, const struct count_key_ref *r, const char *comm,
+				    const char *thread_name)
+{
+	uint64_t v, h = key_hash(r);
+	if (hindex_find(&t->keys, h, key_is, NULL, r, &v))
+		return (struct count_key *)(uintptr_t)v;
+	struct count_key *k = key_new((pid_t)(uint32_t)r->thread, (pid_t)(r->thread >> 32), r->trace, comm, thread_name,
+				      r->link);
+	if (k && hindex_insert(&t->keys, h, (uintptr_t)k) < 0) {
+		free(k->link);
+		free(k);
+		k = NULL;
+	}
+	return k;
+}
+
 int traces_add_linked(struct traces *t, const struct trace_id *id, pid_t pid, pid_t tid, const char *comm,
 		      const char *thread_name, const struct trace_frame *frames, unsigned n, uint64_t period_ns,
 		      const struct trace_link *link)
@@ -208,20 +264,10 @@ int traces_add_linked(struct traces *t, const struct trace_id *id, pid_t pid, pi
 	struct trace *tr = trace_intern(t, id, frames, n);
 	if (!tr)
 		return -ENOMEM;
-
-	unsigned b = (id_bucket(id, KEY_BUCKETS) + (unsigned)tid * 2654435761u) % KEY_BUCKETS;
-	struct count_key *k;
-	for (k = t->keys[b]; k; k = k->next) {
-		if (k->trace == tr && k->pid == pid && k->tid == tid && same_link(k->link, link))
-			break;
-	}
-	if (!k) {
-		if (!(k = key_new(pid, tid, tr, comm, thread_name, link)))
-			return -ENOMEM;
-		k->next = t->keys[b];
-		t->keys[b] = k;
-		t->nkeys++;
-	}
+	struct count_key_ref ref = { tr, id_hash(id), thread_word(pid, tid), link };
+	struct count_key *k = key_intern(t, &ref, comm, thread_name);
+	if (!k)
+		return -ENOMEM;
 	k->count++;
 	k->cpu_ns += period_ns;
 	return 0;
@@ -391,18 +437,15 @@ static int add_count(struct profile *p, const struct count_key *k)
 
 int traces_build_profile(struct traces *t, struct profile *p)
 {
+	uint64_t v;
 	int err;
-	for (unsigned b = 0; b < TRACE_BUCKETS; b++) {
-		for (struct trace *tr = t->buckets[b]; tr; tr = tr->next) {
-			if ((err = add_trace_stack(t, p, tr)) < 0)
-				return err;
-		}
+	for (uint32_t pos = 0; hindex_next(&t->traces, &pos, &v);) {
+		if ((err = add_trace_stack(t, p, (struct trace *)(uintptr_t)v)) < 0)
+			return err;
 	}
-	for (unsigned b = 0; b < KEY_BUCKETS; b++) {
-		for (struct count_key *k = t->keys[b]; k; k = k->next) {
-			if ((err = add_count(p, k)) < 0)
-				return err;
-		}
+	for (uint32_t pos = 0; hindex_next(&t->keys, &pos, &v);) {
+		if ((err = add_count(p, (const struct count_key *)(uintptr_t)v)) < 0)
+			return err;
 	}
 	return 0;
 }

@@ -22,7 +22,7 @@
 
 struct jitdump_code {
 	uint64_t index;
-	int64_t range;		/* -1: empty slot */
+	int64_t range;
 };
 
 /*
@@ -56,44 +56,53 @@ void jitdump_parser_free(struct jitdump_parser *p)
 {
 	free(p->debug_lines);
 	free(p->codes);
+	hindex_free(&p->code_index);
 	memset(p, 0, sizeof(*p));
 }
 
 /* ---- code_index -> range ------------------------------------------------------------------------------- */
 
-static struct jitdump_code *code_slot(struct jitdump_code *codes, size_t cap, uint64_t index)
+static bool code_is(const void *ctx, uint64_t value, const void *key)
 {
-	size_t i = (size_t)((index * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
-	while (codes[i].range >= 0 && codes[i].index != index)
-		i = (i + 1) & (cap - 1);
-	return &codes[i];
+	const struct jitdump_parser *p = ctx;
+	return p->codes[value].index == *(const uint64_t *)key;
 }
 
+static struct jitdump_code *find_code(const struct jitdump_parser *p, uint64_t index)
+{
+	uint64_t at;
+	if (!hindex_find(&p->code_index, hash_u64(HASH_SEED, index), code_is, p, &index, &at))
+		return NULL;
+	return &p->codes[at];
+}
+
+/* code_index now names range (a load, or a move of it). */
 static int remember_code(struct jitdump_parser *p, uint64_t index, int64_t range)
 {
-	if ((p->ncodes + 1) * 2 > p->cap_codes) {
+	struct jitdump_code *c = find_code(p, index);
+	if (c) {
+		c->range = range;
+		return 0;
+	}
+	if (p->ncodes == p->cap_codes) {
 		size_t cap = p->cap_codes ? p->cap_codes * 2 : 1024;
-		struct jitdump_code *codes = malloc(cap * sizeof(*codes));
+		struct jitdump_code *codes = realloc(p->codes, cap * sizeof(*codes));
 		if (!codes)
 			return -ENOMEM;
-		for (size_t i = 0; i < cap; i++)
-			codes[i].range = -1;
-		for (size_t i = 0; i < p->cap_codes; i++)
-			if (p->codes[i].range >= 0)
-				*code_slot(codes, cap, p->codes[i].index) = p->codes[i];
-		free(p->codes);
 		p->codes = codes;
 		p->cap_codes = cap;
 	}
-	struct jitdump_code *c = code_slot(p->codes, p->cap_codes, index);
-	p->ncodes += c->range < 0;
-	*c = (struct jitdump_code){ .index = index, .range = range };
+	int err = hindex_insert(&p->code_index, hash_u64(HASH_SEED, index), p->ncodes);
+	if (err < 0)
+		return err;
+	p->codes[p->ncodes++] = (struct jitdump_code){ .index = index, .range = range };
 	return 0;
 }
 
 static int64_t known_code(const struct jitdump_parser *p, uint64_t index)
 {
-	return p->cap_codes ? code_slot(p->codes, p->cap_codes, index)->range : -1;
+	const struct jitdump_code *c = find_code(p, index);
+	return c ? c->range : -1;
 }
 
 /* ---- records -------------------------------------------------------------------------------------------- */

@@ -35,6 +35,8 @@
 
 #include "symbols/jitsyms.h"
 
+#include "src/base/hindex.h"
+
 #define JITDUMP_MAGIC 0x4A695444u
 #define JITDUMP_HEADER_MAX 4096		/* a larger file header is refused */
 #define JITDUMP_RECORD_PREFIX_MAX (256u << 10)	/* most of one record jitdump_parse needs in memory */
@@ -67,8 +69,9 @@ struct jitdump_parser {
 	uint64_t debug_addr;
 	struct jitsym_line *debug_lines;
 	size_t ndebug;
-	struct jitdump_code *codes;	/* open-addressing map code_index -> range index */
+	struct jitdump_code *codes;	/* code_index -> range index, in the order first loaded */
 	size_t ncodes, cap_codes;
+	struct hindex code_index;	/* by code_index: position in codes */
 	struct jitdump_stats stats;
 };
 

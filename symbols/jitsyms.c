@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/base/hindex.h"
+
 struct js_range {
 	uint64_t start, end;
 	uint32_t name;
@@ -34,8 +36,7 @@ struct jitsyms {
 	size_t nbytes, cap_bytes;
 	uint32_t *str_off;		/* string id -> offset in bytes */
 	uint32_t nstrings, cap_strings;
-	uint32_t *slots;		/* open-addressing set of string ids + 1 (0: empty) */
-	size_t nslots;
+	struct hindex string_ids;	/* by content: string id */
 	struct js_segment *segs;	/* the committed view */
 	size_t nsegs, committed;	/* committed: ranges the view includes */
 	struct jitsyms_stats stats;
@@ -65,7 +66,7 @@ void jitsyms_free(struct jitsyms *t)
 	free(t->lines);
 	free(t->bytes);
 	free(t->str_off);
-	free(t->slots);
+	hindex_free(&t->string_ids);
 	free(t->segs);
 	free(t);
 }
@@ -88,48 +89,34 @@ static int grow(void **items, size_t *cap, size_t n, size_t size)
 
 /* ---- strings -------------------------------------------------------------------------------------------- */
 
-static uint64_t hash_bytes(const char *s, size_t n)
+/* A string being interned: len bytes, not NUL-terminated. */
+struct js_text {
+	const char *s;
+	size_t len;
+};
+
+static bool string_is(const void *ctx, uint64_t id, const void *key)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < n; i++) {
-		h ^= (uint8_t)s[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
+	const struct jitsyms *t = ctx;
+	const struct js_text *k = key;
+	const char *have = t->bytes + t->str_off[id];
+	return strncmp(have, k->s, k->len) == 0 && have[k->len] == '\0';
 }
 
-static int rehash(struct jitsyms *t)
-{
-	size_t n = t->nslots ? t->nslots * 2 : 1024;
-	uint32_t *slots = calloc(n, sizeof(*slots));
-	if (!slots)
-		return -ENOMEM;
-	for (uint32_t id = 0; id < t->nstrings; id++) {
-		const char *s = t->bytes + t->str_off[id];
-		size_t i = hash_bytes(s, strlen(s)) & (n - 1);
-		while (slots[i])
-			i = (i + 1) & (n - 1);
-		slots[i] = id + 1;
-	}
-	free(t->slots);
-	t->slots = slots;
-	t->nslots = n;
-	return 0;
-}
-
-/* Append the string (already cleaned) as a new id. */
-static uint32_t add_string(struct jitsyms *t, const char *s, size_t len, size_t slot)
+/* Append the string (already cleaned) as a new id, indexed under hash. */
+static uint32_t add_string(struct jitsyms *t, const char *s, size_t len, uint64_t hash)
 {
 	size_t cap_strings = t->cap_strings;
 	if (grow((void **)&t->bytes, &t->cap_bytes, t->nbytes + len + 1, 1) < 0 ||
 	    grow((void **)&t->str_off, &cap_strings, (size_t)t->nstrings + 1, sizeof(*t->str_off)) < 0)
 		return JITSYMS_NO_ID;
 	t->cap_strings = (uint32_t)cap_strings;
+	if (hindex_insert(&t->string_ids, hash, t->nstrings) < 0)
+		return JITSYMS_NO_ID;
 	memcpy(t->bytes + t->nbytes, s, len);
 	t->bytes[t->nbytes + len] = '\0';
 	t->str_off[t->nstrings] = (uint32_t)t->nbytes;
 	t->nbytes += len + 1;
-	t->slots[slot] = t->nstrings + 1;
 	t->stats.strings++;
 	t->stats.string_bytes += len + 1;
 	return t->nstrings++;
@@ -138,22 +125,18 @@ static uint32_t add_string(struct jitsyms *t, const char *s, size_t len, size_t 
 uint32_t jitsyms_intern(struct jitsyms *t, const char *s, size_t len)
 {
 	char clean[JITSYMS_NAME_MAX];
+	uint64_t id;
 	if (len == 0 || len > JITSYMS_NAME_MAX)
 		return JITSYMS_NO_ID;
 	/* Names come from the profiled process: no control characters reach a report or a log. */
 	for (size_t i = 0; i < len; i++)
 		clean[i] = (uint8_t)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
-	if ((size_t)t->nstrings * 2 >= t->nslots && rehash(t) < 0)
-		return JITSYMS_NO_ID;
-	size_t i = hash_bytes(clean, len) & (t->nslots - 1);
-	for (; t->slots[i]; i = (i + 1) & (t->nslots - 1)) {
-		const char *have = t->bytes + t->str_off[t->slots[i] - 1];
-		if (strncmp(have, clean, len) == 0 && have[len] == '\0')
-			return t->slots[i] - 1;
-	}
+	uint64_t hash = hash_bytes(HASH_SEED, clean, len);
+	if (hindex_find(&t->string_ids, hash, string_is, t, &(struct js_text){ clean, len }, &id))
+		return (uint32_t)id;
 	if (t->nbytes + len + 1 > t->lim.max_bytes)
 		return JITSYMS_NO_ID;
-	return add_string(t, clean, len, i);
+	return add_string(t, clean, len, hash);
 }
 
 const char *jitsyms_string(const struct jitsyms *t, uint32_t id)

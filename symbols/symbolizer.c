@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/base/hindex.h"
 #include "symbols/demangle.h"
 #include "symbols/stubs.h"
 
@@ -50,9 +51,7 @@
 
 /* Interned strings: every string handed out is a copy owned here, alive until symbolizer_free(). */
 struct strtab {
-	char **slot;
-	size_t cap;		/* power of two, or 0 */
-	size_t used;
+	struct hindex index;	/* by content: the copy (char *) */
 };
 
 /*
@@ -61,15 +60,14 @@ struct strtab {
  */
 struct cached_lookup {
 	uint64_t addr;
-	bool used;
 	int n;
 	struct symbol_frame *frames;	/* n frames, the full chain */
 };
 
 struct lookup_cache {
-	struct cached_lookup *slot;
-	size_t cap;		/* power of two, or 0 */
-	size_t used;
+	struct cached_lookup *entries;	/* in the order remembered */
+	size_t n, cap;
+	struct hindex index;	/* by address: entry index */
 };
 
 /*
@@ -137,50 +135,36 @@ struct symbol {
 
 /* ---- interned strings ---- */
 
-static uint64_t hash_bytes(const char *s, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-	return h;
-}
+/* A string being interned: len bytes, not NUL-terminated. */
+struct text {
+	const char *s;
+	size_t len;
+};
 
-static char **strtab_find(char **slot, size_t cap, const char *s, size_t len)
+static bool text_is(const void *ctx, uint64_t value, const void *key)
 {
-	size_t mask = cap - 1;
-	for (size_t i = hash_bytes(s, len) & mask;; i = (i + 1) & mask)
-		if (!slot[i] || (strncmp(slot[i], s, len) == 0 && slot[i][len] == '\0'))
-			return &slot[i];
-}
-
-static int strtab_grow(struct strtab *t)
-{
-	size_t cap = t->cap ? 2 * t->cap : 256;
-	char **slot = calloc(cap, sizeof(*slot));
-	if (!slot)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->cap; i++)
-		if (t->slot[i])
-			*strtab_find(slot, cap, t->slot[i], strlen(t->slot[i])) = t->slot[i];
-	free(t->slot);
-	t->slot = slot;
-	t->cap = cap;
-	return 0;
+	const char *have = (const char *)(uintptr_t)value;
+	const struct text *k = key;
+	(void)ctx;
+	return strncmp(have, k->s, k->len) == 0 && have[k->len] == '\0';
 }
 
 /* The interned copy of the first len bytes of s (cut to NAME_LEN_MAX); NULL for NULL or when out of memory. */
 static const char *intern_n(struct strtab *t, const char *s, size_t len)
 {
-	if (!s || (2 * (t->used + 1) > t->cap && strtab_grow(t) < 0))
+	uint64_t have;
+	if (!s)
 		return NULL;
-	len = strnlen(s, len < NAME_LEN_MAX ? len : NAME_LEN_MAX);
-	char **slot = strtab_find(t->slot, t->cap, s, len);
-	if (!*slot) {
-		if (!(*slot = strndup(s, len)))
-			return NULL;
-		t->used++;
+	struct text k = { s, strnlen(s, len < NAME_LEN_MAX ? len : NAME_LEN_MAX) };
+	uint64_t h = hash_bytes(HASH_SEED, k.s, k.len);
+	if (hindex_find(&t->index, h, text_is, NULL, &k, &have))
+		return (const char *)(uintptr_t)have;
+	char *copy = strndup(s, k.len);
+	if (copy && hindex_insert(&t->index, h, (uintptr_t)copy) < 0) {
+		free(copy);
+		copy = NULL;
 	}
-	return *slot;
+	return copy;
 }
 
 static const char *intern(struct strtab *t, const char *s)
@@ -190,69 +174,65 @@ static const char *intern(struct strtab *t, const char *s)
 
 static void strtab_free(struct strtab *t)
 {
-	for (size_t i = 0; i < t->cap; i++)
-		free(t->slot[i]);
-	free(t->slot);
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&t->index, &pos, &v);)
+		free((char *)(uintptr_t)v);
+	hindex_free(&t->index);
 }
 
 /* ---- remembered lookups ---- */
 
-static struct cached_lookup *cache_find(struct cached_lookup *slot, size_t cap, uint64_t addr)
+static bool lookup_is(const void *ctx, uint64_t value, const void *key)
 {
-	size_t mask = cap - 1;
-	for (size_t i = (addr * 0x9e3779b97f4a7c15ull) >> 20 & mask;; i = (i + 1) & mask)
-		if (!slot[i].used || slot[i].addr == addr)
-			return &slot[i];
+	const struct lookup_cache *c = ctx;
+	return c->entries[value].addr == *(const uint64_t *)key;
 }
 
 static const struct cached_lookup *cache_get(const struct lookup_cache *c, uint64_t addr)
 {
-	const struct cached_lookup *e = c->cap ? cache_find(c->slot, c->cap, addr) : NULL;
-	return e && e->used ? e : NULL;
+	uint64_t i;
+	if (!hindex_find(&c->index, hash_u64(HASH_SEED, addr), lookup_is, c, &addr, &i))
+		return NULL;
+	return &c->entries[i];
 }
 
 static void cache_clear(struct lookup_cache *c)
 {
-	for (size_t i = 0; i < c->cap; i++)
-		free(c->slot[i].frames);
-	if (c->cap)
-		memset(c->slot, 0, c->cap * sizeof(*c->slot));
-	c->used = 0;
-}
-
-static int cache_grow(struct lookup_cache *c)
-{
-	size_t cap = c->cap ? 2 * c->cap : 1024;
-	struct cached_lookup *slot = calloc(cap, sizeof(*slot));
-	if (!slot)
-		return -ENOMEM;
-	for (size_t i = 0; i < c->cap; i++)
-		if (c->slot[i].used)
-			*cache_find(slot, cap, c->slot[i].addr) = c->slot[i];
-	free(c->slot);
-	c->slot = slot;
-	c->cap = cap;
-	return 0;
+	for (size_t i = 0; i < c->n; i++)
+		free(c->entries[i].frames);
+	c->n = 0;
+	hindex_clear(&c->index);
 }
 
 /* Remembers a lookup; when memory is short it is simply not remembered. */
 static void cache_put(struct lookup_cache *c, uint64_t addr, const struct symbol_frame *frames, int n)
 {
 	struct symbol_frame *copy = NULL;
-	if (c->used >= CACHE_MAX)
+	if (c->n >= CACHE_MAX)
 		cache_clear(c);
-	if ((2 * (c->used + 1) > c->cap && cache_grow(c) < 0) || (n > 0 && !(copy = malloc(n * sizeof(*copy)))))
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 1024;
+		struct cached_lookup *e = realloc(c->entries, cap * sizeof(*e));
+		if (!e)
+			return;
+		c->entries = e;
+		c->cap = cap;
+	}
+	if ((n > 0 && !(copy = malloc(n * sizeof(*copy)))) ||
+	    hindex_insert(&c->index, hash_u64(HASH_SEED, addr), c->n) < 0) {
+		free(copy);
 		return;
+	}
 	if (n > 0)
 		memcpy(copy, frames, n * sizeof(*copy));
-	*cache_find(c->slot, c->cap, addr) = (struct cached_lookup){ addr, true, n, copy };
-	c->used++;
+	c->entries[c->n++] = (struct cached_lookup){ addr, n, copy };
 }
 
 static void cache_free(struct lookup_cache *c)
 {
 	cache_clear(c);
-	free(c->slot);
+	free(c->entries);
+	hindex_free(&c->index);
 }
 
 /* A function name as shown to users: demangled if it can be, without a symbol version ("@GLIBC_2.2.5"). */

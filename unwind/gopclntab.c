@@ -1,5 +1,6 @@
 /*
- * gopclntab.c — read Go's function table. See gopclntab.h.
+ * gopclntab.c — read Go's function table. See gopclntab.h; the layouts follow the Go runtime's own reader
+ * (runtime/symtab.go) for each version.
  *
  * Layout of a table, as Go's linker writes it (offsets from its header, all read through a bounded reader,
  * byte_reader.h, and checked against the table and its regions):

@@ -18,6 +18,7 @@
 #include "unwind/byte_reader.h"
 #include "unwind/gopclntab.h"
 #include "unwind/prologue.h"
+#include "src/base/clock.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -1033,13 +1034,6 @@ static struct stack_deltas *sd_pack(struct sd_builder *b, size_t n)
 
 /* ---- build ---------------------------------------------------------------------------------------------- */
 
-static uint64_t sd_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static bool sd_has_interp(Elf *elf)
 {
 	size_t n;
@@ -1159,7 +1153,7 @@ int stack_deltas_build(Elf *elf, struct stack_deltas **out, struct stack_deltas_
 {
 	struct stack_deltas_stats local;
 	struct sd_builder b;
-	uint64_t t0 = sd_now_ns();
+	uint64_t t0 = clock_mono_ns();
 	*out = NULL;
 	int err = sd_init(&b, elf, stats ? stats : &local);
 	if (err == 0)
@@ -1176,7 +1170,7 @@ int stack_deltas_build(Elf *elf, struct stack_deltas **out, struct stack_deltas_
 		sd_count_kinds(&b, *out);
 	}
 	sd_fini(&b);
-	(stats ? stats : &local)->build_ns = sd_now_ns() - t0;
+	(stats ? stats : &local)->build_ns = clock_mono_ns() - t0;
 	return err;
 }
 

@@ -1,6 +1,7 @@
 /*
  * fuzz_apm_storage.c — fuzz target: an APM agent's process storage as hostprof reads it from the process's
- * memory (seed 000): a hostile process controls every byte, so every length, string and pointer is checked.
+ * memory (man/hostprof-correlation.7): a hostile process controls every byte, so every length, string and
+ * pointer is checked.
  * The input stands for the process's memory, read through a file descriptor as /proc/PID/mem is; the storage
  * pointer is the input's first 8 bytes (wrapping into the input), the rest its memory.
  */

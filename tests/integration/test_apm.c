@@ -140,13 +140,8 @@ static uint64_t summary_value(const char *file, const char *pattern)
 static void test_correlation_end_to_end(void **state)
 {
 	(void)state;
+	test_require_root("reading another process's TLS needs ptrace and /proc/PID/mem");
 	char *dir = test_mkdtemp(), app[256], lib[256], out[512], err[512], dgram[512], sock[512];
-	if (geteuid() != 0) {
-		fprintf(stderr, "SKIP: reading another process's TLS needs ptrace and /proc/PID/mem: run as root\n");
-		test_rmdir_rf(dir);
-		free(dir);
-		skip();
-	}
 	test_fixture_path("apm_app", app, sizeof(app));
 	test_fixture_path("elastic-jvmti-linux-x86_64.so", lib, sizeof(lib));
 	char *abs_lib = realpath(lib, NULL);
@@ -273,13 +268,8 @@ static uint64_t traced_samples(const struct profile *p)
 static void test_correlation_under_load(void **state)
 {
 	(void)state;
+	test_require_root("reading another process's TLS needs ptrace and /proc/PID/mem");
 	char *dir = test_mkdtemp(), app[256], lib[256], out[512], err[512], dgram[512], sock[512];
-	if (geteuid() != 0) {
-		fprintf(stderr, "SKIP: reading another process's TLS needs ptrace and /proc/PID/mem: run as root\n");
-		test_rmdir_rf(dir);
-		free(dir);
-		skip();
-	}
 	test_fixture_path("apm_app", app, sizeof(app));
 	test_fixture_path("elastic-jvmti-linux-x86_64.so", lib, sizeof(lib));
 	char *abs_lib = realpath(lib, NULL);

@@ -80,13 +80,8 @@ static int wait_exit(pid_t pid)
 static void test_daemon_lifecycle(void **state)
 {
 	(void)state;
+	test_require_root("the daemon samples every CPU");
 	char *dir = test_mkdtemp(), out[512], conf[512], log[512], fixture[256];
-	if (geteuid() != 0) {
-		fprintf(stderr, "SKIP: the daemon samples every CPU: root only\n");
-		test_rmdir_rf(dir);
-		free(dir);
-		skip();
-	}
 	snprintf(out, sizeof(out), "%s/profiles", dir);
 	snprintf(conf, sizeof(conf), "%s/hostprof.conf", dir);
 	snprintf(log, sizeof(log), "%s/daemon.log", dir);
@@ -143,6 +138,68 @@ static void test_daemon_lifecycle(void **state)
 	free(dir);
 }
 
+/* The host id in the header of the first profile in dir (a daemon's output) or of the file path. */
+static char *header_host_id(const char *path_or_dir)
+{
+	char path[1024];
+	DIR *d = opendir(path_or_dir);
+	struct dirent *de;
+	snprintf(path, sizeof(path), "%s", path_or_dir);
+	while (d && (de = readdir(d))) {
+		if (!strncmp(de->d_name, "profile-", 8) && !strstr(de->d_name, ".tmp.")) {
+			snprintf(path, sizeof(path), "%s/%s", path_or_dir, de->d_name);
+			break;
+		}
+	}
+	if (d)
+		closedir(d);
+	struct profile *p = test_read_profile(path);
+	char *id = strdup(p->info.host_id ? p->info.host_id : "");
+	profile_free(p);
+	return id;
+}
+
+/* record and the daemon write the same host id into a profile's header: /etc/machine-id, or --host-id. */
+static void host_id_pair(const char *dir, const char *flag, char **from_record, char **from_daemon)
+{
+	char out[600], rec[600];
+	snprintf(rec, sizeof(rec), "%s/record.msgpack", dir);
+	snprintf(out, sizeof(out), "%s/daemon", dir);
+	assert_int_equal(test_run("rm -rf %s %s && \"$HOSTPROF\" record -q -F 99 %s -o %s -- sleep 0.2", rec, out, flag,
+				  rec), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" daemon -F 19 --interval 60 %s -o %s --log-level warn & d=$!; "
+				  "sleep 1.5; kill -TERM $d; wait $d", flag, out), 0);
+	*from_record = header_host_id(rec);
+	*from_daemon = header_host_id(out);
+	fprintf(stderr, "host id %s: record '%s', daemon '%s'\n", flag[0] ? flag : "(default)", *from_record,
+		*from_daemon);
+}
+
+static void test_host_id_same_as_record(void **state)
+{
+	(void)state;
+	test_require_root("the daemon samples every CPU");
+	test_require_perf();
+	char *dir = test_mkdtemp(), *rec, *dmn, machine_id[128] = "";
+	FILE *f = fopen("/etc/machine-id", "re");
+	if (f && fgets(machine_id, sizeof(machine_id), f))
+		machine_id[strcspn(machine_id, "\n")] = '\0';
+	if (f)
+		fclose(f);
+	host_id_pair(dir, "", &rec, &dmn);
+	assert_string_equal(rec, machine_id);
+	assert_string_equal(dmn, machine_id);
+	free(rec);
+	free(dmn);
+	host_id_pair(dir, "--host-id rack-7.example", &rec, &dmn);
+	assert_string_equal(rec, "rack-7.example");
+	assert_string_equal(dmn, "rack-7.example");
+	free(rec);
+	free(dmn);
+	test_rmdir_rf(dir);
+	free(dir);
+}
+
 static void test_daemon_bad_config(void **state)
 {
 	(void)state;
@@ -159,6 +216,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_daemon_lifecycle),
+		cmocka_unit_test(test_host_id_same_as_record),
 		cmocka_unit_test(test_daemon_bad_config),
 	};
 	return cmocka_run_group_tests_name("daemon (integration)", tests, NULL, NULL);

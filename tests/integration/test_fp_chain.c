@@ -124,8 +124,8 @@ static void test_go_chain_matches_copy(void **state)
 {
 	struct test_workdir *f = *state;
 	char cmd[600], replay[600];
-	if (!test_perf_available() || !test_go_available())
-		skip();
+	test_require_perf();
+	test_require_go();
 	test_go_build(f->dir, "hot", "hot", 0, "");
 	snprintf(cmd, sizeof(cmd), "%s/hot 1", f->dir);
 	record_replay(f, "go", "", cmd, replay, sizeof(replay));
@@ -149,8 +149,7 @@ static void test_c_frame_pointers(void **state)
 {
 	struct test_workdir *f = *state;
 	char cmd[600], replay[600];
-	if (!test_perf_available())
-		skip();
+	test_require_perf();
 	assert_int_equal(test_run("cc -O2 -g -fno-omit-frame-pointer -o %s/split_fp tests/fixtures/split_paths.c -lm",
 				  f->dir), 0);
 	snprintf(cmd, sizeof(cmd), "%s/split_fp 1", f->dir);
@@ -167,8 +166,7 @@ static void test_no_frame_pointers_never_misleads(void **state)
 {
 	struct test_workdir *f = *state;
 	char path[512], replay[600];
-	if (!test_perf_available())
-		skip();
+	test_require_perf();
 	record_replay(f, "split_paths", "", test_fixture_path("split_paths", path, sizeof(path)), replay,
 		      sizeof(replay));
 	struct chain_counts c = check_replay(replay);
@@ -183,7 +181,7 @@ static void test_no_frame_pointers_never_misleads(void **state)
 		assert_true(c.reference >= 50);
 		assert_int_equal(c.differ, 0);
 	} else {
-		fprintf(stderr, "SKIP part: xz is not installed\n");
+		test_skip_part("xz is not installed");
 	}
 }
 

@@ -115,8 +115,8 @@ static void check_hot_profile(const char *out, const char *what)
 static void run_hot(void **state, const char *ldflags, const char *what)
 {
 	struct test_workdir *f = *state;
-	if (!test_perf_available() || !test_go_available())
-		skip();
+	test_require_perf();
+	test_require_go();
 	test_go_build(f->dir, "hot", "hot", 0, ldflags);
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s/hot 2 >/dev/null", f->out, f->dir), 0);
 	check_hot_profile(f->out, what);
@@ -135,12 +135,9 @@ static void test_go_hot_stripped(void **state)
 static void run_cgo(void **state, int follow)
 {
 	struct test_workdir *f = *state;
-	if (!test_perf_available() || !test_go_available())
-		skip();
-	if (test_run("command -v \"$(go env CC)\" >/dev/null") != 0) {
-		fprintf(stderr, "SKIP: cgo needs a C compiler\n");
-		skip();
-	}
+	test_require_perf();
+	test_require_go();
+	test_require_tool("command -v \"$(go env CC)\"", "a C compiler for cgo");
 	test_go_build(f->dir, "cgo", "cgo", 1, "");
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q %s -o %s -- %s/cgo 2 >/dev/null",
 				  follow ? "" : "--no-go-stacks", f->out, f->dir), 0);
@@ -279,8 +276,8 @@ static void test_go_growth(void **state)
 {
 	struct test_workdir *f = *state;
 	struct grow_counts g[2];
-	if (!test_perf_available() || !test_go_available())
-		skip();
+	test_require_perf();
+	test_require_go();
 	test_go_build(f->dir, "grow", "grow", 0, "");
 	for (int chain = 1; chain >= 0; chain--) {
 		assert_int_equal(test_run("\"$HOSTPROF\" record %s -o %s -- %s/grow 2 >/dev/null 2>%s/record.err",
@@ -398,8 +395,8 @@ static struct go_traces read_go_traces(const char *path, const char *part, const
 static void test_go_systemstack_stays_on_its_goroutine(void **state)
 {
 	struct test_workdir *f = *state;
-	if (!test_perf_available() || !test_go_available())
-		skip();
+	test_require_perf();
+	test_require_go();
 	test_go_build(f->dir, "finalizer", "finalizer", 0, "");
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q --no-apm -o %s -- %s/finalizer 3 %s/go.pprof >/dev/null",
 				  f->out, f->dir, f->dir), 0);
@@ -490,9 +487,9 @@ static void write_js_project(const char *dir)
 
 /*
  * The npm package spec (name@version), fetched once into $BUILD/npm-cache/<name>-<version>; *dir gets its
- * "package" directory. Returns 0, or -1 after printing why it is unavailable.
+ * "package" directory. Returns 0, or -1 with the reason it is unavailable in why.
  */
-static int fetch_npm(const char *spec, char *pkg, size_t len)
+static int fetch_npm(const char *spec, char *pkg, size_t len, char *why, size_t whylen)
 {
 	char dir[300], name[128];
 	size_t n = 0;
@@ -504,40 +501,39 @@ static int fetch_npm(const char *spec, char *pkg, size_t len)
 	if (access(pkg, F_OK) == 0)
 		return 0;
 	if (test_run("command -v npm >/dev/null") != 0) {
-		fprintf(stderr, "SKIP: npm is not installed, cannot fetch %s\n", spec);
+		snprintf(why, whylen, "npm is not installed, cannot fetch %s", spec);
 		return -1;
 	}
 	if (test_run("rm -rf '%s' && mkdir -p '%s' && cd '%s' && timeout 120 npm pack -q --cache ../_npm '%s' "
 		     ">/dev/null 2>npm.err && tar xzf *.tgz", dir, dir, dir, spec) != 0 || access(pkg, F_OK) != 0) {
-		fprintf(stderr, "SKIP: cannot fetch %s from the npm registry (see %s/npm.err)\n", spec, dir);
+		snprintf(why, whylen, "cannot fetch %s from the npm registry (see %s/npm.err)", spec, dir);
 		return -1;
 	}
 	return 0;
 }
 
-/* The esbuild binary of npm package spec; 0 or -1 as fetch_npm. */
-static int fetch_esbuild(const char *spec, char *bin, size_t len)
+/* The esbuild binary of npm package spec; skips the test when it cannot be had. */
+static void fetch_esbuild(const char *spec, char *bin, size_t len)
 {
-	char pkg[400];
-	if (fetch_npm(spec, pkg, sizeof(pkg)) != 0)
-		return -1;
+	char pkg[400], why[700];
+	if (fetch_npm(spec, pkg, sizeof(pkg), why, sizeof(why)) != 0)
+		test_skip("%s", why);
 	snprintf(bin, len, "%s/bin/esbuild", pkg);
-	if (access(bin, X_OK) != 0) {
-		fprintf(stderr, "SKIP: %s has no bin/esbuild\n", spec);
-		return -1;
-	}
-	return 0;
+	if (access(bin, X_OK) != 0)
+		test_skip("%s has no bin/esbuild", spec);
 }
 
 /*
  * esbuild's own JavaScript benchmark: ten copies of three.js r108's sources, each imported by one entry, in
- * <dir>/three. Returns 0, or -1 (printed) when three cannot be fetched.
+ * <dir>/three. Returns 0, or -1 (a part of the test skipped, saying why) when three cannot be fetched.
  */
 static int write_three_project(const char *dir)
 {
-	char pkg[400];
-	if (fetch_npm("three@0.108.0", pkg, sizeof(pkg)) != 0)
+	char pkg[400], why[700];
+	if (fetch_npm("three@0.108.0", pkg, sizeof(pkg), why, sizeof(why)) != 0) {
+		test_skip_part("%s", why);
 		return -1;
+	}
 	assert_int_equal(test_run("mkdir '%s/three' && for i in 1 2 3 4 5 6 7 8 9 10; do cp -r '%s/src' "
 				  "'%s/three/copy'$i && echo \"import * as copy$i from './copy$i/Three.js'; export "
 				  "{copy$i}\" >> '%s/three/entry.js'; done", dir, pkg, dir, dir), 0);
@@ -672,10 +668,8 @@ static void run_esbuild(void **state, const char *spec)
 {
 	struct test_workdir *f = *state;
 	char bin[512], proj[600], what[200];
-	if (!test_perf_available())
-		skip();
-	if (fetch_esbuild(spec, bin, sizeof(bin)) != 0)
-		skip();
+	test_require_perf();
+	fetch_esbuild(spec, bin, sizeof(bin));
 	test_run("v=$(go version '%s' 2>/dev/null | sed -n 's/.*: //p'); "
 		 "[ -n \"$v\" ] || v=$(grep -ao 'go1\\.[0-9]*\\.[0-9]*' '%s' | head -n 1); "
 		 "echo \"%s: built by ${v:-unknown Go}\" >&2", bin, bin, spec);

@@ -64,14 +64,6 @@ static const char hot_py[] =
 	"    return t\n"
 	"print(caller())\n";
 
-static int have_tool(const char *probe, const char *what)
-{
-	if (test_run("%s >/dev/null 2>&1", probe) == 0)
-		return 1;
-	fprintf(stderr, "SKIP: %s is not installed\n", what);
-	return 0;
-}
-
 static void write_text(const char *dir, const char *name, const char *text)
 {
 	char path[700];
@@ -208,8 +200,8 @@ static void test_node_perf_map(void **state)
 	struct test_workdir *w = *state;
 	char cmd[1000];
 	struct jit_counts c;
-	if (!test_perf_available() || !have_tool("command -v node", "node"))
-		skip();
+	test_require_perf();
+	test_require_tool("command -v node", "node");
 	struct profile *p = record_node(w, "--perf-basic-prof", cmd, sizeof(cmd));
 	count_js(p, NULL, &c);
 	report("node --perf-basic-prof", &c, "__libc_start_main");
@@ -226,8 +218,8 @@ static void test_node_jitdump(void **state)
 	struct test_workdir *w = *state;
 	char cmd[1000];
 	struct jit_counts c;
-	if (!test_perf_available() || !have_tool("command -v node", "node"))
-		skip();
+	test_require_perf();
+	test_require_tool("command -v node", "node");
 	struct profile *p = record_node(w, "--perf-prof", cmd, sizeof(cmd));
 	const struct jit_source lines = { "/hot.js", 1, 11 };	/* hotLoop's and caller's */
 	count_js(p, &lines, &c);
@@ -264,8 +256,8 @@ static void test_java_perf_map_at_exit(void **state)
 	struct test_workdir *w = *state;
 	char cmd[1000];
 	struct jit_counts c;
-	if (!test_perf_available() || !have_tool("command -v java && command -v javac", "java (a JDK)"))
-		skip();
+	test_require_perf();
+	test_require_tool("command -v java && command -v javac", "java (a JDK)");
 	struct profile *p = record_java(w, "-XX:+PreserveFramePointer", cmd, sizeof(cmd));
 	count_jit(p, "Hot.f", "start_thread", NULL, &c);
 	report("java -XX:+PreserveFramePointer", &c, "start_thread");
@@ -284,8 +276,8 @@ static void test_java_without_frame_pointers(void **state)
 	struct test_workdir *w = *state;
 	char cmd[1000];
 	struct jit_counts c;
-	if (!test_perf_available() || !have_tool("command -v java && command -v javac", "java (a JDK)"))
-		skip();
+	test_require_perf();
+	test_require_tool("command -v java && command -v javac", "java (a JDK)");
 	struct profile *p = record_java(w, "", cmd, sizeof(cmd));
 	count_jit(p, "Hot.f", "start_thread", NULL, &c);
 	report("java without frame pointers", &c, "start_thread");
@@ -294,23 +286,20 @@ static void test_java_without_frame_pointers(void **state)
 	profile_free(p);
 }
 
-/* A CPython of 3.12 or later (-X perf) in *path: on PATH, else one pyenv installed; 0, saying so, if none. */
-static int find_python(const char *dir, char *path, size_t len)
+/* A CPython of 3.12 or later (-X perf) in *path: on PATH, else one pyenv installed; skips the test if none. */
+static void find_python(const char *dir, char *path, size_t len)
 {
 	char file[700];
 	snprintf(file, sizeof(file), "%s/python", dir);
 	if (test_run("for p in python3 python3.14 python3.13 python3.12 $(pyenv root 2>/dev/null)/versions/*/bin/python3; "
 		     "do $p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && "
-		     "command -v $p > %s && exit 0; done; exit 1", file) != 0) {
-		fprintf(stderr, "SKIP: no CPython 3.12 or later (python3.12, python3.13, ...) is installed\n");
-		return 0;
-	}
+		     "command -v $p > %s && exit 0; done; exit 1", file) != 0)
+		test_skip("no CPython 3.12 or later (python3.12, python3.13, ...) is installed");
 	FILE *f = fopen(file, "r");
 	assert_non_null(f);
 	assert_non_null(fgets(path, (int)len, f));
 	fclose(f);
 	path[strcspn(path, "\n")] = '\0';
-	return 1;
 }
 
 /*
@@ -323,8 +312,8 @@ static void test_python_perf_trampolines(void **state)
 	struct test_workdir *w = *state;
 	char cmd[1000], python[600], run[700];
 	struct jit_counts c;
-	if (!test_perf_available() || !find_python(w->dir, python, sizeof(python)))
-		skip();
+	test_require_perf();
+	find_python(w->dir, python, sizeof(python));
 	write_text(w->dir, "hot.py", hot_py);
 	snprintf(run, sizeof(run), "%s -X perf hot.py", python);
 	command_line(cmd, sizeof(cmd), w->dir, run);

@@ -10,12 +10,10 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <json-c/json.h>
-#include <linux/perf_event.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "tests/lib/testlib.h"
@@ -25,30 +23,9 @@
 
 struct outputs {
 	char *dir;
-	bool recorded;		/* false: perf_event_open is refused here */
+	bool recorded;
 	char base[512], base2[512], slow[512];
 };
-
-static bool perf_available(void)
-{
-	struct perf_event_attr a = { 0 };
-	a.size = sizeof(a);
-	a.type = PERF_TYPE_SOFTWARE;
-	a.config = PERF_COUNT_SW_CPU_CLOCK;
-	a.sample_period = 1000000;
-	a.sample_type = PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-	a.sample_regs_user = 0xff;
-	a.sample_stack_user = 8192;
-	a.exclude_kernel = 1;
-	a.disabled = 1;
-	long fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
-	if (fd < 0) {
-		fprintf(stderr, "SKIP: the kernel refuses perf_event_open here (%s)\n", strerror(errno));
-		return false;
-	}
-	close((int)fd);
-	return true;
-}
 
 static void record(const char *out, const char *mode)
 {
@@ -78,16 +55,16 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* The profiles, recorded by the first test that needs them; false (after a SKIP line) without perf. */
-static bool have_profiles(struct outputs *o)
+/* The profiles, recorded by the first test that needs them; skips the test without perf. */
+static void require_profiles(struct outputs *o)
 {
-	if (!o->recorded && perf_available()) {
+	test_require_perf();
+	if (!o->recorded) {
 		record(o->base, "base");
 		record(o->base2, "base");
 		record(o->slow, "slow");
 		o->recorded = true;
 	}
-	return o->recorded;
 }
 
 static char *read_text(const char *path)
@@ -126,8 +103,7 @@ static int run_to(const struct outputs *o, const char *name, char **text, const 
 static void test_fixture_shares(void **state)
 {
 	struct outputs *o = *state;
-	if (!have_profiles(o))
-		skip();
+	require_profiles(o);
 	struct profile *base = test_read_profile(o->base), *slow = test_read_profile(o->slow);
 	double b = test_share(test_samples_with_function(base, "variable_part"), test_total_samples(base));
 	double s = test_share(test_samples_with_function(slow, "variable_part"), test_total_samples(slow));
@@ -144,8 +120,7 @@ static void test_diff_flags_slower_function(void **state)
 {
 	struct outputs *o = *state;
 	char *text;
-	if (!have_profiles(o))
-		skip();
+	require_profiles(o);
 	assert_int_equal(run_to(o, "diff.txt", &text, "\"$HOSTPROF\" diff %s %s", o->base, o->slow), 1);
 	assert_non_null(strstr(text, "\nFAIL: "));
 	char *verdict = strstr(text, "\nFAIL: ");
@@ -163,8 +138,7 @@ static void test_diff_identical_workloads_pass(void **state)
 {
 	struct outputs *o = *state;
 	char *text;
-	if (!have_profiles(o))
-		skip();
+	require_profiles(o);
 	assert_int_equal(run_to(o, "diff.txt", &text, "\"$HOSTPROF\" diff %s %s", o->base, o->base2), 0);
 	assert_non_null(strstr(text, "\nOK: no function's total share grew by more than 5.00 points"));
 	free(text);
@@ -175,8 +149,7 @@ static void test_diff_directory_and_errors(void **state)
 {
 	struct outputs *o = *state;
 	char *text;
-	if (!have_profiles(o))
-		skip();
+	require_profiles(o);
 	assert_int_equal(test_run("mkdir %s/before && cp %s %s %s/before/", o->dir, o->base, o->base2, o->dir), 0);
 	assert_int_equal(run_to(o, "diff.txt", &text, "\"$HOSTPROF\" diff %s/before %s", o->dir, o->slow), 1);
 	struct profile *a = test_read_profile(o->base), *b = test_read_profile(o->base2);
@@ -201,15 +174,11 @@ static void test_pprof_top(void **state)
 {
 	struct outputs *o = *state;
 	char *text;
-	if (!have_profiles(o))
-		skip();
+	require_profiles(o);
 	assert_int_equal(run_to(o, "convert.txt", &text, "\"$HOSTPROF\" convert %s --to pprof -o %s/slow.pb.gz",
 				o->slow, o->dir), 0);
 	free(text);
-	if (test_run("command -v go >/dev/null") != 0) {
-		fprintf(stderr, "SKIP: `go` is not installed, so `go tool pprof` cannot read the output here\n");
-		skip();
-	}
+	test_require_tool("command -v go", "go (for `go tool pprof`)");
 	assert_int_equal(run_to(o, "top.txt", &text, "go tool pprof -top %s/slow.pb.gz", o->dir), 0);
 	assert_non_null(strstr(text, "Type: cpu"));
 	assert_non_null(strstr(text, " variable_leaf\n"));
@@ -268,8 +237,7 @@ static void test_speedscope(void **state)
 {
 	struct outputs *o = *state;
 	char *text, path[600];
-	if (!have_profiles(o))
-		skip();
+	require_profiles(o);
 	snprintf(path, sizeof(path), "%s/slow.speedscope.json", o->dir);
 	assert_int_equal(run_to(o, "convert.txt", &text, "\"$HOSTPROF\" convert %s --to speedscope -o %s", o->slow,
 				path), 0);
@@ -295,8 +263,7 @@ static void test_collapsed_stack_ids(void **state)
 {
 	struct outputs *o = *state;
 	char *text;
-	if (!have_profiles(o))
-		skip();
+	require_profiles(o);
 	assert_int_equal(run_to(o, "collapsed.txt", &text, "\"$HOSTPROF\" convert %s --to collapsed --stack-ids | "
 				"grep ';variable_leaf '", o->slow), 0);
 	/* "ID diff_work;...;main;variable_part;variable_leaf COUNT", the ID 22 base64url characters. */
@@ -311,8 +278,7 @@ static void test_report_views(void **state)
 {
 	struct outputs *o = *state;
 	char *text;
-	if (!have_profiles(o))
-		skip();
+	require_profiles(o);
 	assert_int_equal(run_to(o, "report.txt", &text, "\"$HOSTPROF\" report --tree --percent-limit 5 %s", o->slow),
 			 0);
 	assert_non_null(strstr(text, "Call tree, root first (nodes under 5.00% hidden)\n"));

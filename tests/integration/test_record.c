@@ -34,8 +34,7 @@ static void test_split_paths_shares(void **state)
 {
 	struct test_workdir *f = *state;
 	char fixture[256];
-	if (!test_perf_available())
-		skip();
+	test_require_perf();
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s 2", f->out,
 				  test_fixture_path("split_paths", fixture, sizeof(fixture))), 0);
 	struct profile *p = test_read_profile(f->out);
@@ -58,8 +57,7 @@ static void test_threads_all_seen(void **state)
 {
 	struct test_workdir *f = *state;
 	char fixture[256];
-	if (!test_perf_available())
-		skip();
+	test_require_perf();
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s 2 4", f->out,
 				  test_fixture_path("threads", fixture, sizeof(fixture))), 0);
 	struct profile *p = test_read_profile(f->out);
@@ -77,8 +75,7 @@ static void test_shared_library(void **state)
 {
 	struct test_workdir *f = *state;
 	char fixture[256];
-	if (!test_perf_available())
-		skip();
+	test_require_perf();
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s 2", f->out,
 				  test_fixture_path("shared_caller", fixture, sizeof(fixture))), 0);
 	struct profile *p = test_read_profile(f->out);
@@ -105,8 +102,7 @@ static void test_attach_running_process(void **state)
 {
 	struct test_workdir *f = *state;
 	char fixture[256];
-	if (!test_perf_available())
-		skip();
+	test_require_perf();
 	char *argv[] = { (char *)test_fixture_path("threads", fixture, sizeof(fixture)), "0", "3", NULL };
 	pid_t pid = spawn_fixture(argv);
 	assert_true(pid > 0);
@@ -140,12 +136,8 @@ static void test_system_wide(void **state)
 {
 	struct test_workdir *f = *state;
 	char fixture[256];
-	if (!test_perf_available())
-		skip();
-	if (geteuid() != 0) {
-		fprintf(stderr, "SKIP: -a needs root\n");
-		skip();
-	}
+	test_require_perf();
+	test_require_root("-a samples every CPU");
 	char *argv[] = { (char *)test_fixture_path("split_paths", fixture, sizeof(fixture)), "6", NULL };
 	pid_t pid = spawn_fixture(argv);
 	/* 3 s: the first moments go to reading every running program's tables (slow under sanitizers). */
@@ -165,12 +157,8 @@ static void test_system_wide(void **state)
 static void test_kernel_frames_symbolized(void **state)
 {
 	struct test_workdir *f = *state;
-	if (!test_perf_available())
-		skip();
-	if (geteuid() != 0) {
-		fprintf(stderr, "SKIP: kernel call chains need root here\n");
-		skip();
-	}
+	test_require_perf();
+	test_require_root("kernel call chains");
 	/* dd spends most of its time in read/write system calls. */
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- dd if=/dev/zero of=/dev/null bs=512 count=2000000 "
 				  "status=none", f->out), 0);
@@ -196,8 +184,7 @@ static void test_sigint_still_writes(void **state)
 {
 	struct test_workdir *f = *state;
 	char fixture[256];
-	if (!test_perf_available())
-		skip();
+	test_require_perf();
 	char *fargv[] = { (char *)test_fixture_path("threads", fixture, sizeof(fixture)), "0", "2", NULL };
 	pid_t target = spawn_fixture(fargv);
 	usleep(200 * 1000);
@@ -230,10 +217,11 @@ static void test_unprivileged_own_command(void **state)
 			paranoid = 2;
 		fclose(pf);
 	}
-	if (geteuid() != 0 || paranoid > 2 || test_run("command -v setpriv >/dev/null") != 0) {
-		fprintf(stderr, "SKIP: needs root to drop to an unprivileged user, setpriv, and paranoid <= 2\n");
-		skip();
-	}
+	test_require_root("to run hostprof as an unprivileged user");
+	test_require_tool("command -v setpriv", "setpriv");
+	if (paranoid > 2)
+		test_skip("the kernel refuses perf_event_open to unprivileged users (kernel.perf_event_paranoid %d)",
+			  paranoid);
 	assert_int_equal(test_run("chmod 777 %s", f->dir), 0);
 	assert_int_equal(test_run("setpriv --reuid=65534 --regid=65534 --clear-groups \"$HOSTPROF\" record -q -o %s "
 				  "-- %s 1", f->out,
@@ -248,12 +236,8 @@ static void test_unprivileged_own_command(void **state)
 static void test_distro_binary_xz(void **state)
 {
 	struct test_workdir *f = *state;
-	if (!test_perf_available())
-		skip();
-	if (test_run("command -v xz >/dev/null") != 0) {
-		fprintf(stderr, "SKIP: xz is not installed\n");
-		skip();
-	}
+	test_require_perf();
+	test_require_tool("command -v xz", "xz");
 	assert_int_equal(test_run("head -c 6000000 /dev/urandom | base64 > %s/input.txt", f->dir), 0);
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- xz -6 -T1 -k -f %s/input.txt", f->out, f->dir), 0);
 	struct profile *p = test_read_profile(f->out);
@@ -299,8 +283,7 @@ static void test_batched_reads(void **state)
 	struct test_workdir *f = *state;
 	char fixture[256];
 	unsigned long samples = 0, waits = 0;
-	if (!test_perf_available())
-		skip();
+	test_require_perf();
 	assert_int_equal(test_run("\"$HOSTPROF\" record -F 999 -o %s -- %s 3 2> %s/err", f->out,
 				  test_fixture_path("split_paths", fixture, sizeof(fixture)), f->dir), 0);
 	char err[512];

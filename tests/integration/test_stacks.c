@@ -26,12 +26,11 @@
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_NAMES 4096
 
-static int have_cc(void)
+/* What building the fixtures needs: perf, a C compiler and binutils; skips the test without them. */
+static void require_perf_and_cc(void)
 {
-	if (test_run("command -v cc >/dev/null && command -v objdump >/dev/null && command -v readelf >/dev/null") == 0)
-		return 1;
-	fprintf(stderr, "SKIP: a C compiler and binutils are needed to build the fixtures\n");
-	return 0;
+	test_require_perf();
+	test_require_tool("command -v cc && command -v objdump && command -v readelf", "a C compiler with binutils");
 }
 
 static void print_perf_share(const char *dir, const char *cmd, const char *symbol, double ours)
@@ -110,8 +109,7 @@ static void test_deep_recursion_whole(void **state)
 {
 	struct test_workdir *w = *state;
 	char bin[600], cmd[700];
-	if (!test_perf_available() || !have_cc())
-		skip();
+	require_perf_and_cc();
 	build_deep(w, bin, sizeof(bin));
 	snprintf(cmd, sizeof(cmd), "%s 2 250", bin);
 	assert_int_equal(test_run("\"$HOSTPROF\" record -o %s -- %s 2>%s/record.err", w->out, cmd, w->dir), 0);
@@ -152,8 +150,7 @@ static void test_deep_recursion_frame_bound(void **state)
 {
 	struct test_workdir *w = *state;
 	char bin[600];
-	if (!test_perf_available() || !have_cc())
-		skip();
+	require_perf_and_cc();
 	build_deep(w, bin, sizeof(bin));
 	/* 1100 frames a sample: a sanitizer build of hostprof may fall behind at 999 Hz (lost samples, counted). */
 	assert_int_equal(test_run("\"$HOSTPROF\" record -o %s -- %s 2 1100 2>%s/record.err", w->out, bin, w->dir), 0);
@@ -254,8 +251,7 @@ static void test_no_cfi_never_invents(void **state)
 {
 	struct test_workdir *w = *state;
 	char bin[600], cmd[700], path[700];
-	if (!test_perf_available() || !have_cc())
-		skip();
+	require_perf_and_cc();
 	snprintf(bin, sizeof(bin), "%s/nocfi", w->dir);
 	assert_int_equal(test_run("cc -O2 -fomit-frame-pointer -fno-asynchronous-unwind-tables -fno-unwind-tables "
 				  "-o %s " FIXTURES "/nocfi.c && strip %s && objcopy --remove-section .eh_frame "
@@ -312,8 +308,7 @@ static int has_unnamed_frame(const struct profile *p, const char *binary)
 static void profile_calls(struct test_workdir *w, const char *variant, const char *flags, const char *section)
 {
 	char bin[600], cmd[700], name[64];
-	if (!test_perf_available() || !have_cc())
-		skip();
+	require_perf_and_cc();
 	snprintf(name, sizeof(name), "calls_%s", variant);
 	snprintf(bin, sizeof(bin), "%s/%s", w->dir, name);
 	assert_int_equal(test_run("cc -O2 -g -shared -fPIC -o %s/libtiny.so " FIXTURES "/tiny.c && cc -O2 -g %s -o %s "
@@ -374,8 +369,7 @@ static void test_report_lines(void **state)
 {
 	struct test_workdir *w = *state;
 	char bin[600];
-	if (!test_perf_available() || !have_cc())
-		skip();
+	require_perf_and_cc();
 	snprintf(bin, sizeof(bin), "%s/calls", w->dir);
 	assert_int_equal(test_run("cc -O2 -g -shared -fPIC -o %s/libtiny.so " FIXTURES "/tiny.c && cc -O2 -g -o %s "
 				  FIXTURES "/calls.c -L%s -ltiny -Wl,-rpath,'$ORIGIN'", w->dir, bin, w->dir), 0);

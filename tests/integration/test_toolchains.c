@@ -20,14 +20,6 @@
 /* rustup's rustc where there is one (current, lld by default), else the one on PATH. */
 #define RUSTC "$( [ -x \"$HOME/.cargo/bin/rustc\" ] && echo \"$HOME/.cargo/bin/rustc\" || command -v rustc)"
 
-static int have_tool(const char *probe, const char *what)
-{
-	if (test_run("%s >/dev/null 2>&1", probe) == 0)
-		return 1;
-	fprintf(stderr, "SKIP: %s is not installed\n", what);
-	return 0;
-}
-
 static void assert_complete_to_main(const struct profile *p, const char *what)
 {
 	const char *roots[] = { "main" };
@@ -52,8 +44,8 @@ static void test_clang_lld(void **state)
 {
 	struct test_workdir *w = *state;
 	char bin[600], cmd[700];
-	if (!test_perf_available() || !have_tool("command -v clang && command -v ld.lld", "clang with lld"))
-		skip();
+	test_require_perf();
+	test_require_tool("command -v clang && command -v ld.lld", "clang with lld");
 	snprintf(bin, sizeof(bin), "%s/paths_lld", w->dir);
 	assert_int_equal(test_run("clang -O2 -g -fomit-frame-pointer -fuse-ld=lld -o %s "
 				  "tests/fixtures/toolchains/paths.c", bin), 0);
@@ -100,8 +92,8 @@ static void assert_all_demangled(const struct profile *p)
 static void profile_rust(struct test_workdir *w, const char *mangling, const char *dot)
 {
 	char bin[600], cmd[700];
-	if (!test_perf_available() || !have_tool(RUSTC " --version", "rustc"))
-		skip();
+	test_require_perf();
+	test_require_tool(RUSTC " --version", "rustc");
 	snprintf(bin, sizeof(bin), "%s/geometry_%s", w->dir, *mangling ? mangling : "default");
 	/* rustc's defaults (opt-level and debug info aside); lld named so that older rustc links with it too. */
 	assert_int_equal(test_run(RUSTC " -O -g %s%s -C link-arg=-fuse-ld=lld -o %s tests/fixtures/toolchains/geometry.rs",

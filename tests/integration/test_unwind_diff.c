@@ -86,8 +86,7 @@ static void test_fixtures_agree(void **state)
 		{ "split_paths", "1" }, { "threads", "1 3" }, { "shared_caller", "1" },
 		{ "signal_handler", "1" }, { "vdso_clock", "1" }, { "deep_recursion", "1" },
 	};
-	if (!test_perf_available())
-		skip();
+	test_require_perf();
 	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
 		snprintf(cmd, sizeof(cmd), "%s %s", test_fixture_path(fixtures[i][0], path, sizeof(path)),
 			 fixtures[i][1]);
@@ -99,14 +98,13 @@ static void test_distro_programs_agree(void **state)
 {
 	struct diff_state *s = *state;
 	char cmd[1024];
-	if (!test_perf_available())
-		skip();
+	test_require_perf();
 	assert_int_equal(test_run("head -c 3000000 /dev/urandom | base64 > %s/input.txt", s->dir), 0);
 	if (test_run("command -v xz >/dev/null") == 0) {
 		snprintf(cmd, sizeof(cmd), "xz -6 -T1 -k -f %s/input.txt", s->dir);
 		record_and_compare(s, "xz", cmd, 200);
 	} else {
-		fprintf(stderr, "SKIP part: xz is not installed\n");
+		test_skip_part("xz is not installed");
 	}
 	if (access("/usr/bin/python3", X_OK) == 0) {
 		record_and_compare(s, "python3",
@@ -115,7 +113,7 @@ static void test_distro_programs_agree(void **state)
 				   "sum(len(json.loads(s)) for _ in range(3)))'",
 				   200);
 	} else {
-		fprintf(stderr, "SKIP part: /usr/bin/python3 is not installed\n");
+		test_skip_part("/usr/bin/python3 is not installed");
 	}
 	if (test_run("command -v sqlite3 >/dev/null") == 0) {
 		snprintf(cmd, sizeof(cmd),
@@ -126,7 +124,7 @@ static void test_distro_programs_agree(void **state)
 			 s->dir);
 		record_and_compare(s, "sqlite3", cmd, 200);
 	} else {
-		fprintf(stderr, "SKIP part: sqlite3 is not installed\n");
+		test_skip_part("sqlite3 is not installed");
 	}
 }
 
@@ -142,7 +140,7 @@ static void test_committed_replays_agree(void **state)
 		/* Their own program is embedded; a libc other than the one they were made with makes samples
 		 * unusable, which the replay reports rather than comparing them. */
 		if (compared == 0) {
-			fprintf(stderr, "SKIP part: %s needs the Debian 12 libc it was recorded with\n", files[i]);
+			test_skip_part("%s needs the Debian 12 libc it was recorded with", files[i]);
 			continue;
 		}
 		assert_true(pct >= MIN_AGREEMENT);
@@ -158,8 +156,7 @@ static void test_special_frames(void **state)
 {
 	struct diff_state *s = *state;
 	char path[256], out[512];
-	if (!test_perf_available())
-		skip();
+	test_require_perf();
 	snprintf(out, sizeof(out), "%s/p.msgpack", s->dir);
 
 	/* Signal frames: the handler's stack continues through the trampoline into the interrupted loop. */

@@ -127,13 +127,59 @@ double test_perf_children_share(const char *dir, const struct test_perf_query *q
 	return report_share(dir, q->symbol, !q->contains);
 }
 
-int test_go_available(void)
+/* One line "<prefix>: <reason>" on stderr, which tests/run-tests reads. */
+static void print_reason(const char *prefix, const char *fmt, va_list ap)
 {
-	if (test_run("command -v go >/dev/null") != 0) {
-		fprintf(stderr, "SKIP: the go tool is not installed\n");
-		return 0;
-	}
-	return 1;
+	fprintf(stderr, "%s: ", prefix);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void test_skip(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	print_reason("SKIP", fmt, ap);
+	va_end(ap);
+	skip();
+	abort();	/* cmocka's skip() does not return */
+}
+
+void test_skip_part(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	print_reason("SKIP part", fmt, ap);
+	va_end(ap);
+}
+
+void test_require_perf(void)
+{
+	if (!test_perf_available())
+		test_skip("the kernel refuses perf_event_open here (%s)", strerror(errno));
+}
+
+void test_require_go(void)
+{
+	test_require_tool("command -v go", "the go tool");
+}
+
+void test_require_tool(const char *probe, const char *what)
+{
+	if (test_run("(%s) >/dev/null 2>&1", probe) != 0)
+		test_skip("%s is not installed", what);
+}
+
+void test_require_root(const char *why)
+{
+	if (geteuid() != 0)
+		test_skip("needs root: %s", why);
+}
+
+void test_require_non_root(const char *why)
+{
+	if (geteuid() == 0)
+		test_skip("needs a non-root user: %s", why);
 }
 
 /* The caches are made absolute because go runs from the module directory. */
@@ -254,7 +300,7 @@ size_t test_distinct_tids(const struct profile *p, const char *prefix)
 	return n;
 }
 
-int test_perf_available(void)
+bool test_perf_available(void)
 {
 	struct perf_event_attr a = { 0 };
 	a.size = sizeof(a);
@@ -267,12 +313,10 @@ int test_perf_available(void)
 	a.exclude_kernel = 1;
 	a.disabled = 1;
 	long fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
-	if (fd < 0) {
-		fprintf(stderr, "SKIP: the kernel refuses perf_event_open here (%s)\n", strerror(errno));
-		return 0;
-	}
+	if (fd < 0)
+		return false;
 	close((int)fd);
-	return 1;
+	return true;
 }
 
 int test_workdir_setup(void **state)

@@ -25,12 +25,26 @@ const char *test_hostprof(void);
 char *test_mkdtemp(void);
 void test_rmdir_rf(const char *dir);
 
-/* Whether the kernel lets this process sample itself with user stacks; prints "SKIP: ..." with the reason if
- * not (callers then skip()). */
-int test_perf_available(void);
+/*
+ * Skipping. A test that cannot run on this machine says why, and only through these functions: each skipped test
+ * prints exactly one line "SKIP: <reason>" (a part of a test left out, the rest still checked: "SKIP part:
+ * <reason>"). tests/run-tests fails a test program whose cmocka skips outnumber or fall short of its reasons,
+ * and, with CI=true, any reason that does not begin with a line of tests/allowed-skips: a CI machine has every
+ * tool `make deps` installs, so only what its kernel or user decides may skip a test there.
+ */
+void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void test_skip_part(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Whether the go tool is installed; prints "SKIP: ..." if not. */
-int test_go_available(void);
+/* Requirements: each returns when it holds and skips the test, with the reason given here, when it does not. */
+void test_require_perf(void);		/* "the kernel refuses perf_event_open here (<errno text>)" */
+void test_require_go(void);		/* "the go tool is not installed" */
+/* probe: a shell command that succeeds when the tool is there; "<what> is not installed". */
+void test_require_tool(const char *probe, const char *what);
+void test_require_root(const char *why);	/* "needs root: <why>" */
+void test_require_non_root(const char *why);	/* "needs a non-root user: <why>" */
+
+/* Whether the kernel lets this process sample itself with user stacks (errno says why not). Prints nothing. */
+bool test_perf_available(void);
 /* Build tests/fixtures/go/<pkg> into <dir>/<out> (cgo on or off, -ldflags ldflags), caches under $BUILD, no
  * network; fails the test if the build fails. */
 void test_go_build(const char *dir, const char *pkg, const char *out, int cgo, const char *ldflags);

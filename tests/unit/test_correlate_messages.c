@@ -1,8 +1,8 @@
 /*
- * Unit tests for correlate/ pieces that need no other process: message encoding (byte vectors from
- * research/apm-client.md), aggregation and splitting at 32767, EAGAIN retention, the id map, agent-library
- * path matching, UTF-8 and process-storage validation (read from our own /proc/self/mem), and the socket
- * safety checks that can be exercised in our own root.
+ * Unit tests for correlate/ pieces that need no other process: message encoding (the byte layouts of
+ * man/hostprof-correlation.7, MESSAGES), aggregation and splitting at 32767, EAGAIN retention, the id map,
+ * agent-library path matching, UTF-8 and process-storage validation (read from our own /proc/self/mem), and the
+ * socket safety checks that can be exercised in our own root.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -49,7 +49,7 @@ static void key_from_spec(struct corr_key *k)
 	unhex("60b420bb3851d9d47acb933dbe70399b", k->stack_id, 16);
 }
 
-/* research/apm-client.md § 4: the check-run correlation bytes (count 2). */
+/* A correlation message for count 2, byte for byte as the Elastic agents decode it (hostprof-correlation.7). */
 static void test_encode_correlation_vector(void **state)
 {
 	(void)state;
@@ -125,7 +125,7 @@ static int16_t msg_count_as_java(const uint8_t *m)
 	return c;
 }
 
-/* Seed 000's example: (st1, 2), (st2, 1), (st1, 1) → st1 × 3 and st2 × 1, first seen first. */
+/* Samples (st1, 2), (st2, 1), (st1, 1) aggregate to st1 × 3 and st2 × 1, first seen first. */
 static void test_aggregation_spec_example(void **state)
 {
 	(void)state;

@@ -33,6 +33,7 @@
 
 #include "correlate/correlate.h"
 #include "correlate/correlate_impl.h"
+#include "tests/lib/testlib.h"
 
 #define MAX_LOG 256
 #define MAX_TIDS 16
@@ -662,8 +663,7 @@ static int bind_dgram(const char *path)
 static void test_hostile_agents(void **state)
 {
 	(void)state;
-	if (geteuid() != 0)
-		skip();
+	test_require_root("the agents' threads are read through ptrace and /proc/PID/mem");
 	struct logbook *lb = calloc(1, sizeof(*lb));
 	struct correlate *c = new_correlate(lb);
 	char outside[PATH_MAX], outsock[PATH_MAX + 8], root[PATH_MAX], sdir[PATH_MAX + 8], real[PATH_MAX + 16],

@@ -24,6 +24,7 @@
 
 #include "symbols/gosym.h"
 #include "unwind/gopclntab.h"
+#include "tests/lib/testlib.h"
 
 /* ---- small helpers ---------------------------------------------------------------------------------------- */
 
@@ -1024,10 +1025,8 @@ static void tg_check_go_binary(const struct tg_env *env, const char *name)
 static void test_go_pure(void **state)
 {
 	struct tg_env *env = *state;
-	if (!tg_build_go(env)) {
-		print_message("go not installed: skipping real Go binaries\n");
-		skip();
-	}
+	if (!tg_build_go(env))
+		test_skip("the go tool is not installed: no real Go binaries");
 	tg_check_go_binary(env, "hot/pure");
 }
 
@@ -1035,10 +1034,8 @@ static void test_go_stripped(void **state)
 {
 	struct tg_env *env = *state;
 	struct tg_file f;
-	if (!tg_build_go(env)) {
-		print_message("go not installed: skipping real Go binaries\n");
-		skip();
-	}
+	if (!tg_build_go(env))
+		test_skip("the go tool is not installed: no real Go binaries");
 	tg_check_go_binary(env, "hot/stripped");
 	tg_check_go_binary(env, "hot/hidden");
 	/* The scan found the same table as the section. */
@@ -1077,10 +1074,9 @@ static void test_go_cgo(void **state)
 {
 	struct tg_env *env = *state;
 	struct tg_file f;
-	if (!tg_build_go(env) || system("command -v gcc >/dev/null 2>&1") != 0) {
-		print_message("go or gcc not installed: skipping cgo\n");
-		skip();
-	}
+	if (!tg_build_go(env))
+		test_skip("the go tool is not installed: no real Go binaries");
+	test_require_tool("command -v gcc", "gcc (for cgo)");
 	assert_int_equal(tg_sh(env, "cd cgo && " TG_GO_ENV "CGO_ENABLED=1 go build -o cgo ."), 0);
 	assert_int_equal(tg_sh(env, "cd cgo && " TG_GO_ENV
 				    "CGO_ENABLED=1 go build -buildmode=pie -ldflags='-s -w' -o cgo-pie ."),
@@ -1118,10 +1114,8 @@ static void test_installed_go_binaries(void **state)
 		tg_close(&f);
 		seen++;
 	}
-	if (!seen) {
-		print_message("no installed Go >= 1.20 binaries: skipping\n");
-		skip();
-	}
+	if (!seen)
+		test_skip("no installed Go >= 1.20 binaries");
 }
 
 static void test_not_go(void **state)

@@ -1,4 +1,4 @@
-/* Unit tests for src/ids.c against the vectors in DESIGN.md § 4. */
+/* Unit tests for src/ids.c against known FileID and stack-trace ID vectors (ids.h gives the definitions). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

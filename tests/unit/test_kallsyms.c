@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "symbols/kallsyms.h"
+#include "tests/lib/testlib.h"
 
 /* Writes text to a fresh temporary file; the caller unlinks path. */
 static void write_temp(char *path, size_t len, const char *text)
@@ -209,7 +210,7 @@ static void test_real_kallsyms(void **state)
 	int err = 0;
 	struct kallsyms *k = kallsyms_load("/proc/kallsyms", &err);
 	if (!k && (err == -EPERM || err == -ENOENT || err == -EACCES))
-		skip();	/* not root, kptr_restrict, or no procfs */
+		test_skip("the kernel hides /proc/kallsyms from this user (%s)", strerror(-err));
 	assert_non_null(k);
 	uint64_t text = kallsyms_text_start(k);
 	assert_true(text != 0);

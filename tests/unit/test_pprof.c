@@ -23,6 +23,7 @@
 #include "src/profile.h"
 #include "tests/lib/profile_builder.h"
 #include "src/proto/profile.pb-c.h"
+#include "tests/lib/testlib.h"
 
 typedef Perftools__Profiles__Profile pb_profile;
 
@@ -389,12 +390,9 @@ static void test_jit_mapping(void **state)
 
 /* --- go tool pprof ------------------------------------------------------------------------------------- */
 
-static bool have_go(void)
+static void require_go(void)
 {
-	if (system("command -v go >/dev/null 2>&1") == 0)
-		return true;
-	fprintf(stderr, "SKIP: `go` is not installed, so `go tool pprof` cannot read the output here\n");
-	return false;
+	test_require_tool("command -v go", "go (for `go tool pprof`)");
 }
 
 static void write_file(const char *path, const struct profile *p)
@@ -427,8 +425,7 @@ static char *run_pprof(const char *args)
 static void test_go_pprof_top(void **state)
 {
 	(void)state;
-	if (!have_go())
-		skip();
+	require_go();
 	struct profile *p = build();
 	char path[] = "/tmp/hostprof-test-pprof-XXXXXX";
 	int fd = mkstemp(path);
@@ -476,12 +473,8 @@ static int main_object_bias(struct dl_phdr_info *info, size_t size, void *data)
 static void test_go_pprof_symbolizes_elf_address(void **state)
 {
 	(void)state;
-	if (!have_go())
-		skip();
-	if (system("command -v addr2line >/dev/null 2>&1") != 0) {
-		fprintf(stderr, "SKIP: pprof needs binutils' addr2line to symbolize\n");
-		skip();
-	}
+	require_go();
+	test_require_tool("command -v addr2line", "binutils' addr2line (pprof symbolizes with it)");
 	uintptr_t bias = 0;
 	char exe[PATH_MAX], path[] = "/tmp/hostprof-test-pprof-XXXXXX";
 	assert_non_null(realpath("/proc/self/exe", exe));

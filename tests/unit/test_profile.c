@@ -21,6 +21,7 @@
 #include "src/ids.h"
 #include "src/profile.h"
 #include "tests/lib/profile_builder.h"
+#include "tests/lib/testlib.h"
 
 /* --- fixtures ----------------------------------------------------------------------------------------------- */
 
@@ -925,8 +926,7 @@ static void test_write_readonly_dir(void **state)
 	(void)state;
 	struct tmpdir d;
 	char path[128];
-	if (geteuid() == 0)
-		skip();	/* root ignores directory permissions */
+	test_require_non_root("root ignores directory permissions");
 	tmpdir_make(&d);
 	tmpdir_file(&d, "p.msgpack", path, sizeof(path));
 	assert_int_equal(chmod(d.path, 0555), 0);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "src/sampler.h"
+#include "tests/lib/testlib.h"
 
 struct seen {
 	const struct perf_layout *layout;
@@ -71,16 +72,17 @@ static void burn_cpu(double seconds)
 	} while ((double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9 < seconds);
 }
 
+/* A sampler of this thread under options o; skips the test where the kernel refuses. */
 static struct sampler *open_self_with(const struct sampler_options *o, int *err)
 {
+	char why[512];
 	struct sampler *s = sampler_new(o, err);
-	if (!s)
-		return NULL;
+	assert_non_null(s);
 	*err = sampler_open_task(s, (pid_t)syscall(SYS_gettid), 1, 0);
 	if (*err < 0) {
-		fprintf(stderr, "SKIP: %s\n", sampler_error(s));
+		snprintf(why, sizeof(why), "%s", sampler_error(s));
 		sampler_free(s);
-		return NULL;
+		test_skip("the kernel refuses perf_event_open here (%s)", why);
 	}
 	return s;
 }
@@ -91,13 +93,11 @@ static struct sampler *open_self(const char *event, int *err)
 	return open_self_with(&o, err);
 }
 
-/* Samples of this thread burning CPU for 0.2 s under options o; NULL (skip) where the kernel refuses. */
+/* Samples of this thread burning CPU for 0.2 s under options o; skips the test where the kernel refuses. */
 static int sample_self(const struct sampler_options *o, struct seen *seen)
 {
 	int err;
 	struct sampler *s = open_self_with(o, &err);
-	if (!s)
-		return -1;
 	*seen = (struct seen){ .layout = sampler_layout(s), .tid = (pid_t)syscall(SYS_gettid) };
 	assert_int_equal(sampler_enable(s), 0);
 	burn_cpu(0.2);
@@ -114,8 +114,7 @@ static void test_fp_chain(void **state)
 	(void)state;
 	struct seen with, without;
 	struct sampler_options o = { .event = "cpu-clock", .freq_hz = 1000, .stack_size = 8192, .fp_chain = 1 };
-	if (sample_self(&o, &with) < 0)
-		skip();
+	assert_int_equal(sample_self(&o, &with), 0);
 	o.fp_chain = 0;
 	assert_int_equal(sample_self(&o, &without), 0);
 	fprintf(stderr, "fp chain: %u of %u samples with one (%u starting at the IP); without: %u of %u\n",
@@ -132,8 +131,6 @@ static void test_samples_and_mmap_records(void **state)
 	(void)state;
 	int err;
 	struct sampler *s = open_self("cpu-clock", &err);
-	if (!s)
-		skip();
 	struct seen seen = { .layout = sampler_layout(s), .tid = (pid_t)syscall(SYS_gettid) };
 	assert_int_equal(sampler_enable(s), 0);
 	burn_cpu(0.3);
@@ -180,8 +177,6 @@ static void test_wakeups(void **state)
 					     .ring_pages = 64, .low_latency = low_latency };
 		int err;
 		struct sampler *s = open_self_with(&o, &err);
-		if (!s)
-			skip();
 		struct seen seen = { .layout = sampler_layout(s), .tid = (pid_t)syscall(SYS_gettid) };
 		assert_int_equal(sampler_enable(s), 0);
 		burn_cpu(0.004);
@@ -203,8 +198,6 @@ static void test_extra_descriptors(void **state)
 	(void)state;
 	int err;
 	struct sampler *s = open_self("cpu-clock", &err);
-	if (!s)
-		skip();
 	struct pollfd extra[2] = { { .fd = eventfd(0, EFD_CLOEXEC), .events = POLLIN },
 				   { .fd = eventfd(0, EFD_CLOEXEC), .events = POLLIN } };
 	uint64_t one = 1, t0 = mono_ms();
@@ -250,11 +243,12 @@ static void test_no_spin_after_exit(void **state)
 	while (!r.tid)
 		;
 	if ((err = sampler_open_task(s, r.tid, SAMPLER_INHERIT_THREADS, 0)) < 0) {
-		fprintf(stderr, "SKIP: %s\n", sampler_error(s));
+		char why[512];
+		snprintf(why, sizeof(why), "%s", sampler_error(s));
 		r.go = 1;
 		pthread_join(t, NULL);
 		sampler_free(s);
-		skip();
+		test_skip("the kernel refuses perf_event_open here (%s)", why);
 	}
 	assert_int_equal(sampler_enable(s), 0);
 	r.go = 1;
@@ -275,8 +269,6 @@ static void test_hardware_event_falls_back(void **state)
 	(void)state;
 	int err;
 	struct sampler *s = open_self("cycles", &err);
-	if (!s)
-		skip();
 	/* Either the machine has a cycles counter, or hostprof explains the fallback to cpu-clock. */
 	if (strcmp(sampler_event(s), "cycles") != 0) {
 		assert_string_equal(sampler_event(s), "cpu-clock");

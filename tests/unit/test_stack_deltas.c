@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "unwind/stack_deltas.h"
+#include "tests/lib/testlib.h"
 
 #define LIBC_PATH "/usr/lib/x86_64-linux-gnu/libc.so.6"
 
@@ -539,7 +540,7 @@ static void test_debug_frame(void **state)
 	snprintf(cmd, sizeof(cmd), "objcopy --compress-debug-sections=zlib-gabi %s/debug_frame.so %s/debug_frame_z.so",
 		 fx->dir, fx->dir);
 	if (system(cmd) != 0)
-		skip();
+		test_skip("objcopy cannot compress debug sections here");
 	check_debug_frame("debug_frame_z.so");
 }
 
@@ -666,7 +667,7 @@ static void test_libc(void **state)
 	int fd;
 	Elf *elf = open_elf(LIBC_PATH, &fd);
 	if (!elf)
-		skip();
+		test_skip("%s is not there (not Debian 12 on x86_64)", LIBC_PATH);
 	struct stack_deltas *t;
 	struct stack_deltas_stats st;
 	assert_int_equal(stack_deltas_build(elf, &t, &st), 0);
@@ -715,7 +716,7 @@ static void test_own_binary_plt(void **state)
 	if (!plt || plt_size < 0x30) {
 		stack_deltas_free(t);
 		close_elf(elf, fd);
-		skip();
+		test_skip("this libc has no .plt of the expected shape");
 	}
 	expect_rule(t, plt + 0x10, "plt sp+8 ip&15>=11");
 	expect_rule(t, plt + plt_size - 1, "plt sp+8 ip&15>=11");

@@ -29,6 +29,7 @@
 
 #include "symbols/demangle.h"
 #include "symbols/symbolizer.h"
+#include "tests/lib/testlib.h"
 
 static const char prog_source[] =
 	"volatile int sink;\n"
@@ -625,9 +626,10 @@ static void test_cxx_demangled(void **state)
 	struct symbol_frame fr[8];
 	char src[256], bin[256];
 	void *libstdcxx = dlopen("libstdc++.so.6", RTLD_LAZY);
-	if (!libstdcxx || system("g++ --version >/dev/null 2>&1") != 0)
-		skip();
+	if (!libstdcxx)
+		test_skip("libstdc++ is not installed");
 	dlclose(libstdcxx);
+	test_require_tool("g++ --version", "g++");
 	path_in(f, src, sizeof(src), "cpp.cc");
 	path_in(f, bin, sizeof(bin), "cppprog");
 	write_file(src, cpp_source, strlen(cpp_source));
@@ -957,7 +959,7 @@ static void test_no_section_headers(void **state)
 	memcpy(&eh, prog, sizeof(eh));
 	if (eh.e_ident[EI_CLASS] != ELFCLASS64) {
 		free(prog);
-		skip();
+		test_skip("the test program is not a 64-bit ELF file");
 	}
 	eh.e_shoff = 0;
 	eh.e_shnum = 0;

@@ -90,6 +90,47 @@ static void test_counts_and_dedup(void **state)
 	profile_free(p);
 }
 
+/*
+ * Past the sizes fixed bucket arrays had (8192 traces and keys): 20000 distinct traces counted for 3000 threads
+ * twice over, each count kept apart and right; after a reset the handler counts again from nothing, in a
+ * daemon's next interval, also with APM links that differ only by transaction.
+ */
+static void test_many_traces_and_reset(void **state)
+{
+	struct tr_state *s = *state;
+	struct trace_frame f[2] = {
+		{ .exe = s->self, .kind = PROFILE_FRAME_NATIVE },
+		{ .exe = s->self, .address = 0x2000, .kind = PROFILE_FRAME_NATIVE },
+	};
+	for (int round = 0; round < 2; round++) {
+		for (unsigned i = 0; i < 20000; i++) {
+			f[0].address = 0x10000 + i;
+			pid_t pid = 100 + (pid_t)(i % 3000);
+			assert_int_equal(traces_add(s->t, pid, pid + 1, "prog", "t", f, 2, 10), 0);
+		}
+	}
+	assert_int_equal(traces_count(s->t), 20000);
+	assert_int_equal(traces_keys(s->t), 20000);
+	struct profile *p = profile_new();
+	assert_int_equal(traces_build_profile(s->t, p), 0);
+	assert_int_equal(p->samples.count, 20000);
+	for (uint32_t i = 0; i < p->samples.count; i++)
+		assert_int_equal(p->samples.items[i].count, 2);
+	profile_free(p);
+
+	traces_reset(s->t);
+	assert_int_equal(traces_count(s->t), 0);
+	assert_int_equal(traces_keys(s->t), 0);
+	struct trace_link a = { .trace_id = { 1 }, .transaction_id = { 7 } }, b = a;
+	b.transaction_id[7] = 9;
+	assert_int_equal(traces_add_linked(s->t, NULL, 5, 6, "prog", "t", f, 2, 10, &a), 0);
+	assert_int_equal(traces_add_linked(s->t, NULL, 5, 6, "prog", "t", f, 2, 10, &b), 0);
+	assert_int_equal(traces_add_linked(s->t, NULL, 5, 6, "prog", "t", f, 2, 10, &a), 0);
+	assert_int_equal(traces_add(s->t, 5, 6, "prog", "t", f, 2, 10), 0);
+	assert_int_equal(traces_count(s->t), 1);
+	assert_int_equal(traces_keys(s->t), 3);
+}
+
 static void test_trace_id_rules(void **state)
 {
 	struct tr_state *s = *state;
@@ -198,6 +239,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_counts_and_dedup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_many_traces_and_reset, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trace_id_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_jit_frames, setup, teardown),
 	};
