@@ -63,11 +63,13 @@ static void test_fuzz_elf(void **state)
 		 test_fixture_path("elastic-jvmti-linux-x86_64.so", c, sizeof(c)));
 	run_target("fuzz_elf", 150, inputs);
 	/* A Go program: its .gopclntab, read by hand (unwind/gopclntab.c), and the delta rules made from it. */
-	if (test_go_available()) {
-		test_go_build(f->dir, "hot", "hot", 0, "");
-		snprintf(inputs, sizeof(inputs), "'%s/hot'", f->dir);
-		run_target("fuzz_elf", 100, inputs);
+	if (system("command -v go >/dev/null 2>&1") != 0) {
+		test_skip_part("the go tool is not installed");
+		return;
 	}
+	test_go_build(f->dir, "hot", "hot", 0, "");
+	snprintf(inputs, sizeof(inputs), "'%s/hot'", f->dir);
+	run_target("fuzz_elf", 100, inputs);
 }
 
 static void test_fuzz_profile(void **state)
