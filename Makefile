@@ -37,17 +37,18 @@ DEP_LIBS   := $(shell pkg-config --libs $(LIB_MODULES)) -liberty -lpthread -lm
 TEST_LIBS  := $(shell pkg-config --libs cmocka)
 endif
 
-# Generated at build time: protobuf-c code for the pprof schema (src/proto/profile.proto).
-PROTOS    := $(wildcard src/proto/*.proto)
+# Generated at build time: protobuf-c code for the pprof schema (src/profile/proto/profile.proto).
+PROTOS    := $(wildcard src/profile/proto/*.proto)
 GEN_SRCS  := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.c)
 GEN_HDRS  := $(GEN_SRCS:.c=.h)
 GEN_OBJS  := $(GEN_SRCS:.c=.o)
 CFLAGS    += -I$(BUILD)/gen
 
-LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard src/base/*.c) $(wildcard unwind/*.c) \
+LIB_SRCS  := $(wildcard src/*.c) $(wildcard src/base/*.c) $(filter-out src/cmd/main.c,$(wildcard src/cmd/*.c)) \
+             $(wildcard src/profile/*.c) $(wildcard unwind/*.c) \
              $(wildcard symbols/*.c) $(wildcard correlate/*.c)
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(GEN_OBJS)
-MAIN_OBJ  := $(BUILD)/src/main.o
+MAIN_OBJ  := $(BUILD)/src/cmd/main.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 INTEG_SRCS:= $(wildcard tests/integration/test_*.c)

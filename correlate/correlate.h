@@ -139,7 +139,7 @@ int correlate_on_mapping(struct correlate *c, pid_t pid, uint64_t start, uint64_
 			 const char *path);
 
 /*
- * A sample of thread tid of pid with the given stack-trace ID (src/ids.h), taken at sample_time_ns (0 =
+ * A sample of thread tid of pid with the given stack-trace ID (src/profile/ids.h), taken at sample_time_ns (0 =
  * now). Returns 1 and fills out when the thread has an active transaction (the sample is then counted for
  * the agent), 0 when it has none or pid is not a (ready) APM process, negative errno on failure (-ENOMEM).
  * out may be NULL.

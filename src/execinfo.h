@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "src/ids.h"
+#include "src/profile/ids.h"
 #include "symbols/symbolizer.h"
 #include "unwind/stack_deltas.h"
 

@@ -45,7 +45,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "src/ids.h"
+#include "src/profile/ids.h"
 #include "src/procmgr.h"
 #include "symbols/jitsyms.h"
 #include "unwind/unwind.h"

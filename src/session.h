@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "src/profile.h"
+#include "src/profile/profile.h"
 #include "src/sampler.h"
 
 /*

@@ -2,7 +2,7 @@
  * traces.h — the trace handler: stack-trace IDs, the known-trace cache and sample counts.
  *
  * A trace is the list of frames of one sample: kernel frames leaf first, then user frames leaf first, then at
- * most one synthetic error frame ([truncated], [unknown]). Its 128-bit ID is computed as src/ids.h says.
+ * most one synthetic error frame ([truncated], [unknown]). Its 128-bit ID is computed as src/profile/ids.h says.
  * Each distinct trace is stored once (the known-trace cache); counts are kept per (pid, tid, trace), with the
  * process and thread names seen at sampling time. Turning traces into a profile (symbolizing each location
  * once) happens only in traces_build_profile(), off the sampling path.
@@ -19,9 +19,9 @@
 #include <sys/types.h>
 
 #include "src/execinfo.h"
-#include "src/ids.h"
+#include "src/profile/ids.h"
 #include "src/jitinfo.h"
-#include "src/profile.h"
+#include "src/profile/profile.h"
 #include "symbols/kallsyms.h"
 #include "unwind/unwind.h"
 

@@ -7,11 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "src/collapsed.h"
-#include "src/pprof.h"
-#include "src/profile.h"
-#include "src/report.h"
-#include "src/speedscope.h"
+#include "src/profile/collapsed.h"
+#include "src/profile/pprof.h"
+#include "src/profile/profile.h"
+#include "src/profile/report.h"
+#include "src/profile/speedscope.h"
 #include "tests/fuzz/fuzz_input.h"
 
 static void render(const struct profile *p)

@@ -34,10 +34,10 @@ static void test_layering_violations_named(void **state)
 	assert_int_equal(test_run("tests/check-layers %s 2> %s/err", d, d), 1);
 	assert_int_equal(test_run("grep -q 'correlate/bad.h:1: includes src/session.h: unwind/, symbols/ and "
 				  "correlate/ may include src/base/ and nothing else of src/' %s/err", d), 0);
-	assert_int_equal(test_run("rm %s/correlate/bad.h && printf '#include \"src/profile.h\"\\n' > %s/src/base/bad.c",
+	assert_int_equal(test_run("rm %s/correlate/bad.h && printf '#include \"src/profile/profile.h\"\\n' > %s/src/base/bad.c",
 				  d, d), 0);
 	assert_int_equal(test_run("tests/check-layers %s 2> %s/err", d, d), 1);
-	assert_int_equal(test_run("grep -q 'src/base/bad.c:1: includes src/profile.h' %s/err", d), 0);
+	assert_int_equal(test_run("grep -q 'src/base/bad.c:1: includes src/profile/profile.h' %s/err", d), 0);
 }
 
 /*

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "src/profile.h"
+#include "src/profile/profile.h"
 
 uint32_t tp_string(struct profile *p, const char *s);	/* NULL or "": index 0 */
 uint32_t tp_function(struct profile *p, const char *name, const char *file);

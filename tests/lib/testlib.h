@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "src/profile.h"
+#include "src/profile/profile.h"
 
 /* The build tree: $BUILD, else "build". */
 const char *test_build_dir(void);

@@ -1,5 +1,5 @@
 /*
- * Unit tests for src/collapsed.c: exact collapsed-stack lines for a small hand-built profile (root first, inline
+ * Unit tests for src/profile/collapsed.c: exact collapsed-stack lines for a small hand-built profile (root first, inline
  * expansion outer before inner, kernel/inline suffixes, libname+0xOFFSET, [truncated], threads and equal texts
  * merged, sorted output, stack-ID prefixes).
  */
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/collapsed.h"
-#include "src/profile.h"
+#include "src/profile/collapsed.h"
+#include "src/profile/profile.h"
 #include "tests/lib/profile_builder.h"
 
 

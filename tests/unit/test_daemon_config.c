@@ -1,4 +1,4 @@
-/* Unit tests for src/daemon_config.c and src/profile_dir.c: settings precedence, parsing, naming, retention. */
+/* Unit tests for src/cmd/daemon_config.c and src/profile/profile_dir.c: settings precedence, parsing, naming, retention. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/daemon_config.h"
-#include "src/profile_dir.h"
+#include "src/cmd/daemon_config.h"
+#include "src/profile/profile_dir.h"
 #include "tests/lib/testlib.h"
 
 static void write_text(const char *path, const char *text)

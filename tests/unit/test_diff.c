@@ -1,5 +1,5 @@
 /*
- * Unit tests for src/diff.c: shares normalized by each profile's samples, functions present on one side only,
+ * Unit tests for src/profile/diff.c: shares normalized by each profile's samples, functions present on one side only,
  * ordering by the size of the change, the regression count at several thresholds, the noise bound, and the
  * exact printed table and verdict.
  */
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/diff.h"
-#include "src/profile.h"
+#include "src/profile/diff.h"
+#include "src/profile/profile.h"
 #include "tests/lib/profile_builder.h"
 
 

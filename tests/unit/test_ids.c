@@ -1,4 +1,4 @@
-/* Unit tests for src/ids.c against known FileID and stack-trace ID vectors (ids.h gives the definitions). */
+/* Unit tests for src/profile/ids.c against known FileID and stack-trace ID vectors (ids.h gives the definitions). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/ids.h"
+#include "src/profile/ids.h"
 
 static void assert_hex(const uint8_t *bytes, const char *expect)
 {

@@ -1,5 +1,5 @@
 /*
- * Unit tests for src/pprof.c: the gzipped output is inflated and decoded with the protobuf-c unpacker, then
+ * Unit tests for src/profile/pprof.c: the gzipped output is inflated and decoded with the protobuf-c unpacker, then
  * every field hostprof maps is checked (sample types, period, times, comments, mappings with the whole-range
  * ELF-address convention and build IDs, locations with inline lines, functions, values, labels including the
  * APM link's trace id and local root span id). Where `go` is installed, `go tool pprof -top` reads the file and
@@ -19,10 +19,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "src/pprof.h"
-#include "src/profile.h"
+#include "src/profile/pprof.h"
+#include "src/profile/profile.h"
 #include "tests/lib/profile_builder.h"
-#include "src/proto/profile.pb-c.h"
+#include "src/profile/proto/profile.pb-c.h"
 #include "tests/lib/testlib.h"
 
 typedef Perftools__Profiles__Profile pb_profile;

@@ -1,6 +1,6 @@
 /*
- * Unit tests for src/profile.c and src/profile_msgpack.c: interning, merge, the msgpack round trip, hostile
- * input and atomic writes. Hand-crafted files are built with msgpack-c, never by hand.
+ * Unit tests for src/profile/profile.c, msgpack_write.c and msgpack_read.c: interning, merge, the msgpack round
+ * trip, hostile input and atomic writes. Hand-crafted files are built with msgpack-c, never by hand.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/ids.h"
-#include "src/profile.h"
+#include "src/profile/ids.h"
+#include "src/profile/profile.h"
 #include "tests/lib/profile_builder.h"
 #include "tests/lib/testlib.h"
 

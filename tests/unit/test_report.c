@@ -1,5 +1,5 @@
 /*
- * Unit tests for src/report.c and src/frame_name.c: exact report lines for a small hand-built profile
+ * Unit tests for src/profile/report.c and src/profile/frame_name.c: exact report lines for a small hand-built profile
  * (self/total percentages, recursion counted once, inline functions, libname+0xOFFSET, [truncated], ordering).
  */
 #include <setjmp.h>
@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/frame_name.h"
-#include "src/profile.h"
+#include "src/profile/frame_name.h"
+#include "src/profile/profile.h"
 #include "tests/lib/profile_builder.h"
-#include "src/report.h"
+#include "src/profile/report.h"
 
 
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests for the views of src/report.c: the call tree (order, guides, percent limit), per-thread tables,
+ * Unit tests for the views of src/profile/report.c: the call tree (order, guides, percent limit), per-thread tables,
  * the --pid filter, the header's host and start lines, and report_functions_get(), on a small hand-built
  * profile whose every number is known.
  */
@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/profile.h"
+#include "src/profile/profile.h"
 #include "tests/lib/profile_builder.h"
-#include "src/report.h"
+#include "src/profile/report.h"
 
 
 

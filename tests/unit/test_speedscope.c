@@ -1,5 +1,5 @@
 /*
- * Unit tests for src/speedscope.c: the JSON is parsed back with json-c and checked against the speedscope file
+ * Unit tests for src/profile/speedscope.c: the JSON is parsed back with json-c and checked against the speedscope file
  * format's invariants (schema URL, sampled profiles, samples.length == weights.length, frame indices in range,
  * endValue == sum of weights), then for exact content: one profile per thread, root-first stacks with inline
  * frames outer first, stacks printing the same frames merged, shared frames, weights in nanoseconds or counts.
@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/profile.h"
+#include "src/profile/profile.h"
 #include "tests/lib/profile_builder.h"
-#include "src/speedscope.h"
+#include "src/profile/speedscope.h"
 
 
 

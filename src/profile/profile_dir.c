@@ -1,7 +1,7 @@
 /*
  * profile_dir.c — naming and retention of the daemon's profiles. See profile_dir.h for the contract.
  */
-#include "src/profile_dir.h"
+#include "src/profile/profile_dir.h"
 
 #include <dirent.h>
 #include <errno.h>

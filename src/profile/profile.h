@@ -36,7 +36,7 @@ enum profile_frame_kind {
 };
 
 struct profile_mapping {
-	uint8_t file_id[16];	/* FileID (src/ids.h); zeros if unknown */
+	uint8_t file_id[16];	/* FileID (src/profile/ids.h); zeros if unknown */
 	uint32_t build_id;	/* string index: GNU build-id as lowercase hex, 0 if none */
 	uint32_t filename;	/* string index: path as the process saw it */
 	uint64_t memory_start, memory_limit, file_offset;
@@ -64,7 +64,7 @@ struct profile_location {
 struct profile_stack {
 	uint32_t nlocations;
 	uint32_t *locations;	/* location indices, leaf first */
-	uint8_t trace_id[16];	/* stack-trace ID (src/ids.h) */
+	uint8_t trace_id[16];	/* stack-trace ID (src/profile/ids.h) */
 };
 
 struct profile_link {

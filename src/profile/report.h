@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "src/profile.h"
+#include "src/profile/profile.h"
 
 enum report_sort {
 	REPORT_SORT_SELF,

@@ -6,7 +6,7 @@
  * the strings pprof needs that the profile lacks (label keys, hex trace IDs, comments), appended and
  * deduplicated here.
  */
-#include "src/pprof.h"
+#include "src/profile/pprof.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -15,8 +15,8 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "src/profile_impl.h"
-#include "src/proto/profile.pb-c.h"
+#include "src/profile/profile_impl.h"
+#include "src/profile/proto/profile.pb-c.h"
 
 typedef Perftools__Profiles__Profile pb_profile;
 typedef Perftools__Profiles__ValueType pb_value_type;

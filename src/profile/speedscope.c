@@ -4,7 +4,7 @@
  * Frames are interned once per (location, line) on first use. Each stack's root-first frame list is computed
  * once, and its JSON array is built once and shared (json-c reference counts) by every thread that samples it.
  */
-#include "src/speedscope.h"
+#include "src/profile/speedscope.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/frame_name.h"
-#include "src/profile_impl.h"
+#include "src/profile/frame_name.h"
+#include "src/profile/profile_impl.h"
 
 #define NO_FRAME UINT32_MAX
 

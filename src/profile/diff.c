@@ -4,7 +4,7 @@
  * Both profiles are reduced to their function rows (report_functions_get, sorted by name and library) and
  * joined by a merge walk; everything after that is arithmetic on shares.
  */
-#include "src/diff.h"
+#include "src/profile/diff.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -5,8 +5,8 @@
  * status. They report errors on stderr as one line "hostprof: ...". The flags in cli_env are set asynchronously
  * by main.c's signal handlers; long-running commands poll them and clear reload and flush when handled.
  */
-#ifndef HOSTPROF_COMMANDS_H
-#define HOSTPROF_COMMANDS_H
+#ifndef HOSTPROF_CMD_COMMANDS_H
+#define HOSTPROF_CMD_COMMANDS_H
 
 #include <signal.h>
 

@@ -1,5 +1,5 @@
 /*
- * cmd_record.c — `hostprof record`: profile a command, some processes, or the whole system into one profile.
+ * record.c — `hostprof record`: profile a command, some processes, or the whole system into one profile.
  *
  * Targets: `-- CMD ARGS` starts CMD stopped on a pipe, opens inherited per-CPU events on it that enable at
  * exec, then lets it run; `-p PID,...` opens events on every existing thread of each process (inherit then
@@ -24,9 +24,9 @@
 #include "src/base/proc_threads.h"
 #include "src/base/clock.h"
 #include "src/base/host_id.h"
-#include "src/commands.h"
+#include "src/cmd/commands.h"
 #include "src/fastlane.h"
-#include "src/profile.h"
+#include "src/profile/profile.h"
 #include "src/sampler.h"
 #include "src/gostack.h"
 #include "src/jitinfo.h"

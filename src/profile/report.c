@@ -5,7 +5,7 @@
  * (comm, stack, count) triples summed over the samples it shows, so a thread or a pid costs what its own
  * samples cost, not a pass over every stack of the profile.
  */
-#include "src/report.h"
+#include "src/profile/report.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,8 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "src/frame_name.h"
-#include "src/profile_impl.h"
+#include "src/profile/frame_name.h"
+#include "src/profile/profile_impl.h"
 
 struct row {
 	char *name;		/* "function (file.c)", or a frame name such as "libc.so.6+0x1234" */

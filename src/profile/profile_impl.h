@@ -1,6 +1,6 @@
 /*
- * profile_impl.h — internals shared by the profile modules (profile.c, profile_msgpack.c, report.c, pprof.c,
- * speedscope.c): table growth, and the hash index they all use (src/base/hindex.h: element indices stored with
+ * profile_impl.h — internals shared by the profile modules (profile.c, msgpack_write.c, msgpack_read.c, report.c,
+ * pprof.c, speedscope.c): table growth, and the hash index they all use (src/base/hindex.h: element indices stored with
  * their hashes, the table's own equality). Not part of the profile API.
  *
  * Functions return 0 or a negative errno. Not thread-safe.

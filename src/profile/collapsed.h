@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "src/profile.h"
+#include "src/profile/profile.h"
 
 struct collapsed_options {
 	bool stack_ids;		/* prefix each line with its stack-trace ID */

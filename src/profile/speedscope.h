@@ -19,7 +19,7 @@
 
 #include <stdio.h>
 
-#include "src/profile.h"
+#include "src/profile/profile.h"
 
 #define SPEEDSCOPE_SCHEMA "https://www.speedscope.app/file-format-schema.json"
 

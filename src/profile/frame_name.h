@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/profile.h"
+#include "src/profile/profile.h"
 
 enum frame_name_flags {
 	FRAME_NAME_SUFFIX = 1,		/* _[k] kernel, _[i] inlined */

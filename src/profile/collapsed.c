@@ -4,7 +4,7 @@
  * Samples are first summed per (comm, stack) with a sort, then each pair is printed once into a line; lines
  * are sorted and equal ones merged, since different stacks (addresses) often print the same functions.
  */
-#include "src/collapsed.h"
+#include "src/profile/collapsed.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/frame_name.h"
+#include "src/profile/frame_name.h"
 
 struct line {
 	char *text;		/* everything before the count */

@@ -2,7 +2,7 @@
  * pprof.h — export a profile in pprof's format (gzipped profile.proto), for `go tool pprof` and the tools that
  * read it (Pyroscope, Parca, Datadog, Cloud Profiler, speedscope, ...).
  *
- * The message is built with protobuf-c code generated from src/proto/profile.proto. The mapping:
+ * The message is built with protobuf-c code generated from src/profile/proto/profile.proto. The mapping:
  *   - sample_type [samples/count, cpu/nanoseconds]; values [count, cpu_ns] (cpu_ns = count x period when a
  *     sample has none); period_type cpu/nanoseconds, period, time_nanos, duration_nanos from the header;
  *     default_sample_type "cpu"; comments name the producer, host, event and lost samples.
@@ -33,7 +33,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "src/profile.h"
+#include "src/profile/profile.h"
 
 /* The gzipped profile, written to out. */
 int pprof_write(const struct profile *p, FILE *out);

@@ -22,8 +22,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "src/profile.h"
-#include "src/report.h"
+#include "src/profile/profile.h"
+#include "src/profile/report.h"
 
 #define DIFF_DEFAULT_THRESHOLD 5.0
 #define DIFF_DEFAULT_LIMIT 20

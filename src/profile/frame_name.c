@@ -1,7 +1,7 @@
 /*
  * frame_name.c — display names of frames. See frame_name.h for the conventions.
  */
-#include "src/frame_name.h"
+#include "src/profile/frame_name.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /*
- * cmd_daemon.c — `hostprof daemon`: continuous whole-system profiling into a directory of profiles.
+ * daemon.c — `hostprof daemon`: continuous whole-system profiling into a directory of profiles.
  *
  * One event per CPU (19 Hz by default), every sample unwound and counted as `record -a` does; every reporting
  * interval the counts become one profile, written atomically into the output directory under a name that sorts
@@ -26,10 +26,10 @@
 
 #include "src/base/clock.h"
 #include "src/base/host_id.h"
-#include "src/commands.h"
-#include "src/daemon_config.h"
-#include "src/profile.h"
-#include "src/profile_dir.h"
+#include "src/cmd/commands.h"
+#include "src/cmd/daemon_config.h"
+#include "src/profile/profile.h"
+#include "src/profile/profile_dir.h"
 #include "src/sampler.h"
 #include "src/session.h"
 

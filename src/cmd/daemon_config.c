@@ -1,7 +1,7 @@
 /*
  * daemon_config.c — `hostprof daemon` settings. See daemon_config.h for the contract.
  */
-#include "src/daemon_config.h"
+#include "src/cmd/daemon_config.h"
 #include "src/session.h"
 
 #include <ctype.h>

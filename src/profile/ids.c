@@ -1,7 +1,7 @@
 /*
  * ids.c — FileID and stack-trace ID. See ids.h for the contract.
  */
-#include "src/ids.h"
+#include "src/profile/ids.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /*
- * cmd_replay.c — `hostprof replay`: run unwinders again on the samples of a replay file (--save-samples).
+ * replay.c — `hostprof replay`: run unwinders again on the samples of a replay file (--save-samples).
  *
  * --compare (the default) unwinds every sample with the stack-delta unwinder and with libunwind, the
  * reference, and reports how many agree frame for frame (IPs, signal flags and how the walk ended), listing
@@ -17,7 +17,7 @@
 #include <time.h>
 
 #include "src/base/clock.h"
-#include "src/commands.h"
+#include "src/cmd/commands.h"
 #include "src/execinfo.h"
 #include "src/replay.h"
 #include "unwind/unwind_deltas.h"

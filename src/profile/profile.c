@@ -5,13 +5,13 @@
  * element costs one hash and, usually, one comparison. Element 0 of each table is the zero value and is
  * indexed too, so interning a zero value yields index 0 as the data model requires.
  */
-#include "src/profile.h"
+#include "src/profile/profile.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/profile_impl.h"
+#include "src/profile/profile_impl.h"
 
 struct profile_index {
 	struct hindex strings, mappings, functions, locations, stacks, links, samples;

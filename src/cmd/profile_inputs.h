@@ -1,0 +1,18 @@
+/*
+ * profile_inputs.h — the profiles `report`, `convert` and `diff` read.
+ *
+ * Each argument is a profile file or a directory; a directory stands for its *.msgpack files in name order (a
+ * daemon's output directory, say). profile_inputs_load() reads them all and merges them into one profile, which
+ * the caller frees with profile_free(); no argument means PROFILE_INPUTS_DEFAULT. On any error it prints one line
+ * "hostprof: ..." on stderr (the file and why) and returns NULL: a command exits 1 or 2 then, as its man page says.
+ */
+#ifndef HOSTPROF_CMD_PROFILE_INPUTS_H
+#define HOSTPROF_CMD_PROFILE_INPUTS_H
+
+#include "src/profile/profile.h"
+
+#define PROFILE_INPUTS_DEFAULT "hostprof.msgpack"
+
+struct profile *profile_inputs_load(char *const *args, int n);
+
+#endif
