@@ -33,13 +33,13 @@ struct reader_proc {
 	int memfd;
 	int is_our_child;	/* the caller is its parent: leave its exit status alone */
 	uint64_t tls_offset;
-	struct idmap threads;	/* tid → fs_base, TP_FAILED or TP_BUSY */
+	struct hindex threads;	/* tid → fs_base, TP_FAILED or TP_BUSY */
 };
 
 struct correlate_reader {
 	pthread_mutex_t lock;
-	struct idmap procs;	/* pid → struct reader_proc * */
-	struct idmap detaching;	/* tid → tracer tid << 1 | keep_exit: left seized by a timed-out stop */
+	struct hindex procs;	/* pid → struct reader_proc * */
+	struct hindex detaching;	/* tid → tracer tid << 1 | keep_exit: left seized by a timed-out stop */
 };
 
 static pid_t gettid_(void)
@@ -59,7 +59,7 @@ struct correlate_reader *corr_reader_new(void)
 
 static void proc_free(struct reader_proc *p)
 {
-	idmap_free(&p->threads);
+	hindex_free(&p->threads);
 	close(p->memfd);
 	free(p);
 }
@@ -69,11 +69,11 @@ void corr_reader_free(struct correlate_reader *r)
 	if (!r)
 		return;
 	correlate_reader_thread_exit(r);
-	for (uint32_t i = 0; r->procs.count && i <= r->procs.mask; i++)
-		if (r->procs.keys[i])
-			proc_free((struct reader_proc *)(uintptr_t)r->procs.vals[i]);
-	idmap_free(&r->procs);
-	idmap_free(&r->detaching);
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&r->procs, &pos, &v);)
+		proc_free((struct reader_proc *)(uintptr_t)v);
+	hindex_free(&r->procs);
+	hindex_free(&r->detaching);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
 }
@@ -81,7 +81,7 @@ void corr_reader_free(struct correlate_reader *r)
 static struct reader_proc *find(const struct correlate_reader *r, pid_t pid)
 {
 	uint64_t v;
-	return idmap_get(&r->procs, (uint32_t)pid, &v) == 0 ? (struct reader_proc *)(uintptr_t)v : NULL;
+	return hindex_u32_get(&r->procs, (uint32_t)pid, &v) ? (struct reader_proc *)(uintptr_t)v : NULL;
 }
 
 int corr_reader_add(struct correlate_reader *r, pid_t pid, int memfd, uint64_t tls_offset, int is_our_child)
@@ -99,7 +99,7 @@ int corr_reader_add(struct correlate_reader *r, pid_t pid, int memfd, uint64_t t
 	}
 	pthread_mutex_lock(&r->lock);
 	struct reader_proc *old = find(r, pid);
-	int err = idmap_put(&r->procs, (uint32_t)pid, (uint64_t)(uintptr_t)p);
+	int err = hindex_u32_put(&r->procs, (uint32_t)pid, (uint64_t)(uintptr_t)p);
 	pthread_mutex_unlock(&r->lock);
 	if (err < 0)
 		proc_free(p);
@@ -113,7 +113,7 @@ void corr_reader_remove(struct correlate_reader *r, pid_t pid)
 	pthread_mutex_lock(&r->lock);
 	struct reader_proc *p = find(r, pid);
 	if (p)
-		idmap_del(&r->procs, (uint32_t)pid);
+		hindex_u32_del(&r->procs, (uint32_t)pid);
 	pthread_mutex_unlock(&r->lock);
 	if (p)
 		proc_free(p);
@@ -125,8 +125,8 @@ void corr_reader_forget_thread(struct correlate_reader *r, pid_t pid, pid_t tid)
 	struct reader_proc *p = find(r, pid);
 	uint64_t v;
 	/* A thread being stopped right now is left to that stop, which stores its result. */
-	if (p && idmap_get(&p->threads, (uint32_t)tid, &v) == 0 && v != TP_BUSY)
-		idmap_del(&p->threads, (uint32_t)tid);
+	if (p && hindex_u32_get(&p->threads, (uint32_t)tid, &v) && v != TP_BUSY)
+		hindex_u32_del(&p->threads, (uint32_t)tid);
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -141,24 +141,24 @@ static int trace_thread(struct correlate_reader *r, struct reader_proc *p, pid_t
 	pid_t pid = p->pid;
 	int keep_exit = p->is_our_child && tid == pid;
 	uint64_t v = 0;
-	if (idmap_put(&p->threads, (uint32_t)tid, TP_BUSY) < 0)
+	if (hindex_u32_put(&p->threads, (uint32_t)tid, TP_BUSY) < 0)
 		return 0;
 	pthread_mutex_unlock(&r->lock);
 	int rc = corr_ptrace_fs_base(tid, keep_exit, PTRACE_WAIT_MS, &v);
 	pthread_mutex_lock(&r->lock);
 	if (rc == -EINPROGRESS)
-		idmap_put(&r->detaching, (uint32_t)tid, (uint64_t)gettid_() << 1 | (uint64_t)keep_exit);
+		hindex_u32_put(&r->detaching, (uint32_t)tid, (uint64_t)gettid_() << 1 | (uint64_t)keep_exit);
 	/* The process may have been removed (or replaced, after an exec) while the lock was free. */
 	if ((p = find(r, pid)) != was)
 		return 0;
 	if (rc == -EINPROGRESS || rc == -ESRCH) {
-		idmap_del(&p->threads, (uint32_t)tid);
+		hindex_u32_del(&p->threads, (uint32_t)tid);
 		return 0;
 	}
 	out->traced = rc < 0 ? -1 : 1;
 	out->err = rc < 0 ? -rc : 0;
 	v = rc < 0 ? TP_FAILED : v;
-	if (idmap_put(&p->threads, (uint32_t)tid, v) < 0)
+	if (hindex_u32_put(&p->threads, (uint32_t)tid, v) < 0)
 		return 0;
 	*tp = v;
 	return v != TP_FAILED;
@@ -169,11 +169,11 @@ static int thread_pointer(struct correlate_reader *r, struct reader_proc *p, pid
 			  struct correlate_read *out)
 {
 	uint64_t v;
-	if (idmap_get(&p->threads, (uint32_t)tid, &v) == 0) {
+	if (hindex_u32_get(&p->threads, (uint32_t)tid, &v)) {
 		*tp = v;
 		return v != TP_FAILED && v != TP_BUSY;
 	}
-	if (idmap_get(&r->detaching, (uint32_t)tid, &v) == 0)
+	if (hindex_u32_get(&r->detaching, (uint32_t)tid, &v))
 		return 0;
 	/* Never stop a thread of another process (a confused caller, or a reused pid). */
 	char task[64];
@@ -247,19 +247,21 @@ int correlate_reader_read(struct correlate_reader *r, pid_t pid, pid_t tid, stru
 /* Threads this thread left seized: detach those that have stopped since. 1 while some remain. */
 int correlate_reader_poll(struct correlate_reader *r)
 {
-	uint32_t done[MAX_DETACH_POLL];
 	unsigned n = 0, mine = 0;
 	uint64_t self = (uint64_t)gettid_();
 	pthread_mutex_lock(&r->lock);
-	for (uint32_t i = 0; r->detaching.count && i <= r->detaching.mask && n < MAX_DETACH_POLL; i++) {
-		if (!r->detaching.keys[i] || r->detaching.vals[i] >> 1 != self)
+	uint32_t tid;
+	uint64_t v;
+	/* Removal while iterating is allowed (hindex.h); n bounds the detaches done under the lock. */
+	for (uint32_t pos = 0; n < MAX_DETACH_POLL && hindex_u32_next(&r->detaching, &pos, &tid, &v);) {
+		if (v >> 1 != self)
 			continue;
 		mine++;
-		if (corr_ptrace_finish((pid_t)r->detaching.keys[i], (int)(r->detaching.vals[i] & 1)))
-			done[n++] = r->detaching.keys[i];
+		if (corr_ptrace_finish((pid_t)tid, (int)(v & 1))) {
+			hindex_u32_del(&r->detaching, tid);
+			n++;
+		}
 	}
-	for (unsigned i = 0; i < n; i++)
-		idmap_del(&r->detaching, done[i]);
 	pthread_mutex_unlock(&r->lock);
 	return mine > n;
 }

@@ -83,7 +83,7 @@ struct correlate {
 	struct correlate_options opts;
 	char *host_id;
 	size_t host_id_len;
-	struct idmap procs;	/* pid → struct corr_proc * */
+	struct hindex procs;	/* pid → struct corr_proc * */
 	struct correlate_reader *reader;	/* TLS reads; READY processes are registered there */
 	int reader_detaching;	/* this thread left threads seized (correlate_reader_poll()) */
 	uint64_t next_flush_ns;
@@ -114,7 +114,7 @@ static void corr_log(struct correlate *c, struct corr_proc *p, uint32_t once, en
 static struct corr_proc *find_proc(const struct correlate *c, pid_t pid)
 {
 	uint64_t v;
-	return idmap_get(&c->procs, (uint32_t)pid, &v) == 0 ? (struct corr_proc *)(uintptr_t)v : NULL;
+	return hindex_u32_get(&c->procs, (uint32_t)pid, &v) ? (struct corr_proc *)(uintptr_t)v : NULL;
 }
 
 /* ---- lifecycle ---- */
@@ -166,7 +166,7 @@ static void forget_proc(struct correlate *c, pid_t pid)
 	struct corr_proc *p = find_proc(c, pid);
 	if (!p)
 		return;
-	idmap_del(&c->procs, (uint32_t)pid);
+	hindex_u32_del(&c->procs, (uint32_t)pid);
 	proc_free(c, p);
 }
 
@@ -174,10 +174,10 @@ void correlate_free(struct correlate *c)
 {
 	if (!c)
 		return;
-	for (uint32_t i = 0; c->procs.count && i <= c->procs.mask; i++)
-		if (c->procs.keys[i])
-			proc_free(c, (struct corr_proc *)(uintptr_t)c->procs.vals[i]);
-	idmap_free(&c->procs);
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&c->procs, &pos, &v);)
+		proc_free(c, (struct corr_proc *)(uintptr_t)v);
+	hindex_free(&c->procs);
 	/* Seized threads get a last chance to be detached; if hostprof exits, the kernel does it. */
 	corr_reader_free(c->reader);
 	free(c->host_id);
@@ -227,7 +227,7 @@ int correlate_on_mapping(struct correlate *c, pid_t pid, uint64_t start, uint64_
 	p->sock.fd = -1;
 	p->pending.max = c->opts.max_pending;
 	snprintf(p->lib_path, sizeof(p->lib_path), "%s", path);
-	int err = idmap_put(&c->procs, (uint32_t)pid, (uint64_t)(uintptr_t)p);
+	int err = hindex_u32_put(&c->procs, (uint32_t)pid, (uint64_t)(uintptr_t)p);
 	if (err) {
 		free(p);
 		return err;
@@ -573,13 +573,12 @@ int correlate_tick(struct correlate *c, uint64_t now_ns)
 	if (flush_due)
 		c->next_flush_ns = now + interval;
 	/* Nothing to flush or attach without APM processes: the caller may sleep long. */
-	uint64_t next = c->procs.count ? c->next_flush_ns : now + (uint64_t)CORRELATE_IDLE_MS * MS;
+	uint64_t next = hindex_count(&c->procs) ? c->next_flush_ns : now + (uint64_t)CORRELATE_IDLE_MS * MS;
 	pid_t gone[MAX_PER_TICK];
 	unsigned ngone = 0;
-	for (uint32_t i = 0; c->procs.count && i <= c->procs.mask; i++) {
-		if (!c->procs.keys[i])
-			continue;
-		struct corr_proc *p = (struct corr_proc *)(uintptr_t)c->procs.vals[i];
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&c->procs, &pos, &v);) {
+		struct corr_proc *p = (struct corr_proc *)(uintptr_t)v;
 		tick_proc(c, p, now, flush_due);
 		uint64_t d = proc_deadline(p);
 		if (d < next)
@@ -690,7 +689,7 @@ int correlate_on_sample(struct correlate *c, pid_t pid, pid_t tid,
 
 int correlate_is_ready(const struct correlate *c, pid_t pid)
 {
-	const struct corr_proc *p = c && c->procs.count ? find_proc(c, pid) : NULL;
+	const struct corr_proc *p = c && hindex_count(&c->procs) ? find_proc(c, pid) : NULL;
 	return p && p->state == PS_READY;
 }
 
@@ -727,22 +726,19 @@ uint64_t correlate_finish(struct correlate *c, uint32_t budget_ms)
 {
 	if (!c)
 		return 0;
-	uint64_t end = clock_mono_ns() + (uint64_t)budget_ms * MS, unsent = 0;
+	uint64_t end = clock_mono_ns() + (uint64_t)budget_ms * MS, unsent = 0, v;
 	const struct timespec pause = { 0, CORR_RECEIVER_POLL_MS * MS };
 	for (int more = 1; more;) {
 		more = 0;
-		for (uint32_t i = 0; c->procs.count && i <= c->procs.mask; i++)
-			if (c->procs.keys[i])
-				more |= finish_proc(c, (struct corr_proc *)(uintptr_t)c->procs.vals[i], clock_mono_ns());
+		for (uint32_t pos = 0; hindex_next(&c->procs, &pos, &v);)
+			more |= finish_proc(c, (struct corr_proc *)(uintptr_t)v, clock_mono_ns());
 		if (more && clock_mono_ns() + CORR_RECEIVER_POLL_MS * MS > end)
 			break;
 		if (more)
 			nanosleep(&pause, NULL); /* the agents drain their sockets every 20 ms */
 	}
-	for (uint32_t i = 0; c->procs.count && i <= c->procs.mask; i++) {
-		if (!c->procs.keys[i])
-			continue;
-		struct corr_proc *p = (struct corr_proc *)(uintptr_t)c->procs.vals[i];
+	for (uint32_t pos = 0; hindex_next(&c->procs, &pos, &v);) {
+		struct corr_proc *p = (struct corr_proc *)(uintptr_t)v;
 		uint64_t left = corr_pending_clear(&p->pending);
 		if (left)
 			corr_log(c, p, 0, CORRELATE_LOG_WARN, "%" PRIu64 " counts unsent at the end (%s)", left,
@@ -773,10 +769,9 @@ int correlate_stats(const struct correlate *c, struct correlate_stats *out)
 		return -EINVAL;
 	*out = c->stats;
 	out->counts_pending = 0;
-	for (uint32_t i = 0; c->procs.count && i <= c->procs.mask; i++) {
-		if (!c->procs.keys[i])
-			continue;
-		const struct corr_proc *p = (const struct corr_proc *)(uintptr_t)c->procs.vals[i];
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&c->procs, &pos, &v);) {
+		const struct corr_proc *p = (const struct corr_proc *)(uintptr_t)v;
 		out->apm_processes++;
 		out->apm_ready += p->state == PS_READY;
 		out->counts_pending += p->pending.total;

@@ -20,7 +20,6 @@
 #include <sys/types.h>
 
 #include "correlate/correlate.h"
-#include "src/base/idmap.h"
 #include "src/base/hindex.h"
 
 /* ---- protocol constants (man/hostprof-correlation.7, MESSAGES) ---- */

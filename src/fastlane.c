@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "src/base/clock.h"
-#include "src/base/idmap.h"
+#include "src/base/hindex.h"
 #include "src/base/proc_threads.h"
 
 #define QUEUE_TOTAL_BYTES	(16u << 20)	/* shared out between the CPUs' queues ... */
@@ -81,11 +81,11 @@ struct fastlane {
 	unsigned nreaders;
 	int stopped;
 	int paused;			/* fastlane_pause(): events disabled, and new ones not enabled */
-	struct idmap start_ns, end_ns;	/* pid → coverage start; pid → exit time (absent: running) */
+	struct hindex start_ns, end_ns;	/* pid → coverage start; pid → exit time (absent: running) */
 	pthread_mutex_t lock;		/* guards kinds, which the readers read */
-	struct idmap kinds;		/* pid → enum fastlane_kind bits | bytes to read past the copy << 8 */
+	struct hindex kinds;		/* pid → enum fastlane_kind bits | bytes to read past the copy << 8 */
 	size_t deep_max;		/* most bytes read past the copy (the walk's limit) */
-	struct idmap refused_pids;	/* pid → -errno of its refusal */
+	struct hindex refused_pids;	/* pid → -errno of its refusal */
 	unsigned refused;
 	uint64_t before_start;
 	char error[256];
@@ -197,7 +197,7 @@ static unsigned kinds_of(struct fastlane *f, pid_t pid, size_t *deep)
 {
 	uint64_t k = 0;
 	pthread_mutex_lock(&f->lock);
-	idmap_get(&f->kinds, (uint32_t)pid, &k);
+	hindex_u32_get(&f->kinds, (uint32_t)pid, &k);
 	pthread_mutex_unlock(&f->lock);
 	*deep = k >> 8 ? (size_t)(k >> 8) : FASTLANE_DEEP_READ;
 	return (unsigned)(k & 0xff);
@@ -407,8 +407,8 @@ static int set_kinds(struct fastlane *f, pid_t pid, unsigned kinds)
 {
 	uint64_t k = 0;
 	pthread_mutex_lock(&f->lock);
-	idmap_get(&f->kinds, (uint32_t)pid, &k);
-	int err = idmap_put(&f->kinds, (uint32_t)pid, k | kinds);
+	hindex_u32_get(&f->kinds, (uint32_t)pid, &k);
+	int err = hindex_u32_put(&f->kinds, (uint32_t)pid, k | kinds);
 	pthread_mutex_unlock(&f->lock);
 	return err;
 }
@@ -418,17 +418,17 @@ void fastlane_read_deeper(struct fastlane *f, pid_t pid, size_t bytes)
 	uint64_t k;
 	bytes = bytes < f->deep_max ? bytes : f->deep_max;
 	pthread_mutex_lock(&f->lock);
-	if (idmap_get(&f->kinds, (uint32_t)pid, &k) == 0 && (k >> 8 ? k >> 8 : FASTLANE_DEEP_READ) < bytes)
-		idmap_put(&f->kinds, (uint32_t)pid, (k & 0xff) | (uint64_t)bytes << 8);
+	if (hindex_u32_get(&f->kinds, (uint32_t)pid, &k) && (k >> 8 ? k >> 8 : FASTLANE_DEEP_READ) < bytes)
+		hindex_u32_put(&f->kinds, (uint32_t)pid, (k & 0xff) | (uint64_t)bytes << 8);
 	pthread_mutex_unlock(&f->lock);
 }
 
 int fastlane_add_process(struct fastlane *f, pid_t pid, unsigned kinds, uint64_t *start_ns)
 {
 	uint64_t v;
-	if (idmap_get(&f->end_ns, (uint32_t)pid, &v) < 0 && idmap_get(&f->start_ns, (uint32_t)pid, start_ns) == 0)
+	if (!hindex_u32_get(&f->end_ns, (uint32_t)pid, &v) && hindex_u32_get(&f->start_ns, (uint32_t)pid, start_ns))
 		return set_kinds(f, pid, kinds);
-	if (idmap_get(&f->refused_pids, (uint32_t)pid, &v) == 0)
+	if (hindex_u32_get(&f->refused_pids, (uint32_t)pid, &v))
 		return -EALREADY;
 	if (f->stopped)
 		return -ESHUTDOWN;
@@ -460,45 +460,47 @@ int fastlane_add_process(struct fastlane *f, pid_t pid, unsigned kinds, uint64_t
 		snprintf(f->error, sizeof(f->error), "cannot start the readers: %s", strerror(-err));
 	if (err < 0) {
 		f->refused++;
-		idmap_put(&f->refused_pids, (uint32_t)pid, (uint64_t)(int64_t)err);
+		hindex_u32_put(&f->refused_pids, (uint32_t)pid, (uint64_t)(int64_t)err);
 		pthread_mutex_lock(&f->lock);
-		idmap_del(&f->kinds, (uint32_t)pid);
+		hindex_u32_del(&f->kinds, (uint32_t)pid);
 		pthread_mutex_unlock(&f->lock);
 		return err;
 	}
 	*start_ns = clock_mono_ns();
-	idmap_del(&f->end_ns, (uint32_t)pid);
-	return idmap_put(&f->start_ns, (uint32_t)pid, *start_ns);
+	hindex_u32_del(&f->end_ns, (uint32_t)pid);
+	return hindex_u32_put(&f->start_ns, (uint32_t)pid, *start_ns);
 }
 
 int fastlane_covers(const struct fastlane *f, pid_t pid, uint64_t time_ns)
 {
 	uint64_t start, end;
-	if (!f->start_ns.count || idmap_get(&f->start_ns, (uint32_t)pid, &start) < 0 || time_ns < start)
+	if (!hindex_count(&f->start_ns) || !hindex_u32_get(&f->start_ns, (uint32_t)pid, &start) || time_ns < start)
 		return 0;
-	return idmap_get(&f->end_ns, (uint32_t)pid, &end) < 0 || time_ns < end;
+	return !hindex_u32_get(&f->end_ns, (uint32_t)pid, &end) || time_ns < end;
 }
 
 void fastlane_on_exit(struct fastlane *f, pid_t pid, uint64_t time_ns)
 {
 	uint64_t v;
-	if (idmap_get(&f->start_ns, (uint32_t)pid, &v) == 0)
-		idmap_put(&f->end_ns, (uint32_t)pid, time_ns ? time_ns : clock_mono_ns());
+	if (hindex_u32_get(&f->start_ns, (uint32_t)pid, &v))
+		hindex_u32_put(&f->end_ns, (uint32_t)pid, time_ns ? time_ns : clock_mono_ns());
 }
 
 void fastlane_reap(struct fastlane *f, uint64_t now_ns)
 {
 	uint32_t old[64];
 	unsigned n = 0;
-	for (uint32_t i = 0; f->end_ns.count && i <= f->end_ns.mask && n < 64; i++)
-		if (f->end_ns.keys[i] && f->end_ns.vals[i] + REAP_AFTER_NS < now_ns)
-			old[n++] = f->end_ns.keys[i];
+	uint32_t pid;
+	uint64_t end;
+	for (uint32_t pos = 0; n < 64 && hindex_u32_next(&f->end_ns, &pos, &pid, &end);)
+		if (end + REAP_AFTER_NS < now_ns)
+			old[n++] = pid;
 	for (unsigned i = 0; i < n; i++) {
-		idmap_del(&f->end_ns, old[i]);
-		idmap_del(&f->start_ns, old[i]);
-		idmap_del(&f->refused_pids, old[i]);
+		hindex_u32_del(&f->end_ns, old[i]);
+		hindex_u32_del(&f->start_ns, old[i]);
+		hindex_u32_del(&f->refused_pids, old[i]);
 		pthread_mutex_lock(&f->lock);
-		idmap_del(&f->kinds, old[i]);
+		hindex_u32_del(&f->kinds, old[i]);
 		pthread_mutex_unlock(&f->lock);
 	}
 }
@@ -518,7 +520,7 @@ static void filter_entry(void *arg, const struct fastlane_entry *e)
 	struct perf_sample ps;
 	uint64_t start;
 	if (perf_decode_sample(sampler_layout(d->f->sampler), e->rec, &ps) == 0 &&
-	    (idmap_get(&d->f->start_ns, ps.pid, &start) < 0 || ps.time < start)) {
+	    (!hindex_u32_get(&d->f->start_ns, ps.pid, &start) || ps.time < start)) {
 		d->f->before_start++;
 		return;
 	}
@@ -593,10 +595,10 @@ void fastlane_free(struct fastlane *f)
 	}
 	free(f->readers);
 	sampler_free(f->sampler);
-	idmap_free(&f->start_ns);
-	idmap_free(&f->end_ns);
-	idmap_free(&f->kinds);
-	idmap_free(&f->refused_pids);
+	hindex_free(&f->start_ns);
+	hindex_free(&f->end_ns);
+	hindex_free(&f->kinds);
+	hindex_free(&f->refused_pids);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
 }
@@ -635,7 +637,7 @@ void fastlane_get_stats(const struct fastlane *f, struct fastlane_stats *out)
 	out->read_p50_ns = lat_percentile(hist, out->reads, 50, 100, max_us) * 1000;
 	out->read_p99_ns = lat_percentile(hist, out->reads, 99, 100, max_us) * 1000;
 	out->before_start = f->before_start;
-	out->processes = f->start_ns.count - f->end_ns.count;
+	out->processes = hindex_count(&f->start_ns) - hindex_count(&f->end_ns);
 	out->events = f->sampler ? sampler_nevents(f->sampler) : 0;
 	out->refused = f->refused;
 	out->readers = f->nreaders;

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "correlate/correlate.h"
-#include "src/base/idmap.h"
 #include "src/base/clock.h"
+#include "src/base/hindex.h"
 #include "src/base/host_id.h"
 #include "src/execinfo.h"
 #include "src/fastlane.h"
@@ -44,7 +44,7 @@ struct session {
 	uint8_t *fast_ext;			/* a stack copy and the fast lane's rest of it, joined */
 	size_t go_max_stack;			/* most goroutine stack read per sample */
 	int paused;				/* the caller's sampler is off (session_pause()) */
-	struct idmap live_reads;		/* pid → its reads of the live process so far (live_read()) */
+	struct hindex live_reads;		/* pid → its reads of the live process so far (live_read()) */
 	int kernel_frames;			/* a sample had kernel frames: kallsyms is needed to name them */
 	struct gostack *gostack;		/* NULL when not following goroutines from g0 */
 	struct stackext *stackext;		/* NULL when walks see only the kernel's stack copy */
@@ -187,8 +187,8 @@ static void on_apm_ready(void *arg, pid_t pid)
 static void count_live_sample(struct session *s, pid_t pid)
 {
 	uint64_t v;
-	if (s->live_reads.count && idmap_get(&s->live_reads, (uint32_t)pid, &v) == 0 && LIVE_SAMPLES(v) < 0xffffff)
-		idmap_put(&s->live_reads, (uint32_t)pid, v + 1);
+	if (hindex_count(&s->live_reads) && hindex_u32_get(&s->live_reads, (uint32_t)pid, &v) && LIVE_SAMPLES(v) < 0xffffff)
+		hindex_u32_put(&s->live_reads, (uint32_t)pid, v + 1);
 }
 
 /*
@@ -203,12 +203,12 @@ static void live_read(struct session *s, pid_t pid, unsigned kind, int rc)
 	uint64_t v = 0;
 	if (s->fast)
 		return;
-	idmap_get(&s->live_reads, (uint32_t)pid, &v);
+	hindex_u32_get(&s->live_reads, (uint32_t)pid, &v);
 	if (LIVE_READS(v) < 0xfffff)
 		v += 1ull << 24;
 	if (rc == -ESTALE && LIVE_LATE(v) < 0xfffff)
 		v += 1ull << 44;
-	idmap_put(&s->live_reads, (uint32_t)pid, v);
+	hindex_u32_put(&s->live_reads, (uint32_t)pid, v);
 	int busy = LIVE_READS(v) == LIVE_READS_FOR_FAST_LANE && LIVE_READS(v) * LIVE_SHARE_FOR_FAST_LANE >= LIVE_SAMPLES(v);
 	if (busy || (rc == -ESTALE && LIVE_LATE(v) == LIVE_LATE_FOR_FAST_LANE))
 		fast_lane_for(s, pid, kind, "for their stacks to be read as the sample saw them");
@@ -526,7 +526,7 @@ void session_free(struct session *s)
 	free(s->uframes);
 	free(s->frames);
 	free(s->fast_ext);
-	idmap_free(&s->live_reads);
+	hindex_free(&s->live_reads);
 	free(s);
 }
 

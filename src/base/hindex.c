@@ -106,6 +106,26 @@ bool hindex_remove(struct hindex *h, uint64_t hash, uint64_t value)
 	}
 }
 
+int hindex_u32_put(struct hindex *h, uint32_t key, uint64_t value)
+{
+	uint64_t hash = hindex_hash(hindex_u32(key));
+	for (uint32_t pos = h->slots ? hindex_home(h, hash) : 0; h->slots; pos = (pos + 1) & h->mask) {
+		if (h->slots[pos].hash == hash) {
+			h->slots[pos].value = value;
+			return 0;
+		}
+		if (h->slots[pos].hash == HINDEX_EMPTY)
+			break;
+	}
+	return hindex_insert(h, hindex_u32(key), value);
+}
+
+bool hindex_u32_del(struct hindex *h, uint32_t key)
+{
+	uint64_t value;
+	return hindex_u32_get(h, key, &value) && hindex_remove(h, hindex_u32(key), value);
+}
+
 void hindex_clear(struct hindex *h)
 {
 	if (h->slots)

@@ -130,6 +130,35 @@ static inline uint32_t hindex_count(const struct hindex *h)
 	return h->used;
 }
 
+/*
+ * Integer keys (pids, tids): the index as a map from key to value, each key its own hash (hindex_u32), so no
+ * equality function and no key storage. Key 0 is allowed but no pid or tid is 0.
+ */
+static inline bool hindex_u32_get(const struct hindex *h, uint32_t key, uint64_t *value)
+{
+	return hindex_find(h, hindex_u32(key), NULL, NULL, NULL, value);
+}
+
+/* Set key's value, inserting key when absent. 0 or -ENOMEM / -EOVERFLOW. */
+int hindex_u32_put(struct hindex *h, uint32_t key, uint64_t value);
+/* Remove key; false if it was absent. */
+bool hindex_u32_del(struct hindex *h, uint32_t key);
+
+/* hindex_next() for an integer-keyed index, with each entry's key. */
+static inline bool hindex_u32_next(const struct hindex *h, uint32_t *pos, uint32_t *key, uint64_t *value)
+{
+	if (!h->slots)
+		return false;
+	for (; *pos <= h->mask; (*pos)++) {
+		if (h->slots[*pos].hash > HINDEX_REMOVED) {
+			*key = (uint32_t)(h->slots[*pos].hash >> 32);
+			*value = h->slots[(*pos)++].value;
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Forget every entry, keeping the slots' memory: inserting again at most as many entries as the index held
  * before cannot fail. */
 void hindex_clear(struct hindex *h);

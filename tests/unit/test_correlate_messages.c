@@ -236,35 +236,6 @@ static void test_pending_bound(void **state)
 	corr_pending_free(&p);
 }
 
-static void test_idmap(void **state)
-{
-	(void)state;
-	struct idmap m = { 0 };
-	uint64_t v;
-	assert_int_equal(idmap_get(&m, 5, &v), -ENOENT);
-	for (uint32_t k = 1; k <= 5000; k++)
-		assert_int_equal(idmap_put(&m, k * 16, k), 0);
-	assert_int_equal(m.count, 5000);
-	for (uint32_t k = 1; k <= 5000; k += 2)
-		assert_int_equal(idmap_del(&m, k * 16), 0);
-	assert_int_equal(idmap_del(&m, 16), -ENOENT);
-	for (uint32_t k = 1; k <= 5000; k++) {
-		int r = idmap_get(&m, k * 16, &v);
-		if (k % 2) {
-			assert_int_equal(r, -ENOENT);
-		} else {
-			assert_int_equal(r, 0);
-			assert_int_equal(v, k);
-		}
-	}
-	assert_int_equal(idmap_put(&m, 32, 7), 0);
-	assert_int_equal(idmap_get(&m, 32, &v), 0);
-	assert_int_equal(v, 7);
-	assert_int_equal(m.count, 2500);
-	assert_int_equal(idmap_put(&m, 0, 1), -EINVAL);
-	idmap_free(&m);
-}
-
 static void test_library_path(void **state)
 {
 	(void)state;
@@ -436,7 +407,6 @@ int main(void)
 		cmocka_unit_test(test_split_at_32767),
 		cmocka_unit_test(test_eagain_keeps_counts),
 		cmocka_unit_test(test_pending_bound),
-		cmocka_unit_test(test_idmap),
 		cmocka_unit_test(test_library_path),
 		cmocka_unit_test(test_utf8),
 		cmocka_unit_test(test_storage_validation),

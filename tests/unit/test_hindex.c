@@ -174,6 +174,42 @@ static void test_clear_keeps_room(void **state)
 }
 
 /* The hashes are the profile's: combinable, injective in the value combined, byte order matters. */
+/* Integer keys (pids, tids): get, put replacing in place, delete, and iteration with the keys. */
+static void test_u32_keys(void **state)
+{
+	(void)state;
+	struct hindex m = { 0 };
+	uint64_t v;
+	assert_false(hindex_u32_get(&m, 5, &v));
+	for (uint32_t k = 1; k <= 5000; k++)
+		assert_int_equal(hindex_u32_put(&m, k * 16, k), 0);
+	assert_int_equal(hindex_count(&m), 5000);
+	for (uint32_t k = 1; k <= 5000; k += 2)
+		assert_true(hindex_u32_del(&m, k * 16));
+	assert_false(hindex_u32_del(&m, 16));
+	for (uint32_t k = 1; k <= 5000; k++) {
+		bool found = hindex_u32_get(&m, k * 16, &v);
+		assert_int_equal(found, k % 2 == 0);
+		if (found)
+			assert_int_equal(v, k);
+	}
+	assert_int_equal(hindex_u32_put(&m, 32, 7), 0);	/* replaces: no second entry */
+	assert_true(hindex_u32_get(&m, 32, &v));
+	assert_int_equal(v, 7);
+	assert_int_equal(hindex_count(&m), 2500);
+	uint32_t key, seen = 0;
+	for (uint32_t pos = 0; hindex_u32_next(&m, &pos, &key, &v);) {
+		assert_int_equal(key % 32, 0);
+		assert_int_equal(v, key == 32 ? 7 : key / 16);
+		seen++;
+	}
+	assert_int_equal(seen, 2500);
+	assert_int_equal(hindex_u32_put(&m, UINT32_MAX, 9), 0);	/* the largest key is its own */
+	assert_true(hindex_u32_get(&m, UINT32_MAX, &v));
+	assert_int_equal(v, 9);
+	hindex_free(&m);
+}
+
 static void test_hashes(void **state)
 {
 	(void)state;
@@ -194,6 +230,7 @@ int main(void)
 		cmocka_unit_test(test_iterate_while_removing),
 		cmocka_unit_test(test_colliding_hashes),
 		cmocka_unit_test(test_clear_keeps_room),
+		cmocka_unit_test(test_u32_keys),
 		cmocka_unit_test(test_hashes),
 	};
 	return cmocka_run_group_tests_name("hindex", tests, NULL, NULL);
