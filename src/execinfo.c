@@ -2,6 +2,7 @@
  * execinfo.c — the executable-info manager. See execinfo.h for the contract.
  */
 #include "src/execinfo.h"
+#include "src/base/read_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +14,29 @@
 #include <unistd.h>
 
 #include "src/base/hindex.h"
+
+struct execinfo {
+	struct file_id file_id;
+	char build_id[41];	/* lowercase hex GNU build-id, "" if none */
+	char *path;		/* path as first seen (for display; not an identity) */
+	char *name;		/* basename of path */
+	int fd;			/* -1 for in-memory images */
+	void *image;		/* owned copy of an in-memory image (vdso), else NULL */
+	size_t image_size;
+	Elf *elf;
+	struct load_segment *segments;	/* its PT_LOAD headers */
+	unsigned nsegments;
+	struct symbolizer *symbolizer;	/* lazily opened, see execinfo_symbolizer() */
+	int symbolizer_failed;
+	struct stack_deltas *deltas;	/* lazily built, see execinfo_deltas() */
+	int deltas_failed;
+	struct stack_deltas_stats deltas_stats;
+	unsigned refs;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	int64_t mtime_ns;
+};
 
 #define EXECINFO_MAX_HOOKS 4
 #define EXECINFO_MAX_SEGMENTS 64
@@ -364,4 +388,67 @@ void execinfo_mgr_totals(const struct execinfo_mgr *m, struct execinfo_totals *t
 		t->bytes += e->deltas_stats.bytes;
 		t->build_ns += e->deltas_stats.build_ns;
 	}
+}
+
+const struct file_id *execinfo_file_id(const struct execinfo *e)
+{
+	return &e->file_id;
+}
+
+const char *execinfo_build_id(const struct execinfo *e)
+{
+	return e->build_id;
+}
+
+const char *execinfo_path(const struct execinfo *e)
+{
+	return e->path;
+}
+
+const char *execinfo_name(const struct execinfo *e)
+{
+	return e->name;
+}
+
+Elf *execinfo_elf(const struct execinfo *e)
+{
+	return e->elf;
+}
+
+bool execinfo_in_memory(const struct execinfo *e)
+{
+	return e->image != NULL;
+}
+
+uint64_t execinfo_size(const struct execinfo *e)
+{
+	return e->image ? e->image_size : e->size > 0 ? (uint64_t)e->size : 0;
+}
+
+int execinfo_copy_contents(const struct execinfo *e, size_t max, uint8_t **out, size_t *len)
+{
+	if (!e->image)
+		return read_fd_all(e->fd, max, out, len);
+	if (e->image_size > max)
+		return -EFBIG;
+	if (!(*out = malloc(e->image_size ? e->image_size : 1)))
+		return -ENOMEM;
+	memcpy(*out, e->image, e->image_size);
+	*len = e->image_size;
+	return 0;
+}
+
+bool execinfo_bias_fits(const struct execinfo *e, uint64_t map_start, uint64_t pgoff, uint64_t bias)
+{
+	return load_bias_fits(e->segments, e->nsegments, map_start, pgoff, bias);
+}
+
+const struct stack_deltas_stats *execinfo_deltas_stats(const struct execinfo *e)
+{
+	return e->deltas ? &e->deltas_stats : NULL;
+}
+
+unsigned execinfo_refs(const struct execinfo *e)
+{
+	return e->refs;
 }

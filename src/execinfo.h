@@ -17,6 +17,8 @@
 #define HOSTPROF_EXECINFO_H
 
 #include <gelf.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -26,29 +28,7 @@
 
 #include "src/base/load_bias.h"
 
-struct execinfo {
-	struct file_id file_id;
-	char build_id[41];	/* lowercase hex GNU build-id, "" if none */
-	char *path;		/* path as first seen (for display; not an identity) */
-	char *name;		/* basename of path */
-	int fd;			/* -1 for in-memory images */
-	void *image;		/* owned copy of an in-memory image (vdso), else NULL */
-	size_t image_size;
-	Elf *elf;
-	struct load_segment *segments;	/* its PT_LOAD headers */
-	unsigned nsegments;
-	struct symbolizer *symbolizer;	/* lazily opened, see execinfo_symbolizer() */
-	int symbolizer_failed;
-	struct stack_deltas *deltas;	/* lazily built, see execinfo_deltas() */
-	int deltas_failed;
-	struct stack_deltas_stats deltas_stats;
-	/* private to the manager */
-	unsigned refs;
-	dev_t dev;
-	ino_t ino;
-	off_t size;
-	int64_t mtime_ns;
-};
+struct execinfo;
 
 struct execinfo_mgr;
 
@@ -88,6 +68,25 @@ struct symbolizer *execinfo_symbolizer(struct execinfo *e);
 /* The file's stack-delta table, built on first use (once per file, shared by every process); NULL if the
  * file has no usable unwind information. */
 const struct stack_deltas *execinfo_deltas(struct execinfo *e);
+
+/* What the entry knows of its file; the strings and the FileID live as long as the entry. */
+const struct file_id *execinfo_file_id(const struct execinfo *e);
+const char *execinfo_build_id(const struct execinfo *e);	/* lowercase hex GNU build-id, "" if none */
+const char *execinfo_path(const struct execinfo *e);	/* as first seen: for display, never an identity */
+const char *execinfo_name(const struct execinfo *e);	/* basename of the path */
+Elf *execinfo_elf(const struct execinfo *e);
+bool execinfo_in_memory(const struct execinfo *e);	/* an image in memory (the vdso), not a file */
+uint64_t execinfo_size(const struct execinfo *e);	/* bytes of the file or image */
+/* A malloc'd copy of the whole file or image, at most max bytes (-EFBIG past it), for replay files. 0 or
+ * -errno; the caller frees *out. */
+int execinfo_copy_contents(const struct execinfo *e, size_t max, uint8_t **out, size_t *len);
+/* Whether bias places the load segment holding pgoff at map_start (load_bias_fits() over e's segments). */
+bool execinfo_bias_fits(const struct execinfo *e, uint64_t map_start, uint64_t pgoff, uint64_t bias);
+/* The delta table's statistics; NULL before it is built or when it could not be. */
+const struct stack_deltas_stats *execinfo_deltas_stats(const struct execinfo *e);
+
+/* References held on e (acquisitions and execinfo_ref() not yet released): for tests and diagnostics. */
+unsigned execinfo_refs(const struct execinfo *e);
 
 /* Entries alive. */
 unsigned execinfo_mgr_count(const struct execinfo_mgr *m);

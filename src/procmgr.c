@@ -567,7 +567,7 @@ static int mapping_bias(struct procmgr *pm, struct process *p, struct mapping *m
 			if (x == m || !(x->prot & PROT_EXEC) || x->ino != m->ino || x->dev != m->dev ||
 			    procmgr_mapping_exe(pm, p, x) != e)
 				continue;
-			if (load_bias_fits(e->segments, e->nsegments, m->start, m->pgoff, x->bias)) {
+			if (execinfo_bias_fits(e, m->start, m->pgoff, x->bias)) {
 				m->bias = x->bias;
 				return 0;
 			}

@@ -3,6 +3,7 @@
  * See replay.h for the contract.
  */
 #include "src/replay.h"
+#include "src/base/read_file.h"
 
 #include "src/base/atomic_file.h"
 
@@ -60,49 +61,24 @@ static int grow(void **items, uint32_t *cap, uint32_t need, size_t size)
 /* Test programs and the vdso travel with the replay; system libraries are referred to by path and FileID. */
 static int should_embed(const struct execinfo *e)
 {
-	if (e->image)
+	const char *path = execinfo_path(e);
+	uint64_t size = execinfo_size(e);
+	if (execinfo_in_memory(e))
 		return 1;
-	if (!strncmp(e->path, "/usr/", 5) || !strncmp(e->path, "/lib", 4))
+	if (!strncmp(path, "/usr/", 5) || !strncmp(path, "/lib", 4))
 		return 0;
-	return e->size > 0 && (uint64_t)e->size <= REPLAY_EMBED_MAX;
-}
-
-static int read_whole_fd(int fd, size_t size, uint8_t **out)
-{
-	uint8_t *buf = malloc(size ? size : 1);
-	size_t done = 0;
-	if (!buf)
-		return -ENOMEM;
-	while (done < size) {
-		ssize_t n = pread(fd, buf + done, size - done, (off_t)done);
-		if (n <= 0) {
-			free(buf);
-			return n < 0 ? -errno : -EIO;
-		}
-		done += (size_t)n;
-	}
-	*out = buf;
-	return 0;
+	return size > 0 && size <= REPLAY_EMBED_MAX;
 }
 
 static int embed_file(const struct execinfo *e, struct replay_file *f)
 {
-	if (e->image) {
-		f->image = malloc(e->image_size);
-		if (!f->image)
-			return -ENOMEM;
-		memcpy(f->image, e->image, e->image_size);
-		f->image_size = e->image_size;
-		return 0;
-	}
-	f->image_size = (size_t)e->size;
-	return read_whole_fd(e->fd, f->image_size, &f->image);
+	return execinfo_copy_contents(e, REPLAY_EMBED_MAX, &f->image, &f->image_size);
 }
 
 int replay_writer_add_file(struct replay_writer *w, const struct execinfo *e, uint32_t *index)
 {
 	for (uint32_t i = 0; i < w->r.nfiles; i++) {
-		if (!memcmp(w->r.files[i].file_id, e->file_id.bytes, 16)) {
+		if (!memcmp(w->r.files[i].file_id, execinfo_file_id(e)->bytes, 16)) {
 			*index = i;
 			return 0;
 		}
@@ -112,8 +88,8 @@ int replay_writer_add_file(struct replay_writer *w, const struct execinfo *e, ui
 		return err;
 	struct replay_file *f = &w->r.files[w->r.nfiles];
 	memset(f, 0, sizeof(*f));
-	memcpy(f->file_id, e->file_id.bytes, 16);
-	f->path = strdup(e->path);
+	memcpy(f->file_id, execinfo_file_id(e)->bytes, 16);
+	f->path = strdup(execinfo_path(e));
 	if (!f->path || (should_embed(e) && (err = embed_file(e, f)) < 0)) {
 		free(f->path);
 		return err < 0 ? err : -ENOMEM;
@@ -477,17 +453,9 @@ static int read_root(const msgpack_object *root, struct replay *r)
 static int slurp(const char *path, char **data, size_t *size)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	int err = 0;
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0)
-		err = -errno;
-	else if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > REPLAY_MAX_FILE_SIZE)
-		err = -EFBIG;
-	else
-		err = read_whole_fd(fd, (size_t)st.st_size, (uint8_t **)data);
-	*size = (size_t)st.st_size;
+	int err = read_fd_all(fd, REPLAY_MAX_FILE_SIZE, (uint8_t **)data, size);
 	close(fd);
 	return err;
 }
@@ -551,7 +519,7 @@ static struct execinfo *open_replay_file(struct execinfo_mgr *em, const struct r
 	}
 	if (err < 0)
 		return NULL;
-	if (memcmp(e->file_id.bytes, f->file_id, 16) != 0) {
+	if (memcmp(execinfo_file_id(e)->bytes, f->file_id, 16) != 0) {
 		execinfo_release(em, e); /* another build of that file: its unwind info would not match */
 		return NULL;
 	}
@@ -603,7 +571,7 @@ static int fill_from_mapping(struct replay_env *env, const struct replay_mapping
 	mod->start = m->start;
 	mod->end = m->end;
 	mod->pgoff = m->pgoff;
-	mod->elf = e->elf;
+	mod->elf = execinfo_elf(e);
 	mod->cache_key = e;
 	mod->deltas = execinfo_deltas(e);
 	return 0;

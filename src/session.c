@@ -629,7 +629,7 @@ static void fill_module(const struct session *s, const struct mapping *m, struct
 	mod->end = m->end;
 	mod->pgoff = m->pgoff;
 	mod->bias = m->bias;
-	mod->elf = e->elf;
+	mod->elf = execinfo_elf(e);
 	mod->cache_key = e;
 	/* Built once per file, on the first sample that needs it; the reference unwinder has no use for it. */
 	mod->deltas = s->opts.unwinder == SESSION_UNWIND_DELTAS ? execinfo_deltas(e) : NULL;

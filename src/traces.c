@@ -113,7 +113,7 @@ static void frame_identity(const struct traces *t, const struct trace_frame *f, 
 	} else if (f->kind == PROFILE_FRAME_JIT) {
 		jitinfo_identity(f->jit, f->address, id, addr);
 	} else {
-		*id = f->exe ? f->exe->file_id : zero;
+		*id = f->exe ? *execinfo_file_id(f->exe) : zero;
 		*addr = f->address;
 	}
 }
@@ -285,9 +285,9 @@ static int add_mapping(struct profile *p, const struct execinfo *e, uint32_t *in
 {
 	struct profile_mapping m = { 0 };
 	int err;
-	memcpy(m.file_id, e->file_id.bytes, 16);
-	if ((err = profile_add_string(p, e->build_id, &m.build_id)) < 0 ||
-	    (err = profile_add_string(p, e->path, &m.filename)) < 0)
+	memcpy(m.file_id, execinfo_file_id(e)->bytes, 16);
+	if ((err = profile_add_string(p, execinfo_build_id(e), &m.build_id)) < 0 ||
+	    (err = profile_add_string(p, execinfo_path(e), &m.filename)) < 0)
 		return err;
 	return profile_add_mapping(p, &m, index);
 }

@@ -125,9 +125,9 @@ static void describe_ip(struct replay_run *run, int32_t pid, uint64_t ip, int is
 	if (mod.deltas && stack_deltas_lookup(mod.deltas, va, &dr) == 0)
 		stack_delta_rule_format(&dr, rule, sizeof(rule));
 	if (n > 0 && sf[n - 1].function)
-		snprintf(buf, len, "%s+0x%" PRIx64 " (%s) [%s]", e->name, va, sf[n - 1].function, rule);
+		snprintf(buf, len, "%s+0x%" PRIx64 " (%s) [%s]", execinfo_name(e), va, sf[n - 1].function, rule);
 	else
-		snprintf(buf, len, "%s+0x%" PRIx64 " [%s]", e->name, va, rule);
+		snprintf(buf, len, "%s+0x%" PRIx64 " [%s]", execinfo_name(e), va, rule);
 }
 
 static int same_walk(const struct unwind_result *a, const struct unwind_result *b)
@@ -206,11 +206,11 @@ static void print_tables(const struct replay_run *run)
 {
 	for (uint32_t i = 0; i < run->r->nfiles; i++) {
 		const struct execinfo *e = replay_env_file(run->env, i);
-		if (!e || !e->deltas)
+		const struct stack_deltas_stats *st = e ? execinfo_deltas_stats(e) : NULL;
+		if (!st)
 			continue;
-		const struct stack_deltas_stats *st = &e->deltas_stats;
 		printf("table: %-28s %9zu rows %10zu bytes %5.2f bytes/row  built in %7.2f ms  (%zu fallback rows)\n",
-		       e->name, st->rows, st->bytes, st->rows ? (double)st->bytes / (double)st->rows : 0.0,
+		       execinfo_name(e), st->rows, st->bytes, st->rows ? (double)st->bytes / (double)st->rows : 0.0,
 		       (double)st->build_ns / 1e6, st->fallback_rows);
 	}
 }

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/base/read_file.h"
 #include "src/profile/msgpack_schema.h"
 #include "src/profile/profile_impl.h"
 
@@ -909,43 +910,6 @@ static int read_buffer(struct reader *r, const uint8_t *buf, size_t len)
 /* Far above any real profile (1e5 stacks take about 10 MiB); stops `report /dev/zero` from eating memory. */
 #define PROFILE_READ_MAX ((size_t)1 << 30)
 
-static int read_all(int fd, uint8_t **out, size_t *len)
-{
-	struct stat st;
-	size_t cap = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : 65536;
-	if (cap > PROFILE_READ_MAX + 1)
-		return -EFBIG;
-	uint8_t *buf = malloc(cap);
-	*len = 0;
-	for (;;) {
-		if (!buf)
-			return -ENOMEM;
-		if (*len == cap) {
-			size_t ncap = cap * 2 > PROFILE_READ_MAX + 1 ? PROFILE_READ_MAX + 1 : cap * 2;
-			uint8_t *n = cap > PROFILE_READ_MAX ? NULL : realloc(buf, ncap);
-			if (!n) {
-				free(buf);
-				return cap > PROFILE_READ_MAX ? -EFBIG : -ENOMEM;
-			}
-			buf = n;
-			cap = ncap;
-		}
-		ssize_t got = read(fd, buf + *len, cap - *len);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			int err = -errno;
-			free(buf);
-			return err;
-		}
-		if (got == 0)
-			break;
-		*len += (size_t)got;
-	}
-	*out = buf;
-	return 0;
-}
-
 int profile_read_file(const char *path, struct profile **out, char *errbuf, size_t errlen)
 {
 	struct reader r = { .path = path, .errbuf = errbuf, .errlen = errlen };
@@ -960,7 +924,7 @@ int profile_read_file(const char *path, struct profile **out, char *errbuf, size
 		err = -errno;
 		return fail(&r, err, "%s", strerror(-err));
 	}
-	err = read_all(fd, &buf, &len);
+	err = read_fd_all(fd, PROFILE_READ_MAX, &buf, &len);
 	close(fd);
 	if (err < 0)
 		return fail(&r, err, "%s", strerror(-err));

@@ -174,14 +174,14 @@ static void test_resync_keeps_files_until_released(void **state)
 	/* An address in no mapping, long after the last re-read: the maps are read again. */
 	assert_null(procmgr_find_mapping(s->pm, p, 8, 1 + 2 * PROCMGR_RESYNC_NS));
 	assert_int_equal(execinfo_mgr_count(s->em), 1);
-	assert_int_equal(e->refs, 1);
+	assert_int_equal(execinfo_refs(e), 1);
 	/* The new mapping of the same file finds the same entry. */
 	struct mapping *again = procmgr_find_mapping(s->pm, p, (uint64_t)(uintptr_t)&marker_function, 1);
 	assert_non_null(again);
 	assert_ptr_equal(procmgr_mapping_exe(s->pm, p, again), e);
-	assert_int_equal(e->refs, 2);
+	assert_int_equal(execinfo_refs(e), 2);
 	procmgr_release_deferred(s->pm);
-	assert_int_equal(e->refs, 1);
+	assert_int_equal(execinfo_refs(e), 1);
 	assert_int_equal(execinfo_mgr_count(s->em), 1);
 	/* When no mapping holds it any more, the deferred release is the last one. */
 	assert_null(procmgr_find_mapping(s->pm, p, 8, 1 + 4 * PROCMGR_RESYNC_NS));

@@ -83,7 +83,7 @@ static void test_counts_and_dedup(void **state)
 			const struct profile_location *leaf = &p->locations.items[st->locations[0]];
 			assert_int_equal(leaf->address, 0x1234);
 			const struct profile_mapping *m = &p->mappings.items[leaf->mapping];
-			assert_memory_equal(m->file_id, s->self->file_id.bytes, 16);
+			assert_memory_equal(m->file_id, execinfo_file_id(s->self)->bytes, 16);
 		}
 	}
 	assert_true(found3 && found2);
