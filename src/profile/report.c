@@ -14,11 +14,12 @@
 #include <time.h>
 
 #include "src/profile/frame_name.h"
+#include "src/profile/name_pairs.h"
 #include "src/profile/profile_impl.h"
 
 struct row {
-	char *name;		/* "function (file.c)", or a frame name such as "libc.so.6+0x1234" */
-	char *library;
+	const char *name;	/* "function (file.c)", or a frame name such as "libc.so.6+0x1234" (names' copy) */
+	const char *library;
 	uint64_t self, total;
 	uint32_t stamp;		/* the generation that last counted the row into total */
 };
@@ -27,7 +28,7 @@ struct report {
 	const struct profile *p;
 	struct row *rows;
 	uint32_t nrows, rows_cap;
-	struct hindex index;
+	struct name_pairs names;	/* (name, library) of row i, which owns the strings */
 	uint32_t *loc_first;	/* per location: its first entry in line_rows */
 	uint32_t *line_rows;	/* per (location, line): row; one entry for a location without lines */
 	uint32_t generation;	/* bumped per counted stack, so recursion counts a row's total once */
@@ -52,34 +53,17 @@ struct row_key {
 	const char *name, *library;
 };
 
-static uint64_t hash_row(const struct row_key *k)
-{
-	return hash_str(hash_str(HASH_SEED, k->name), k->library);
-}
-
-static bool row_eq(const void *table, uint64_t i, const void *key)
-{
-	const struct row *r = &((const struct report *)table)->rows[i];
-	const struct row_key *k = key;
-	return strcmp(r->name, k->name) == 0 && strcmp(r->library, k->library) == 0;
-}
-
+/* The row of k, made when new: row i is pair i of names. */
 static int intern_row(struct report *rp, const struct row_key *k, uint32_t *index)
 {
-	uint64_t h = hash_row(k);
-	int err;
-	if (hindex_find_index(&rp->index, h, row_eq, rp, k, index))
-		return 0;
-	if ((err = profile_grow((void **)&rp->rows, &rp->rows_cap, (uint64_t)rp->nrows + 1, sizeof(*rp->rows))) < 0)
+	int err = name_pairs_intern(&rp->names, k->name, k->library, index);
+	if (err < 0 || *index < rp->nrows)
 		return err;
-	struct row *r = &rp->rows[rp->nrows];
-	*r = (struct row){ .name = strdup(k->name), .library = strdup(k->library) };
-	if (!r->name || !r->library || (err = hindex_insert(&rp->index, h, rp->nrows)) < 0) {
-		free(r->name);
-		free(r->library);
-		return err ? err : -ENOMEM;
-	}
-	*index = rp->nrows++;
+	/* A row whose growth failed earlier is made now: pairs and rows keep the same numbers. */
+	if ((err = profile_grow((void **)&rp->rows, &rp->rows_cap, (uint64_t)*index + 1, sizeof(*rp->rows))) < 0)
+		return err;
+	const struct name_pair *n = &rp->names.items[*index];
+	rp->rows[rp->nrows++] = (struct row){ .name = n->first, .library = n->second };
 	return 0;
 }
 
@@ -148,12 +132,8 @@ static int build_rows(struct report *rp)
 
 static void report_free(struct report *rp)
 {
-	for (uint32_t k = 0; k < rp->nrows; k++) {
-		free(rp->rows[k].name);
-		free(rp->rows[k].library);
-	}
 	free(rp->rows);
-	hindex_free(&rp->index);
+	name_pairs_free(&rp->names);
 	free(rp->loc_first);
 	free(rp->line_rows);
 }
@@ -683,8 +663,10 @@ static int take_functions(struct report *rp, struct report_functions *f)
 		struct row *r = &rp->rows[k];
 		if (!r->total)
 			continue;
-		f->items[f->count++] = (struct report_function){ r->name, r->library, r->self, r->total };
-		r->name = r->library = NULL;
+		struct report_function *out = &f->items[f->count++];
+		name_pairs_take(&rp->names, k, &out->name, &out->library);
+		out->self = r->self;
+		out->total = r->total;
 	}
 	qsort(f->items, f->count, sizeof(*f->items), compare_functions);
 	return 0;

@@ -14,13 +14,10 @@
 #include <string.h>
 
 #include "src/profile/frame_name.h"
+#include "src/profile/name_pairs.h"
 #include "src/profile/profile_impl.h"
 
 #define NO_FRAME UINT32_MAX
-
-struct frame {
-	char *name, *file;	/* file may be "" (left out) */
-};
 
 struct stack_frames {
 	uint32_t *frames;	/* root first; NULL until computed */
@@ -30,9 +27,7 @@ struct stack_frames {
 
 struct exporter {
 	const struct profile *p;
-	struct frame *frames;
-	uint32_t nframes, frames_cap;
-	struct hindex frame_index;
+	struct name_pairs frames;	/* (name, file) of each frame; file may be "" (left out) */
 	uint32_t *loc_first;	/* per location: its first entry in line_frames */
 	uint32_t *line_frames;	/* per (location, line): frame, NO_FRAME until interned */
 	struct stack_frames *stacks;
@@ -47,31 +42,6 @@ struct entry {
 };
 
 /* --- frames ---------------------------------------------------------------------------------------------- */
-
-static bool frame_eq(const void *table, uint64_t i, const void *key)
-{
-	const struct frame *f = &((const struct exporter *)table)->frames[i], *k = key;
-	return strcmp(f->name, k->name) == 0 && strcmp(f->file, k->file) == 0;
-}
-
-static int intern_frame(struct exporter *e, const struct frame *k, uint32_t *index)
-{
-	uint64_t h = hash_str(hash_str(HASH_SEED, k->name), k->file);
-	int err;
-	if (hindex_find_index(&e->frame_index, h, frame_eq, e, k, index))
-		return 0;
-	if ((err = profile_grow((void **)&e->frames, &e->frames_cap, (uint64_t)e->nframes + 1, sizeof(*e->frames))) < 0)
-		return err;
-	struct frame *f = &e->frames[e->nframes];
-	*f = (struct frame){ strdup(k->name), strdup(k->file) };
-	if (!f->name || !f->file || (err = hindex_insert(&e->frame_index, h, e->nframes)) < 0) {
-		free(f->name);
-		free(f->file);
-		return err ? err : -ENOMEM;
-	}
-	*index = e->nframes++;
-	return 0;
-}
 
 /* A symbolized user function's source file, else the file the code is in. */
 static int frame_file(struct exporter *e, const struct profile_location *l, uint32_t line)
@@ -94,7 +64,7 @@ static int line_frame(struct exporter *e, uint32_t loc, uint32_t line, uint32_t 
 	if (*slot == NO_FRAME) {
 		e->name.len = 0;
 		if ((err = frame_name_append(e->p, l, line, 0, &e->name)) < 0 || (err = frame_file(e, l, line)) < 0 ||
-		    (err = intern_frame(e, &(struct frame){ e->name.s, e->file.s ? e->file.s : "" }, slot)) < 0)
+		    (err = name_pairs_intern(&e->frames, e->name.s, e->file.s ? e->file.s : "", slot)) < 0)
 			return err;
 	}
 	*frame = *slot;
@@ -163,12 +133,7 @@ static int exporter_init(struct exporter *e, const struct profile *p)
 
 static void exporter_free(struct exporter *e)
 {
-	for (uint32_t i = 0; i < e->nframes; i++) {
-		free(e->frames[i].name);
-		free(e->frames[i].file);
-	}
-	free(e->frames);
-	hindex_free(&e->frame_index);
+	name_pairs_free(&e->frames);
 	for (uint32_t s = 0; e->stacks && s < e->p->stacks.count; s++) {
 		free(e->stacks[s].frames);
 		json_object_put(e->stacks[s].json);
@@ -369,14 +334,14 @@ static int build_profiles(struct exporter *e, json_object *profiles, int64_t *ac
 
 static int build_frames(const struct exporter *e, json_object *shared)
 {
-	json_object *frames = json_object_new_array_ext((int)e->nframes);
+	json_object *frames = json_object_new_array_ext((int)e->frames.count);
 	int err = put(shared, "frames", frames);
-	for (uint32_t i = 0; i < e->nframes && err == 0; i++) {
+	for (uint32_t i = 0; i < e->frames.count && err == 0; i++) {
 		json_object *f = json_object_new_object();
-		if ((err = append(frames, f)) < 0 || (err = put(f, "name", json_object_new_string(e->frames[i].name))) < 0)
+		if ((err = append(frames, f)) < 0 || (err = put(f, "name", json_object_new_string(e->frames.items[i].first))) < 0)
 			break;
-		if (*e->frames[i].file)
-			err = put(f, "file", json_object_new_string(e->frames[i].file));
+		if (*e->frames.items[i].second)
+			err = put(f, "file", json_object_new_string(e->frames.items[i].second));
 	}
 	return err;
 }
