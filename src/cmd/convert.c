@@ -136,8 +136,8 @@ int cmd_convert(int argc, char **argv, const struct cli_env *env)
 		return 2;
 	}
 	a.name = optind < argc ? argv[optind] : PROFILE_INPUTS_DEFAULT;
-	struct profile *p = profile_inputs_load(argv + optind, argc - optind);
-	if (!p)
+	struct profile *p;
+	if (profile_inputs_load(argv + optind, argc - optind, &p) < 0)
 		return 1;
 	status = write_output(p, &a);
 	profile_free(p);

@@ -197,8 +197,10 @@ static int flush_profile(struct daemon *d, const char *why)
 {
 	char path[4200];
 	uint64_t end_mono = clock_ns(CLOCK_MONOTONIC);
-	struct profile *p = profile_new();
-	int err = p ? fill_info(d, p, end_mono) : -ENOMEM;
+	struct profile *p = NULL;
+	int err = profile_new(&p);
+	if (err == 0)
+		err = fill_info(d, p, end_mono);
 	if (err == 0 && d->session)
 		err = session_build_profile(d->session, p);
 	if (err == 0)

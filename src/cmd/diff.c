@@ -55,19 +55,24 @@ static int parse_diff_options(int argc, char **argv, struct diff_options *o)
 	return -1;
 }
 
-/* One side of the comparison, which must have samples to compare. */
-static struct profile *load_side(char *arg)
+/* One side of the comparison, which must have samples to compare (-ENODATA if it has none). Returns 0 and *out,
+ * or a negative errno, said on stderr. */
+static int load_side(char *arg, struct profile **out)
 {
-	struct profile *p = profile_inputs_load(&arg, 1);
+	struct profile *p;
+	int err = profile_inputs_load(&arg, 1, &p);
+	if (err < 0)
+		return err;
 	uint64_t total = 0;
-	for (uint32_t i = 0; p && i < p->samples.count; i++)
+	for (uint32_t i = 0; i < p->samples.count; i++)
 		total += p->samples.items[i].count;
-	if (p && !total) {
+	if (!total) {
 		fprintf(stderr, "hostprof: %s: no samples to compare\n", arg);
 		profile_free(p);
-		return NULL;
+		return -ENODATA;
 	}
-	return p;
+	*out = p;
+	return 0;
 }
 
 int cmd_diff(int argc, char **argv, const struct cli_env *env)
@@ -81,7 +86,7 @@ int cmd_diff(int argc, char **argv, const struct cli_env *env)
 		return status;
 	o.base_name = argv[optind];
 	o.new_name = argv[optind + 1];
-	if (!(base = load_side(argv[optind])) || !(new = load_side(argv[optind + 1]))) {
+	if (load_side(argv[optind], &base) < 0 || load_side(argv[optind + 1], &new) < 0) {
 		profile_free(base);
 		return 2;
 	}

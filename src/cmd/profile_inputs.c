@@ -89,18 +89,16 @@ static int expand_paths(char *const *args, int n, struct path_list *l)
 	return err;
 }
 
-static struct profile *read_one(const char *path)
+static int read_one(const char *path, struct profile **out)
 {
-	struct profile *p = NULL;
 	char err[512] = "";
-	if (profile_read_file(path, &p, err, sizeof(err)) < 0) {
+	int rc = profile_read_file(path, out, err, sizeof(err));
+	if (rc < 0)
 		fprintf(stderr, "hostprof: %s\n", err[0] ? err : path);
-		return NULL;
-	}
-	return p;
+	return rc;
 }
 
-struct profile *profile_inputs_load(char *const *args, int n)
+int profile_inputs_load(char *const *args, int n, struct profile **out)
 {
 	static char *const default_args[] = { PROFILE_INPUTS_DEFAULT };
 	struct path_list paths = { 0 };
@@ -109,19 +107,21 @@ struct profile *profile_inputs_load(char *const *args, int n)
 		args = default_args;
 		n = 1;
 	}
-	if (expand_paths(args, n, &paths) == 0 && (merged = read_one(paths.items[0]))) {
-		for (size_t i = 1; i < paths.count && merged; i++) {
-			struct profile *p = read_one(paths.items[i]);
-			int err = p ? profile_merge(merged, p) : -EINVAL;
-			if (p && err < 0)
-				fprintf(stderr, "hostprof: cannot merge %s: %s\n", paths.items[i], strerror(-err));
-			profile_free(p);
-			if (err < 0) {
-				profile_free(merged);
-				merged = NULL;
-			}
-		}
+	int err = expand_paths(args, n, &paths);
+	if (err == 0)
+		err = read_one(paths.items[0], &merged);
+	for (size_t i = 1; i < paths.count && err == 0; i++) {
+		struct profile *p = NULL;
+		err = read_one(paths.items[i], &p);
+		if (err == 0 && (err = profile_merge(merged, p)) < 0)
+			fprintf(stderr, "hostprof: cannot merge %s: %s\n", paths.items[i], strerror(-err));
+		profile_free(p);
 	}
 	path_list_free(&paths);
-	return merged;
+	if (err < 0) {
+		profile_free(merged);
+		return err;
+	}
+	*out = merged;
+	return 0;
 }

@@ -4,7 +4,8 @@
  * Each argument is a profile file or a directory; a directory stands for its *.msgpack files in name order (a
  * daemon's output directory, say). profile_inputs_load() reads them all and merges them into one profile, which
  * the caller frees with profile_free(); no argument means PROFILE_INPUTS_DEFAULT. On any error it prints one line
- * "hostprof: ..." on stderr (the file and why) and returns NULL: a command exits 1 or 2 then, as its man page says.
+ * "hostprof: ..." on stderr (the file and why) and returns a negative errno: a command exits 1 or 2 then, as its
+ * man page says.
  */
 #ifndef HOSTPROF_CMD_PROFILE_INPUTS_H
 #define HOSTPROF_CMD_PROFILE_INPUTS_H
@@ -13,6 +14,8 @@
 
 #define PROFILE_INPUTS_DEFAULT "hostprof.msgpack"
 
-struct profile *profile_inputs_load(char *const *args, int n);
+/* Returns 0 and *out, or a negative errno (-ENOENT: a file or directory missing, or a directory without profiles;
+ * profile_read_file()'s and profile_merge()'s errors; -ENOMEM). *out is set only on success. */
+int profile_inputs_load(char *const *args, int n, struct profile **out);
 
 #endif

@@ -485,8 +485,10 @@ static int fill_info(struct record_run *r, struct profile *p)
 
 static int write_profile(struct record_run *r)
 {
-	struct profile *p = profile_new();
-	int err = p ? fill_info(r, p) : -ENOMEM;
+	struct profile *p = NULL;
+	int err = profile_new(&p);
+	if (err == 0)
+		err = fill_info(r, p);
 	if (err == 0)
 		err = session_build_profile(r->session, p);
 	if (err == 0)

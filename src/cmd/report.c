@@ -90,8 +90,8 @@ int cmd_report(int argc, char **argv, const struct cli_env *env)
 	(void)env;
 	if (status >= 0)
 		return status;
-	struct profile *p = profile_inputs_load(argv + optind, argc - optind);
-	if (!p)
+	struct profile *p;
+	if (profile_inputs_load(argv + optind, argc - optind, &p) < 0)
 		return 1;
 	int err = report_print(p, stdout, &o);
 	profile_free(p);

@@ -928,9 +928,9 @@ int profile_read_file(const char *path, struct profile **out, char *errbuf, size
 	close(fd);
 	if (err < 0)
 		return fail(&r, err, "%s", strerror(-err));
-	if (!(r.out = profile_new())) {
+	if ((err = profile_new(&r.out)) < 0) {
 		free(buf);
-		return fail(&r, -ENOMEM, "%s", strerror(ENOMEM));
+		return fail(&r, err, "%s", strerror(-err));
 	}
 	err = read_buffer(&r, buf, len);
 	free(buf);

@@ -153,17 +153,19 @@ static int add_zero_elements(struct profile *p)
 	return 0;
 }
 
-struct profile *profile_new(void)
+int profile_new(struct profile **out)
 {
 	struct profile *p = calloc(1, sizeof(*p));
 	if (!p)
-		return NULL;
+		return -ENOMEM;
 	p->index = calloc(1, sizeof(*p->index));
-	if (!p->index || add_zero_elements(p) < 0) {
+	int err = p->index ? add_zero_elements(p) : -ENOMEM;
+	if (err < 0) {
 		profile_free(p);
-		return NULL;
+		return err;
 	}
-	return p;
+	*out = p;
+	return 0;
 }
 
 static void free_index(struct profile_index *x)

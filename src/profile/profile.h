@@ -117,8 +117,9 @@ struct profile {
 	struct profile_index *index;
 };
 
-/* An empty profile holding the zero element of every table. NULL on ENOMEM. */
-struct profile *profile_new(void);
+/* An empty profile holding the zero element of every table. Returns 0 and *out (free with profile_free()), or
+ * -ENOMEM; *out is set only on success. */
+int profile_new(struct profile **out);
 void profile_free(struct profile *p);
 
 /* Set an info string field (copied). */

@@ -60,8 +60,8 @@ void tp_sample(struct profile *p, struct profile_sample s, const char *comm, con
 
 struct profile *tp_example_profile(void)
 {
-	struct profile *p = profile_new();
-	assert_non_null(p);
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	assert_int_equal(profile_set_info_string(p, &p->info.event, "cpu-clock"), 0);
 	assert_int_equal(profile_set_info_string(p, &p->info.unwinder, "libunwind"), 0);
 	p->info.duration_ns = 2000000000;

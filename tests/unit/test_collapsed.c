@@ -76,7 +76,8 @@ static void test_stack_id_base64url(void **state)
 static void test_collapsed_empty_comm_and_profile(void **state)
 {
 	(void)state;
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	char *text = run_collapsed(p, NULL);
 	assert_string_equal(text, "");
 	free(text);
@@ -93,7 +94,8 @@ static void test_collapsed_empty_comm_and_profile(void **state)
 static void test_collapsed_jit_frames(void **state)
 {
 	(void)state;
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	uint32_t node = tp_mapping(p, "/usr/bin/node"), anon = tp_mapping(p, "[jit]");
 	struct profile_line js = { tp_function(p, "JS:*hot /a.js:1:1", NULL), 0 };
 	struct profile_line main_ = { tp_function(p, "main", NULL), 0 };

@@ -51,8 +51,8 @@ struct pair {
 static int setup(void **state)
 {
 	struct pair *pr = calloc(1, sizeof(*pr));
-	pr->base = profile_new();
-	pr->new = profile_new();
+	assert_int_equal(profile_new(&pr->base), 0);
+	assert_int_equal(profile_new(&pr->new), 0);
 	add_path(pr->base, "a", 0x200, 50);
 	add_path(pr->base, "b", 0x300, 50);
 	add_path(pr->new, "c", 0x400, 30);	/* a different insertion order: matching is by name */
@@ -175,7 +175,8 @@ static void test_identical(void **state)
 static void test_normalized(void **state)
 {
 	struct pair *pr = *state;
-	struct profile *twice = profile_new();
+	struct profile *twice;
+	assert_int_equal(profile_new(&twice), 0);
 	struct diff d;
 	add_path(twice, "a", 0x200, 100);
 	add_path(twice, "b", 0x300, 100);

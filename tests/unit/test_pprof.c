@@ -58,7 +58,8 @@ static void sample(struct profile *p, uint32_t st, int32_t pid, int32_t tid, con
  */
 static struct profile *build(void)
 {
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	struct profile_info *i = &p->info;
 	assert_non_null(p);
 	assert_int_equal(profile_set_info_string(p, &i->producer, "hostprof 0.1.0"), 0);
@@ -328,7 +329,8 @@ static void test_samples(void **state)
 static void test_empty(void **state)
 {
 	(void)state;
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	pb_profile *pb = roundtrip(p);
 	assert_int_equal(pb->n_sample, 0);
 	assert_int_equal(pb->n_mapping, 0);
@@ -345,7 +347,8 @@ static void test_empty(void **state)
 static void test_jit_mapping(void **state)
 {
 	(void)state;
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	struct profile_mapping m_app = { .filename = tp_string(p, "/opt/app/bin/node") };
 	struct profile_mapping m_f = { .filename = tp_string(p, "/tmp/perf-7.map"), .file_id = { 1 } };
 	struct profile_mapping m_g = { .filename = tp_string(p, "/tmp/perf-7.map"), .file_id = { 2 } };
@@ -479,7 +482,8 @@ static void test_go_pprof_symbolizes_elf_address(void **state)
 	char exe[PATH_MAX], path[] = "/tmp/hostprof-test-pprof-XXXXXX";
 	assert_non_null(realpath("/proc/self/exe", exe));
 	dl_iterate_phdr(main_object_bias, &bias);
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	struct profile_mapping m = { .filename = tp_string(p, exe) };
 	uint32_t mi, li, si;
 	assert_int_equal(profile_add_mapping(p, &m, &mi), 0);

@@ -128,8 +128,8 @@ static void set_info(struct profile *p)
 /* A profile using every table and field: inline lines, kernel, Go, JIT, error and unsymbolized frames, links. */
 static struct profile *build_profile(void)
 {
-	struct profile *p = profile_new();
-	assert_non_null(p);
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	set_info(p);
 	struct profile_mapping libc = { .build_id = tp_string(p, "deadbeef00112233"),
 					.filename = tp_string(p, "/usr/lib/libc.so.6"),
@@ -300,10 +300,10 @@ static int read_fails(const char *path, char *err, size_t len)
 static void test_strings_interned_and_copied(void **state)
 {
 	(void)state;
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	char buf[16] = "hello";
 	uint32_t a, b, c, z;
-	assert_non_null(p);
 	assert_int_equal(p->strings.count, 1);
 	assert_string_equal(profile_string(p, 0), "");
 	assert_int_equal(profile_add_string(p, buf, &a), 0);
@@ -329,7 +329,8 @@ static void test_strings_interned_and_copied(void **state)
 static void test_tables_interned(void **state)
 {
 	(void)state;
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	struct profile_mapping m = { .filename = tp_string(p, "/lib/x.so"), .memory_start = 1 }, zero_m = { 0 };
 	uint32_t m1, m2, m0, f1, f2;
 	assert_int_equal(profile_add_mapping(p, &m, &m1), 0);
@@ -377,7 +378,8 @@ static void test_tables_interned(void **state)
 static void test_references_checked(void **state)
 {
 	(void)state;
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	uint32_t i, bad = 42;
 	struct profile_mapping m = { .filename = 7 };
 	struct profile_function f = { .name = 7 };
@@ -397,7 +399,8 @@ static void test_references_checked(void **state)
 static void test_samples_merged(void **state)
 {
 	(void)state;
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	uint32_t s = tp_stack(p, 1, NULL, 0);
 	sample(p, s, 1, 1, "a", "t", 0, 2);
 	sample(p, s, 1, 1, "a", "t", 0, 3);
@@ -413,7 +416,8 @@ static void test_samples_merged(void **state)
 static void test_many_elements(void **state)
 {
 	(void)state;
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	enum { N = 100000 };
 	char name[32];
 	for (int round = 0; round < 2; round++) {
@@ -477,7 +481,8 @@ static void test_round_trip_empty(void **state)
 	char path[128];
 	tmpdir_make(&d);
 	tmpdir_file(&d, "empty.msgpack", path, sizeof(path));
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	assert_int_equal(profile_write_file(p, path), 0);
 	struct profile *q = read_ok(path);
 	assert_profiles_equal(p, q);
@@ -490,7 +495,8 @@ static void test_round_trip_empty(void **state)
 static void test_merge(void **state)
 {
 	(void)state;
-	struct profile *a = build_profile(), *b = build_profile(), *c = profile_new();
+	struct profile *a = build_profile(), *b = build_profile(), *c;
+	assert_int_equal(profile_new(&c), 0);
 	b->info.start_unix_ns += 3000000000ULL;	/* b runs 1 s after a ends */
 	assert_int_equal(profile_merge(c, a), 0);
 	assert_profiles_equal(a, c);	/* into an empty profile: identical */
@@ -520,7 +526,8 @@ static void test_concatenated_maps_merge(void **state)
 	tmpdir_file(&d, "b.msgpack", pb, sizeof(pb));
 	tmpdir_file(&d, "c.msgpack", pc, sizeof(pc));
 
-	struct profile *a = build_profile(), *b = profile_new();
+	struct profile *a = build_profile(), *b;
+	assert_int_equal(profile_new(&b), 0);
 	uint32_t s = tp_stack(b, 0x77, NULL, 0);
 	sample(b, s, 300, 300, "other", "", 0, 4);
 	sample(b, tp_stack(b, 0x77, NULL, 0), 300, 300, "other", "", 0, 1);
@@ -533,7 +540,8 @@ static void test_concatenated_maps_merge(void **state)
 	memcpy(both + la, bb, lb);
 	write_bytes(pc, both, la + lb);
 
-	struct profile *expect = profile_new(), *got = read_ok(pc);
+	struct profile *expect, *got = read_ok(pc);
+	assert_int_equal(profile_new(&expect), 0);
 	assert_int_equal(profile_merge(expect, a), 0);
 	assert_int_equal(profile_merge(expect, b), 0);
 	assert_profiles_equal(expect, got);
@@ -948,7 +956,8 @@ static void test_write_fails_midway(void **state)
 	size_t before, after;
 	tmpdir_make(&d);
 	tmpdir_file(&d, "p.msgpack", path, sizeof(path));
-	struct profile *p = build_profile(), *empty = profile_new();
+	struct profile *p = build_profile(), *empty;
+	assert_int_equal(profile_new(&empty), 0);
 	assert_int_equal(profile_write_file(empty, path), 0);
 	free(read_bytes(path, &before));
 

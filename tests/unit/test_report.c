@@ -108,7 +108,8 @@ static void test_report_by_total_with_limit(void **state)
 static void test_report_ties_by_name(void **state)
 {
 	(void)state;
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	uint32_t m = tp_mapping(p, "/bin/x");
 	const char *names[] = { "zeta", "alpha", "mid" };
 	for (int i = 0; i < 3; i++) {
@@ -133,7 +134,8 @@ static void test_report_ties_by_name(void **state)
 static void test_report_empty(void **state)
 {
 	(void)state;
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	char *text = run_report(p, NULL);
 	assert_string_equal(text, "Duration:           0.00 s\n"
 				  "Samples:            0 (lost 0)\n"
@@ -168,7 +170,8 @@ static void assert_library(const struct profile *p, uint32_t l, const char *expe
 static void test_frame_names(void **state)
 {
 	(void)state;
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	struct profile_mapping anon_map = { .memory_start = 0x1000 };	/* anonymous memory: no file name */
 	uint32_t lib = tp_mapping(p, "/usr/lib/libz.so.1"), anon;
 	assert_int_equal(profile_add_mapping(p, &anon_map, &anon), 0);

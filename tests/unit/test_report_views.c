@@ -48,8 +48,8 @@ static void sample(struct profile *p, uint32_t st, int32_t pid, int32_t tid, con
  */
 static struct profile *build(void)
 {
-	struct profile *p = profile_new();
-	assert_non_null(p);
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	assert_int_equal(profile_set_info_string(p, &p->info.hostname, "vm"), 0);
 	assert_int_equal(profile_set_info_string(p, &p->info.kernel, "6.1.0"), 0);
 	assert_int_equal(profile_set_info_string(p, &p->info.event, "cpu-clock"), 0);
@@ -236,7 +236,8 @@ static void test_default_view(void **state)
 static void test_empty_tree(void **state)
 {
 	(void)state;
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	struct report_options o = { .tree = true };
 	char *text = run_report(p, &o, 0);
 	assert_non_null(strstr(text, "Unknown:            0 (0.00%)\n\nNo samples.\n"));

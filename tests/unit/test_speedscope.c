@@ -43,8 +43,8 @@ static void sample(struct profile *p, uint32_t st, int32_t pid, int32_t tid, con
  */
 static struct profile *build(uint64_t period_ns)
 {
-	struct profile *p = profile_new();
-	assert_non_null(p);
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	p->info.period_ns = period_ns;
 	uint32_t app = tp_mapping(p, "/opt/app"), libc = tp_mapping(p, "/usr/lib/libc.so.6");
 	uint32_t f_main = tp_function(p, "main", "/src/app.c"), f_work = tp_function(p, "work", "/src/app.c");
@@ -234,7 +234,8 @@ static void test_counts_without_period(void **state)
 static void test_empty(void **state)
 {
 	(void)state;
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	json_object *doc = export(p, NULL);
 	assert_int_equal(assert_valid(doc), 0);
 	assert_int_equal(json_object_array_length(member(doc, "profiles", json_type_array)), 0);

@@ -57,7 +57,8 @@ static void test_counts_and_dedup(void **state)
 	assert_int_equal(traces_count(s->t), 2);
 	assert_int_equal(traces_keys(s->t), 3);
 
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	assert_int_equal(traces_build_profile(s->t, p), 0);
 	uint64_t total = 0, ns = 0;
 	for (uint32_t i = 0; i < p->samples.count; i++) {
@@ -111,7 +112,8 @@ static void test_many_traces_and_reset(void **state)
 	}
 	assert_int_equal(traces_count(s->t), 20000);
 	assert_int_equal(traces_keys(s->t), 20000);
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	assert_int_equal(traces_build_profile(s->t, p), 0);
 	assert_int_equal(p->samples.count, 20000);
 	for (uint32_t i = 0; i < p->samples.count; i++)
@@ -198,7 +200,8 @@ static void test_jit_frames(void **state)
 	traces_hash(s->t, &late, 1, &late_now);
 	assert_memory_not_equal(late_then.bytes, late_now.bytes, 16);
 
-	struct profile *p = profile_new();
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
 	assert_int_equal(traces_build_profile(s->t, p), 0);
 	struct trace_hasher h;
 	struct trace_id want;
