@@ -51,11 +51,15 @@ struct execinfo_mgr {
 	unsigned nhooks;
 };
 
-struct execinfo_mgr *execinfo_mgr_new(void)
+int execinfo_mgr_new(struct execinfo_mgr **out)
 {
 	if (elf_version(EV_CURRENT) == EV_NONE)
-		return NULL;
-	return calloc(1, sizeof(struct execinfo_mgr));
+		return -ENOTSUP;
+	struct execinfo_mgr *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	*out = m;
+	return 0;
 }
 
 void execinfo_mgr_free(struct execinfo_mgr *m)

@@ -34,7 +34,9 @@ struct execinfo_mgr;
 
 typedef void (*execinfo_release_fn)(void *ctx, const struct execinfo *e);
 
-struct execinfo_mgr *execinfo_mgr_new(void);
+/* Returns 0 and *out (free with execinfo_mgr_free()), -ENOMEM, or -ENOTSUP when libelf refuses its version;
+ * *out is set only on success. */
+int execinfo_mgr_new(struct execinfo_mgr **out);
 /* Every entry must have been released. */
 void execinfo_mgr_free(struct execinfo_mgr *m);
 /* Called with each entry just before it is freed. At most 4 hooks. */

@@ -30,12 +30,14 @@ struct procmgr {
 	size_t ndeferred, deferred_cap;
 };
 
-struct procmgr *procmgr_new(struct execinfo_mgr *execinfo)
+int procmgr_new(struct execinfo_mgr *execinfo, struct procmgr **out)
 {
 	struct procmgr *pm = calloc(1, sizeof(*pm));
-	if (pm)
-		pm->execinfo = execinfo;
-	return pm;
+	if (!pm)
+		return -ENOMEM;
+	pm->execinfo = execinfo;
+	*out = pm;
+	return 0;
 }
 
 static void mapping_clear(struct procmgr *pm, struct mapping *m)

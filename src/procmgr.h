@@ -57,8 +57,9 @@ struct process {
 
 struct procmgr;
 
-/* execinfo is borrowed and must outlive the process manager. */
-struct procmgr *procmgr_new(struct execinfo_mgr *execinfo);
+/* execinfo is borrowed and must outlive the process manager. Returns 0 and *out (free with procmgr_free()), or
+ * -ENOMEM; *out is set only on success. */
+int procmgr_new(struct execinfo_mgr *execinfo, struct procmgr **out);
 void procmgr_free(struct procmgr *pm);
 
 /* The process, created (and seeded from /proc) if unknown. NULL with errno ENOMEM, or ENOSPC when the limit

@@ -464,9 +464,10 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 	s->self = getpid();
 	s->wake_fd = -1;
 	setup_kernel(s);
-	s->execinfo = execinfo_mgr_new();
-	s->procs = s->execinfo ? procmgr_new(s->execinfo) : NULL;
-	s->traces = s->execinfo ? traces_new(s->execinfo, &s->kernel) : NULL;
+	if (execinfo_mgr_new(&s->execinfo) == 0) {	/* each NULL on failure: checked with the rest below */
+		procmgr_new(s->execinfo, &s->procs);
+		traces_new(s->execinfo, &s->kernel, &s->traces);
+	}
 	s->max_frames = s->opts.max_frames ? s->opts.max_frames : SESSION_DEFAULT_MAX_FRAMES;
 	s->uframes = calloc(s->max_frames, sizeof(*s->uframes));
 	s->frames = calloc(TRACE_MAX_KERNEL_FRAMES + s->max_frames + 1, sizeof(*s->frames));

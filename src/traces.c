@@ -41,15 +41,16 @@ struct traces {
 	struct hindex keys;	/* by (trace, pid, tid, APM link): struct count_key * */
 };
 
-struct traces *traces_new(struct execinfo_mgr *execinfo, const struct trace_kernel *kernel)
+int traces_new(struct execinfo_mgr *execinfo, const struct trace_kernel *kernel, struct traces **out)
 {
 	struct traces *t = calloc(1, sizeof(*t));
 	if (!t)
-		return NULL;
+		return -ENOMEM;
 	t->execinfo = execinfo;
 	if (kernel)
 		t->kernel = *kernel;
-	return t;
+	*out = t;
+	return 0;
 }
 
 static void trace_free(struct traces *t, struct trace *tr)

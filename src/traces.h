@@ -52,7 +52,9 @@ struct trace_kernel {
 
 struct traces;
 
-struct traces *traces_new(struct execinfo_mgr *execinfo, const struct trace_kernel *kernel);
+/* execinfo is borrowed and must outlive the table; kernel (may be NULL) is copied. Returns 0 and *out (free with
+ * traces_free()), or -ENOMEM; *out is set only on success. */
+int traces_new(struct execinfo_mgr *execinfo, const struct trace_kernel *kernel, struct traces **out);
 void traces_free(struct traces *t);
 /* Forget all traces and counts (after a profile was built from them). */
 void traces_reset(struct traces *t);

@@ -250,19 +250,24 @@ static int run_setup(struct replay_run *run, const char *path)
 		fprintf(stderr, "hostprof: %s\n", err);
 		return rc;
 	}
-	run->em = execinfo_mgr_new();
-	unwind_libunwind_new(&run->libunwind);	/* each NULL on failure: checked below */
+	rc = execinfo_mgr_new(&run->em);
+	if (rc == 0)
+		rc = unwind_libunwind_new(&run->libunwind);
 	struct unwind_deltas_options dopts = { .fallback = unwind_libunwind_deltas_fallback,
 					       .fallback_ctx = run->libunwind };
-	if (run->libunwind)
-		unwind_deltas_new(&dopts, &run->deltas);
-	unwind_libdw_new(&run->libdw);
-	run->usable = calloc(run->r->nsamples + 1, 1);
-	if (!run->em || !run->deltas || !run->libunwind || !run->libdw || !run->usable ||
-	    execinfo_mgr_add_release_hook(run->em, forget_everywhere, run) < 0 ||
-	    replay_env_new(run->r, run->em, &run->env) < 0) {
-		fprintf(stderr, "hostprof: out of memory\n");
-		return -ENOMEM;
+	if (rc == 0)
+		rc = unwind_deltas_new(&dopts, &run->deltas);
+	if (rc == 0)
+		rc = unwind_libdw_new(&run->libdw);
+	if (rc == 0 && !(run->usable = calloc(run->r->nsamples + 1, 1)))
+		rc = -ENOMEM;
+	if (rc == 0)
+		rc = execinfo_mgr_add_release_hook(run->em, forget_everywhere, run);
+	if (rc == 0)
+		rc = replay_env_new(run->r, run->em, &run->env);
+	if (rc < 0) {
+		fprintf(stderr, "hostprof: %s\n", strerror(-rc));
+		return rc;
 	}
 	mark_usable(run);
 	return 0;

@@ -19,9 +19,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	fuzz_input_path(fd, path, sizeof(path));
 	if (replay_read(path, &r, err, sizeof(err)) == 0) {
-		struct execinfo_mgr *em = execinfo_mgr_new();
+		struct execinfo_mgr *em = NULL;
 		struct replay_env *env = NULL;
-		if (em && replay_env_new(r, em, &env) == 0)
+		if (execinfo_mgr_new(&em) == 0 && replay_env_new(r, em, &env) == 0)
 			replay_env_free(env);
 		execinfo_mgr_free(em);
 		replay_free(r);

@@ -74,8 +74,8 @@ static struct chain_counts check_replay(const char *path)
 	char err[256];
 	if (replay_read(path, &r, err, sizeof(err)) != 0)
 		fail_msg("%s: %s", path, err);
-	struct execinfo_mgr *em = execinfo_mgr_new();
-	assert_non_null(em);
+	struct execinfo_mgr *em;
+	assert_int_equal(execinfo_mgr_new(&em), 0);
 	assert_int_equal(replay_env_new(r, em, &env), 0);
 	struct unwind_deltas *u;
 	assert_int_equal(unwind_deltas_new(NULL, &u), 0);

@@ -158,7 +158,8 @@ static void test_execinfo_tiny_elf(void **state)
 	assert_true(tmp >= 0);
 	close(tmp);
 	int fd = write_tiny_elf(path);
-	struct execinfo_mgr *m = execinfo_mgr_new();
+	struct execinfo_mgr *m;
+	assert_int_equal(execinfo_mgr_new(&m), 0);
 	struct execinfo *e = NULL;
 	assert_int_equal(execinfo_acquire_fd(m, fd, path, &e), 0); /* takes the fd */
 	uint64_t bias = 0;
@@ -183,8 +184,10 @@ static void test_procmgr_lld_mappings(void **state)
 	close(write_tiny_elf(path));
 	struct stat st;
 	assert_int_equal(stat(path, &st), 0);
-	struct execinfo_mgr *em = execinfo_mgr_new();
-	struct procmgr *pm = procmgr_new(em);
+	struct execinfo_mgr *em;
+	assert_int_equal(execinfo_mgr_new(&em), 0);
+	struct procmgr *pm;
+	assert_int_equal(procmgr_new(em, &pm), 0);
 	const pid_t pid = 2147483600; /* cannot exist: nothing is seeded from /proc */
 	static const int prots[] = { PROT_READ, PROT_READ | PROT_EXEC, PROT_READ, PROT_READ | PROT_WRITE };
 	for (int i = 3; i >= 0; i--) { /* the writable ones first: their bias must still come out right */

@@ -24,10 +24,10 @@ struct pm_state {
 static int setup(void **state)
 {
 	struct pm_state *s = calloc(1, sizeof(*s));
-	s->em = execinfo_mgr_new();
-	s->pm = procmgr_new(s->em);
+	assert_int_equal(execinfo_mgr_new(&s->em), 0);
+	assert_int_equal(procmgr_new(s->em, &s->pm), 0);
 	*state = s;
-	return s->pm ? 0 : -1;
+	return 0;
 }
 
 static int teardown(void **state)

@@ -23,10 +23,10 @@ static int setup(void **state)
 	struct tr_state *s = calloc(1, sizeof(*s));
 	struct trace_kernel k = { .text_start = 0xffffffff81000000ULL };
 	fileid_from_build_id_hex("f8e1cf0f60558098edaec164ac7749df", &k.file_id);
-	s->em = execinfo_mgr_new();
+	assert_int_equal(execinfo_mgr_new(&s->em), 0);
 	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 	assert_int_equal(execinfo_acquire_fd(s->em, fd, "/proc/self/exe", &s->self), 0);
-	s->t = traces_new(s->em, &k);
+	assert_int_equal(traces_new(s->em, &k, &s->t), 0);
 	*state = s;
 	return 0;
 }
