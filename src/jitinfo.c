@@ -71,18 +71,19 @@ struct jitinfo_mgr {
 	struct jitinfo_stats retired;	/* file counters of entries freed */
 };
 
-struct jitinfo_mgr *jitinfo_mgr_new(const struct jitinfo_limits *limits)
+int jitinfo_mgr_new(const struct jitinfo_limits *limits, struct jitinfo_mgr **out)
 {
 	struct jitinfo_mgr *m = calloc(1, sizeof(*m));
 	if (!m)
-		return NULL;
+		return -ENOMEM;
 	if (limits)
 		m->lim = *limits;
 	if (!m->lim.max_processes)
 		m->lim.max_processes = JITINFO_DEFAULT_PROCESSES;
 	if (!m->lim.max_file_bytes)
 		m->lim.max_file_bytes = JITINFO_DEFAULT_FILE_BYTES;
-	return m;
+	*out = m;
+	return 0;
 }
 
 void jitinfo_mgr_free(struct jitinfo_mgr *m)
@@ -400,7 +401,7 @@ static void learn_identity(struct jitinfo *j, uint64_t now_ns)
 static struct jitinfo *entry_new(struct jitinfo_mgr *m, pid_t pid, uint64_t now_ns, bool learn)
 {
 	struct jitinfo *j = m->live < m->lim.max_processes ? calloc(1, sizeof(*j)) : NULL;
-	if (!j || !(j->syms = jitsyms_new(&m->lim.syms)) ||
+	if (!j || jitsyms_new(&m->lim.syms, &j->syms) < 0 ||
 	    hindex_insert(&m->attached, hindex_u32((uint32_t)pid), (uintptr_t)j) < 0) {
 		m->stats.untracked += !j && m->live >= m->lim.max_processes;
 		if (j)

@@ -86,8 +86,9 @@ struct jitinfo_frame {
 struct jitinfo_mgr;
 struct jitinfo;
 
-/* limits may be NULL (defaults). NULL on ENOMEM. */
-struct jitinfo_mgr *jitinfo_mgr_new(const struct jitinfo_limits *limits);
+/* limits may be NULL (defaults). Returns 0 and *out (free with jitinfo_mgr_free()), or -ENOMEM; *out is set only on
+ * success. */
+int jitinfo_mgr_new(const struct jitinfo_limits *limits, struct jitinfo_mgr **out);
 /* Every entry must have been released (the manager's own references are dropped here). */
 void jitinfo_mgr_free(struct jitinfo_mgr *m);
 

@@ -25,9 +25,13 @@ struct replay_writer {
 	uint32_t capfiles, capprocesses, capsamples;
 };
 
-struct replay_writer *replay_writer_new(void)
+int replay_writer_new(struct replay_writer **out)
 {
-	return calloc(1, sizeof(struct replay_writer));
+	struct replay_writer *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	*out = w;
+	return 0;
 }
 
 void replay_writer_free(struct replay_writer *w)

@@ -67,7 +67,8 @@ struct replay {
 
 struct replay_writer;
 
-struct replay_writer *replay_writer_new(void);
+/* Returns 0 and *out (free with replay_writer_free()), or -ENOMEM; *out is set only on success. */
+int replay_writer_new(struct replay_writer **out);
 void replay_writer_free(struct replay_writer *w);
 /* Add the file behind e (deduplicated by FileID); *index receives its index. */
 int replay_writer_add_file(struct replay_writer *w, const struct execinfo *e, uint32_t *index);

@@ -489,9 +489,9 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 		dopts.stack_extend_ctx = s;
 	}
 	unwind_deltas_new(&dopts, &s->deltas);
-	s->jit = jitinfo_mgr_new(NULL);
+	jitinfo_mgr_new(NULL, &s->jit);
 	if (s->opts.capture_path)
-		s->capture = replay_writer_new();
+		replay_writer_new(&s->capture);
 	if (!s->procs || !s->traces || !s->unwinder || !s->deltas || !s->jit || !s->uframes || !s->frames ||
 	    (s->opts.capture_path && !s->capture) || (s->opts.go_stacks && !s->gostack) ||
 	    (dopts.stack_extend && !s->stackext) ||

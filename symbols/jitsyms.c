@@ -42,11 +42,11 @@ struct jitsyms {
 	struct jitsyms_stats stats;
 };
 
-struct jitsyms *jitsyms_new(const struct jitsyms_limits *limits)
+int jitsyms_new(const struct jitsyms_limits *limits, struct jitsyms **out)
 {
 	struct jitsyms *t = calloc(1, sizeof(*t));
 	if (!t)
-		return NULL;
+		return -ENOMEM;
 	if (limits)
 		t->lim = *limits;
 	if (!t->lim.max_ranges || t->lim.max_ranges > UINT32_MAX / 2)
@@ -55,7 +55,8 @@ struct jitsyms *jitsyms_new(const struct jitsyms_limits *limits)
 		t->lim.max_lines = JITSYMS_DEFAULT_LINES;
 	if (!t->lim.max_bytes || t->lim.max_bytes > UINT32_MAX / 2)
 		t->lim.max_bytes = JITSYMS_DEFAULT_BYTES;
-	return t;
+	*out = t;
+	return 0;
 }
 
 void jitsyms_free(struct jitsyms *t)

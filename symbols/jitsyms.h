@@ -62,8 +62,9 @@ struct jitsym_info {
 
 struct jitsyms;
 
-/* limits may be NULL (defaults). NULL on ENOMEM. */
-struct jitsyms *jitsyms_new(const struct jitsyms_limits *limits);
+/* limits may be NULL (defaults). Returns 0 and *out (free with jitsyms_free()), or -ENOMEM; *out is set only on
+ * success. */
+int jitsyms_new(const struct jitsyms_limits *limits, struct jitsyms **out);
 void jitsyms_free(struct jitsyms *t);
 
 /* The id of string s[0..len) (interned, control characters made '?'), or JITSYMS_NO_ID when it is empty, too

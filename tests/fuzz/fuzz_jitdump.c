@@ -42,11 +42,11 @@ static void look_up(struct jitsyms *t, const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct jitsyms_limits lim = { .max_ranges = 4096, .max_lines = 4096, .max_bytes = 1 << 20 };
-	struct jitsyms *whole = jitsyms_new(&lim), *grown = jitsyms_new(&lim);
+	struct jitsyms *whole = NULL, *grown = NULL;
 	struct jitdump_parser a, b;
 	jitdump_parser_init(&a);
 	jitdump_parser_init(&b);
-	if (!whole || !grown)
+	if (jitsyms_new(&lim, &whole) < 0 || jitsyms_new(&lim, &grown) < 0)
 		goto out;
 	uint64_t pos = 0;
 	read_on(&a, whole, data, size, &pos);

@@ -25,9 +25,9 @@ static void look_up(struct jitsyms *t, const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct jitsyms_limits lim = { .max_ranges = 4096, .max_lines = 4096, .max_bytes = 1 << 20 };
-	struct jitsyms *whole = jitsyms_new(&lim), *pieces = jitsyms_new(&lim);
+	struct jitsyms *whole = NULL, *pieces = NULL;
 	struct perfmap_parser a = { 0 }, b = { 0 };
-	if (!whole || !pieces)
+	if (jitsyms_new(&lim, &whole) < 0 || jitsyms_new(&lim, &pieces) < 0)
 		goto out;
 	size_t used = perfmap_parse(&a, whole, (const char *)data, size);
 	if (used > size)

@@ -103,7 +103,8 @@ static void test_perf_map(void **state)
 	struct child c;
 	child_start(&c, NULL, NULL);
 	write_file(c.map, "7f0000001000 100 JS:*hot /app/hot.js:3:1\n0x7f0000002000 0x40 long Hot.f(long)\n", "w");
-	struct jitinfo_mgr *m = jitinfo_mgr_new(NULL);
+	struct jitinfo_mgr *m;
+	assert_int_equal(jitinfo_mgr_new(NULL, &m), 0);
 	struct jitinfo *j = jitinfo_get(m, &c.proc, mono_ns());
 	assert_non_null(j);
 	assert_ptr_equal(jitinfo_get(m, &c.proc, mono_ns()), j);
@@ -145,7 +146,8 @@ static void test_map_grows(void **state)
 	struct child c;
 	child_start(&c, NULL, NULL);
 	write_file(c.map, "1000 10 first\n", "w");
-	struct jitinfo_mgr *m = jitinfo_mgr_new(NULL);
+	struct jitinfo_mgr *m;
+	assert_int_equal(jitinfo_mgr_new(NULL, &m), 0);
 	uint64_t now = mono_ns();
 	struct jitinfo *j = jitinfo_get(m, &c.proc, now);
 	assert_true(jitinfo_names(j, 0x1000, now));
@@ -169,7 +171,8 @@ static void test_map_after_exit(void **state)
 	(void)state;
 	struct child c;
 	child_start(&c, NULL, NULL);
-	struct jitinfo_mgr *m = jitinfo_mgr_new(NULL);
+	struct jitinfo_mgr *m;
+	assert_int_equal(jitinfo_mgr_new(NULL, &m), 0);
 	struct jitinfo *j = jitinfo_get(m, &c.proc, mono_ns());
 	assert_false(jitinfo_walks_fp(j));	/* nothing says so yet */
 	jitinfo_ref(j);				/* a trace frame's */
@@ -202,7 +205,8 @@ static void test_tracked_after_exit(void **state)
 	struct child c, d;
 	child_start(&c, NULL, NULL);
 	child_start(&d, NULL, NULL);
-	struct jitinfo_mgr *m = jitinfo_mgr_new(NULL);
+	struct jitinfo_mgr *m;
+	assert_int_equal(jitinfo_mgr_new(NULL, &m), 0);
 	uint64_t now = mono_ns();
 	jitinfo_mgr_track(m, c.pid, now);
 	pid_t cpid = c.pid, dpid = d.pid;
@@ -240,7 +244,8 @@ static void test_tracked_exec_and_fork(void **state)
 	struct child c, d;
 	child_start(&c, NULL, NULL);
 	child_start(&d, NULL, NULL);
-	struct jitinfo_mgr *m = jitinfo_mgr_new(NULL);
+	struct jitinfo_mgr *m;
+	assert_int_equal(jitinfo_mgr_new(NULL, &m), 0);
 	jitinfo_mgr_track(m, c.pid, 1);
 	struct jitinfo *before = jitinfo_find(m, c.pid);
 	assert_non_null(before);
@@ -270,7 +275,8 @@ static void test_refused_files(void **state)
 	(void)state;
 	struct child c;
 	child_start(&c, NULL, NULL);
-	struct jitinfo_mgr *m = jitinfo_mgr_new(NULL);
+	struct jitinfo_mgr *m;
+	assert_int_equal(jitinfo_mgr_new(NULL, &m), 0);
 	char other[64];
 	snprintf(other, sizeof(other), "/tmp/hostprof-jitinfo-%d", (int)getpid());
 	write_file(other, "1000 10 from_elsewhere\n", "w");
@@ -348,7 +354,8 @@ static void test_jitdump_mapping(void **state)
 	snprintf(dump2, sizeof(dump2), "/tmp/jit-%d.dump", (int)d.pid);
 	write_dump(dump, c.pid);
 	write_dump(dump2, d.pid);
-	struct jitinfo_mgr *m = jitinfo_mgr_new(NULL);
+	struct jitinfo_mgr *m;
+	assert_int_equal(jitinfo_mgr_new(NULL, &m), 0);
 	/* Known from the mappings when the entry is made... */
 	c.maps[0] = (struct mapping){ .start = 0x10000, .end = 0x11000, .prot = 5, .path = dump };
 	c.proc.nmaps = 1;
@@ -387,7 +394,8 @@ static bool jvm_walks_fp(char *const argv[], char *const envp[], bool with_map)
 	c.maps[0] = (struct mapping){ .start = 0x10000, .end = 0x20000, .prot = 5,
 				      .path = "/usr/lib/jvm/java-17/lib/server/libjvm.so" };
 	c.proc.nmaps = 1;
-	struct jitinfo_mgr *m = jitinfo_mgr_new(NULL);
+	struct jitinfo_mgr *m;
+	assert_int_equal(jitinfo_mgr_new(NULL, &m), 0);
 	struct jitinfo *j = jitinfo_get(m, &c.proc, mono_ns());
 	bool fp = jitinfo_walks_fp(j);
 	child_stop(&c);
@@ -418,7 +426,8 @@ static void test_limit_and_lifetime(void **state)
 	child_start(&c, NULL, NULL);
 	child_start(&d, NULL, NULL);
 	struct jitinfo_limits lim = { .max_processes = 1 };
-	struct jitinfo_mgr *m = jitinfo_mgr_new(&lim);
+	struct jitinfo_mgr *m;
+	assert_int_equal(jitinfo_mgr_new(&lim, &m), 0);
 	struct jitinfo *j = jitinfo_get(m, &c.proc, 1);
 	assert_non_null(j);
 	assert_null(jitinfo_get(m, &d.proc, 1));
@@ -450,7 +459,8 @@ static void test_unwinder_modules(void **state)
 	struct child c;
 	child_start(&c, NULL, NULL);
 	write_file(c.map, "2000 100 Builtin:InterpreterEntryTrampoline\n7f0000001000 10 JS:*f\n", "w");
-	struct jitinfo_mgr *m = jitinfo_mgr_new(NULL);
+	struct jitinfo_mgr *m;
+	assert_int_equal(jitinfo_mgr_new(NULL, &m), 0);
 	struct jitinfo *j = jitinfo_get(m, &c.proc, mono_ns());
 	struct mapping anon = { .start = 0x7f0000000000, .end = 0x7f0000100000, .anon = 1 };
 	struct unwind_module mod;

@@ -28,7 +28,8 @@ static const char *name_at(struct jitsyms *t, uint64_t addr)
 static void test_lookup_and_gaps(void **state)
 {
 	(void)state;
-	struct jitsyms *t = jitsyms_new(NULL);
+	struct jitsyms *t;
+	assert_int_equal(jitsyms_new(NULL, &t), 0);
 	assert_true(jitsyms_add(t, 0x1000, 0x100, "a", 1, NULL, 0) >= 0);
 	assert_true(jitsyms_add(t, 0x3000, 0x10, "b", 1, NULL, 0) >= 0);
 	assert_null(name_at(t, 0x1000));	/* not committed yet */
@@ -50,7 +51,8 @@ static void test_lookup_and_gaps(void **state)
 static void test_newest_wins(void **state)
 {
 	(void)state;
-	struct jitsyms *t = jitsyms_new(NULL);
+	struct jitsyms *t;
+	assert_int_equal(jitsyms_new(NULL, &t), 0);
 	jitsyms_add(t, 0x1000, 0x1000, "old", 3, NULL, 0);
 	jitsyms_add(t, 0x1400, 0x100, "new", 3, NULL, 0);
 	jitsyms_add(t, 0x1f00, 0x200, "tail", 4, NULL, 0);
@@ -77,7 +79,8 @@ static void test_newest_wins(void **state)
 static void test_strings_interned_and_cleaned(void **state)
 {
 	(void)state;
-	struct jitsyms *t = jitsyms_new(NULL);
+	struct jitsyms *t;
+	assert_int_equal(jitsyms_new(NULL, &t), 0);
 	uint32_t a = jitsyms_intern(t, "JS:*f", 5), b = jitsyms_intern(t, "JS:*f", 5);
 	assert_int_equal(a, b);
 	assert_int_not_equal(jitsyms_intern(t, "JS:*g", 5), a);
@@ -100,7 +103,8 @@ static void test_limits_and_bad_ranges(void **state)
 {
 	(void)state;
 	struct jitsyms_limits lim = { .max_ranges = 2, .max_bytes = 16 };
-	struct jitsyms *t = jitsyms_new(&lim);
+	struct jitsyms *t;
+	assert_int_equal(jitsyms_new(&lim, &t), 0);
 	struct jitsyms_stats st;
 	assert_int_equal(jitsyms_add(t, 0x1000, 0, "zero", 4, NULL, 0), -EINVAL);
 	assert_int_equal(jitsyms_add(t, UINT64_MAX - 4, 0x10, "wraps", 5, NULL, 0), -EINVAL);
@@ -121,7 +125,8 @@ static void test_limits_and_bad_ranges(void **state)
 static void test_lines_and_moves(void **state)
 {
 	(void)state;
-	struct jitsyms *t = jitsyms_new(NULL);
+	struct jitsyms *t;
+	assert_int_equal(jitsyms_new(NULL, &t), 0);
 	uint32_t js = jitsyms_intern(t, "hot.js", 6);
 	struct jitsym_line lines[] = {
 		{ .offset = 0x40, .line = 3, .file = js },
@@ -180,7 +185,8 @@ static void parse_all(struct perfmap_parser *p, struct jitsyms *t, const char *t
 static void test_perfmap_lines(void **state)
 {
 	(void)state;
-	struct jitsyms *t = jitsyms_new(NULL);
+	struct jitsyms *t;
+	assert_int_equal(jitsyms_new(NULL, &t), 0);
 	struct perfmap_parser p;
 	parse_all(&p, t, perf_map, sizeof(perf_map) - 1);
 	assert_string_equal(name_at(t, 0x7efdd8005b80), "JS:*hotLoop /tmp/hot.js:1:17");
@@ -200,7 +206,8 @@ static void test_perfmap_incremental(void **state)
 	(void)state;
 	size_t len = sizeof(perf_map) - 1;
 	for (size_t split = 0; split <= len; split++) {
-		struct jitsyms *t = jitsyms_new(NULL);
+		struct jitsyms *t;
+		assert_int_equal(jitsyms_new(NULL, &t), 0);
 		struct perfmap_parser p = { 0 };
 		size_t done = perfmap_parse(&p, t, perf_map, split);
 		assert_true(done <= split);
@@ -221,7 +228,8 @@ static void test_perfmap_long_lines(void **state)
 	memset(text, 'a', n);
 	memcpy(text, "1000 10 ", 8);
 	strcpy(text + n, "\n2000 10 after\n");
-	struct jitsyms *t = jitsyms_new(NULL);
+	struct jitsyms *t;
+	assert_int_equal(jitsyms_new(NULL, &t), 0);
 	struct perfmap_parser p = { 0 };
 	/* Fed in pieces the size of one line: the long line is skipped, the next one read. */
 	size_t total = strlen(text), done = 0;
@@ -387,7 +395,8 @@ static void test_jitdump_whole(void **state)
 	(void)state;
 	struct dump d;
 	make_dump(&d);
-	struct jitsyms *t = jitsyms_new(NULL);
+	struct jitsyms *t;
+	assert_int_equal(jitsyms_new(NULL, &t), 0);
 	struct jitdump_parser p;
 	jitdump_parser_init(&p);
 	int64_t used = jitdump_parse(&p, t, d.b, d.n, d.n);
@@ -408,7 +417,8 @@ static void test_jitdump_incremental(void **state)
 	struct dump d;
 	make_dump(&d);
 	for (size_t cut = 0; cut <= d.n; cut += 7) {
-		struct jitsyms *t = jitsyms_new(NULL);
+		struct jitsyms *t;
+		assert_int_equal(jitsyms_new(NULL, &t), 0);
 		struct jitdump_parser p;
 		jitdump_parser_init(&p);
 		uint64_t pos = 0;
@@ -444,7 +454,8 @@ static void test_jitdump_record_prefix(void **state)
 	put_debug(&d, 0x7000, rows, 1);
 	put_load(&d, 0x7000, 0x10, 1, "f");
 	for (size_t have = 16; have < 32; have++) {
-		struct jitsyms *t = jitsyms_new(NULL);
+		struct jitsyms *t;
+		assert_int_equal(jitsyms_new(NULL, &t), 0);
 		struct jitdump_parser p;
 		struct jitsym_info info;
 		uint8_t *piece = malloc(header + have);
@@ -476,7 +487,8 @@ static void test_jitdump_refused(void **state)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct dump d = { 0 };
 		put_header(&d, cases[i].magic, cases[i].version, cases[i].mach);
-		struct jitsyms *t = jitsyms_new(NULL);
+		struct jitsyms *t;
+		assert_int_equal(jitsyms_new(NULL, &t), 0);
 		struct jitdump_parser p;
 		jitdump_parser_init(&p);
 		assert_int_equal(jitdump_parse(&p, t, d.b, d.n, d.n), cases[i].err);
@@ -506,7 +518,8 @@ static void test_jitdump_bad_debug_info(void **state)
 	memcpy(d.b + start + 4, &size, 4);
 	put(&d, "junk-junk-junk-junk-j", 24);
 	put_load(&d, 0x8000, 0x80, 2, "overlong");
-	struct jitsyms *t = jitsyms_new(NULL);
+	struct jitsyms *t;
+	assert_int_equal(jitsyms_new(NULL, &t), 0);
 	struct jitdump_parser p;
 	jitdump_parser_init(&p);
 	assert_int_equal(jitdump_parse(&p, t, d.b, d.n, d.n), (int64_t)d.n);
@@ -539,7 +552,8 @@ static void test_jitdump_corrupt(void **state)
 	put32(&d, 8);
 	put64(&d, 0);
 	put_load(&d, 0x8000, 0x10, 2, "lost");
-	struct jitsyms *t = jitsyms_new(NULL);
+	struct jitsyms *t;
+	assert_int_equal(jitsyms_new(NULL, &t), 0);
 	struct jitdump_parser p;
 	jitdump_parser_init(&p);
 	assert_int_equal(jitdump_parse(&p, t, d.b, d.n, d.n), -EBADMSG);

@@ -181,7 +181,8 @@ static void test_jit_frames(void **state)
 	assert_non_null(f);
 	fputs("7f0000001000 100 JS:*early\n", f);
 	fclose(f);
-	struct jitinfo_mgr *m = jitinfo_mgr_new(NULL);
+	struct jitinfo_mgr *m;
+	assert_int_equal(jitinfo_mgr_new(NULL, &m), 0);
 	struct process self = { .pid = getpid() };
 	struct jitinfo *j = jitinfo_get(m, &self, 1);
 	struct trace_frame early = { .jit = j, .address = 0x7f0000001010, .kind = PROFILE_FRAME_JIT };
