@@ -363,12 +363,10 @@ static int start_readers(struct fastlane *f)
 static int make_sampler(struct fastlane *f)
 {
 	struct sampler_options so = f->o.sampler;
-	int err;
 	so.low_latency = 1;
 	so.samples_only = 1;
 	so.ring_pages = geteuid() == 0 ? RING_PAGES_ROOT : 0;
-	f->sampler = sampler_new(&so, &err);
-	return f->sampler ? 0 : err;
+	return sampler_new(&so, &f->sampler);
 }
 
 /* Events on each thread of pid not opened yet (done: the tids opened, *ndone of them). */
@@ -561,22 +559,22 @@ void fastlane_stop(struct fastlane *f)
 			pthread_join(f->readers[i].thread, NULL);
 }
 
-struct fastlane *fastlane_new(const struct fastlane_options *o, int *err)
+int fastlane_new(const struct fastlane_options *o, struct fastlane **out)
 {
 	struct fastlane *f = calloc(1, sizeof(*f));
-	if (!f) {
-		*err = -ENOMEM;
-		return NULL;
-	}
+	if (!f)
+		return -ENOMEM;
 	f->o = *o;
 	if (!f->o.max_events)
 		f->o.max_events = FASTLANE_DEFAULT_MAX_EVENTS;
 	f->deep_max = o->deep_max > FASTLANE_DEEP_READ ? o->deep_max : FASTLANE_DEEP_READ;
-	if ((*err = -pthread_mutex_init(&f->lock, NULL)) < 0) {
+	int err = pthread_mutex_init(&f->lock, NULL);
+	if (err != 0) {
 		free(f);
-		return NULL;
+		return -err;
 	}
-	return f;
+	*out = f;
+	return 0;
 }
 
 void fastlane_free(struct fastlane *f)

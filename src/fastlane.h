@@ -104,8 +104,12 @@ struct fastlane_stats {
 	uint64_t readers_cpu_ns;	/* their CPU time */
 };
 
-/* Nothing is opened or started until the first fastlane_add_process(). NULL with *err set. */
-struct fastlane *fastlane_new(const struct fastlane_options *o, int *err);
+struct fastlane;
+
+/* o is copied (its reader and wake_fd are borrowed: they must outlive the fast lane). Nothing is opened or started
+ * until the first fastlane_add_process(). Returns 0 and *out (free with fastlane_free()), -ENOMEM, or
+ * pthread_mutex_init()'s error, negated; *out is set only on success. */
+int fastlane_new(const struct fastlane_options *o, struct fastlane **out);
 /* Stops the readers (if fastlane_stop() was not called) and closes everything. */
 void fastlane_free(struct fastlane *f);
 

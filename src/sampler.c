@@ -163,25 +163,19 @@ static void raise_fd_limit(void)
 	}
 }
 
-struct sampler *sampler_new(const struct sampler_options *o, int *err)
+int sampler_new(const struct sampler_options *o, struct sampler **out)
 {
 	uint32_t type;
 	uint64_t config;
 	struct sampler *s;
 
-	if (o->stack_size == 0 || o->stack_size % 8 || o->stack_size > SAMPLER_MAX_STACK) {
-		*err = -EINVAL;
-		return NULL;
-	}
-	if (sampler_parse_event(o->event, &type, &config) < 0) {
-		*err = -ENOENT;
-		return NULL;
-	}
+	if (o->stack_size == 0 || o->stack_size % 8 || o->stack_size > SAMPLER_MAX_STACK)
+		return -EINVAL;
+	if (sampler_parse_event(o->event, &type, &config) < 0)
+		return -ENOENT;
 	s = calloc(1, sizeof(*s));
-	if (!s) {
-		*err = -ENOMEM;
-		return NULL;
-	}
+	if (!s)
+		return -ENOMEM;
 	s->opts = *o;
 	if (!s->opts.ring_pages)
 		s->opts.ring_pages = default_ring_pages(o->stack_size);
@@ -190,15 +184,15 @@ struct sampler *sampler_new(const struct sampler_options *o, int *err)
 	s->scratch = malloc(SCRATCH_SIZE);
 	if (!s->rings || !s->scratch) {
 		sampler_free(s);
-		*err = -ENOMEM;
-		return NULL;
+		return -ENOMEM;
 	}
 	for (int i = 0; i < s->ncpus; i++)
 		s->rings[i].fd = -1;
 	snprintf(s->event_name, sizeof(s->event_name), "%s", o->event);
 	build_attr(s, type, config);
 	raise_fd_limit();
-	return s;
+	*out = s;
+	return 0;
 }
 
 void sampler_free(struct sampler *s)

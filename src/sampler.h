@@ -63,7 +63,9 @@ struct sampler;
 /* Records are delivered with this callback; returning non-zero stops the current read early. */
 typedef int (*sampler_record_fn)(void *ctx, const struct perf_event_header *rec);
 
-struct sampler *sampler_new(const struct sampler_options *o, int *err);
+/* o is copied; nothing is opened yet. Returns 0 and *out (free with sampler_free()), -EINVAL (stack_size 0, not a
+ * multiple of 8 or over SAMPLER_MAX_STACK), -ENOENT (unknown event) or -ENOMEM; *out is set only on success. */
+int sampler_new(const struct sampler_options *o, struct sampler **out);
 void sampler_free(struct sampler *s);
 
 /* Open one event per CPU following every task (root, or perf_event_paranoid <= 0). */

@@ -141,7 +141,6 @@ static void correlate_log(void *arg, enum correlate_log_level level, const char 
 /* The fast lane, made when a first process needs it; the eventfd it wakes the caller with comes first. */
 static int make_fastlane(struct session *s)
 {
-	int err = 0;
 	if (s->fastlane)
 		return 0;
 	if (s->wake_fd < 0 && (s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
@@ -152,10 +151,10 @@ static int make_fastlane(struct session *s)
 				       .go_max_stack = s->gostack ? s->go_max_stack : 0,
 				       .deep_max = s->opts.max_stack_bytes };
 	sampler_get_options(s->sampler, &fo.sampler);
-	s->fastlane = fastlane_new(&fo, &err);
-	if (s->fastlane && s->paused)
+	int err = fastlane_new(&fo, &s->fastlane);
+	if (err == 0 && s->paused)
 		fastlane_pause(s->fastlane, 1);
-	return s->fastlane ? 0 : err;
+	return err;
 }
 
 /* pid's samples take the fast lane (for kinds) from now on, if it can have one; why not is said once. */

@@ -25,16 +25,18 @@ struct target_watch {
 	unsigned n, max;
 };
 
-struct target_watch *target_watch_new(unsigned max_targets)
+int target_watch_new(unsigned max_targets, struct target_watch **out)
 {
 	struct target_watch *w = calloc(1, sizeof(*w));
 	if (w && !(w->t = calloc(max_targets ? max_targets : 1, sizeof(*w->t)))) {
 		free(w);
-		return NULL;
+		w = NULL;
 	}
-	if (w)
-		w->max = max_targets;
-	return w;
+	if (!w)
+		return -ENOMEM;
+	w->max = max_targets;
+	*out = w;
+	return 0;
 }
 
 void target_watch_free(struct target_watch *w)

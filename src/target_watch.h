@@ -20,7 +20,9 @@
 
 struct target_watch;
 
-struct target_watch *target_watch_new(unsigned max_targets);
+/* Room for max_targets targets (0: one). Returns 0 and *out (free with target_watch_free()), or -ENOMEM; *out is
+ * set only on success. */
+int target_watch_new(unsigned max_targets, struct target_watch **out);
 void target_watch_free(struct target_watch *w);
 
 /* Watch pid; is_child: hostprof's own child, reaped when it exits. -E2BIG past max_targets. */

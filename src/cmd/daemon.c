@@ -134,9 +134,8 @@ static int start_sampling(struct daemon *d)
 		.fast_lane = 1,
 		.fast_lane_realtime = d->cfg.realtime,
 	};
-	int err;
-	d->sampler = sampler_new(&so, &err);
-	if (!d->sampler) {
+	int err = sampler_new(&so, &d->sampler);
+	if (err < 0) {
 		dlog(d, LOG_LEVEL_ERROR, "cannot sample '%s': %s", d->cfg.event, strerror(-err));
 		return err;
 	}

@@ -706,10 +706,10 @@ static void reap_child(struct record_run *r)
 static int record(struct record_options *o, const struct cli_env *env)
 {
 	struct record_run r = { .o = o, .env = env, .child = -1 };
-	int err = -ENOMEM, go_fd = -1;
-
-	r.watch = target_watch_new(o->command ? 1 : o->npids);
-	r.sampler = r.watch ? sampler_new(&o->sampler, &err) : NULL;
+	int go_fd = -1;
+	int err = target_watch_new(o->command ? 1 : o->npids, &r.watch);
+	if (err == 0)
+		err = sampler_new(&o->sampler, &r.sampler);
 	o->session.go_stack_bytes = o->sampler.stack_size; /* as much of the goroutine's stack as of g0's */
 	o->session.stack_copy_bytes = o->sampler.stack_size;
 	r.session = r.sampler ? session_new(r.sampler, &o->session, &err) : NULL;

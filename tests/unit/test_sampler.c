@@ -76,8 +76,8 @@ static void burn_cpu(double seconds)
 static struct sampler *open_self_with(const struct sampler_options *o, int *err)
 {
 	char why[512];
-	struct sampler *s = sampler_new(o, err);
-	assert_non_null(s);
+	struct sampler *s;
+	assert_int_equal(sampler_new(o, &s), 0);
 	*err = sampler_open_task(s, (pid_t)syscall(SYS_gettid), 1, 0);
 	if (*err < 0) {
 		snprintf(why, sizeof(why), "%s", sampler_error(s));
@@ -235,8 +235,8 @@ static void test_no_spin_after_exit(void **state)
 	(void)state;
 	struct sampler_options o = { .event = "cpu-clock", .freq_hz = 1000, .stack_size = 8192, .samples_only = 1 };
 	int err;
-	struct sampler *s = sampler_new(&o, &err);
-	assert_non_null(s);
+	struct sampler *s;
+	assert_int_equal(sampler_new(&o, &s), 0);
 	struct runner r = { 0, 0 };
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, burn_and_exit, &r), 0);
@@ -281,16 +281,15 @@ static void test_hardware_event_falls_back(void **state)
 static void test_bad_options(void **state)
 {
 	(void)state;
-	int err = 0;
+	struct sampler *s = NULL;
 	struct sampler_options o = { .event = "cpu-clock", .freq_hz = 99, .stack_size = 100 };
-	assert_null(sampler_new(&o, &err));
-	assert_int_equal(err, -EINVAL);
+	assert_int_equal(sampler_new(&o, &s), -EINVAL);
 	o.stack_size = 65536;
-	assert_null(sampler_new(&o, &err));
+	assert_int_equal(sampler_new(&o, &s), -EINVAL);
 	o.stack_size = 8192;
 	o.event = "no-such-event";
-	assert_null(sampler_new(&o, &err));
-	assert_int_equal(err, -ENOENT);
+	assert_int_equal(sampler_new(&o, &s), -ENOENT);
+	assert_null(s);	/* *out is set only on success */
 }
 
 int main(void)

@@ -58,8 +58,8 @@ static uint64_t wait_exits(struct target_watch *w, unsigned timeout_ms)
 static void test_child_exit_wakes_poll(void **state)
 {
 	(void)state;
-	struct target_watch *w = target_watch_new(1);
-	assert_non_null(w);
+	struct target_watch *w;
+	assert_int_equal(target_watch_new(1, &w), 0);
 	assert_true(target_watch_alive(w)); /* nothing to watch: -a runs until stopped */
 	pid_t pid = spawn(100, 3);
 	assert_int_equal(target_watch_add(w, pid, 1), 0);
@@ -81,7 +81,8 @@ static void test_child_exit_wakes_poll(void **state)
 static void test_processes_not_ours(void **state)
 {
 	(void)state;
-	struct target_watch *w = target_watch_new(3);
+	struct target_watch *w;
+	assert_int_equal(target_watch_new(3, &w), 0);
 	pid_t a = spawn(50, 0), b = spawn(300, 0);
 	assert_int_equal(target_watch_add(w, a, 0), 0);
 	assert_int_equal(target_watch_add(w, b, 0), 0);
@@ -101,7 +102,8 @@ static void test_processes_not_ours(void **state)
 static void test_stop_child(void **state)
 {
 	(void)state;
-	struct target_watch *w = target_watch_new(1);
+	struct target_watch *w;
+	assert_int_equal(target_watch_new(1, &w), 0);
 	pid_t pid = spawn(60000, 0);
 	assert_int_equal(target_watch_add(w, pid, 1), 0);
 	assert_int_equal(target_watch_stop_child(w), 1);
