@@ -47,14 +47,18 @@ static pid_t gettid_(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
-struct correlate_reader *corr_reader_new(void)
+int corr_reader_new(struct correlate_reader **out)
 {
 	struct correlate_reader *r = calloc(1, sizeof(*r));
-	if (r && pthread_mutex_init(&r->lock, NULL) != 0) {
+	if (!r)
+		return -ENOMEM;
+	int err = pthread_mutex_init(&r->lock, NULL);
+	if (err != 0) {
 		free(r);
-		return NULL;
+		return -err;
 	}
-	return r;
+	*out = r;
+	return 0;
 }
 
 static void proc_free(struct reader_proc *p)

@@ -119,30 +119,29 @@ static struct corr_proc *find_proc(const struct correlate *c, pid_t pid)
 
 /* ---- lifecycle ---- */
 
-struct correlate *correlate_new(const struct correlate_options *opts)
+int correlate_new(const struct correlate_options *opts, struct correlate **out)
 {
 	struct correlate_options o = opts ? *opts : (struct correlate_options){ 0 };
 	size_t hlen = o.host_id ? strlen(o.host_id) : 0;
-	if (hlen > CORRELATE_HOST_ID_MAX || o.flush_interval_ms > 60000 || o.delay_ms > 3600000) {
-		errno = EINVAL;
-		return NULL;
-	}
+	if (hlen > CORRELATE_HOST_ID_MAX || o.flush_interval_ms > 60000 || o.delay_ms > 3600000)
+		return -EINVAL;
 	o.flush_interval_ms = o.flush_interval_ms ? o.flush_interval_ms : CORRELATE_DEFAULT_FLUSH_MS;
 	/* Sampler lag + one flush interval + the agent's poll, with margin: see correlate.h. */
 	o.delay_ms = o.delay_ms ? o.delay_ms : 2 * o.flush_interval_ms + 100;
 	o.max_pending = o.max_pending ? o.max_pending : CORRELATE_DEFAULT_MAX_PENDING;
 	struct correlate *c = calloc(1, sizeof(*c));
-	if (!c || !(c->host_id = strndup(o.host_id ? o.host_id : "", hlen)) || !(c->reader = corr_reader_new())) {
+	int err = c && (c->host_id = strndup(o.host_id ? o.host_id : "", hlen)) ? corr_reader_new(&c->reader) : -ENOMEM;
+	if (err < 0) {
 		if (c)
 			free(c->host_id);
 		free(c);
-		errno = ENOMEM;
-		return NULL;
+		return err;
 	}
 	c->host_id_len = hlen;
 	o.host_id = c->host_id;
 	c->opts = o;
-	return c;
+	*out = c;
+	return 0;
 }
 
 static void proc_free(struct correlate *c, struct corr_proc *p)

@@ -9,7 +9,7 @@
  * process's own root, after a registration message. See man/hostprof-correlation.7.
  *
  * Contract:
- * - Ownership: correlate_new() returns a handle the caller frees with correlate_free(); the library copies
+ * - Ownership: correlate_new() gives a handle the caller frees with correlate_free(); the library copies
  *   every string it is given (options, paths) and keeps nothing the caller owns.
  * - Lifetime: per-process state lives from the first correlate_on_mapping() of an agent library until
  *   correlate_on_exec() or correlate_on_process_exit() for that pid (or correlate_free()).
@@ -120,8 +120,9 @@ struct correlate_stats {
 
 struct correlate;
 
-/* NULL with errno set (EINVAL: host_id too long or flush/delay out of range; ENOMEM). */
-struct correlate *correlate_new(const struct correlate_options *opts);
+/* opts may be NULL (defaults); host_id is copied. Returns 0 and *out (free with correlate_free()), -EINVAL (host_id
+ * too long or flush/delay out of range) or -ENOMEM; *out is set only on success. */
+int correlate_new(const struct correlate_options *opts, struct correlate **out);
 /* Closes sockets and files; pending counts are added to counts_dropped first. NULL is allowed. */
 void correlate_free(struct correlate *c);
 

@@ -172,7 +172,9 @@ int corr_ptrace_fs_base(pid_t tid, int keep_exit, unsigned wait_ms, uint64_t *fs
 int corr_ptrace_finish(pid_t tid, int keep_exit);
 
 /* ---- apm_reader.c: the handle registers ready processes; correlate.h has the reading side ---- */
-struct correlate_reader *corr_reader_new(void);
+/* Returns 0 and *out (free with corr_reader_free()), -ENOMEM, or pthread_mutex_init()'s error, negated; *out is
+ * set only on success. */
+int corr_reader_new(struct correlate_reader **out);
 void corr_reader_free(struct correlate_reader *r);
 /* pid is ready: memfd (duplicated, the caller keeps its own) and the TLS offset; replaces an earlier entry. */
 int corr_reader_add(struct correlate_reader *r, pid_t pid, int memfd, uint64_t tls_offset, int is_our_child);

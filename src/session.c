@@ -220,8 +220,7 @@ static int setup_correlation(struct session *s)
 	host_id_get(s->opts.host_id, s->host_id, sizeof(s->host_id));
 	struct correlate_options co = { .host_id = s->host_id, .delay_ms = s->opts.apm_delay_ms,
 					.log = correlate_log, .log_arg = s, .ready = on_apm_ready, .ready_arg = s };
-	s->correlate = correlate_new(&co);
-	return s->correlate ? 0 : -ENOMEM;
+	return correlate_new(&co, &s->correlate);
 }
 
 /*

@@ -112,8 +112,8 @@ static void dump_warnings(const struct logbook *lb)
 static struct correlate *new_correlate(struct logbook *lb)
 {
 	struct correlate_options o = { .host_id = HOST_ID, .log = capture_log, .log_arg = lb };
-	struct correlate *c = correlate_new(&o);
-	assert_non_null(c);
+	struct correlate *c;
+	assert_int_equal(correlate_new(&o, &c), 0);
 	return c;
 }
 
@@ -942,8 +942,8 @@ static void test_reader_thread_and_finish(void **state)
 	struct ready_log ready = { .n = 0 };
 	struct correlate_options o = { .host_id = HOST_ID, .log = capture_log, .log_arg = lb, .ready = note_ready,
 				       .ready_arg = &ready, .flush_interval_ms = 60000 };
-	struct correlate *c = correlate_new(&o);
-	assert_non_null(c);
+	struct correlate *c;
+	assert_int_equal(correlate_new(&o, &c), 0);
 	struct app a;
 	const char *args[] = { "--threads", "2", "--publish-delay-ms", "0", NULL };
 	app_start(&a, NULL, NULL, args);
