@@ -342,8 +342,6 @@ int execinfo_contains_va(const struct execinfo *e, uint64_t va)
 
 struct symbolizer *execinfo_symbolizer(struct execinfo *e)
 {
-	int err;
-
 	if (e->symbolizer || e->symbolizer_failed)
 		return e->symbolizer;
 	int fd = e->fd;
@@ -358,7 +356,7 @@ struct symbolizer *execinfo_symbolizer(struct execinfo *e)
 	if (fd >= 0) {
 		/* The file may have been replaced or deleted since: symbolize the very file we hashed (fd); the path
 		 * only serves to find a .gnu_debuglink file beside it. */
-		e->symbolizer = symbolizer_open(e->path, fd, &err);
+		symbolizer_open(e->path, fd, &e->symbolizer);	/* NULL on failure: marked failed below */
 		if (fd != e->fd)
 			close(fd);
 	}

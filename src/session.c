@@ -121,11 +121,9 @@ static void setup_kernel(struct session *s)
 /* The kernel's symbols, the first time a profile has kernel frames to name (~60 ms of kernel time). */
 static void load_kallsyms(struct session *s)
 {
-	int err;
 	if (s->kallsyms || !s->kernel_frames)
 		return;
-	s->kallsyms = kallsyms_load("/proc/kallsyms", &err);
-	if (s->kallsyms)
+	if (kallsyms_load("/proc/kallsyms", &s->kallsyms) == 0)
 		traces_set_kallsyms(s->traces, s->kallsyms);
 }
 

@@ -303,7 +303,7 @@ static int read_symbols(int fd, char *buf, struct kallsyms *k, struct load_stats
 	}
 }
 
-struct kallsyms *kallsyms_load(const char *path, int *err)
+int kallsyms_load(const char *path, struct kallsyms **out)
 {
 	struct load_stats st = { 0, 0, 0 };
 	struct kallsyms *k = calloc(1, sizeof(*k));
@@ -323,11 +323,10 @@ struct kallsyms *kallsyms_load(const char *path, int *err)
 		e = sort_and_dedup(k, st.sorted);
 	if (e < 0) {
 		kallsyms_free(k);
-		if (err)
-			*err = e;
-		return NULL;
+		return e;
 	}
-	return k;
+	*out = k;
+	return 0;
 }
 
 /* Reads one line into buf without its newline; false at EOF. *too_long if the line did not fit (skipped). */

@@ -1,7 +1,7 @@
 /*
  * kallsyms.h — kernel symbols from /proc/kallsyms.
  *
- * Ownership: kallsyms_load() returns a table owned by the caller (kallsyms_free()); returned strings live as
+ * Ownership: kallsyms_load() gives a table owned by the caller (kallsyms_free()); returned strings live as
  * long as the table. Reading a kallsyms without permission yields all-zero addresses: the load then fails with
  * -EPERM rather than returning a table that would name every address wrongly.
  */
@@ -12,9 +12,11 @@
 
 struct kallsyms;
 
-/* path is normally "/proc/kallsyms". Returns NULL with *err set (negative errno). Reading the whole of
- * /proc/kallsyms costs ~60 ms of kernel time (it formats every symbol): load it only to name kernel frames. */
-struct kallsyms *kallsyms_load(const char *path, int *err);
+/* path is normally "/proc/kallsyms". Returns 0 and *out (free with kallsyms_free()), -ENOMEM, -EINVAL (path NULL),
+ * open(2)'s or read(2)'s error, -EPERM (addresses hidden), or -ENODATA (no symbols); *out is set only on success.
+ * Reading the whole of /proc/kallsyms costs ~60 ms of kernel time (it formats every symbol): load it only to name
+ * kernel frames. */
+int kallsyms_load(const char *path, struct kallsyms **out);
 void kallsyms_free(struct kallsyms *k);
 
 /* Nearest symbol at or below addr. Returns its name (and module, NULL for vmlinux) or NULL. */

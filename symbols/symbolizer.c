@@ -897,25 +897,23 @@ static int report(struct symbolizer *s, const char *path)
 	return 0;
 }
 
-struct symbolizer *symbolizer_open(const char *path, int fd, int *err)
+int symbolizer_open(const char *path, int fd, struct symbolizer **out)
 {
-	int e = -ENOMEM;
 	struct symbolizer *s = calloc(1, sizeof(*s));
 	if (!s)
-		goto fail;
+		return -ENOMEM;
 	s->fd = -1;
-	if ((e = open_main(s, path, fd)) < 0)
-		goto fail;
-	s->dir = main_dir(path);
-	e = -ENOMEM;
-	if ((e = report(s, path)) < 0)
-		goto fail;
-	return s;
-fail:
-	symbolizer_free(s);
-	if (err)
-		*err = e;
-	return NULL;
+	int e = open_main(s, path, fd);
+	if (e == 0) {
+		s->dir = main_dir(path);
+		e = report(s, path);
+	}
+	if (e < 0) {
+		symbolizer_free(s);
+		return e;
+	}
+	*out = s;
+	return 0;
 }
 
 void symbolizer_free(struct symbolizer *s)

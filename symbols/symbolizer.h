@@ -10,7 +10,7 @@
  * name, never a path) next to the file, in its .debug/ or under /usr/lib/debug/<its directory>, used only if
  * its build-id matches and no user but root or us can write it. A file without a build-id gets none.
  *
- * Ownership: symbolizer_open() returns a handle that owns its own file descriptor and memory; all strings it
+ * Ownership: symbolizer_open() gives a handle that owns its own file descriptor and memory; all strings it
  * returns stay valid until symbolizer_free(). Not thread-safe.
  * Untrusted input: the file may be corrupt or hostile; failures are reported, never fatal. DWARF whose string
  * sections are not NUL-terminated is not used (libdw would read past them): such a file gets symbols only.
@@ -34,11 +34,12 @@ struct symbol_frame {
 
 /*
  * Open path for symbolization. fd, when >= 0, is an open descriptor of the same file (duplicated, the caller
- * keeps its own) and path is then only used to find a .gnu_debuglink file next to it. Returns NULL and sets
- * *err to a negative errno (-ENOEXEC for a file that is not a usable ELF executable or shared object:
- * corrupt, truncated, relocatable, without loadable segments).
+ * keeps its own) and path is then only used to find a .gnu_debuglink file next to it. Returns 0 and *out (free
+ * with symbolizer_free()), or a negative errno: -ENOEXEC for a file that is not a usable ELF executable or shared
+ * object (corrupt, truncated, relocatable, without loadable segments), -EINVAL (neither path nor fd), -ENOMEM,
+ * or open(2)'s error. *out is set only on success.
  */
-struct symbolizer *symbolizer_open(const char *path, int fd, int *err);
+int symbolizer_open(const char *path, int fd, struct symbolizer **out);
 void symbolizer_free(struct symbolizer *s);
 
 /*

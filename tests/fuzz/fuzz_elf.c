@@ -77,10 +77,9 @@ static void fuzz_code_checks(Elf *elf)
 static void fuzz_symbolizer(int fd)
 {
 	char path[64];
-	int err;
+	struct symbolizer *s;
 	fuzz_input_path(fd, path, sizeof(path));
-	struct symbolizer *s = symbolizer_open(path, fd, &err);
-	if (!s)
+	if (symbolizer_open(path, fd, &s) < 0)
 		return;
 	struct symbol_frame frames[16];
 	for (uint64_t va = 0; va < 0x10000; va += 0x100)

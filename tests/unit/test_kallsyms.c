@@ -24,13 +24,13 @@ static void write_temp(char *path, size_t len, const char *text)
 	close(fd);
 }
 
-static struct kallsyms *load_text(const char *text, int *err)
+static int load_text(const char *text, struct kallsyms **out)
 {
 	char path[256];
 	write_temp(path, sizeof(path), text);
-	struct kallsyms *k = kallsyms_load(path, err);
+	int err = kallsyms_load(path, out);
 	unlink(path);
-	return k;
+	return err;
 }
 
 static const char fake[] =
@@ -77,11 +77,12 @@ static char *fake_with_long_line(void)
 
 static int setup_fake(void **state)
 {
-	int err = 0;
+	struct kallsyms *k = NULL;
 	char *text = fake_with_long_line();
-	*state = load_text(text, &err);
+	int err = load_text(text, &k);
 	free(text);
-	return *state ? 0 : -1;
+	*state = k;
+	return err == 0 ? 0 : -1;
 }
 
 static int teardown_fake(void **state)
@@ -139,7 +140,6 @@ static void test_modules(void **state)
 static void test_unsorted_modules(void **state)
 {
 	(void)state;
-	int err = 0;
 	const char *text = "ffffffff81000000 T _text\n"
 			   "ffffffff81001000 T schedule\n"
 			   "ffffffff81001000 t __schedule\n"
@@ -150,8 +150,8 @@ static void test_unsorted_modules(void **state)
 			   "ffffffffc0001000 T mod_alias\t[mymod]\n"
 			   "ffffffff81001800 t odd_fn\t[odd]\n"
 			   "ffffffffc0000800 t first_fn\t[other]\n";
-	struct kallsyms *k = load_text(text, &err);
-	assert_non_null(k);
+	struct kallsyms *k;
+	assert_int_equal(load_text(text, &k), 0);
 	assert_lookup(k, 0xffffffff81001004ull, "schedule", 4, NULL);
 	assert_lookup(k, 0xffffffff81001804ull, "odd_fn", 4, "odd");
 	assert_lookup(k, 0xffffffff81002010ull, "do_exit", 0x10, NULL);
@@ -181,37 +181,34 @@ static void test_malformed_lines_ignored(void **state)
 static void test_all_zero_is_eperm(void **state)
 {
 	(void)state;
-	int err = 0;
+	struct kallsyms *k = NULL;
 	const char *text = "0000000000000000 T _text\n"
 			   "0000000000000000 T schedule\n"
 			   "0000000000000000 D some_data\n"
 			   "0000000000000000 t mod_fn\t[mymod]\n";
-	assert_null(load_text(text, &err));
-	assert_int_equal(err, -EPERM);
+	assert_int_equal(load_text(text, &k), -EPERM);
+	assert_null(k);	/* *out is set only on success */
 }
 
 static void test_empty_and_missing(void **state)
 {
 	(void)state;
-	int err = 0;
-	assert_null(load_text("", &err));
-	assert_int_equal(err, -ENODATA);
-	err = 0;
-	assert_null(load_text("garbage\nmore garbage\n", &err));
-	assert_int_equal(err, -ENODATA);
-	err = 0;
-	assert_null(kallsyms_load("/nonexistent/hostprof/kallsyms", &err));
-	assert_int_equal(err, -ENOENT);
+	struct kallsyms *k = NULL;
+	assert_int_equal(load_text("", &k), -ENODATA);
+	assert_int_equal(load_text("garbage\nmore garbage\n", &k), -ENODATA);
+	assert_int_equal(kallsyms_load("/nonexistent/hostprof/kallsyms", &k), -ENOENT);
+	assert_int_equal(kallsyms_load(NULL, &k), -EINVAL);
+	assert_null(k);
 }
 
 static void test_real_kallsyms(void **state)
 {
 	(void)state;
-	int err = 0;
-	struct kallsyms *k = kallsyms_load("/proc/kallsyms", &err);
-	if (!k && (err == -EPERM || err == -ENOENT || err == -EACCES))
+	struct kallsyms *k;
+	int err = kallsyms_load("/proc/kallsyms", &k);
+	if (err == -EPERM || err == -ENOENT || err == -EACCES)
 		test_skip("the kernel hides /proc/kallsyms from this user (%s)", strerror(-err));
-	assert_non_null(k);
+	assert_int_equal(err, 0);
 	uint64_t text = kallsyms_text_start(k);
 	assert_true(text != 0);
 	uint64_t off = 1;
@@ -248,9 +245,8 @@ static void test_read_text_start(void **state)
 	assert_int_equal(read_text("ffffffff81000000 T _stext\n", &addr), -ENOENT);
 	assert_int_equal(kallsyms_read_text_start("/nonexistent/kallsyms", &addr), -ENOENT);
 	/* The real one agrees with the full table where the kernel shows addresses. */
-	int err;
-	struct kallsyms *k = kallsyms_load("/proc/kallsyms", &err);
-	if (k) {
+	struct kallsyms *k;
+	if (kallsyms_load("/proc/kallsyms", &k) == 0) {
 		assert_int_equal(kallsyms_read_text_start("/proc/kallsyms", &addr), 0);
 		assert_int_equal(addr, kallsyms_text_start(k));
 		kallsyms_free(k);

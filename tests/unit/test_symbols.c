@@ -237,19 +237,20 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 
 static struct symbolizer *open_ok(const char *path)
 {
-	int err = 0;
-	struct symbolizer *s = symbolizer_open(path, -1, &err);
-	if (!s)
+	struct symbolizer *s = NULL;
+	int err = symbolizer_open(path, -1, &s);
+	if (err < 0)
 		fail_msg("symbolizer_open(%s) failed: %s", path, strerror(-err));
 	return s;
 }
 
 static int open_err(const char *path)
 {
-	int err = 0;
-	struct symbolizer *s = symbolizer_open(path, -1, &err);
+	struct symbolizer *s = NULL;
+	int err = symbolizer_open(path, -1, &s);
+	assert_true(err < 0 ? s == NULL : s != NULL);	/* *out is set only on success */
 	symbolizer_free(s);
-	return s ? 0 : err;
+	return err;
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -462,11 +463,10 @@ static void test_fd_is_duplicated(void **state)
 {
 	struct fixture *f = *state;
 	struct symbol_frame fr[8];
-	int err = 0;
 	int fd = open(f->prog, O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
-	struct symbolizer *s = symbolizer_open("/nonexistent/name/only", fd, &err);
-	assert_non_null(s);
+	struct symbolizer *s;
+	assert_int_equal(symbolizer_open("/nonexistent/name/only", fd, &s), 0);
 	assert_true(fcntl(fd, F_GETFD) >= 0);	/* still ours */
 	close(fd);
 	assert_int_equal(symbolizer_lookup(s, f->leaf.addr, fr, 8), 1);
@@ -570,9 +570,9 @@ static void test_corrupt_copies_do_not_crash(void **state)
 			copy[(x >> 8) % len] = (char)(x >> 24);
 		}
 		write_file(path, copy, len);
-		int err = 0;
-		struct symbolizer *s = symbolizer_open(path, -1, &err);
-		assert_true(s || err < 0);
+		struct symbolizer *s = NULL;
+		int err = symbolizer_open(path, -1, &s);
+		assert_true(err == 0 ? s != NULL : err < 0 && s == NULL);
 		for (uint64_t a = f->outer.addr; s && a < f->outer.addr + f->outer.size; a += 3)
 			assert_in_range(symbolizer_lookup(s, a, fr, 8), 0, 8);
 		symbolizer_free(s);
