@@ -1,6 +1,8 @@
 /*
- * Unit tests for src/gostack.c: Go runtime structures (g0, m, the current goroutine, its stack) laid out in this
- * process's own memory as the Go runtime lays them out, read back through process_vm_readv on our own pid.
+ * Unit tests for unwind/go_stack.c: Go runtime structures (g0, m, the current goroutine, its stack) laid out as
+ * the Go runtime lays them out, in buffers of the test that a fake process-memory reader shows at addresses of
+ * their own (a buffer-backed struct unwind_memory: a read outside the buffers fails with -EFAULT, one that runs
+ * past a buffer's end is short), as the session's reader shows a live process.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,10 +13,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
-#include "src/gostack.h"
+#include "unwind/go_stack.h"
 
 #define STACK_SIZE 8192
 
@@ -26,15 +27,80 @@ struct go_thread {
 	int six_fields;
 };
 
+/* ---- the fake process: the test's buffers, each at an address of its own ------------------------------------ */
+
+#define FAKE_BASE 0x7f0000000000ull	/* where the first buffer is, in the fake process */
+#define FAKE_STRIDE 0x100000000ull	/* and the next ones: far apart, nothing in between */
+#define FAKE_MAX_REGIONS 4
+
+static struct fake_process {
+	struct {
+		const uint8_t *bytes;
+		size_t size;
+	} regions[FAKE_MAX_REGIONS];
+	unsigned n;
+	unsigned reads;
+} fake;
+
+static ssize_t fake_read(void *ctx, uint64_t at, void *buf, size_t len)
+{
+	struct fake_process *fp = ctx;
+	fp->reads++;
+	for (unsigned i = 0; i < fp->n; i++) {
+		uint64_t lo = FAKE_BASE + i * FAKE_STRIDE, hi = lo + fp->regions[i].size;
+		if (at < lo || at >= hi)
+			continue;
+		size_t n = hi - at < len ? (size_t)(hi - at) : len;
+		memcpy(buf, fp->regions[i].bytes + (at - lo), n);
+		return (ssize_t)n;
+	}
+	return -EFAULT;
+}
+
+static const struct unwind_memory mem = { fake_read, &fake };
+
+/* The fake process shows nothing; then buffer p, of size bytes, at the next address. */
+static void fake_clear(void)
+{
+	fake.n = 0;
+}
+
+static void fake_map(const void *p, size_t size)
+{
+	assert_true(fake.n < FAKE_MAX_REGIONS);
+	fake.regions[fake.n].bytes = p;
+	fake.regions[fake.n].size = size;
+	fake.n++;
+}
+
+/* Where the fake process has the byte at p (or one past a buffer's end). */
 static uint64_t addr(const void *p)
 {
-	return (uint64_t)(uintptr_t)p;
+	const uint8_t *b = p;
+	for (unsigned i = 0; i < fake.n; i++) {
+		if (b >= fake.regions[i].bytes && b <= fake.regions[i].bytes + fake.regions[i].size)
+			return FAKE_BASE + i * FAKE_STRIDE + (uint64_t)(b - fake.regions[i].bytes);
+	}
+	fail_msg("%p is in no buffer of the fake process", p);
+	return 0;
 }
+
+static struct go_stack *new_go_stack(size_t max_stack)
+{
+	struct go_stack_options o = { .max_stack = max_stack };
+	struct go_stack *gs = NULL;
+	assert_int_equal(go_stack_new(&o, &gs), 0);
+	return gs;
+}
+
+/* ---- */
 
 /* g.sched = {sp, pc, bp} with the stack's top 256 bytes in use; status is atomicstatus. */
 static void go_thread_init(struct go_thread *t, int six_fields, uint32_t status)
 {
 	memset(t, 0, sizeof(*t));
+	fake_clear();
+	fake_map(t, sizeof(*t));
 	t->six_fields = six_fields;
 	for (size_t i = 0; i < STACK_SIZE; i++)
 		t->stack[i] = (uint8_t)(i * 7);
@@ -60,21 +126,21 @@ static void test_follows_from_g0(void **state)
 	(void)state;
 	for (int six = 0; six < 2; six++) {
 		struct go_thread *t = malloc(sizeof(*t));
-		struct gostack *gs = gostack_new(4096);
-		struct gostack_context ctx;
-		struct gostack_stats st;
+		struct go_stack *gs = new_go_stack(4096);
+		struct go_stack_context ctx;
+		struct go_stack_stats st;
 		go_thread_init(t, six, 2);
-		assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), NULL, &ctx), 0);
+		assert_int_equal(go_stack_read(gs, &mem, addr(t->g0), sched_bp(t), NULL, &ctx), 0);
 		assert_int_equal(ctx.sp, t->g[7]);
 		assert_int_equal(ctx.pc, 0x401234);
 		assert_int_equal(ctx.bp, sched_bp(t));
 		assert_int_equal(ctx.size, 256); /* up to stack.hi */
 		assert_memory_equal(ctx.stack, t->stack + STACK_SIZE - 256, 256);
 		/* The g register may hold the goroutine itself (cgo: C code keeps Go's R14). */
-		assert_int_equal(gostack_read(gs, getpid(), addr(t->g), sched_bp(t), NULL, &ctx), 0);
-		gostack_get_stats(gs, &st);
+		assert_int_equal(go_stack_read(gs, &mem, addr(t->g), sched_bp(t), NULL, &ctx), 0);
+		go_stack_get_stats(gs, &st);
 		assert_int_equal(st.followed, 2);
-		gostack_free(gs);
+		go_stack_free(gs);
 		free(t);
 	}
 }
@@ -84,8 +150,8 @@ static void test_follows_via_morebuf_without_g_register(void **state)
 {
 	(void)state;
 	struct go_thread *t = malloc(sizeof(*t));
-	struct gostack *gs = gostack_new(4096);
-	struct gostack_context ctx;
+	struct go_stack *gs = new_go_stack(4096);
+	struct go_stack_context ctx;
 	uint64_t copy[32];
 	go_thread_init(t, 0, 2);
 	for (size_t i = 0; i < 32; i++)
@@ -93,15 +159,15 @@ static void test_follows_via_morebuf_without_g_register(void **state)
 	copy[26] = sched_bp(t) - 48;				/* morebuf.sp: the grower's caller's SP */
 	copy[27] = 0x401300;					/* morebuf.pc */
 	copy[28] = addr(t->g);					/* morebuf.g */
-	struct gostack_g0 g0 = { .bytes = (const uint8_t *)copy, .size = sizeof(copy) };
-	assert_int_equal(gostack_read(gs, getpid(), 0, sched_bp(t), &g0, &ctx), 0);
+	struct go_stack_g0 g0 = { .bytes = (const uint8_t *)copy, .size = sizeof(copy) };
+	assert_int_equal(go_stack_read(gs, &mem, 0, sched_bp(t), &g0, &ctx), 0);
 	assert_int_equal(ctx.sp, t->g[7]);
 	assert_int_equal(ctx.pc, 0x401234);
 	/* The g it names must check out like one from the g register: here, another switch than the sampled one. */
-	assert_int_equal(gostack_read(gs, getpid(), 0, sched_bp(t) + 16, &g0, &ctx), -ESTALE);
+	assert_int_equal(go_stack_read(gs, &mem, 0, sched_bp(t) + 16, &g0, &ctx), -ESTALE);
 	copy[28] = addr(t->g0) + 8;				/* no g there */
-	assert_int_equal(gostack_read(gs, getpid(), 0, sched_bp(t), &g0, &ctx), -ESRCH);
-	gostack_free(gs);
+	assert_int_equal(go_stack_read(gs, &mem, 0, sched_bp(t), &g0, &ctx), -ESRCH);
+	go_stack_free(gs);
 	free(t);
 }
 
@@ -109,12 +175,12 @@ static void test_stack_read_is_bounded(void **state)
 {
 	(void)state;
 	struct go_thread *t = malloc(sizeof(*t));
-	struct gostack *gs = gostack_new(64);
-	struct gostack_context ctx;
+	struct go_stack *gs = new_go_stack(64);
+	struct go_stack_context ctx;
 	go_thread_init(t, 0, 2);
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), NULL, &ctx), 0);
+	assert_int_equal(go_stack_read(gs, &mem, addr(t->g0), sched_bp(t), NULL, &ctx), 0);
 	assert_int_equal(ctx.size, 64);
-	gostack_free(gs);
+	go_stack_free(gs);
 	free(t);
 }
 
@@ -127,27 +193,27 @@ static void test_stale_context(void **state)
 {
 	(void)state;
 	struct go_thread *t = malloc(sizeof(*t));
-	struct gostack *gs = gostack_new(4096);
-	struct gostack_context ctx;
-	struct gostack_stats st;
+	struct go_stack *gs = new_go_stack(4096);
+	struct go_stack_context ctx;
+	struct go_stack_stats st;
 	uint64_t frames[16];
 	for (size_t i = 0; i < 16; i++)
 		frames[i] = 0x2000 * i + 0x10008;		/* pointer-like noise, no adjustinfo shape */
-	struct gostack_g0 g0 = { .bytes = (const uint8_t *)frames, .size = sizeof(frames) };
+	struct go_stack_g0 g0 = { .bytes = (const uint8_t *)frames, .size = sizeof(frames) };
 	go_thread_init(t, 0, 2);
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t) + 16, NULL, &ctx), -ESTALE);
+	assert_int_equal(go_stack_read(gs, &mem, addr(t->g0), sched_bp(t) + 16, NULL, &ctx), -ESTALE);
 	go_thread_init(t, 0, 8 | 0x1000);	/* _Gcopystack, with the GC's scan bit */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t) + 16, NULL, &ctx), -ESTALE);
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t) + 16, &g0, &ctx), -ESTALE);
+	assert_int_equal(go_stack_read(gs, &mem, addr(t->g0), sched_bp(t) + 16, NULL, &ctx), -ESTALE);
+	assert_int_equal(go_stack_read(gs, &mem, addr(t->g0), sched_bp(t) + 16, &g0, &ctx), -ESTALE);
 	frames[5] = addr(t->g);			/* newstack's frame holds the goroutine it grows */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t) + 16, &g0, &ctx), 0);
+	assert_int_equal(go_stack_read(gs, &mem, addr(t->g0), sched_bp(t) + 16, &g0, &ctx), 0);
 	go_thread_init(t, 0, 2);
 	t->g[7] = 0;				/* gogo cleared sched.sp: the goroutine runs again */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), NULL, &ctx), -ESTALE);
-	gostack_get_stats(gs, &st);
+	assert_int_equal(go_stack_read(gs, &mem, addr(t->g0), sched_bp(t), NULL, &ctx), -ESTALE);
+	go_stack_get_stats(gs, &st);
 	assert_int_equal(st.stale, 4);
 	assert_int_equal(st.followed, 1);
-	gostack_free(gs);
+	go_stack_free(gs);
 	free(t);
 }
 
@@ -155,36 +221,33 @@ static void test_bad_structures(void **state)
 {
 	(void)state;
 	struct go_thread *t = malloc(sizeof(*t));
-	struct gostack *gs = gostack_new(4096);
-	struct gostack_context ctx;
-	struct gostack_stats st;
+	struct go_stack *gs = new_go_stack(4096);
+	struct go_stack_context ctx;
+	struct go_stack_stats st;
 
 	go_thread_init(t, 0, 2);
 	t->g[6] = addr(t->g0);			/* curg.m is not this m */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), NULL, &ctx), -ESRCH);
+	assert_int_equal(go_stack_read(gs, &mem, addr(t->g0), sched_bp(t), NULL, &ctx), -ESRCH);
 	go_thread_init(t, 0, 2);
 	t->m[0] = addr(t->g);			/* m.g0 is not g0, and g is not m.curg either */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), NULL, &ctx), -ESRCH);
+	assert_int_equal(go_stack_read(gs, &mem, addr(t->g0), sched_bp(t), NULL, &ctx), -ESRCH);
 	go_thread_init(t, 0, 2);
 	t->g[7] = addr(t->stack) - 8;		/* sched.sp below the goroutine's stack */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), NULL, &ctx), -ESRCH);
+	assert_int_equal(go_stack_read(gs, &mem, addr(t->g0), sched_bp(t), NULL, &ctx), -ESRCH);
 	go_thread_init(t, 0, 2);
 	t->g[1] = t->g[0] + (2ull << 30);	/* a 2 GiB goroutine stack */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0), sched_bp(t), NULL, &ctx), -ESRCH);
-	assert_int_equal(gostack_read(gs, getpid(), 0, 0, NULL, &ctx), -ESRCH);		/* no g register */
-	assert_int_equal(gostack_read(gs, getpid(), addr(t->g0) + 3, 0, NULL, &ctx), -ESRCH); /* misaligned */
+	assert_int_equal(go_stack_read(gs, &mem, addr(t->g0), sched_bp(t), NULL, &ctx), -ESRCH);
+	assert_int_equal(go_stack_read(gs, &mem, 0, 0, NULL, &ctx), -ESRCH);		/* no g register */
+	assert_int_equal(go_stack_read(gs, &mem, addr(t->g0) + 3, 0, NULL, &ctx), -ESRCH); /* misaligned */
 
-	/* A g register pointing at memory that is gone. */
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	void *gone = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	assert_true(gone != MAP_FAILED);
-	assert_int_equal(munmap(gone, page), 0);
-	assert_int_equal(gostack_read(gs, getpid(), addr(gone), 0, NULL, &ctx), -EIO);
-	gostack_get_stats(gs, &st);
+	/* A g register pointing at memory the process does not have. */
+	uint64_t gone = FAKE_BASE + FAKE_MAX_REGIONS * FAKE_STRIDE;
+	assert_int_equal(go_stack_read(gs, &mem, gone, 0, NULL, &ctx), -EIO);
+	go_stack_get_stats(gs, &st);
 	assert_int_equal(st.no_goroutine, 6);
 	assert_int_equal(st.unreadable, 1);
 	assert_int_equal(st.followed, 0);
-	gostack_free(gs);
+	go_stack_free(gs);
 	free(t);
 }
 
@@ -209,6 +272,8 @@ struct growth {
 static void growth_init(struct growth *gr, uint64_t bp_known)
 {
 	memset(gr, 0, sizeof(*gr));
+	fake_clear();
+	fake_map(gr, sizeof(*gr));
 	uint64_t old_lo = addr(gr->old_stack), old_hi = old_lo + OLD_STACK;
 	uint64_t new_lo = addr(gr->new_stack), new_hi = new_lo + NEW_STACK;
 	gr->delta = new_hi - old_hi;
@@ -251,20 +316,20 @@ static void growth_init(struct growth *gr, uint64_t bp_known)
 	gr->g0[42] = addr(gr->g);
 }
 
-static int read_growth(struct gostack *gs, const struct growth *gr, struct gostack_context *ctx)
+static int read_growth(struct go_stack *gs, const struct growth *gr, struct go_stack_context *ctx)
 {
-	struct gostack_g0 g0 = { .bytes = (const uint8_t *)gr->g0, .size = sizeof(gr->g0) };
+	struct go_stack_g0 g0 = { .bytes = (const uint8_t *)gr->g0, .size = sizeof(gr->g0) };
 	/* No g register: the growth is found from the g0 copy alone. */
-	return gostack_read(gs, getpid(), 0, gr->switch_bp, &g0, ctx);
+	return go_stack_read(gs, &mem, 0, gr->switch_bp, &g0, ctx);
 }
 
 static void test_follows_finished_growth(void **state)
 {
 	(void)state;
 	struct growth *gr = malloc(sizeof(*gr));
-	struct gostack *gs = gostack_new(OLD_STACK);
-	struct gostack_context ctx;
-	struct gostack_stats st;
+	struct go_stack *gs = new_go_stack(OLD_STACK);
+	struct go_stack_context ctx;
+	struct go_stack_stats st;
 	assert_non_null(gr);
 	for (int bp_known = 1; bp_known >= 0; bp_known--) {
 		growth_init(gr, (uint64_t)bp_known);
@@ -275,10 +340,10 @@ static void test_follows_finished_growth(void **state)
 		assert_int_equal(ctx.size, USED + 8);
 		assert_memory_equal(ctx.stack, (const uint8_t *)gr->old_stack + OLD_STACK - USED - 8, USED + 8);
 	}
-	gostack_get_stats(gs, &st);
+	go_stack_get_stats(gs, &st);
 	assert_int_equal(st.followed, 2);
 	assert_int_equal(st.grown, 2);
-	gostack_free(gs);
+	go_stack_free(gs);
 	free(gr);
 }
 
@@ -287,9 +352,9 @@ static void test_refuses_unproven_growth(void **state)
 {
 	(void)state;
 	struct growth *gr = malloc(sizeof(*gr));
-	struct gostack *gs = gostack_new(OLD_STACK);
-	struct gostack_context ctx;
-	struct gostack_stats st;
+	struct go_stack *gs = new_go_stack(OLD_STACK);
+	struct go_stack_context ctx;
+	struct go_stack_stats st;
 	assert_non_null(gr);
 	size_t top = NEW_STACK / 8 - 4;
 
@@ -314,10 +379,10 @@ static void test_refuses_unproven_growth(void **state)
 	growth_init(gr, 1);
 	gr->switch_bp = gr->caller_sp - 64;	/* the caller's frame pointer below its SP */
 	assert_int_not_equal(read_growth(gs, gr, &ctx), 0);
-	gostack_get_stats(gs, &st);
+	go_stack_get_stats(gs, &st);
 	assert_int_equal(st.followed, 0);
 	assert_int_equal(st.grown, 0);
-	gostack_free(gs);
+	go_stack_free(gs);
 	free(gr);
 }
 
@@ -353,34 +418,34 @@ static void test_grower_from_sample(void **state)
 {
 	(void)state;
 	struct growth *gr = malloc(sizeof(*gr));
-	struct gostack *gs = gostack_new(OLD_STACK);
-	struct gostack_caller c;
-	struct gostack_stats st;
+	struct go_stack *gs = new_go_stack(OLD_STACK);
+	struct go_stack_caller c;
+	struct go_stack_stats st;
 	assert_non_null(gr);
 	growth_init(gr, 1);
 	memset(gr->old_stack, 0, sizeof(gr->old_stack));
 	memset(gr->new_stack, 0, sizeof(gr->new_stack));
 	struct rules_env env = { .caller_pc = gr->caller_pc, .frame = 80 };	/* switch_bp = caller_sp + 64 */
-	const struct gostack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env };
-	struct gostack_g0 g0 = { .bytes = (const uint8_t *)gr->g0, .size = sizeof(gr->g0) };
-	assert_int_equal(gostack_find_grower(gs, getpid(), gr->switch_bp, &g0, &rules, &c), 0);
+	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env };
+	struct go_stack_g0 g0 = { .bytes = (const uint8_t *)gr->g0, .size = sizeof(gr->g0) };
+	assert_int_equal(go_stack_find_grower(gs, &mem, gr->switch_bp, &g0, &rules, &c), 0);
 	assert_int_equal(c.pc, gr->caller_pc);
 	assert_int_equal(c.sp, gr->caller_sp);
 	assert_int_equal(c.callee, gr->grower);
 
 	/* The caller's frame pointer is not where the g0 frames say: refused. So is an unknown one (Go >= 1.23). */
-	assert_int_equal(gostack_find_grower(gs, getpid(), gr->switch_bp + 8, &g0, &rules, &c), -ESRCH);
-	assert_int_equal(gostack_find_grower(gs, getpid(), 0, &g0, &rules, &c), -ESRCH);
+	assert_int_equal(go_stack_find_grower(gs, &mem, gr->switch_bp + 8, &g0, &rules, &c), -ESRCH);
+	assert_int_equal(go_stack_find_grower(gs, &mem, 0, &g0, &rules, &c), -ESRCH);
 	/* An indirect call: which function grew is unknown. */
 	gr->code[8] = 0xff;
-	assert_int_equal(gostack_find_grower(gs, getpid(), gr->switch_bp, &g0, &rules, &c), -ESRCH);
+	assert_int_equal(go_stack_find_grower(gs, &mem, gr->switch_bp, &g0, &rules, &c), -ESRCH);
 	gr->code[8] = 0xe8;
 	/* No morebuf-shaped words (g not a pointer). */
 	gr->g0[42] = 3;
-	assert_int_equal(gostack_find_grower(gs, getpid(), gr->switch_bp, &g0, &rules, &c), -ESRCH);
-	gostack_get_stats(gs, &st);
+	assert_int_equal(go_stack_find_grower(gs, &mem, gr->switch_bp, &g0, &rules, &c), -ESRCH);
+	go_stack_get_stats(gs, &st);
 	assert_int_equal(st.growers, 1);
-	gostack_free(gs);
+	go_stack_free(gs);
 	free(gr);
 }
 
@@ -395,6 +460,8 @@ struct switch_frame {
 static void switch_code_init(struct switch_frame *sf, struct rules_env *env)
 {
 	memset(sf->code, 0xcc, sizeof(sf->code));
+	fake_clear();
+	fake_map(sf->code, sizeof(sf->code));
 	*env = (struct rules_env){ .caller_pc = addr(sf->code) + 13, .switch_entry = addr(sf->code) + 24, .frame = 64 };
 	int32_t rel = 24 - 13;
 	sf->code[8] = 0xe8;
@@ -404,6 +471,7 @@ static void switch_code_init(struct switch_frame *sf, struct rules_env *env)
 static void switch_frame_init(struct switch_frame *sf, uint64_t *stack, struct rules_env *env)
 {
 	switch_code_init(sf, env);
+	fake_map(stack, 512 * 8);
 	sf->stack = stack;
 	for (size_t i = 0; i < 512; i++)
 		stack[i] = 0x7700000000000000ull + i;
@@ -416,61 +484,233 @@ static void switch_frame_init(struct switch_frame *sf, uint64_t *stack, struct r
 static void test_switch_caller_found(void **state)
 {
 	(void)state;
-	struct gostack *gs = gostack_new(8192);
+	struct go_stack *gs = new_go_stack(8192);
 	uint64_t *stack = calloc(512, 8);
 	struct switch_frame sf;
 	struct rules_env env;
-	struct gostack_caller c;
-	const struct gostack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env };
+	struct go_stack_caller c;
+	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env };
 	switch_frame_init(&sf, stack, &env);
-	assert_int_equal(gostack_find_switch_caller(gs, getpid(), sf.bp, &rules, &c), 0);
+	assert_int_equal(go_stack_find_switch_caller(gs, &mem, sf.bp, &rules, &c), 0);
 	assert_int_equal(c.pc, env.caller_pc);
 	assert_int_equal(c.sp, sf.slot + 8);
 	assert_int_equal(c.callee, env.switch_entry);
 
 	/* The slot now holds the return of a call elsewhere (the caller went on): refused. */
 	env.switch_entry += 1;
-	assert_int_equal(gostack_find_switch_caller(gs, getpid(), sf.bp, &rules, &c), -ESRCH);
+	assert_int_equal(go_stack_find_switch_caller(gs, &mem, sf.bp, &rules, &c), -ESRCH);
 	switch_frame_init(&sf, stack, &env);
 	stack[(sf.slot - addr(stack)) / 8] = 0x7700000000000000ull;
-	assert_int_equal(gostack_find_switch_caller(gs, getpid(), sf.bp, &rules, &c), -ESRCH);
+	assert_int_equal(go_stack_find_switch_caller(gs, &mem, sf.bp, &rules, &c), -ESRCH);
 	/* Another frame pointer than the sample's: nothing fits. */
 	switch_frame_init(&sf, stack, &env);
-	assert_int_equal(gostack_find_switch_caller(gs, getpid(), sf.bp + 16, &rules, &c), -ESRCH);
-	struct gostack_stats st;
-	gostack_get_stats(gs, &st);
+	assert_int_equal(go_stack_find_switch_caller(gs, &mem, sf.bp + 16, &rules, &c), -ESRCH);
+	struct go_stack_stats st;
+	go_stack_get_stats(gs, &st);
 	assert_int_equal(st.switch_callers, 1);
-	gostack_free(gs);
+	go_stack_free(gs);
 	free(stack);
 }
 
-/* The words below the frame pointer are read with bounds: a stack near an unmapped page, memory that is gone. */
+/* The words below the frame pointer are read with bounds: a stack with nothing mapped below, memory that is gone. */
 static void test_switch_caller_bounded(void **state)
 {
 	(void)state;
-	struct gostack *gs = gostack_new(8192);
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	uint8_t *mem = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	assert_true(mem != MAP_FAILED);
-	assert_int_equal(munmap(mem, page), 0);	/* nothing mapped below mem + page */
+	struct go_stack *gs = new_go_stack(8192);
+	uint64_t *frame = calloc(1024, 8);	/* 8 KiB of stack, nothing below it in the fake process */
 	struct switch_frame sf;
 	struct rules_env env;
-	struct gostack_caller c;
-	const struct gostack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env };
+	struct go_stack_caller c;
+	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env };
+	assert_non_null(frame);
 	switch_code_init(&sf, &env);
-	/* The frame pointer 1 KiB into the mapping: the 4 KiB window is not readable, the smaller one is. */
-	uint64_t *frame = (uint64_t *)(mem + page), bp = addr(mem + page + 1024);
+	fake_map(frame, 1024 * 8);
+	/* The frame pointer 1 KiB into the stack: the 4 KiB window is not readable, the smaller one is. */
+	uint64_t bp = addr((uint8_t *)frame + 1024);
 	for (size_t i = 0; i < 256; i++)
 		frame[i] = 0x7700000000000000ull + i;
-	assert_int_equal(gostack_find_switch_caller(gs, getpid(), bp, &rules, &c), -ESRCH);
+	assert_int_equal(go_stack_find_switch_caller(gs, &mem, bp, &rules, &c), -ESRCH);
 	frame[(1024 - 56) / 8] = env.caller_pc;
-	assert_int_equal(gostack_find_switch_caller(gs, getpid(), bp, &rules, &c), 0);
+	unsigned reads = fake.reads;
+	assert_int_equal(go_stack_find_switch_caller(gs, &mem, bp, &rules, &c), 0);
 	assert_int_equal(c.sp, bp - 48);
+	/* The 4 KiB window, the 512-byte one, then the caller's call instruction. */
+	assert_int_equal(fake.reads - reads, 3);
 	/* All of it gone. */
-	assert_int_equal(munmap(mem + page, 2 * page), 0);
-	assert_int_equal(gostack_find_switch_caller(gs, getpid(), bp, &rules, &c), -EIO);
-	assert_int_equal(gostack_find_switch_caller(gs, getpid(), 0x1000, &rules, &c), -ESRCH);
-	gostack_free(gs);
+	fake_clear();
+	assert_int_equal(go_stack_find_switch_caller(gs, &mem, bp, &rules, &c), -EIO);
+	assert_int_equal(go_stack_find_switch_caller(gs, &mem, 0x1000, &rules, &c), -ESRCH);
+	go_stack_free(gs);
+	free(frame);
+}
+
+/* ---- the stack-switch hook (go_stack_follow), as the delta unwinder calls it ------------------------------- */
+
+/* What the hook's caller gives it and is told: the goroutine it holds, the rules of the sample's code. */
+struct follow_env {
+	const struct go_stack_snapshot *held;
+	const struct rules_env *rules;	/* NULL: no rule anywhere */
+	unsigned told;
+	enum go_stack_source source;
+	int rc;
+};
+
+static const struct go_stack_snapshot *env_held(void *ctx, const struct unwind_process *proc)
+{
+	(void)proc;
+	return ((const struct follow_env *)ctx)->held;
+}
+
+static void env_followed(void *ctx, const struct unwind_process *proc, enum go_stack_source source, int rc)
+{
+	struct follow_env *fe = ctx;
+	(void)proc;
+	fe->told++;
+	fe->source = source;
+	fe->rc = rc;
+}
+
+/* The rules of rules_env as delta-table rows: the caller's Go frame (CFA = SP + frame, its frame pointer at
+ * CFA - 16) and the switching function's entry (a frame-pointer rule carrying the switch flag). */
+static bool env_rule_at(void *ctx, const struct unwind_process *proc, uint64_t at, struct stack_delta_rule *rule)
+{
+	const struct follow_env *fe = ctx;
+	(void)proc;
+	if (fe->rules && at == fe->rules->caller_pc - 1) {
+		*rule = (struct stack_delta_rule){ .kind = STACK_DELTA_CFA_SP, .fp = STACK_DELTA_FP_AT_CFA,
+						   .fp_off = -16, .cfa_off = (int32_t)fe->rules->frame,
+						   .aux = STACK_DELTA_GO_FP_FRAME };
+		return true;
+	}
+	if (fe->rules && at == fe->rules->switch_entry) {
+		*rule = (struct stack_delta_rule){ .kind = STACK_DELTA_CFA_FP, .fp = STACK_DELTA_FP_AT_CFA,
+						   .fp_off = -16, .cfa_off = 16, .aux = STACK_DELTA_GO_STACK_SWITCH };
+		return true;
+	}
+	return false;
+}
+
+static struct go_stack *new_follower(struct follow_env *fe)
+{
+	struct go_stack_options o = { .max_stack = 4096, .rule_at = env_rule_at, .held = env_held,
+				      .followed = env_followed, .ctx = fe };
+	struct go_stack *gs = NULL;
+	assert_int_equal(go_stack_new(&o, &gs), 0);
+	return gs;
+}
+
+/* A sample on g0 under a systemstack switch whose frame pointer the walk recovered as bp. */
+static void switch_sample(struct unwind_sample *sample, struct unwind_deltas_regs *frame, uint64_t g_reg,
+			  uint64_t bp)
+{
+	static const uint8_t g0_copy[256];
+	memset(sample, 0, sizeof(*sample));
+	memset(frame, 0, sizeof(*frame));
+	sample->regs[UNWIND_REG_R14] = g_reg;
+	sample->regs[UNWIND_REG_SP] = 0x7e0000001000ull;
+	sample->stack = g0_copy;
+	sample->stack_size = sizeof(g0_copy);
+	frame->regs[UNWIND_REG_IP] = 0x402000;
+	frame->regs[UNWIND_REG_SP] = sample->regs[UNWIND_REG_SP] + 128;
+	frame->regs[UNWIND_REG_BP] = bp;
+	frame->known = UNWIND_DELTAS_REG(UNWIND_REG_IP) | UNWIND_DELTAS_REG(UNWIND_REG_SP) |
+		       UNWIND_DELTAS_REG(UNWIND_REG_BP);
+}
+
+static void test_follow_hook(void **state)
+{
+	(void)state;
+	struct go_thread *t = malloc(sizeof(*t));
+	struct follow_env fe = { 0 };
+	struct go_stack *gs = new_follower(&fe);
+	struct unwind_process proc = { .memory = &mem };
+	struct unwind_sample sample, stack;
+	struct unwind_deltas_regs frame, resumed;
+	go_thread_init(t, 0, 2);
+	switch_sample(&sample, &frame, addr(t->g0), sched_bp(t));
+	/* Read through the reader: the goroutine's saved context, its stack up to its end. */
+	assert_int_equal(go_stack_follow(gs, &proc, &sample, &frame, UNWIND_DELTAS_SWITCH_CALL, &resumed, &stack), 0);
+	assert_int_equal(resumed.regs[UNWIND_REG_IP], 0x401234);
+	assert_int_equal(resumed.regs[UNWIND_REG_SP], t->g[7]);
+	assert_int_equal(resumed.regs[UNWIND_REG_BP], sched_bp(t));
+	assert_true(resumed.exact_ip);
+	assert_int_equal(stack.regs[UNWIND_REG_SP], t->g[7]);
+	assert_int_equal(stack.stack_size, 256);
+	assert_memory_equal(stack.stack, t->stack + STACK_SIZE - 256, 256);
+	assert_int_equal(fe.source, GO_STACK_READ);
+	assert_int_equal(fe.rc, 0);
+
+	/* What the caller holds for this very switch is taken as it is: nothing is read. */
+	static const uint8_t held_stack[64] = { 1, 2, 3 };
+	struct go_stack_snapshot held = { .kind = GO_STACK_SNAPSHOT_GOROUTINE, .g = addr(t->g), .pc = 0x405555,
+					  .sp = t->g[7] - 64, .bp = sched_bp(t), .addr = t->g[7] - 64,
+					  .bytes = held_stack, .size = sizeof(held_stack) };
+	fe.held = &held;
+	unsigned reads = fake.reads;
+	assert_int_equal(go_stack_follow(gs, &proc, &sample, &frame, UNWIND_DELTAS_SWITCH_CALL, &resumed, &stack), 0);
+	assert_int_equal(resumed.regs[UNWIND_REG_IP], 0x405555);
+	assert_ptr_equal(stack.stack, held_stack);
+	assert_int_equal(fake.reads, reads);
+	assert_int_equal(fe.source, GO_STACK_HELD);
+	/* Held for another switch (another frame pointer): read instead. */
+	held.bp += 16;
+	assert_int_equal(go_stack_follow(gs, &proc, &sample, &frame, UNWIND_DELTAS_SWITCH_CALL, &resumed, &stack), 0);
+	assert_int_equal(resumed.regs[UNWIND_REG_IP], 0x401234);
+	assert_int_equal(fe.source, GO_STACK_READ);
+
+	/* A systemstack switch whose frame pointer is unknown has nothing to check a goroutine against. */
+	frame.known &= ~UNWIND_DELTAS_REG(UNWIND_REG_BP);
+	fe.told = 0;
+	assert_int_equal(go_stack_follow(gs, &proc, &sample, &frame, UNWIND_DELTAS_SWITCH_CALL, &resumed, &stack),
+			 -ENOENT);
+	/* Without a reader nothing is read: the walk ends at the switch. */
+	frame.known |= UNWIND_DELTAS_REG(UNWIND_REG_BP);
+	proc.memory = NULL;
+	assert_int_equal(go_stack_follow(gs, &proc, &sample, &frame, UNWIND_DELTAS_SWITCH_CALL, &resumed, &stack),
+			 -ENOENT);
+	assert_int_equal(fe.told, 0);
+	go_stack_free(gs);
+	free(t);
+}
+
+/*
+ * No goroutine to read (no g register), but the sample carries the kernel's frame-pointer chain: the hook names
+ * the systemstack call's caller, below the frame pointer the g0 frames saved, for the walk to join the chain.
+ */
+static void test_follow_hook_joins_chain(void **state)
+{
+	(void)state;
+	uint64_t *words = calloc(512, 8);
+	static const uint64_t chain[2] = { 0x402000, 0x403000 };
+	struct switch_frame sf;
+	struct rules_env env;
+	struct follow_env fe = { .rules = &env };
+	struct go_stack *gs = new_follower(&fe);
+	struct unwind_process proc = { .memory = &mem };
+	struct unwind_sample sample, stack;
+	struct unwind_deltas_regs frame, resumed;
+	switch_frame_init(&sf, words, &env);
+	switch_sample(&sample, &frame, 0, sf.bp);
+	/* Without the chain there is nothing to join. */
+	assert_int_equal(go_stack_follow(gs, &proc, &sample, &frame, UNWIND_DELTAS_SWITCH_CALL, &resumed, &stack),
+			 -ESRCH);
+	assert_int_equal(fe.rc, -ESRCH);
+	sample.fp_chain = chain;
+	sample.fp_chain_len = 2;
+	assert_int_equal(go_stack_follow(gs, &proc, &sample, &frame, UNWIND_DELTAS_SWITCH_CALL, &resumed, &stack),
+			 UNWIND_DELTAS_SWITCH_JOIN);
+	assert_int_equal(resumed.regs[UNWIND_REG_IP], env.caller_pc);
+	assert_int_equal(resumed.regs[UNWIND_REG_SP], sf.slot + 8);
+	assert_int_equal(resumed.regs[UNWIND_REG_BP], sf.bp);
+	assert_false(resumed.exact_ip);
+	assert_int_equal(stack.regs[UNWIND_REG_SP], sf.slot + 8);
+	assert_int_equal(stack.stack_size, 0);
+	/* A switching function with a frame of its own is in the chain already: no join. */
+	env.caller_pc = frame.regs[UNWIND_REG_IP];
+	assert_int_equal(go_stack_follow(gs, &proc, &sample, &frame, UNWIND_DELTAS_SWITCH_CALL, &resumed, &stack),
+			 -ENOENT);
+	go_stack_free(gs);
+	free(words);
 }
 
 int main(void)
@@ -486,6 +726,8 @@ int main(void)
 		cmocka_unit_test(test_grower_from_sample),
 		cmocka_unit_test(test_switch_caller_found),
 		cmocka_unit_test(test_switch_caller_bounded),
+		cmocka_unit_test(test_follow_hook),
+		cmocka_unit_test(test_follow_hook_joins_chain),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
