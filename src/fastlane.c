@@ -19,13 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "src/base/clock.h"
 #include "src/base/hindex.h"
 #include "src/base/proc_threads.h"
+#include "src/procmem.h"
 
 #define QUEUE_TOTAL_BYTES	(16u << 20)	/* shared out between the CPUs' queues ... */
 #define QUEUE_MIN_BYTES		(1u << 20)	/* ... each at least this (60 samples of a 16 KiB copy) */
@@ -46,7 +46,7 @@ struct qentry {
 	uint32_t rec_len;	/* bytes of the record (then padding to 8) */
 	uint64_t read_ns;
 	struct correlate_read ctx;
-	struct gostack_snapshot go;	/* bytes: after the record (set again when handed out) */
+	struct go_stack_snapshot go;	/* bytes: after the record (set again when handed out) */
 	/* the record follows, 8-aligned, then go.size bytes of goroutine stack */
 };
 
@@ -64,7 +64,7 @@ struct reader {
 	pthread_t thread;
 	int started, realtime;
 	uint8_t *scratch;
-	struct gostack *gs;		/* the reader's own: goroutine snapshots of FASTLANE_GO samples */
+	struct go_stack *gs;		/* the reader's own: goroutine snapshots of FASTLANE_GO samples */
 	uint8_t *deep;			/* stack past the copy of FASTLANE_DEEP samples (deep_max bytes) */
 	struct queue q;
 	int detaching;			/* threads this reader left seized (correlate_reader_poll()) */
@@ -125,7 +125,7 @@ static uint64_t lat_percentile(const uint64_t *hist, uint64_t total, uint64_t nu
 /* ---- the queue (one producer, one consumer) ---- */
 
 static int queue_push(struct queue *q, const struct perf_event_header *rec, const struct correlate_read *ctx,
-		      uint64_t read_ns, const struct gostack_snapshot *go)
+		      uint64_t read_ns, const struct go_stack_snapshot *go)
 {
 	uint64_t rec_len = (rec->size + 7) & ~7ull;
 	uint64_t need = (sizeof(struct qentry) + rec_len + go->size + 7) & ~7ull;
@@ -203,38 +203,38 @@ static unsigned kinds_of(struct fastlane *f, pid_t pid, size_t *deep)
 	return (unsigned)(k & 0xff);
 }
 
-/* A Go sample: the goroutine behind g0, or the rest of a deep goroutine's stack (gostack_snapshot()). Returns
+/* A Go sample: the goroutine behind g0, or the rest of a deep goroutine's stack (go_stack_snapshot()). Returns
  * -ESRCH when the sample names no goroutine (Go < 1.17 has no g register). */
-static int read_goroutine(struct reader *r, const struct perf_sample *ps, struct gostack_snapshot *go)
+static int read_goroutine(struct reader *r, const struct perf_sample *ps, struct go_stack_snapshot *go)
 {
 	uint64_t copy_end = ps->regs[UNWIND_REG_SP] + (ps->stack ? ps->stack_size : 0);
-	int rc = gostack_snapshot(r->gs, (pid_t)ps->pid, ps->regs[UNWIND_REG_R14], copy_end, go);
+	pid_t pid = (pid_t)ps->pid;
+	struct unwind_memory mem = procmem_reader(&pid);
+	int rc = go_stack_snapshot(r->gs, &mem, ps->regs[UNWIND_REG_R14], copy_end, go);
 	if (rc < 0)
-		go->kind = GOSTACK_SNAPSHOT_NONE;
-	if (go->kind == GOSTACK_SNAPSHOT_NONE)
+		go->kind = GO_STACK_SNAPSHOT_NONE;
+	if (go->kind == GO_STACK_SNAPSHOT_NONE)
 		go->size = 0;
 	else
 		count(&r->go_snapshots, 1);
 	/* An entry must fit in a quarter of the queue: a larger snapshot is left to the main path. */
 	if (go->size + SAMPLER_SCRATCH_SIZE + sizeof(struct qentry) > r->q.size / 4) {
 		count(&r->go_too_large, 1);
-		*go = (struct gostack_snapshot){ .kind = GOSTACK_SNAPSHOT_NONE };
+		*go = (struct go_stack_snapshot){ .kind = GO_STACK_SNAPSHOT_NONE };
 	}
 	return rc;
 }
 
 /* A deep sample that is not Go: the stack past the copy, as far as the process's walks went (deep bytes), up to
  * the first unmapped byte. */
-static void read_deeper(struct reader *r, const struct perf_sample *ps, size_t deep, struct gostack_snapshot *out)
+static void read_deeper(struct reader *r, const struct perf_sample *ps, size_t deep, struct go_stack_snapshot *out)
 {
 	uint64_t copy_end = ps->regs[UNWIND_REG_SP] + (ps->stack ? ps->stack_size : 0);
 	size_t len = deep < r->f->deep_max ? deep : r->f->deep_max;
-	struct iovec local = { .iov_base = r->deep, .iov_len = len };
-	struct iovec remote = { .iov_base = (void *)(uintptr_t)copy_end, .iov_len = len };
-	ssize_t n = copy_end ? process_vm_readv((pid_t)ps->pid, &local, 1, &remote, 1, 0) : -1;
+	ssize_t n = copy_end ? procmem_read((pid_t)ps->pid, copy_end, r->deep, len) : -1;
 	if (n <= 0)
 		return;
-	*out = (struct gostack_snapshot){ .kind = GOSTACK_SNAPSHOT_EXTENSION, .addr = copy_end, .bytes = r->deep,
+	*out = (struct go_stack_snapshot){ .kind = GO_STACK_SNAPSHOT_EXTENSION, .addr = copy_end, .bytes = r->deep,
 					  .size = (size_t)n };
 	count(&r->go_snapshots, 1);
 }
@@ -244,7 +244,7 @@ static int on_sample(struct reader *r, const struct perf_event_header *rec)
 {
 	struct perf_sample ps;
 	struct correlate_read ctx = { .status = CORRELATE_READ_NOT_APM };
-	struct gostack_snapshot go = { .kind = GOSTACK_SNAPSHOT_NONE };
+	struct go_stack_snapshot go = { .kind = GO_STACK_SNAPSHOT_NONE };
 	if (perf_decode_sample(sampler_layout(r->f->sampler), rec, &ps) < 0)
 		return 0;
 	size_t deep;
@@ -324,7 +324,8 @@ static int reader_init(struct fastlane *f, struct reader *r, int cpu, uint64_t q
 	r->stop_fd = eventfd(0, EFD_CLOEXEC);
 	r->scratch = malloc(SAMPLER_SCRATCH_SIZE);
 	r->q.buf = malloc(qsize);
-	if (f->o.go_max_stack && !(r->gs = gostack_new(f->o.go_max_stack)))
+	struct go_stack_options go = { .max_stack = f->o.go_max_stack };
+	if (f->o.go_max_stack && go_stack_new(&go, &r->gs) < 0)
 		return -ENOMEM;
 	if (!(r->deep = malloc(f->deep_max)))
 		return -ENOMEM;
@@ -588,7 +589,7 @@ void fastlane_free(struct fastlane *f)
 			close(r->stop_fd);
 		free(r->scratch);
 		free(r->q.buf);
-		gostack_free(r->gs);
+		go_stack_free(r->gs);
 		free(r->deep);
 	}
 	free(f->readers);

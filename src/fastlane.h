@@ -10,7 +10,7 @@
  *   runtime.systemstack, cgo), whose goroutine's context and stack are valid only until it resumes — a stack
  *   growth is over within microseconds, and the old stack it leaves is reused within milliseconds — and a
  *   goroutine deeper than the sample's stack copy, whose outer frames change as it returns
- *   (gostack_snapshot());
+ *   (go_stack_snapshot());
  * - FASTLANE_DEEP: any thread whose stack runs deeper than the sample's copy and changes there within a batch's
  *   delay (deep recursion), whose stack past the copy is read then: FASTLANE_DEEP_READ bytes, or as far as the
  *   process's walks were seen to need (fastlane_read_deeper()).
@@ -22,7 +22,7 @@
  * that CPU and, when permitted, at real-time priority (SCHED_FIFO): woken by the sample, it preempts whatever
  * runs there — the sampled thread itself, sampled on that CPU — so the thread has not run on since the sample
  * when the reader reads it. A reader does nothing else: it reads the trace context (correlate_reader) and the
- * goroutine (gostack_snapshot()), measures how long after the sample that was, and queues a copy of the sample
+ * goroutine (go_stack_snapshot()), measures how long after the sample that was, and queues a copy of the sample
  * with what it read for the main thread, which unwinds, counts and sends (fastlane_drain()) as for any sample.
  *
  * The process's samples still arrive in the main rings too (the main events follow it as before): from the
@@ -48,7 +48,7 @@
 #include <sys/types.h>
 
 #include "correlate/correlate.h"
-#include "src/gostack.h"
+#include "unwind/go_stack.h"
 #include "src/perf_record.h"
 #include "src/sampler.h"
 
@@ -81,7 +81,7 @@ struct fastlane_entry {
 	const struct perf_event_header *rec;
 	const struct correlate_read *ctx;	/* the trace context read (status NOT_APM for other processes) */
 	uint64_t read_ns;			/* when (CLOCK_MONOTONIC, as the sample's time) */
-	const struct gostack_snapshot *go;	/* the goroutine, or the stack past the copy, read (kind NONE if
+	const struct go_stack_snapshot *go;	/* the goroutine, or the stack past the copy, read (kind NONE if
 						 * nothing; EXTENSION also for FASTLANE_DEEP) */
 };
 

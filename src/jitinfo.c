@@ -12,12 +12,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "src/base/clock.h"
 #include "src/base/hindex.h"
+#include "src/procmem.h"
 #include "symbols/jitdump.h"
 #include "symbols/perfmap.h"
 
@@ -652,8 +652,7 @@ static bool trampolines_known(struct jitinfo *j, uint64_t start)
 {
 	uint8_t code[sizeof(cpython_trampoline)];
 	if (!j->trampolines && j->attached) {
-		struct iovec local = { code, sizeof(code) }, remote = { (void *)(uintptr_t)start, sizeof(code) };
-		ssize_t n = process_vm_readv(j->pid, &local, 1, &remote, 1, 0);
+		ssize_t n = procmem_read(j->pid, start, code, sizeof(code));
 		j->trampolines = n == (ssize_t)sizeof(code) && !memcmp(code, cpython_trampoline, sizeof(code)) ? 1 : -1;
 	}
 	return j->trampolines > 0;

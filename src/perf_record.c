@@ -81,6 +81,31 @@ static void decode_stack(struct cursor *c, struct perf_sample *out)
 	out->stack_size = dyn < size ? dyn : size;
 }
 
+/* The fixed-size fields before the read values, in the kernel's order (IDENTIFIER through PERIOD). */
+static void decode_fixed(struct cursor *cur, uint64_t t, struct perf_sample *out)
+{
+	if (t & PERF_SAMPLE_IDENTIFIER)
+		cursor_u64(cur);
+	if (t & PERF_SAMPLE_IP)
+		out->ip = cursor_u64(cur);
+	if (t & PERF_SAMPLE_TID)
+		cursor_u32_pair(cur, &out->pid, &out->tid);
+	if (t & PERF_SAMPLE_TIME)
+		out->time = cursor_u64(cur);
+	if (t & PERF_SAMPLE_ADDR)
+		cursor_u64(cur);
+	if (t & PERF_SAMPLE_ID)
+		cursor_u64(cur);
+	if (t & PERF_SAMPLE_STREAM_ID)
+		cursor_u64(cur);
+	if (t & PERF_SAMPLE_CPU) {
+		uint32_t res;
+		cursor_u32_pair(cur, &out->cpu, &res);
+	}
+	if (t & PERF_SAMPLE_PERIOD)
+		out->period = cursor_u64(cur);
+}
+
 int perf_decode_sample(const struct perf_layout *l, const struct perf_event_header *h, struct perf_sample *out)
 {
 	struct cursor c;
@@ -89,26 +114,7 @@ int perf_decode_sample(const struct perf_layout *l, const struct perf_event_head
 	memset(out, 0, sizeof(*out));
 	out->misc = h->misc;
 	cursor_init(&c, h, sizeof(*h));
-	if (t & PERF_SAMPLE_IDENTIFIER)
-		cursor_u64(&c);
-	if (t & PERF_SAMPLE_IP)
-		out->ip = cursor_u64(&c);
-	if (t & PERF_SAMPLE_TID)
-		cursor_u32_pair(&c, &out->pid, &out->tid);
-	if (t & PERF_SAMPLE_TIME)
-		out->time = cursor_u64(&c);
-	if (t & PERF_SAMPLE_ADDR)
-		cursor_u64(&c);
-	if (t & PERF_SAMPLE_ID)
-		cursor_u64(&c);
-	if (t & PERF_SAMPLE_STREAM_ID)
-		cursor_u64(&c);
-	if (t & PERF_SAMPLE_CPU) {
-		uint32_t res;
-		cursor_u32_pair(&c, &out->cpu, &res);
-	}
-	if (t & PERF_SAMPLE_PERIOD)
-		out->period = cursor_u64(&c);
+	decode_fixed(&c, t, out);
 	if (t & PERF_SAMPLE_READ)
 		return -EBADMSG; /* hostprof never asks for it, so the layout is unknown here */
 	if (t & PERF_SAMPLE_CALLCHAIN) {

@@ -604,6 +604,8 @@ int replay_env_process(struct replay_env *env, int32_t pid, struct unwind_proces
 		if (env->procs[i].p->pid == pid) {
 			proc->find_module = replay_find_module;
 			proc->ctx = &env->procs[i];
+			/* No process memory was recorded: a replay's walks end where the stack copy does. */
+			proc->memory = NULL;
 			return 0;
 		}
 	}

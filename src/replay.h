@@ -88,7 +88,7 @@ struct replay_env;
 
 int replay_env_new(const struct replay *r, struct execinfo_mgr *em, struct replay_env **out);
 void replay_env_free(struct replay_env *env);
-/* Set up proc for pid; -ENOENT if the replay has no such process. */
+/* Set up proc for pid (no process memory: proc->memory is NULL); -ENOENT if the replay has no such process. */
 int replay_env_process(struct replay_env *env, int32_t pid, struct unwind_process *proc);
 /* The execinfo of a replay file index, NULL if missing here. */
 struct execinfo *replay_env_file(const struct replay_env *env, uint32_t file);

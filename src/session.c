@@ -18,13 +18,14 @@
 #include "src/base/host_id.h"
 #include "src/execinfo.h"
 #include "src/fastlane.h"
-#include "src/gostack.h"
 #include "src/jitinfo.h"
+#include "src/procmem.h"
 #include "src/procmgr.h"
 #include "src/replay.h"
 #include "src/stackext.h"
 #include "src/traces.h"
 #include "symbols/kallsyms.h"
+#include "unwind/go_stack.h"
 #include "unwind/unwind_deltas.h"
 #include "unwind/unwind_libunwind.h"
 
@@ -46,7 +47,7 @@ struct session {
 	int paused;				/* the caller's sampler is off (session_pause()) */
 	struct hindex live_reads;		/* pid → its reads of the live process so far (live_read()) */
 	int kernel_frames;			/* a sample had kernel frames: kallsyms is needed to name them */
-	struct gostack *gostack;		/* NULL when not following goroutines from g0 */
+	struct go_stack *go_stack;		/* NULL when not following goroutines from g0 */
 	struct stackext *stackext;		/* NULL when walks see only the kernel's stack copy */
 	struct jitinfo_mgr *jit;		/* profiled processes' JIT code (perf maps, jitdump files) */
 	char host_id[HOST_ID_MAX];
@@ -54,7 +55,6 @@ struct session {
 	struct trace_kernel kernel;
 	pid_t self;
 	struct session_stats stats;
-	uint64_t join_slot;	/* the one stack word join_chain hands over: a grower's return address */
 	/* per-sample scratch, sized once by the frame bound so the hot path does not allocate */
 	unsigned max_frames;	/* user frames a walk keeps (opts.max_frames, or the default) */
 	struct unwind_frame *uframes;	/* max_frames */
@@ -71,6 +71,8 @@ struct find_ctx {
 	struct session *s;
 	struct process *proc;
 	const struct unwind_sample *sample;	/* as the kernel copied it */
+	pid_t pid;				/* proc's, for memory */
+	struct unwind_memory memory;		/* the live process (procmem.h) */
 	uint64_t now;
 	struct jitinfo *jit;	/* the process's JIT code entry, once looked up */
 	bool jit_got, jit_found;	/* looked up by process_jit (made if missing), by existing_jit */
@@ -127,13 +129,12 @@ static void load_kallsyms(struct session *s)
 		traces_set_kallsyms(s->traces, s->kallsyms);
 }
 
+/* The correlation library's log lines go to the session's sink, as "apm: ..." at their level. */
 static void correlate_log(void *arg, enum correlate_log_level level, const char *msg)
 {
 	const struct session *s = arg;
-	static const char *const names[] = { "debug", "info", "warning", "error" };
-	if (level == CORRELATE_LOG_DEBUG || (s->opts.quiet && level < CORRELATE_LOG_WARN))
-		return;
-	fprintf(stderr, "hostprof: apm %s: %s\n", names[level], msg);
+	static const enum log_level levels[] = { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };
+	log_write(&s->opts.log, (unsigned)level < 4 ? levels[level] : LOG_LEVEL_ERROR, "apm: %s", msg);
 }
 
 /* The fast lane, made when a first process needs it; the eventfd it wakes the caller with comes first. */
@@ -146,7 +147,7 @@ static int make_fastlane(struct session *s)
 	struct fastlane_options fo = { .reader = s->correlate ? correlate_get_reader(s->correlate) : NULL,
 				       .wake_fd = s->wake_fd, .realtime = s->opts.fast_lane_realtime,
 				       .max_events = s->opts.fast_lane_max_events,
-				       .go_max_stack = s->gostack ? s->go_max_stack : 0,
+				       .go_max_stack = s->go_stack ? s->go_max_stack : 0,
 				       .deep_max = s->opts.max_stack_bytes };
 	sampler_get_options(s->sampler, &fo.sampler);
 	int err = fastlane_new(&fo, &s->fastlane);
@@ -164,9 +165,9 @@ static void fast_lane_for(struct session *s, pid_t pid, unsigned kinds, const ch
 		return;
 	if (err == -ENOTSUP || err == -EALREADY)
 		return;
-	fprintf(stderr, "hostprof: warning: pid %d: no fast lane (%s): its samples are read in batches, too late %s\n",
-		(int)pid, s->fastlane && fastlane_error(s->fastlane)[0] ? fastlane_error(s->fastlane) : strerror(-err),
-		what);
+	const char *why = s->fastlane && fastlane_error(s->fastlane)[0] ? fastlane_error(s->fastlane) : strerror(-err);
+	log_write(&s->opts.log, LOG_LEVEL_WARN,
+		  "pid %d: no fast lane (%s): its samples are read in batches, too late %s", (int)pid, why, what);
 }
 
 /* Correlation says pid is ready: its samples take the fast lane from now on. */
@@ -222,133 +223,37 @@ static int setup_correlation(struct session *s)
 }
 
 /*
- * The delta-table rule at addr (a return address minus 1, or an entry) of the sampled process. addr is a guess
- * being checked: a miss does not re-read the process's mappings (which would release files the walk still uses).
+ * go_stack_options.rule_at: the delta-table rule at addr (a return address minus 1, or an entry) of the sampled
+ * process. addr is a guess being checked: a miss does not re-read the process's mappings (which would release files
+ * the walk still uses).
  */
-static bool rule_at(const struct unwind_process *proc, uint64_t addr, struct stack_delta_rule *rule)
+static bool rule_at(void *ctx, const struct unwind_process *proc, uint64_t addr, struct stack_delta_rule *rule)
 {
 	const struct find_ctx *c = proc->ctx;
 	struct mapping *m = procmgr_lookup_mapping(c->proc, addr);
 	struct execinfo *e = m ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
 	const struct stack_deltas *t = e ? execinfo_deltas(e) : NULL;
+	(void)ctx;
 	return t && addr >= m->bias && stack_deltas_lookup(t, addr - m->bias, rule) == 0;
 }
 
-/* gostack_rules: the Go frame returned into at pc, with SP sp, keeps its frame pointer at bp (CFA - 16). */
-static bool caller_keeps_fp(void *ctx, uint64_t sp, uint64_t pc, uint64_t bp)
+/* go_stack_options.held: the goroutine the fast lane's reader read while it held the thread (fastlane.h). */
+static const struct go_stack_snapshot *held_goroutine(void *ctx, const struct unwind_process *proc)
 {
-	struct stack_delta_rule rule;
-	uint64_t fp;
-	return rule_at(ctx, pc - 1, &rule) && (rule.aux & STACK_DELTA_GO_FP_FRAME) &&
-	       stack_delta_rule_frame_pointer(&rule, sp, &fp) && fp == bp;
+	const struct session *s = ctx;
+	(void)proc;
+	return s->fast ? s->fast->go : NULL;
 }
 
-/* gostack_rules: addr is the entry of systemstack or asmcgocall (their rows carry the switch flag). */
-static bool is_switch_entry(void *ctx, uint64_t addr)
-{
-	struct stack_delta_rule rule;
-	return rule_at(ctx, addr, &rule) && rule.kind == STACK_DELTA_CFA_FP && (rule.aux & STACK_DELTA_GO_STACK_SWITCH);
-}
-
-/*
- * Frames for the walk to join the sample's frame-pointer chain with (UNWIND_DELTAS_SWITCH_JOIN), when the
- * goroutine's own stack no longer shows the switch (gostack_read failed). A stack growth (morestack): the grower,
- * at its entry, and its caller, from the sample's g0 copy. A systemstack call: its caller, found below the frame
- * pointer the g0 frames saved. The "stack" handed over is the one word the grower's return address was in (or
- * nothing), so the walk stops right after those frames and joins the chain there.
- */
-static int join_chain(struct session *s, const struct unwind_process *proc, enum unwind_deltas_switch kind,
-		      uint64_t switch_ip, uint64_t switch_bp, const struct gostack_g0 *g0, struct unwind_deltas_regs *resumed,
-		      struct unwind_sample *stack)
-{
-	const struct find_ctx *c = proc->ctx;
-	const struct gostack_rules rules = { caller_keeps_fp, is_switch_entry, (void *)proc };
-	struct gostack_caller caller;
-	bool growth = kind == UNWIND_DELTAS_SWITCH_GROWTH;
-	struct stack_delta_rule rule;
-	/* A switch with a frame of its own is in the chain, and its caller after it: the walk goes on by itself. */
-	if (!growth && rule_at(proc, switch_ip - 1, &rule) && (rule.aux & STACK_DELTA_GO_FP_FRAME))
-		return -ENOENT;
-	int rc = growth ? gostack_find_grower(s->gostack, c->proc->pid, switch_bp, g0, &rules, &caller) :
-			  gostack_find_switch_caller(s->gostack, c->proc->pid, switch_bp, &rules, &caller);
-	if (rc < 0)
-		return rc;
-	s->join_slot = caller.pc;
-	resumed->regs[UNWIND_REG_IP] = growth ? caller.callee : caller.pc;
-	resumed->regs[UNWIND_REG_SP] = growth ? caller.sp - 8 : caller.sp;
-	resumed->regs[UNWIND_REG_BP] = switch_bp;
-	resumed->known = UNWIND_DELTAS_REG(UNWIND_REG_IP) | UNWIND_DELTAS_REG(UNWIND_REG_SP) |
-			 UNWIND_DELTAS_REG(UNWIND_REG_BP);
-	resumed->exact_ip = growth;
-	stack->regs[UNWIND_REG_SP] = resumed->regs[UNWIND_REG_SP];
-	stack->stack = (const uint8_t *)&s->join_slot;
-	stack->stack_size = growth ? sizeof(s->join_slot) : 0;
-	return UNWIND_DELTAS_SWITCH_JOIN;
-}
-
-/*
- * The goroutine the fast lane's reader read while it held the thread (fastlane.h): what the sample saw, as long
- * as it is the switch the walk reached: the frame pointer saved there, or, for a stack growth whose frame pointer
- * the walk does not know, a goroutine the sample's g0 frames name (a reader that could not preempt the thread,
- * --no-realtime, may find another goroutine on it: the rule of gostack_read, the same here).
- */
-static int fast_goroutine(struct session *s, uint64_t switch_bp, const struct gostack_g0 *g0,
-			  struct gostack_context *g)
-{
-	const struct gostack_snapshot *snap = s->fast ? s->fast->go : NULL;
-	if (!snap || snap->kind != GOSTACK_SNAPSHOT_GOROUTINE)
-		return -ENOENT;
-	if (switch_bp ? snap->bp != switch_bp : !(g0 && gostack_g0_names(g0, snap->g)))
-		return -ENOENT;
-	*g = (struct gostack_context){ .pc = snap->pc, .sp = snap->sp, .bp = snap->bp, .stack = snap->bytes,
-				       .size = snap->size };
-	s->stats.fast_goroutines++;
-	return 0;
-}
-
-/*
- * The delta unwinder's stack-switch hook: a sample on Go's g0 stack reached the function that switched there;
- * go on with the goroutine that switched, read from the process (gostack.h). Its first PC is exact (a saved PC,
- * or the entry of the function that needed more stack, not a return address). For stack growth, the g0 frames
- * newstack runs in (the sample's copy up to morestack's frame) say what the goroutine's stack was. When the
- * goroutine cannot be read as it was, and the sample carries the kernel's frame-pointer chain, the frames
- * missing from the chain are given for joining it instead (join_chain).
- */
-static int follow_goroutine(void *ctx, const struct unwind_process *proc, const struct unwind_sample *sample,
-			    const struct unwind_deltas_regs *frame, enum unwind_deltas_switch kind,
-			    struct unwind_deltas_regs *resumed, struct unwind_sample *stack)
+/* go_stack_options.followed: counted, and a read of the live process weighs on taking the fast lane. */
+static void followed_goroutine(void *ctx, const struct unwind_process *proc, enum go_stack_source source, int rc)
 {
 	struct session *s = ctx;
 	const struct find_ctx *c = proc->ctx;
-	struct gostack_context g;
-	struct gostack_g0 g0 = { .bytes = sample->stack, .size = 0 };
-	if (!(frame->known & UNWIND_DELTAS_REG(UNWIND_REG_BP)) && kind != UNWIND_DELTAS_SWITCH_GROWTH)
-		return -ENOENT;
-	uint64_t sp = sample->regs[UNWIND_REG_SP], switch_sp = frame->regs[UNWIND_REG_SP];
-	if (kind == UNWIND_DELTAS_SWITCH_GROWTH && switch_sp > sp)
-		g0.size = switch_sp - sp < sample->stack_size ? (size_t)(switch_sp - sp) : sample->stack_size;
-	uint64_t switch_bp = frame->known & UNWIND_DELTAS_REG(UNWIND_REG_BP) ? frame->regs[UNWIND_REG_BP] : 0;
-	int rc = fast_goroutine(s, switch_bp, g0.size ? &g0 : NULL, &g);
-	if (rc < 0) {
-		rc = gostack_read(s->gostack, c->proc->pid, sample->regs[UNWIND_REG_R14], switch_bp,
-				  g0.size ? &g0 : NULL, &g);
+	if (source == GO_STACK_HELD)
+		s->stats.fast_goroutines++;
+	else
 		live_read(s, c->proc->pid, FASTLANE_GO, rc);
-	}
-	if (rc < 0 && c->sample->fp_chain && switch_bp)
-		return join_chain(s, proc, kind, frame->regs[UNWIND_REG_IP], switch_bp, &g0, resumed, stack);
-	if (rc < 0)
-		return rc;
-	resumed->regs[UNWIND_REG_IP] = g.pc;
-	resumed->regs[UNWIND_REG_SP] = g.sp;
-	resumed->regs[UNWIND_REG_BP] = g.bp;
-	/* BP is unknown (0) after a stack growth in Go >= 1.23; Go frames restore it from their own frames. */
-	resumed->known = UNWIND_DELTAS_REG(UNWIND_REG_IP) | UNWIND_DELTAS_REG(UNWIND_REG_SP) |
-			 (g.bp ? UNWIND_DELTAS_REG(UNWIND_REG_BP) : 0);
-	resumed->exact_ip = true;
-	stack->regs[UNWIND_REG_SP] = g.sp;
-	stack->stack = g.stack;
-	stack->stack_size = g.size;
-	return 0;
 }
 
 /*
@@ -359,9 +264,9 @@ static int follow_goroutine(void *ctx, const struct unwind_process *proc, const 
 static int fast_extension(struct session *s, const struct unwind_sample *stack, uint64_t addr,
 			  struct unwind_sample *longer)
 {
-	const struct gostack_snapshot *snap = s->fast ? s->fast->go : NULL;
+	const struct go_stack_snapshot *snap = s->fast ? s->fast->go : NULL;
 	uint64_t end = stack->regs[UNWIND_REG_SP] + stack->stack_size;
-	if (!snap || snap->kind != GOSTACK_SNAPSHOT_EXTENSION || snap->addr != end || addr < end ||
+	if (!snap || snap->kind != GO_STACK_SNAPSHOT_EXTENSION || snap->addr != end || addr < end ||
 	    addr + 8 - end > snap->size || stack->stack_size >= s->opts.max_stack_bytes)
 		return -ENOENT;
 	size_t most = s->go_max_stack > s->opts.max_stack_bytes ? s->go_max_stack : s->opts.max_stack_bytes;
@@ -409,12 +314,12 @@ static int extend_stack(void *ctx, const struct unwind_process *proc, const stru
 	if (s->fast)
 		fastlane_read_deeper(s->fastlane, c->proc->pid, (size_t)(addr - (c->sample->regs[UNWIND_REG_SP] +
 									c->sample->stack_size)) * 5 / 4 + 4096);
-	int go = gostack_bounds(c->proc->pid, c->sample->regs[UNWIND_REG_R14], &have.lo, &have.hi) == 0;
+	int go = go_stack_bounds(proc->memory, c->sample->regs[UNWIND_REG_R14], &have.lo, &have.hi) == 0;
 	if (!go) {
 		have.lo = 0;
 		have.hi = UINT64_MAX;
 	}
-	int rc = stackext_read(s->stackext, c->proc->pid, &have, addr, &got);
+	int rc = stackext_read(s->stackext, proc->memory, &have, addr, &got);
 	/* A walk's reads count once for the fast lane's decision (a deep one takes several), and each time late. */
 	if (first || rc == -ESTALE)
 		live_read(s, c->proc->pid, go ? FASTLANE_GO : FASTLANE_DEEP, rc);
@@ -439,21 +344,48 @@ void session_jit_stats(const struct session *s, struct jitinfo_stats *out)
 	jitinfo_mgr_get_stats(s->jit, out);
 }
 
-int session_gostack_stats(const struct session *s, struct gostack_stats *out)
+int session_go_stack_stats(const struct session *s, struct go_stack_stats *out)
 {
-	if (!s->gostack)
+	if (!s->go_stack)
 		return -ENOENT;
-	gostack_get_stats(s->gostack, out);
+	go_stack_get_stats(s->go_stack, out);
 	return 0;
 }
 
-struct session *session_new(struct sampler *sampler, const struct session_options *o, int *err)
+/*
+ * The unwinders: libunwind, and the delta unwinder with its hooks. Rows the delta tables cannot express are stepped
+ * by libunwind, for that frame only; Go samples on g0 go on with their goroutine (go_stack.h), walks past the copy
+ * with the stack read on (stackext.h).
+ */
+static int setup_unwinders(struct session *s)
+{
+	struct go_stack_options go = { .rule_at = rule_at, .held = held_goroutine, .followed = followed_goroutine,
+				       .ctx = s };
+	int err = unwind_libunwind_new(&s->unwinder);
+	struct unwind_deltas_options dopts = { .fallback = unwind_libunwind_deltas_fallback,
+					       .fallback_ctx = s->unwinder };
+	if (err == 0 && s->opts.go_stacks) {
+		/* The goroutine's stack is read up to its end, as far as a walk may go (max_stack_bytes). */
+		unsigned go_bytes = s->opts.go_stack_bytes ? s->opts.go_stack_bytes : 16384;
+		s->go_max_stack = s->opts.max_stack_bytes > go_bytes ? s->opts.max_stack_bytes : go_bytes;
+		go.max_stack = s->go_max_stack;
+		err = go_stack_new(&go, &s->go_stack);
+		dopts.stack_switch = go_stack_follow;
+		dopts.stack_switch_ctx = s->go_stack;
+	}
+	if (err == 0 && s->opts.max_stack_bytes > s->opts.stack_copy_bytes) {
+		err = stackext_new(s->opts.max_stack_bytes, &s->stackext);
+		dopts.stack_extend = extend_stack;
+		dopts.stack_extend_ctx = s;
+	}
+	return err < 0 ? err : unwind_deltas_new(&dopts, &s->deltas);
+}
+
+int session_new(struct sampler *sampler, const struct session_options *o, struct session **out)
 {
 	struct session *s = calloc(1, sizeof(*s));
-	if (!s) {
-		*err = -ENOMEM;
-		return NULL;
-	}
+	if (!s)
+		return -ENOMEM;
 	if (o)
 		s->opts = *o;
 	s->sampler = sampler;
@@ -467,36 +399,20 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 	s->max_frames = s->opts.max_frames ? s->opts.max_frames : SESSION_DEFAULT_MAX_FRAMES;
 	s->uframes = calloc(s->max_frames, sizeof(*s->uframes));
 	s->frames = calloc(TRACE_MAX_KERNEL_FRAMES + s->max_frames + 1, sizeof(*s->frames));
-	unwind_libunwind_new(&s->unwinder);	/* NULL on failure: checked with the rest below */
-	/* Rows the delta tables cannot express are stepped by libunwind, for that frame only. */
-	struct unwind_deltas_options dopts = { .fallback = unwind_libunwind_deltas_fallback,
-					       .fallback_ctx = s->unwinder };
-	if (s->opts.go_stacks) {
-		/* The goroutine's stack is read up to its end, as far as a walk may go (max_stack_bytes). */
-		unsigned go_bytes = s->opts.go_stack_bytes ? s->opts.go_stack_bytes : 16384;
-		s->go_max_stack = s->opts.max_stack_bytes > go_bytes ? s->opts.max_stack_bytes : go_bytes;
-		s->gostack = gostack_new(s->go_max_stack);
-		dopts.stack_switch = follow_goroutine;
-		dopts.stack_switch_ctx = s;
-	}
-	if (s->opts.max_stack_bytes > s->opts.stack_copy_bytes) {
-		s->stackext = stackext_new(s->opts.max_stack_bytes);
-		dopts.stack_extend = extend_stack;
-		dopts.stack_extend_ctx = s;
-	}
-	unwind_deltas_new(&dopts, &s->deltas);
-	jitinfo_mgr_new(NULL, &s->jit);
+	jitinfo_mgr_new(NULL, &s->jit);	/* each NULL on failure: checked below */
 	if (s->opts.capture_path)
 		replay_writer_new(&s->capture);
-	if (!s->procs || !s->traces || !s->unwinder || !s->deltas || !s->jit || !s->uframes || !s->frames ||
-	    (s->opts.capture_path && !s->capture) || (s->opts.go_stacks && !s->gostack) ||
-	    (dopts.stack_extend && !s->stackext) ||
-	    setup_correlation(s) < 0 || execinfo_mgr_add_release_hook(s->execinfo, forget_in_unwinders, s) < 0) {
+	int err = setup_unwinders(s);
+	if (err == 0 && (!s->procs || !s->traces || !s->jit || !s->uframes || !s->frames ||
+			 (s->opts.capture_path && !s->capture) || setup_correlation(s) < 0 ||
+			 execinfo_mgr_add_release_hook(s->execinfo, forget_in_unwinders, s) < 0))
+		err = -ENOMEM;
+	if (err < 0) {
 		session_free(s);
-		*err = -ENOMEM;
-		return NULL;
+		return err;
 	}
-	return s;
+	*out = s;
+	return 0;
 }
 
 void session_free(struct session *s)
@@ -513,7 +429,7 @@ void session_free(struct session *s)
 	execinfo_mgr_free(s->execinfo);
 	unwind_libunwind_free(s->unwinder);
 	unwind_deltas_free(s->deltas);
-	gostack_free(s->gostack);
+	go_stack_free(s->go_stack);
 	stackext_free(s->stackext);
 	replay_writer_free(s->capture);
 	correlate_free(s->correlate);
@@ -775,8 +691,9 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 				struct trace_frame *out)
 {
 	struct unwind_sample us;
-	struct find_ctx c = { .s = s, .proc = p, .sample = &us, .now = ps->time };
-	struct unwind_process up = { .find_module = find_module, .ctx = &c };
+	struct find_ctx c = { .s = s, .proc = p, .sample = &us, .now = ps->time, .pid = p->pid };
+	c.memory = procmem_reader(&c.pid);
+	struct unwind_process up = { .find_module = find_module, .ctx = &c, .memory = &c.memory };
 	enum unwind_status st = UNWIND_TRUNCATED;
 	unsigned n = 0;
 
@@ -927,53 +844,69 @@ static void handle_lost(struct session *s, const struct perf_event_header *rec)
 		s->stats.bad_records++;
 }
 
+/* A mapping: the process manager, the JIT maps, and correlation when it is an APM agent's library. */
+static void handle_mmap2(struct session *s, const struct perf_event_header *rec)
+{
+	struct perf_mmap2 m;
+	if (perf_decode_mmap2(rec, &m) < 0)
+		return;
+	procmgr_on_mmap2(s->procs, &m);
+	jitinfo_mgr_on_mapping(s->jit, (pid_t)m.pid, m.filename);
+	if (s->correlate && m.filename && correlate_is_apm_library(m.filename))
+		correlate_on_mapping(s->correlate, (pid_t)m.pid, m.addr, m.addr + m.len, m.pgoff, m.filename);
+}
+
+static void handle_comm(struct session *s, const struct perf_event_header *rec)
+{
+	struct perf_comm c;
+	if (perf_decode_comm(rec, &c) < 0)
+		return;
+	procmgr_on_comm(s->procs, &c);
+	if (c.exec)
+		jitinfo_mgr_on_exec(s->jit, (pid_t)c.pid, clock_mono_ns());
+	if (s->correlate && c.exec)
+		correlate_on_exec(s->correlate, (pid_t)c.pid);
+}
+
+/* A fork or an exit, of a process (pid == tid) or of a thread. */
+static void handle_task(struct session *s, const struct perf_event_header *rec)
+{
+	struct perf_task t;
+	if (perf_decode_task(rec, &t) < 0)
+		return;
+	bool process = t.pid == t.tid;
+	if (rec->type == PERF_RECORD_FORK) {
+		procmgr_on_fork(s->procs, &t);
+		if (process && t.pid != t.ppid)
+			jitinfo_mgr_on_fork(s->jit, (pid_t)t.ppid, (pid_t)t.pid, clock_mono_ns());
+		return;
+	}
+	procmgr_on_exit(s->procs, &t);
+	if (process)
+		jitinfo_mgr_on_exit(s->jit, (pid_t)t.pid);
+	if (s->fastlane && process)
+		fastlane_on_exit(s->fastlane, (pid_t)t.pid, t.time);
+	if (s->correlate && process)
+		correlate_on_process_exit(s->correlate, (pid_t)t.pid);
+	else if (s->correlate)
+		correlate_on_thread_exit(s->correlate, (pid_t)t.pid, (pid_t)t.tid);
+}
+
 int session_handle_record(void *ctx, const struct perf_event_header *rec)
 {
 	struct session *s = ctx;
-	struct perf_mmap2 m;
-	struct perf_comm c;
-	struct perf_task t;
-
 	switch (rec->type) {
 	case PERF_RECORD_SAMPLE:
 		return handle_sample(s, rec, sampler_layout(s->sampler), NULL);
 	case PERF_RECORD_MMAP2:
-		if (perf_decode_mmap2(rec, &m) == 0) {
-			procmgr_on_mmap2(s->procs, &m);
-			jitinfo_mgr_on_mapping(s->jit, (pid_t)m.pid, m.filename);
-			if (s->correlate && m.filename && correlate_is_apm_library(m.filename))
-				correlate_on_mapping(s->correlate, (pid_t)m.pid, m.addr, m.addr + m.len, m.pgoff,
-						     m.filename);
-		}
+		handle_mmap2(s, rec);
 		break;
 	case PERF_RECORD_COMM:
-		if (perf_decode_comm(rec, &c) == 0) {
-			procmgr_on_comm(s->procs, &c);
-			if (c.exec)
-				jitinfo_mgr_on_exec(s->jit, (pid_t)c.pid, clock_mono_ns());
-			if (s->correlate && c.exec)
-				correlate_on_exec(s->correlate, (pid_t)c.pid);
-		}
+		handle_comm(s, rec);
 		break;
 	case PERF_RECORD_FORK:
-		if (perf_decode_task(rec, &t) == 0) {
-			procmgr_on_fork(s->procs, &t);
-			if (t.pid == t.tid && t.pid != t.ppid)
-				jitinfo_mgr_on_fork(s->jit, (pid_t)t.ppid, (pid_t)t.pid, clock_mono_ns());
-		}
-		break;
 	case PERF_RECORD_EXIT:
-		if (perf_decode_task(rec, &t) == 0) {
-			procmgr_on_exit(s->procs, &t);
-			if (t.pid == t.tid)
-				jitinfo_mgr_on_exit(s->jit, (pid_t)t.pid);
-			if (s->fastlane && t.pid == t.tid)
-				fastlane_on_exit(s->fastlane, (pid_t)t.pid, t.time);
-			if (s->correlate && t.pid == t.tid)
-				correlate_on_process_exit(s->correlate, (pid_t)t.pid);
-			else if (s->correlate)
-				correlate_on_thread_exit(s->correlate, (pid_t)t.pid, (pid_t)t.tid);
-		}
+		handle_task(s, rec);
 		break;
 	case PERF_RECORD_LOST:
 	case PERF_RECORD_LOST_SAMPLES:

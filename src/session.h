@@ -5,7 +5,9 @@
  * delivers, keeps the process manager up to date, unwinds each sample's copied stack (the stack-delta unwinder,
  * libunwind for the rows its tables cannot express; or libunwind alone), turns frames into (FileID, ELF address)
  * and counts them in the trace handler. Everything slow (opening files, symbolizing) happens once per file or
- * once per trace.
+ * once per trace. What a walk reads of the live process (a Go goroutine behind g0: unwind/go_stack.h; the stack
+ * past the kernel's copy: stackext.h) goes through the process-memory reader (procmem.h) the session gives the
+ * unwinder. The session prints nothing: its log lines go to the sink its caller passes (session_options.log).
  *
  * Samples of APM processes (once correlation says a process is ready), and of processes whose goroutines (Go)
  * or stacks past the copy had to be read from the live process often or came back changed in batches, take
@@ -22,6 +24,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "src/base/log.h"
 #include "src/profile/profile.h"
 #include "src/sampler.h"
 
@@ -81,8 +84,10 @@ struct session_options {
 	const char *host_id;		/* sent to APM agents (src/base/host_id.h); NULL or "": /etc/machine-id */
 	unsigned apm_delay_ms;		/* 0: the correlation library's default */
 	unsigned apm_max_staleness_us;	/* 0: SESSION_APM_MAX_STALENESS_US */
-	int quiet;			/* no correlation log lines below warnings */
-	int go_stacks;			/* follow samples on Go's g0 stack onto their goroutine's stack (gostack.h) */
+	/* Where the session's log lines go (and the correlation library's, as "apm: ..."): the caller decides what to
+	 * print. Zeroed: nothing is logged. */
+	struct log_sink log;
+	int go_stacks;			/* follow samples on Go's g0 stack onto their goroutine's stack (go_stack.h) */
 	unsigned go_stack_bytes;	/* most goroutine stack read per such sample (at least max_stack_bytes);
 					 * 0: 16 KiB */
 	/* Most stack a walk may see, from the sampled SP: past the kernel's copy of stack_copy_bytes, the rest is
@@ -100,8 +105,9 @@ struct session_options {
 
 struct session;
 
-/* sampler is borrowed; o may be NULL (defaults). Returns NULL with *err set. */
-struct session *session_new(struct sampler *sampler, const struct session_options *o, int *err);
+/* sampler is borrowed; o may be NULL (defaults; o is copied, o->log.ctx must outlive the session). Returns 0 and
+ * *out, -ENOMEM, or the -errno of an unwinder that cannot be set up (-ENOTSUP: no capstone). */
+int session_new(struct sampler *sampler, const struct session_options *o, struct session **out);
 void session_free(struct session *s);
 
 /* A sampler_record_fn: ctx is the session. */
@@ -136,10 +142,10 @@ void session_unwind_stats(const struct session *s, struct unwind_deltas_stats *o
 /* Correlation counters; returns 0, or -ENOENT when correlation is off. */
 struct correlate_stats;
 int session_correlate_stats(const struct session *s, struct correlate_stats *out);
-/* Samples taken on Go's g0 stack and followed onto their goroutine's stack, or not (gostack.h). Returns 0, or
- * -ENOENT when following goroutines is off. */
-struct gostack_stats;
-int session_gostack_stats(const struct session *s, struct gostack_stats *out);
+/* Samples taken on Go's g0 stack and followed onto their goroutine's stack, or not (unwind/go_stack.h). Returns 0,
+ * or -ENOENT when following goroutines is off. */
+struct go_stack_stats;
+int session_go_stack_stats(const struct session *s, struct go_stack_stats *out);
 
 /* JIT code seen and the perf maps and jitdump files read to name it (jitinfo.h). */
 struct jitinfo_stats;

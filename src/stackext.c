@@ -7,7 +7,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 
 /* Read at least this much more per extension, and at least as much as the walk already has (a deep stack takes
  * a few system calls, not one per chunk): one read covers more frames than the walk needs right now. */
@@ -20,19 +19,20 @@ struct stackext {
 	struct stackext_stats stats;
 };
 
-struct stackext *stackext_new(size_t max_bytes)
+int stackext_new(size_t max_bytes, struct stackext **out)
 {
 	struct stackext *x = calloc(1, sizeof(*x));
 	if (!x)
-		return NULL;
+		return -ENOMEM;
 	x->max_bytes = max_bytes;
 	x->cap = max_bytes ? max_bytes : 1;
 	/* Untouched pages cost no memory: only as much as walks read is ever committed. */
 	if (!(x->buf = malloc(x->cap))) {
 		free(x);
-		return NULL;
+		return -ENOMEM;
 	}
-	return x;
+	*out = x;
+	return 0;
 }
 
 void stackext_free(struct stackext *x)
@@ -90,8 +90,26 @@ static size_t wanted_size(const struct stackext *x, const struct stackext_stack 
 	return want > x->max_bytes ? x->max_bytes : (size_t)want;
 }
 
-int stackext_read(struct stackext *x, pid_t pid, const struct stackext_stack *stack, uint64_t addr,
-		  struct stackext_stack *out)
+/*
+ * One read: the witness (the copy's last wlen bytes, as the process has them now) and the extension after it, into
+ * x->buf over the witness's place (put back when the read fails). It must reach need bytes past the copy: a short
+ * read ends where the stack's mapping does. Returns the extension's length, -EIO or -ESTALE.
+ */
+static ssize_t read_on(struct stackext *x, const struct unwind_memory *mem, const struct stackext_stack *stack,
+		       size_t wlen, size_t want, uint64_t need)
+{
+	uint8_t witness[STACKEXT_WITNESS];
+	uint8_t *at = x->buf + stack->size - wlen;
+	memcpy(witness, at, wlen);
+	ssize_t n = mem->read(mem->ctx, stack->sp + stack->size - wlen, at, wlen + want - stack->size);
+	if (n >= 0 && (uint64_t)n >= wlen + need && memcmp(witness, at, wlen) == 0)
+		return n - (ssize_t)wlen;
+	memcpy(at, witness, wlen);
+	return n < 0 || (uint64_t)n < wlen + need ? -EIO : -ESTALE;
+}
+
+int stackext_read(struct stackext *x, const struct unwind_memory *mem, const struct stackext_stack *stack,
+		  uint64_t addr, struct stackext_stack *out)
 {
 	uint64_t end = stack->sp + stack->size;
 	size_t wlen = stack->size < STACKEXT_WITNESS ? stack->size : STACKEXT_WITNESS;
@@ -107,21 +125,13 @@ int stackext_read(struct stackext *x, pid_t pid, const struct stackext_stack *st
 	int rc = hold(x, stack, want);
 	if (rc < 0)
 		return count(x, rc);
-	/* One read: the witness (the copy's last bytes, as the process has them now) and the extension after it. */
-	uint8_t witness[STACKEXT_WITNESS];
-	struct iovec local[2] = { { .iov_base = witness, .iov_len = wlen },
-				  { .iov_base = x->buf + stack->size, .iov_len = want - stack->size } };
-	struct iovec remote = { .iov_base = (void *)(uintptr_t)(end - wlen), .iov_len = wlen + want - stack->size };
-	ssize_t n = process_vm_readv(pid, local, 2, &remote, 1, 0);
-	/* A short read ends where the stack's mapping does; it must still reach addr. */
-	if (n < 0 || (uint64_t)n < wlen + (addr + 8 - end))
-		return count(x, -EIO);
-	if (memcmp(witness, x->buf + stack->size - wlen, wlen) != 0)
-		return count(x, -ESTALE);
+	ssize_t got = read_on(x, mem, stack, wlen, want, addr + 8 - end);
+	if (got < 0)
+		return count(x, (int)got);
 	out->sp = stack->sp;
 	out->lo = stack->lo;
 	out->hi = stack->hi;
 	out->bytes = x->buf;
-	out->size = stack->size + ((size_t)n - wlen);
+	out->size = stack->size + (size_t)got;
 	return count(x, 0);
 }

@@ -4,14 +4,14 @@
  * The kernel copies at most 64 KiB of user stack per sample (PERF_SAMPLE_STACK_USER: the whole record must fit
  * in 64 KiB). Deep recursion — a recursive-descent parser with multi-KiB frames, a Go goroutine thousands of
  * frames down — leaves its outer callers beyond that copy, and the walk would end [truncated] there. When a walk
- * needs an address past the copy, stackext reads on from the live process with process_vm_readv, in chunks,
- * up to a limit.
+ * needs an address past the copy, stackext reads on from the process's memory, through the reader its caller
+ * passes (unwind.h, struct unwind_memory; for the live process src/procmem.h), in chunks, up to a limit.
  *
  * Correctness: the read happens when the sample is handled, after it was taken, so the thread has moved on. A
  * caller's return address and saved frame pointer change only when that caller returns; a thread that returned
  * past the end of the copy and called again would, in all likelihood, have rewritten the frames just below it.
  * So the extension is used only if the last STACKEXT_WITNESS bytes of the copy (the frames just below its end)
- * are still byte-for-byte the same in the process, read in the same system call as the extension. A thread that
+ * are still byte-for-byte the same in the process, read in the same read as the extension. A thread that
  * changed them (returned, or wrote its callers' locals) is refused and counted as stale; the walk then ends
  * where it did without stackext. The kernel's copy can also end early, at a page its interrupt-time copy could
  * not read (not present in the page tables): the same rule reads on from there. A copy shorter than
@@ -28,7 +28,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h>
+
+#include "unwind/unwind.h"
 
 /* Bytes at the end of a copy that must be unchanged in the process for an extension to be used: this many, or
  * the whole copy when shorter, but no fewer than STACKEXT_MIN_WITNESS. */
@@ -56,21 +57,22 @@ struct stackext_stack {
 struct stackext;
 
 /* max_bytes: most stack bytes a walk may see, from the sampled SP (>= the copy size to be of any use). The buffer
- * for them is allocated here, once: reads allocate nothing. */
-struct stackext *stackext_new(size_t max_bytes);
+ * for them is allocated here, once: reads allocate nothing. Returns 0 and *out, or -ENOMEM. */
+int stackext_new(size_t max_bytes, struct stackext **out);
 void stackext_free(struct stackext *x);
 
 /*
- * A longer copy of stack (same sp) that covers [addr, addr + 8): stack's bytes then the process's, from the
- * end of stack on, in a buffer owned by x and valid until the next call. addr must lie past the end of stack.
+ * A longer copy of stack (same sp) that covers [addr, addr + 8): stack's bytes then the process's (read through
+ * mem), from the end of stack on, in a buffer owned by x and valid until the next call. addr must lie past the
+ * end of stack.
  * stack may be what an earlier call gave (a walk reading on, a chunk at a time, up to the limit): its end, read
  * by that call, is then the witness, so each piece is checked against the one before it.
  * Reads stop at stack->hi. Returns 0 and fills *out; -ESTALE (the end of stack changed in the process, or the
  * stack moved), -EIO (unreadable), -E2BIG (addr beyond the limit or stack->hi), -ENODATA (stack shorter than
  * STACKEXT_MIN_WITNESS) or -EINVAL (addr not past stack). Each but -EINVAL is counted in stackext_stats.
  */
-int stackext_read(struct stackext *x, pid_t pid, const struct stackext_stack *stack, uint64_t addr,
-		  struct stackext_stack *out);
+int stackext_read(struct stackext *x, const struct unwind_memory *mem, const struct stackext_stack *stack,
+		  uint64_t addr, struct stackext_stack *out);
 
 void stackext_get_stats(const struct stackext *x, struct stackext_stats *out);
 

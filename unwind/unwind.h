@@ -4,7 +4,9 @@
  * An unwinder turns one perf sample (user registers + a copy of the user stack, taken by the kernel at sample
  * time) into a list of absolute instruction addresses, leaf first. It never touches the live process: the only
  * memory it reads is the stack copy and the read-only contents of the ELF files mapped into the process, which
- * the caller exposes through `struct unwind_module`.
+ * the caller exposes through `struct unwind_module`. What must be read from the process's memory besides (a Go
+ * goroutine's stack: go_stack.h) is read through the reader the caller injects (`struct unwind_memory`): the
+ * live process, bytes read while the thread was held, or bytes recorded for a replay.
  *
  * unwind/ is a library: it includes nothing of src/ but the base layer (src/base/). The caller describes the
  * process through the callbacks below.
@@ -16,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct stack_deltas;
 
@@ -66,11 +69,26 @@ struct unwind_module {
 				 * the caller's; 0: walked by frame pointer */
 };
 
+/*
+ * The sampled process's memory, as the caller lets unwind/ read it. read copies at most len bytes at addr into buf
+ * and returns how many it copied — fewer than len only where readable memory ends — or a negative errno: -EFAULT
+ * (nothing readable at addr), -ESRCH (the process is gone), -EPERM. It never writes past buf + len. The reader
+ * may be the live process now (src/procmem.h), so what it returns may have changed since the sample: users check
+ * what they read against the sample (go_stack.h says how).
+ */
+struct unwind_memory {
+	ssize_t (*read)(void *ctx, uint64_t addr, void *buf, size_t len);
+	void *ctx;
+};
+
 /* Callbacks through which an unwinder sees the process. */
 struct unwind_process {
 	/* Fill *mod with the executable mapping containing addr. Returns 0, or -ENOENT when none does. */
 	int (*find_module)(void *ctx, uint64_t addr, struct unwind_module *mod);
 	void *ctx;
+	/* The process's memory for the hooks that need it (Go stack following), or NULL: nothing is read. The
+	 * unwinders themselves never read it. */
+	const struct unwind_memory *memory;
 };
 
 /* How an unwind ended. */

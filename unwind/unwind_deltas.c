@@ -224,8 +224,11 @@ static bool ud_extend(struct ud_walk *w, uint64_t addr)
 		return false;
 	}
 	u->stats.stack_extensions++;
-	/* The sample's other registers stay what they were (the switch hook reads Go's g register from them). */
+	/* The sample's other registers and its chain stay what they were (the switch hook reads Go's g register and
+	 * whether there is a chain to join from the stack it is given). */
 	memcpy(longer.regs, w->s->regs, sizeof(longer.regs));
+	longer.fp_chain = w->s->fp_chain;
+	longer.fp_chain_len = w->s->fp_chain_len;
 	w->extended_stack = longer;
 	w->s = &w->extended_stack;
 	return true;

@@ -41,7 +41,8 @@
  *
  * Go stack switches: where Go switched from a goroutine's stack to the g0 stack, an optional stack-switch hook
  * may hand over a copy of the goroutine's stack, and the walk continues there (the one place a walk leaves the
- * sample's stack copy; what the hook reads is its business).
+ * sample's stack copy; what the hook reads is its business: go_stack_follow() in go_stack.h is the hook, over the
+ * process memory the caller injects).
  *
  * Ownership: created by unwind_deltas_new(), freed by unwind_deltas_free(). Call unwind_deltas_forget(key) before
  * the file behind a cache_key is closed or the key reused. Not thread-safe: one instance per thread (the

@@ -67,7 +67,6 @@ struct daemon {
 __attribute__((format(printf, 3, 4))) static void dlog(const struct daemon *d, enum log_level level,
 						      const char *fmt, ...)
 {
-	static const char *const names[] = { "error", "warning", "info", "debug" };
 	static const int syslog_levels[] = { 3, 4, 6, 7 };
 	char msg[1024];
 	va_list ap;
@@ -79,7 +78,13 @@ __attribute__((format(printf, 3, 4))) static void dlog(const struct daemon *d, e
 	if (d->journal)
 		fprintf(stderr, "<%d>hostprof: %s\n", syslog_levels[level], msg);
 	else
-		fprintf(stderr, "hostprof: %s: %s\n", names[level], msg);
+		fprintf(stderr, "hostprof: %s: %s\n", log_level_name(level), msg);
+}
+
+/* The session's log sink: its lines are the daemon's (--log-level, journald priorities). */
+static void session_log(void *ctx, enum log_level level, const char *msg)
+{
+	dlog(ctx, level, "%s", msg);
 }
 
 /* defaults, then the config file, then the flags given at start. */
@@ -133,6 +138,7 @@ static int start_sampling(struct daemon *d)
 		.stack_copy_bytes = d->cfg.stack_size,
 		.fast_lane = 1,
 		.fast_lane_realtime = d->cfg.realtime,
+		.log = { .write = session_log, .ctx = d },
 	};
 	int err = sampler_new(&so, &d->sampler);
 	if (err < 0) {
@@ -146,8 +152,7 @@ static int start_sampling(struct daemon *d)
 	}
 	if (sampler_note(d->sampler)[0])
 		dlog(d, LOG_LEVEL_WARN, "%s", sampler_note(d->sampler));
-	d->session = session_new(d->sampler, &se, &err);
-	if (!d->session) {
+	if ((err = session_new(d->sampler, &se, &d->session)) < 0) {
 		dlog(d, LOG_LEVEL_ERROR, "cannot start a session: %s", strerror(-err));
 		stop_sampling(d);
 		return err;

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum log_level { LOG_LEVEL_ERROR, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
+#include "src/base/log.h"
 
 struct daemon_config {
 	char output_dir[4096];

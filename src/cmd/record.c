@@ -28,11 +28,11 @@
 #include "src/fastlane.h"
 #include "src/profile/profile.h"
 #include "src/sampler.h"
-#include "src/gostack.h"
 #include "src/jitinfo.h"
 #include "src/session.h"
 #include "src/stackext.h"
 #include "src/target_watch.h"
+#include "unwind/go_stack.h"
 #include "unwind/unwind_deltas.h"
 
 #define MAX_PIDS 1024
@@ -193,7 +193,6 @@ static int parse_option(int c, struct record_options *o)
 		return 0;
 	case 'q':
 		o->quiet = 1;
-		o->session.quiet = 1;
 		return 0;
 	case OPT_UNWINDER:
 		if (strcmp(optarg, "deltas") == 0) {
@@ -549,10 +548,10 @@ static void print_correlation(struct record_run *r)
 
 static void print_go_stacks(struct record_run *r)
 {
-	struct gostack_stats gs;
-	if (session_gostack_stats(r->session, &gs) < 0)
+	struct go_stack_stats gs;
+	if (session_go_stack_stats(r->session, &gs) < 0)
 		return;
-	/* Those the fast lane read as they were taken were followed without a read now (gostack_stats). */
+	/* Those the fast lane read as they were taken were followed without a read now (go_stack_stats). */
 	uint64_t fast = session_stats(r->session)->fast_goroutines;
 	uint64_t tried = gs.followed + gs.no_goroutine + gs.stale + gs.unreadable + fast;
 	if (!tried)
@@ -703,6 +702,15 @@ static void reap_child(struct record_run *r)
 		r->child_exited = target_watch_child_exit(r->watch, &r->child_status, &r->child_usage);
 }
 
+/* The session's log sink: warnings and errors always, information unless --quiet. */
+static void record_log(void *ctx, enum log_level level, const char *msg)
+{
+	const struct record_options *o = ctx;
+	if (level == LOG_LEVEL_DEBUG || (o->quiet && level > LOG_LEVEL_WARN))
+		return;
+	fprintf(stderr, "hostprof: %s: %s\n", log_level_name(level), msg);
+}
+
 static int record(struct record_options *o, const struct cli_env *env)
 {
 	struct record_run r = { .o = o, .env = env, .child = -1 };
@@ -712,7 +720,9 @@ static int record(struct record_options *o, const struct cli_env *env)
 		err = sampler_new(&o->sampler, &r.sampler);
 	o->session.go_stack_bytes = o->sampler.stack_size; /* as much of the goroutine's stack as of g0's */
 	o->session.stack_copy_bytes = o->sampler.stack_size;
-	r.session = r.sampler ? session_new(r.sampler, &o->session, &err) : NULL;
+	o->session.log = (struct log_sink){ .write = record_log, .ctx = o };
+	if (r.sampler)
+		err = session_new(r.sampler, &o->session, &r.session);
 	if (!r.session) {
 		fprintf(stderr, "hostprof: cannot set up sampling: %s\n", strerror(-err));
 		sampler_free(r.sampler);

@@ -169,7 +169,7 @@ static void run_cgo(void **state, int follow)
 	assert_true(locations_have_kind(p, "c_burn", PROFILE_FRAME_NATIVE));
 	/* C code called through cgo runs on g0: its samples unwind through the C frames to the cgo boundary
 	 * (runtime.asmcgocall); the calling goroutine's stack is not in the stack copy, and hostprof reads it from
-	 * the process (g.sched, gostack.h) to go on into main.callC and main.main. Without --no-go-stacks most C
+	 * the process (g.sched, unwind/go_stack.h) to go on into main.callC and main.main. Without --no-go-stacks most C
 	 * samples must get there (85-97% measured; fewer under load, as a C call that returned before its sample
 	 * was handled is left at the boundary); with it, none. */
 	if (test_share(c_from_go, in_c) < (follow ? 50.0 : 0.0) || (!follow && c_from_go))
@@ -649,7 +649,7 @@ static struct comm_counts check_esbuild_profile(const struct profile *p, const c
 
 /*
  * Samples taken on g0 (stack growth: newstack under runtime.morestack; systemstack) go on to their goroutine's
- * stack (gostack.h): read live while the goroutine is still off its stack (Go >= 1.17's g register finds it),
+ * stack (unwind/go_stack.h): read live while the goroutine is still off its stack (Go >= 1.17's g register finds it),
  * or, once a growth is over, rebuilt from the old stack that newstack's and copystack's records in the sample's
  * g0 copy point to (any Go version). Stacks deeper than the 64 KiB copy are read on from the process
  * (stackext.h). What the copy and the live process cannot give, the kernel's frame-pointer chain taken with the

@@ -855,7 +855,7 @@ static void test_module_change(void **state)
 	struct fixture *other = malloc(sizeof(*other));
 	assert_non_null(other);
 	memcpy(other, f, sizeof(*other));
-	struct unwind_process p1 = { find_module, f }, p2 = { find_module, other };
+	struct unwind_process p1 = { .find_module = find_module, .ctx = f }, p2 = { .find_module = find_module, .ctx = other };
 	for (int i = 0; i < 4; i++) {
 		const struct unwind_process *p = i % 2 ? &p2 : &p1;
 		assert_true(unwind_libdw_unwind(f->u, p, &f->sample.s, frames, UNWIND_MAX_FRAMES, &st) > 4);

@@ -1,13 +1,12 @@
 /*
- * gostack.c — the goroutine behind a sample taken on a Go g0 stack. See gostack.h for the contract.
+ * go_stack.c — Go stack following over injected memory reads. See go_stack.h for the contract.
  */
-#include "src/gostack.h"
+#include "unwind/go_stack.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 
 /* Offsets in the Go runtime's g and m (amd64). */
 #define G_STACK_LO 0
@@ -37,14 +36,16 @@ static const struct go_layout {
 	{ G_SCHED_SP + 40, 184 },	/* gobuf without one of its middle fields */
 };
 
-struct gostack {
+struct go_stack {
+	struct go_stack_options o;
 	size_t max_stack;
-	uint8_t *buf;		/* the goroutine's stack as read (handed out in gostack_context) */
+	uint8_t *buf;		/* the goroutine's stack as read (handed out in go_stack_context) */
 	uint8_t *old;		/* stack growth: the old stack (handed out), and buf the new one it is checked against */
-	struct gostack_stats stats;
+	uint64_t join_slot;	/* the stack word a join hands over: a grower's return address */
+	struct go_stack_stats stats;
 };
 
-/* Stack growth, as newstack's and copystack's frames on g0 recorded it (see gostack_read). */
+/* Stack growth, as newstack's and copystack's frames on g0 recorded it (see go_stack_read). */
 struct go_growth {
 	uint64_t caller_sp, caller_pc;	/* morebuf: SP and return address of the grower's caller (old stack) */
 	uint64_t grower;		/* the entry of the function that needed more stack */
@@ -64,22 +65,24 @@ struct go_growth {
 #define CALL_REL32 0xe8
 #define CALL_REL32_LEN 5
 
-struct gostack *gostack_new(size_t max_stack)
+int go_stack_new(const struct go_stack_options *o, struct go_stack **out)
 {
-	struct gostack *gs = calloc(1, sizeof(*gs));
+	struct go_stack *gs = calloc(1, sizeof(*gs));
 	if (!gs)
-		return NULL;
-	gs->max_stack = max_stack;
-	gs->buf = malloc(max_stack ? max_stack : 1);
-	gs->old = malloc(max_stack ? max_stack : 1);
+		return -ENOMEM;
+	gs->o = *o;
+	gs->max_stack = o->max_stack;
+	gs->buf = malloc(gs->max_stack ? gs->max_stack : 1);
+	gs->old = malloc(gs->max_stack ? gs->max_stack : 1);
 	if (!gs->buf || !gs->old) {
-		gostack_free(gs);
-		return NULL;
+		go_stack_free(gs);
+		return -ENOMEM;
 	}
-	return gs;
+	*out = gs;
+	return 0;
 }
 
-void gostack_free(struct gostack *gs)
+void go_stack_free(struct go_stack *gs)
 {
 	if (!gs)
 		return;
@@ -88,18 +91,16 @@ void gostack_free(struct gostack *gs)
 	free(gs);
 }
 
-void gostack_get_stats(const struct gostack *gs, struct gostack_stats *out)
+void go_stack_get_stats(const struct go_stack *gs, struct go_stack_stats *out)
 {
 	*out = gs->stats;
 }
 
-/* Read len bytes at addr of pid; 0 or -EIO (also for a short read). */
-static int mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+/* Read len bytes at addr through the caller's reader; 0 or -EIO (also for a short read). */
+static int mem_read(const struct unwind_memory *mem, uint64_t addr, void *buf, size_t len)
 {
-	struct iovec local = { .iov_base = buf, .iov_len = len };
-	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr, .iov_len = len };
-	ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-	return n == (ssize_t)len ? 0 : -EIO;
+	ssize_t n = mem->read(mem->ctx, addr, buf, len);
+	return n >= 0 && (size_t)n == len ? 0 : -EIO;
 }
 
 static uint64_t word_at(const uint8_t *base, uint32_t off)
@@ -141,10 +142,10 @@ static uint32_t running_status(const uint8_t *g_head)
 }
 
 /* The goroutine's saved context under layout l; -ESRCH when it does not check out. */
-static int read_sched(pid_t pid, uint64_t curg, uint64_t m, const struct go_layout *l, uint8_t *g_head,
-		      struct gostack_context *out, uint64_t *hi)
+static int read_sched(const struct unwind_memory *mem, uint64_t curg, uint64_t m, const struct go_layout *l,
+		      uint8_t *g_head, struct go_stack_context *out, uint64_t *hi)
 {
-	if (mem_read(pid, curg, g_head, G_HEAD) < 0)
+	if (mem_read(mem, curg, g_head, G_HEAD) < 0)
 		return -EIO;
 	uint64_t lo = word_at(g_head, G_STACK_LO);
 	*hi = word_at(g_head, G_STACK_HI);
@@ -161,7 +162,7 @@ static int read_sched(pid_t pid, uint64_t curg, uint64_t m, const struct go_layo
 	return 0;
 }
 
-static int count(struct gostack *gs, int rc, bool grown)
+static int count(struct go_stack *gs, int rc, bool grown)
 {
 	if (rc == 0) {
 		gs->stats.followed++;
@@ -175,7 +176,7 @@ static int count(struct gostack *gs, int rc, bool grown)
 	return rc;
 }
 
-bool gostack_g0_names(const struct gostack_g0 *g0, uint64_t g)
+bool go_stack_g0_names(const struct go_stack_g0 *g0, uint64_t g)
 {
 	for (size_t off = 0; off + 8 <= g0->size; off += 8)
 		if (word_at(g0->bytes, (uint32_t)off) == g)
@@ -192,20 +193,21 @@ bool gostack_g0_names(const struct gostack_g0 *g0, uint64_t g)
  * stack by the time the sample is handled. A systemstack or cgo sample never takes a goroutine by its status:
  * the one now on the thread may be any other.
  */
-static bool same_switch(const uint8_t *g_head, uint64_t curg, const struct gostack_context *ctx, uint64_t switch_bp,
-			const struct gostack_g0 *g0)
+static bool same_switch(const uint8_t *g_head, uint64_t curg, const struct go_stack_context *ctx, uint64_t switch_bp,
+			const struct go_stack_g0 *g0)
 {
 	if (switch_bp && ctx->bp == switch_bp)
 		return true;
-	return g0 && running_status(g_head) == G_COPYSTACK && gostack_g0_names(g0, curg);
+	return g0 && running_status(g_head) == G_COPYSTACK && go_stack_g0_names(g0, curg);
 }
 
 /* Read the goroutine's stack from its saved SP, then make sure its context did not change meanwhile. */
-static int read_stack(struct gostack *gs, pid_t pid, uint64_t curg, uint64_t hi, struct gostack_context *out)
+static int read_stack(struct go_stack *gs, const struct unwind_memory *mem, uint64_t curg, uint64_t hi,
+		      struct go_stack_context *out)
 {
 	uint64_t again[2];
 	size_t size = hi - out->sp < gs->max_stack ? (size_t)(hi - out->sp) : gs->max_stack;
-	if (mem_read(pid, out->sp, gs->buf, size) < 0 || mem_read(pid, curg + G_SCHED_SP, again, sizeof(again)) < 0)
+	if (mem_read(mem, out->sp, gs->buf, size) < 0 || mem_read(mem, curg + G_SCHED_SP, again, sizeof(again)) < 0)
 		return -EIO;
 	if (again[0] != out->sp || again[1] != out->pc)
 		return -ESTALE;
@@ -215,25 +217,25 @@ static int read_stack(struct gostack *gs, pid_t pid, uint64_t curg, uint64_t hi,
 }
 
 /* Read the g at g and its m (heads only); 0, -ESRCH when they are not plausible, -EIO. */
-static int read_g_and_m(pid_t pid, uint64_t g, uint8_t *g_head, uint8_t *m_head, uint64_t *m)
+static int read_g_and_m(const struct unwind_memory *mem, uint64_t g, uint8_t *g_head, uint8_t *m_head, uint64_t *m)
 {
 	if (!plausible_pointer(g))
 		return -ESRCH;
-	if (mem_read(pid, g, g_head, G_HEAD) < 0)
+	if (mem_read(mem, g, g_head, G_HEAD) < 0)
 		return -EIO;
 	*m = word_at(g_head, G_M);
 	if (!plausible_pointer(*m))
 		return -ESRCH;
-	return mem_read(pid, *m, m_head, M_HEAD) < 0 ? -EIO : 0;
+	return mem_read(mem, *m, m_head, M_HEAD) < 0 ? -EIO : 0;
 }
 
 /* The context g.sched saved at the switch, while the goroutine is still off its stack. */
-static int read_switched(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp, const struct gostack_g0 *g0,
-			 struct gostack_context *out)
+static int read_switched(struct go_stack *gs, const struct unwind_memory *mem, uint64_t g_reg, uint64_t switch_bp,
+			 const struct go_stack_g0 *g0, struct go_stack_context *out)
 {
 	uint8_t g_head[G_HEAD], m_head[M_HEAD];
 	uint64_t m;
-	int rc = read_g_and_m(pid, g_reg, g_head, m_head, &m);
+	int rc = read_g_and_m(mem, g_reg, g_head, m_head, &m);
 	if (rc < 0)
 		return rc;
 	rc = -ESRCH;
@@ -244,11 +246,11 @@ static int read_switched(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t
 			continue;
 		/* Twice: copystack may move the goroutine to its new stack while we read. */
 		for (int attempt = 0; attempt < 2; attempt++) {
-			rc = read_sched(pid, curg, m, l, g_head, out, &hi);
+			rc = read_sched(mem, curg, m, l, g_head, out, &hi);
 			if (rc == 0 && !same_switch(g_head, curg, out, switch_bp, g0))
 				rc = -ESTALE;
 			if (rc == 0)
-				rc = read_stack(gs, pid, curg, hi, out);
+				rc = read_stack(gs, mem, curg, hi, out);
 			if (rc != -ESTALE)
 				break;
 		}
@@ -261,7 +263,7 @@ static int read_switched(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t
  * size, clear of the new one, holding switch_bp (when known: Go >= 1.23's morestack clears BP before it calls
  * newstack). Searched from *off on; *off is left past the match, for the next search.
  */
-static bool find_adjustinfo(const struct gostack_g0 *g0, uint64_t switch_bp, size_t *off, struct go_growth *gr)
+static bool find_adjustinfo(const struct go_stack_g0 *g0, uint64_t switch_bp, size_t *off, struct go_growth *gr)
 {
 	for (; *off + 24 <= g0->size; *off += 8) {
 		uint64_t lo = word_at(g0->bytes, (uint32_t)*off), hi = word_at(g0->bytes, (uint32_t)*off + 8);
@@ -284,11 +286,11 @@ static bool find_adjustinfo(const struct gostack_g0 *g0, uint64_t switch_bp, siz
 }
 
 /* The function that needed more stack: the target of its caller's direct call, read from the process. */
-static int grower_entry(pid_t pid, uint64_t caller_pc, uint64_t *entry)
+static int grower_entry(const struct unwind_memory *mem, uint64_t caller_pc, uint64_t *entry)
 {
 	uint8_t call[CALL_REL32_LEN];
 	int32_t rel;
-	if (caller_pc < GO_MIN_ADDR || mem_read(pid, caller_pc - CALL_REL32_LEN, call, sizeof(call)) < 0)
+	if (caller_pc < GO_MIN_ADDR || mem_read(mem, caller_pc - CALL_REL32_LEN, call, sizeof(call)) < 0)
 		return -EIO;
 	if (call[0] != CALL_REL32)
 		return -ESRCH;
@@ -303,7 +305,8 @@ static int grower_entry(pid_t pid, uint64_t caller_pc, uint64_t *entry)
  * is the function that grew) and still in the old stack's slot just below sp. Whether the goroutine still runs
  * does not matter: it may have exited by now; what its stacks hold is checked after.
  */
-static bool find_morebuf(pid_t pid, const struct gostack_g0 *g0, uint64_t switch_bp, struct go_growth *gr)
+static bool find_morebuf(const struct unwind_memory *mem, const struct go_stack_g0 *g0, uint64_t switch_bp,
+			 struct go_growth *gr)
 {
 	unsigned checked = 0;
 	for (size_t off = 0; off + 24 <= g0->size && checked < GROWTH_MAX_CANDIDATES; off += 8) {
@@ -314,7 +317,7 @@ static bool find_morebuf(pid_t pid, const struct gostack_g0 *g0, uint64_t switch
 			continue;
 		checked++;
 		uint64_t slot;
-		if (mem_read(pid, sp - 8, &slot, sizeof(slot)) == 0 && slot == pc && grower_entry(pid, pc, &gr->grower) == 0) {
+		if (mem_read(mem, sp - 8, &slot, sizeof(slot)) == 0 && slot == pc && grower_entry(mem, pc, &gr->grower) == 0) {
 			gr->caller_sp = sp;
 			gr->caller_pc = pc;
 			return true;
@@ -338,15 +341,15 @@ static size_t agreeing_tail(const uint8_t *old, const uint8_t *cur, size_t len, 
 	return tail;
 }
 
-/* The old stack of growth gr, when both its ends check out (see gostack.h). */
-static int read_old_stack(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct go_growth *gr,
-			  struct gostack_context *out)
+/* The old stack of growth gr, when both its ends check out (see go_stack.h). */
+static int read_old_stack(struct go_stack *gs, const struct unwind_memory *mem, uint64_t switch_bp,
+			  const struct go_growth *gr, struct go_stack_context *out)
 {
 	/* From the grower's return-address slot, just below its caller's SP, to the old stack's end. */
 	uint64_t from = gr->caller_sp - 8, len = gr->old_hi - from;
 	if (len > gs->max_stack)
 		return -ESRCH;
-	if (mem_read(pid, from, gs->old, len) < 0 || mem_read(pid, from + gr->delta, gs->buf, len) < 0)
+	if (mem_read(mem, from, gs->old, len) < 0 || mem_read(mem, from + gr->delta, gs->buf, len) < 0)
 		return -EIO;
 	size_t witness = len < GROWTH_WITNESS ? (size_t)len : GROWTH_WITNESS;
 	if (word_at(gs->old, 0) != gr->caller_pc || agreeing_tail(gs->old, gs->buf, len, gr) < witness)
@@ -359,9 +362,9 @@ static int read_old_stack(struct gostack *gs, pid_t pid, uint64_t switch_bp, con
 	return 0;
 }
 
-/* The stack-growth case of gostack_read (see gostack.h): each adjustinfo-shaped record in turn. */
-static int read_grown(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct gostack_g0 *g0,
-		      struct gostack_context *out)
+/* The stack-growth case of go_stack_read (see go_stack.h): each adjustinfo-shaped record in turn. */
+static int read_grown(struct go_stack *gs, const struct unwind_memory *mem, uint64_t switch_bp,
+		      const struct go_stack_g0 *g0, struct go_stack_context *out)
 {
 	struct go_growth gr;
 	size_t off = 0;
@@ -369,8 +372,8 @@ static int read_grown(struct gostack *gs, pid_t pid, uint64_t switch_bp, const s
 	memset(&gr, 0, sizeof(gr));
 	for (unsigned tries = 0; rc != 0 && tries < GROWTH_MAX_RECORDS && find_adjustinfo(g0, switch_bp, &off, &gr);
 	     tries++) {
-		if (find_morebuf(pid, g0, switch_bp, &gr))
-			rc = read_old_stack(gs, pid, switch_bp, &gr, out);
+		if (find_morebuf(mem, g0, switch_bp, &gr))
+			rc = read_old_stack(gs, mem, switch_bp, &gr, out);
 	}
 	return rc;
 }
@@ -381,7 +384,7 @@ struct morebuf {
 };
 
 /* The words at off in g0, when they have the shape of a morebuf under switch_bp. */
-static bool morebuf_at(const struct gostack_g0 *g0, size_t off, uint64_t switch_bp, struct morebuf *mb)
+static bool morebuf_at(const struct go_stack_g0 *g0, size_t off, uint64_t switch_bp, struct morebuf *mb)
 {
 	mb->sp = word_at(g0->bytes, (uint32_t)off);
 	mb->pc = word_at(g0->bytes, (uint32_t)off + 8);
@@ -395,8 +398,8 @@ static bool morebuf_at(const struct gostack_g0 *g0, size_t off, uint64_t switch_
  * top of the g0 copy (newstack's frame is the outermost there). read_switched checks g as thoroughly as one from
  * the g register.
  */
-static int read_switched_via_morebuf(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct gostack_g0 *g0,
-				     struct gostack_context *out)
+static int read_switched_via_morebuf(struct go_stack *gs, const struct unwind_memory *mem, uint64_t switch_bp,
+				     const struct go_stack_g0 *g0, struct go_stack_context *out)
 {
 	unsigned checked = 0;
 	if (!switch_bp || g0->size < 24)
@@ -406,7 +409,7 @@ static int read_switched_via_morebuf(struct gostack *gs, pid_t pid, uint64_t swi
 		if (morebuf_at(g0, off, switch_bp, &mb)) {
 			checked++;
 			/* A candidate that is no g (unreadable, or not its m's) is not the one; a g found stale is. */
-			int got = read_switched(gs, pid, mb.g, switch_bp, g0, out);
+			int got = read_switched(gs, mem, mb.g, switch_bp, g0, out);
 			if (got == 0 || got == -ESTALE)
 				return got;
 		}
@@ -416,13 +419,13 @@ static int read_switched_via_morebuf(struct gostack *gs, pid_t pid, uint64_t swi
 	return -ESRCH;
 }
 
-int gostack_read(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_bp, const struct gostack_g0 *g0,
-		 struct gostack_context *out)
+int go_stack_read(struct go_stack *gs, const struct unwind_memory *mem, uint64_t g_reg, uint64_t switch_bp,
+		  const struct go_stack_g0 *g0, struct go_stack_context *out)
 {
-	int rc = read_switched(gs, pid, g_reg, switch_bp, g0, out);
+	int rc = read_switched(gs, mem, g_reg, switch_bp, g0, out);
 	if (rc == -ESRCH && g0)
-		rc = read_switched_via_morebuf(gs, pid, switch_bp, g0, out);
-	if ((rc == -ESTALE || rc == -ESRCH) && g0 && read_grown(gs, pid, switch_bp, g0, out) == 0)
+		rc = read_switched_via_morebuf(gs, mem, switch_bp, g0, out);
+	if ((rc == -ESTALE || rc == -ESRCH) && g0 && read_grown(gs, mem, switch_bp, g0, out) == 0)
 		return count(gs, 0, true);
 	return count(gs, rc, false);
 }
@@ -434,8 +437,8 @@ int gostack_read(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t switch_
 #define SWITCH_CALLER_WINDOW 4096
 #define SWITCH_CALLER_WINDOW_MIN 512
 
-int gostack_find_grower(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct gostack_g0 *g0,
-			const struct gostack_rules *rules, struct gostack_caller *out)
+int go_stack_find_grower(struct go_stack *gs, const struct unwind_memory *mem, uint64_t switch_bp,
+			 const struct go_stack_g0 *g0, const struct go_stack_rules *rules, struct go_stack_caller *out)
 {
 	unsigned checked = 0;
 	int rc = -ESRCH;
@@ -448,7 +451,7 @@ int gostack_find_grower(struct gostack *gs, pid_t pid, uint64_t switch_bp, const
 		checked++;
 		if (!rules->caller_keeps_fp(rules->ctx, mb.sp, mb.pc, switch_bp))
 			continue;
-		rc = grower_entry(pid, mb.pc, &out->callee);
+		rc = grower_entry(mem, mb.pc, &out->callee);
 		if (rc == 0) {
 			out->pc = mb.pc;
 			out->sp = mb.sp;
@@ -459,16 +462,16 @@ int gostack_find_grower(struct gostack *gs, pid_t pid, uint64_t switch_bp, const
 	return rc;
 }
 
-int gostack_find_switch_caller(struct gostack *gs, pid_t pid, uint64_t switch_bp, const struct gostack_rules *rules,
-			       struct gostack_caller *out)
+int go_stack_find_switch_caller(struct go_stack *gs, const struct unwind_memory *mem, uint64_t switch_bp,
+				const struct go_stack_rules *rules, struct go_stack_caller *out)
 {
 	size_t len = SWITCH_CALLER_WINDOW;
 	if (!plausible_pointer(switch_bp) || switch_bp < GO_MIN_ADDR + len || len > gs->max_stack)
 		return -ESRCH;
-	int rc = mem_read(pid, switch_bp - len, gs->buf, len);
+	int rc = mem_read(mem, switch_bp - len, gs->buf, len);
 	if (rc < 0) {
 		len = SWITCH_CALLER_WINDOW_MIN;
-		rc = mem_read(pid, switch_bp - len, gs->buf, len);
+		rc = mem_read(mem, switch_bp - len, gs->buf, len);
 	}
 	if (rc < 0)
 		return rc;
@@ -478,9 +481,9 @@ int gostack_find_switch_caller(struct gostack *gs, pid_t pid, uint64_t switch_bp
 		uint64_t pc = word_at(gs->buf, (uint32_t)off), sp = switch_bp - len + off + 8;
 		if (pc >= GO_MIN_ADDR && rules->caller_keeps_fp(rules->ctx, sp, pc, switch_bp)) {
 			uint64_t callee;
-			rc = grower_entry(pid, pc, &callee);
+			rc = grower_entry(mem, pc, &callee);
 			if (rc == 0 && rules->is_switch_entry(rules->ctx, callee)) {
-				*out = (struct gostack_caller){ .pc = pc, .sp = sp, .callee = callee };
+				*out = (struct go_stack_caller){ .pc = pc, .sp = sp, .callee = callee };
 				gs->stats.switch_callers++;
 				return 0;
 			}
@@ -492,19 +495,19 @@ int gostack_find_switch_caller(struct gostack *gs, pid_t pid, uint64_t switch_bp
 }
 
 /* On g0: the goroutine m switched from, read in full (the reader holds the thread: no staleness check). */
-static int snapshot_goroutine(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t m, const uint8_t *m_head,
-			      struct gostack_snapshot *out)
+static int snapshot_goroutine(struct go_stack *gs, const struct unwind_memory *mem, uint64_t g_reg, uint64_t m,
+			      const uint8_t *m_head, struct go_stack_snapshot *out)
 {
 	uint8_t g_head[G_HEAD];
-	struct gostack_context ctx;
+	struct go_stack_context ctx;
 	int rc = -ESRCH;
 	for (size_t i = 0; i < sizeof(go_layouts) / sizeof(go_layouts[0]) && rc == -ESRCH; i++) {
 		uint64_t curg = find_curg(m_head, g_reg, &go_layouts[i]), hi;
-		if (curg && (rc = read_sched(pid, curg, m, &go_layouts[i], g_head, &ctx, &hi)) == 0) {
+		if (curg && (rc = read_sched(mem, curg, m, &go_layouts[i], g_head, &ctx, &hi)) == 0) {
 			size_t size = hi - ctx.sp < gs->max_stack ? (size_t)(hi - ctx.sp) : gs->max_stack;
-			if (mem_read(pid, ctx.sp, gs->buf, size) < 0)
+			if (mem_read(mem, ctx.sp, gs->buf, size) < 0)
 				return -EIO;
-			*out = (struct gostack_snapshot){ .kind = GOSTACK_SNAPSHOT_GOROUTINE, .g = curg, .pc = ctx.pc,
+			*out = (struct go_stack_snapshot){ .kind = GO_STACK_SNAPSHOT_GOROUTINE, .g = curg, .pc = ctx.pc,
 							  .sp = ctx.sp, .bp = ctx.bp, .addr = ctx.sp, .bytes = gs->buf,
 							  .size = size };
 		}
@@ -513,17 +516,18 @@ static int snapshot_goroutine(struct gostack *gs, pid_t pid, uint64_t g_reg, uin
 	return rc == -ESRCH || rc == -ESTALE ? 0 : rc;
 }
 
-int gostack_snapshot(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t copy_end, struct gostack_snapshot *out)
+int go_stack_snapshot(struct go_stack *gs, const struct unwind_memory *mem, uint64_t g_reg, uint64_t copy_end,
+		      struct go_stack_snapshot *out)
 {
 	uint64_t lo, hi;
 	uint8_t g_head[G_HEAD], m_head[M_HEAD];
 	uint64_t m;
 	memset(out, 0, sizeof(*out));
-	int rc = read_g_and_m(pid, g_reg, g_head, m_head, &m);
+	int rc = read_g_and_m(mem, g_reg, g_head, m_head, &m);
 	if (rc < 0)
 		return rc;
 	if (word_at(m_head, M_G0) == g_reg)
-		return snapshot_goroutine(gs, pid, g_reg, m, m_head, out);
+		return snapshot_goroutine(gs, mem, g_reg, m, m_head, out);
 	lo = word_at(g_head, G_STACK_LO);
 	hi = word_at(g_head, G_STACK_HI);
 	bool curg = false;
@@ -534,18 +538,18 @@ int gostack_snapshot(struct gostack *gs, pid_t pid, uint64_t g_reg, uint64_t cop
 	if (copy_end < lo || copy_end >= hi)
 		return 0;
 	size_t size = hi - copy_end < gs->max_stack ? (size_t)(hi - copy_end) : gs->max_stack;
-	if (mem_read(pid, copy_end, gs->buf, size) < 0)
+	if (mem_read(mem, copy_end, gs->buf, size) < 0)
 		return -EIO;
-	*out = (struct gostack_snapshot){ .kind = GOSTACK_SNAPSHOT_EXTENSION, .addr = copy_end, .bytes = gs->buf,
+	*out = (struct go_stack_snapshot){ .kind = GO_STACK_SNAPSHOT_EXTENSION, .addr = copy_end, .bytes = gs->buf,
 					  .size = size };
 	return 0;
 }
 
-int gostack_bounds(pid_t pid, uint64_t g_reg, uint64_t *lo, uint64_t *hi)
+int go_stack_bounds(const struct unwind_memory *mem, uint64_t g_reg, uint64_t *lo, uint64_t *hi)
 {
 	uint8_t g_head[G_HEAD], m_head[M_HEAD];
 	uint64_t m;
-	int rc = read_g_and_m(pid, g_reg, g_head, m_head, &m);
+	int rc = read_g_and_m(mem, g_reg, g_head, m_head, &m);
 	if (rc < 0)
 		return rc;
 	*lo = word_at(g_head, G_STACK_LO);
@@ -557,4 +561,136 @@ int gostack_bounds(pid_t pid, uint64_t g_reg, uint64_t *lo, uint64_t *hi)
 			return 0;
 	}
 	return -ESRCH;
+}
+
+/* ---- the delta unwinder's stack-switch hook ---------------------------------------------------------------- */
+
+/* What the rules callbacks of go_stack_follow see: the handle (for its rule_at) and the walk's process. */
+struct follow_rules {
+	const struct go_stack *gs;
+	const struct unwind_process *proc;
+};
+
+/* go_stack_rules: the Go frame returned into at pc, with SP sp, keeps its frame pointer at bp (CFA - 16). */
+static bool follow_caller_keeps_fp(void *ctx, uint64_t sp, uint64_t pc, uint64_t bp)
+{
+	const struct follow_rules *fr = ctx;
+	struct stack_delta_rule rule;
+	uint64_t fp;
+	return fr->gs->o.rule_at(fr->gs->o.ctx, fr->proc, pc - 1, &rule) && (rule.aux & STACK_DELTA_GO_FP_FRAME) &&
+	       stack_delta_rule_frame_pointer(&rule, sp, &fp) && fp == bp;
+}
+
+/* go_stack_rules: addr is the entry of systemstack or asmcgocall (their rows carry the switch flag). */
+static bool follow_is_switch_entry(void *ctx, uint64_t addr)
+{
+	const struct follow_rules *fr = ctx;
+	struct stack_delta_rule rule;
+	return fr->gs->o.rule_at(fr->gs->o.ctx, fr->proc, addr, &rule) && rule.kind == STACK_DELTA_CFA_FP &&
+	       (rule.aux & STACK_DELTA_GO_STACK_SWITCH);
+}
+
+/* The switch a walk reached, as go_stack_follow works on it. */
+struct follow_switch {
+	enum unwind_deltas_switch kind;
+	uint64_t ip, bp;	/* the switching frame's IP, and its frame pointer (0: unknown) */
+	struct go_stack_g0 g0;	/* the sample's g0 frames up to the switching frame (stack growth; else empty) */
+};
+
+/* Frames to join the sample's frame-pointer chain with (see go_stack_follow), into resumed and stack. */
+static int join_chain(struct go_stack *gs, const struct unwind_process *proc, const struct follow_switch *sw,
+		      struct unwind_deltas_regs *resumed, struct unwind_sample *stack)
+{
+	struct follow_rules fr = { gs, proc };
+	const struct go_stack_rules rules = { follow_caller_keeps_fp, follow_is_switch_entry, &fr };
+	struct go_stack_caller caller;
+	struct stack_delta_rule rule;
+	bool growth = sw->kind == UNWIND_DELTAS_SWITCH_GROWTH;
+	/* A switch with a frame of its own is in the chain, and its caller after it: the walk goes on by itself. */
+	if (!growth && gs->o.rule_at(gs->o.ctx, proc, sw->ip - 1, &rule) && (rule.aux & STACK_DELTA_GO_FP_FRAME))
+		return -ENOENT;
+	int rc = growth ? go_stack_find_grower(gs, proc->memory, sw->bp, &sw->g0, &rules, &caller) :
+			  go_stack_find_switch_caller(gs, proc->memory, sw->bp, &rules, &caller);
+	if (rc < 0)
+		return rc;
+	gs->join_slot = caller.pc;
+	resumed->regs[UNWIND_REG_IP] = growth ? caller.callee : caller.pc;
+	resumed->regs[UNWIND_REG_SP] = growth ? caller.sp - 8 : caller.sp;
+	resumed->regs[UNWIND_REG_BP] = sw->bp;
+	resumed->known = UNWIND_DELTAS_REG(UNWIND_REG_IP) | UNWIND_DELTAS_REG(UNWIND_REG_SP) |
+			 UNWIND_DELTAS_REG(UNWIND_REG_BP);
+	resumed->exact_ip = growth;
+	stack->regs[UNWIND_REG_SP] = resumed->regs[UNWIND_REG_SP];
+	stack->stack = (const uint8_t *)&gs->join_slot;
+	stack->stack_size = growth ? sizeof(gs->join_slot) : 0;
+	return UNWIND_DELTAS_SWITCH_JOIN;
+}
+
+/*
+ * The goroutine the caller read while it held the thread, as long as it is the switch the walk reached: the frame
+ * pointer saved there, or, for a stack growth whose frame pointer the walk does not know, a goroutine the
+ * sample's g0 frames name (a reader that could not preempt the thread may find another goroutine on it: the
+ * rule of go_stack_read, the same here).
+ */
+static int held_goroutine(struct go_stack *gs, const struct unwind_process *proc, const struct follow_switch *sw,
+			  struct go_stack_context *g)
+{
+	const struct go_stack_snapshot *snap = gs->o.held ? gs->o.held(gs->o.ctx, proc) : NULL;
+	if (!snap || snap->kind != GO_STACK_SNAPSHOT_GOROUTINE)
+		return -ENOENT;
+	if (sw->bp ? snap->bp != sw->bp : !(sw->g0.size && go_stack_g0_names(&sw->g0, snap->g)))
+		return -ENOENT;
+	*g = (struct go_stack_context){ .pc = snap->pc, .sp = snap->sp, .bp = snap->bp, .stack = snap->bytes,
+					.size = snap->size };
+	return 0;
+}
+
+/* The goroutine behind the switch: held by the caller, or read now. */
+static int find_goroutine(struct go_stack *gs, const struct unwind_process *proc, const struct unwind_sample *sample,
+			  const struct follow_switch *sw, struct go_stack_context *g)
+{
+	int rc = held_goroutine(gs, proc, sw, g);
+	if (rc == 0) {
+		if (gs->o.followed)
+			gs->o.followed(gs->o.ctx, proc, GO_STACK_HELD, 0);
+		return 0;
+	}
+	if (!proc->memory)
+		return -ENOENT;
+	rc = go_stack_read(gs, proc->memory, sample->regs[UNWIND_REG_R14], sw->bp, sw->g0.size ? &sw->g0 : NULL, g);
+	if (gs->o.followed)
+		gs->o.followed(gs->o.ctx, proc, GO_STACK_READ, rc);
+	return rc;
+}
+
+int go_stack_follow(void *ctx, const struct unwind_process *proc, const struct unwind_sample *sample,
+		    const struct unwind_deltas_regs *frame, enum unwind_deltas_switch kind,
+		    struct unwind_deltas_regs *resumed, struct unwind_sample *stack)
+{
+	struct go_stack *gs = ctx;
+	struct go_stack_context g;
+	bool bp_known = frame->known & UNWIND_DELTAS_REG(UNWIND_REG_BP);
+	struct follow_switch sw = { .kind = kind, .ip = frame->regs[UNWIND_REG_IP],
+				    .bp = bp_known ? frame->regs[UNWIND_REG_BP] : 0, .g0 = { sample->stack, 0 } };
+	if (!bp_known && kind != UNWIND_DELTAS_SWITCH_GROWTH)
+		return -ENOENT;
+	uint64_t sp = sample->regs[UNWIND_REG_SP], switch_sp = frame->regs[UNWIND_REG_SP];
+	if (kind == UNWIND_DELTAS_SWITCH_GROWTH && switch_sp > sp)
+		sw.g0.size = switch_sp - sp < sample->stack_size ? (size_t)(switch_sp - sp) : sample->stack_size;
+	int rc = find_goroutine(gs, proc, sample, &sw, &g);
+	if (rc < 0 && sample->fp_chain && sw.bp && proc->memory && gs->o.rule_at)
+		return join_chain(gs, proc, &sw, resumed, stack);
+	if (rc < 0)
+		return rc;
+	resumed->regs[UNWIND_REG_IP] = g.pc;
+	resumed->regs[UNWIND_REG_SP] = g.sp;
+	resumed->regs[UNWIND_REG_BP] = g.bp;
+	/* BP is unknown (0) after a stack growth in Go >= 1.23; Go frames restore it from their own frames. */
+	resumed->known = UNWIND_DELTAS_REG(UNWIND_REG_IP) | UNWIND_DELTAS_REG(UNWIND_REG_SP) |
+			 (g.bp ? UNWIND_DELTAS_REG(UNWIND_REG_BP) : 0);
+	resumed->exact_ip = true;
+	stack->regs[UNWIND_REG_SP] = g.sp;
+	stack->stack = g.stack;
+	stack->stack_size = g.size;
+	return 0;
 }
