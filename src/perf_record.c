@@ -106,6 +106,25 @@ static void decode_fixed(struct cursor *cur, uint64_t t, struct perf_sample *out
 		out->period = cursor_u64(cur);
 }
 
+int perf_record_time_offset(const struct perf_layout *l, uint32_t type, uint16_t size)
+{
+	uint64_t t = l->sample_type;
+	int off;
+	if (!(t & PERF_SAMPLE_TIME))
+		return -1;
+	if (type == PERF_RECORD_SAMPLE) {
+		off = (int)sizeof(struct perf_event_header) + 8 * (!!(t & PERF_SAMPLE_IDENTIFIER) +
+								  !!(t & PERF_SAMPLE_IP) + !!(t & PERF_SAMPLE_TID));
+		return off + 8 <= size ? off : -1;
+	}
+	if (!l->sample_id_all)
+		return -1;
+	/* The sample_id ends the record: TID, TIME, ID, STREAM_ID, CPU, IDENTIFIER, as far as asked for. */
+	off = (int)size - 8 * (1 + !!(t & PERF_SAMPLE_ID) + !!(t & PERF_SAMPLE_STREAM_ID) + !!(t & PERF_SAMPLE_CPU) +
+			       !!(t & PERF_SAMPLE_IDENTIFIER));
+	return off >= (int)sizeof(struct perf_event_header) + 8 * !!(t & PERF_SAMPLE_TID) ? off : -1;
+}
+
 int perf_decode_sample(const struct perf_layout *l, const struct perf_event_header *h, struct perf_sample *out)
 {
 	struct cursor c;

@@ -67,6 +67,14 @@ struct perf_lost {
 	uint64_t id, lost;
 };
 
+/*
+ * Where a record's time is, in bytes from the start of its header: in a sample after the fields that precede
+ * TIME, in a side-band record in its trailing sample_id (sample_id_all). -1 when the record carries no time
+ * (no PERF_SAMPLE_TIME, no sample_id, or a size too small to hold one). Only the header's type and size are read,
+ * so a caller can find the time of a record that wraps the end of a ring before copying it.
+ */
+int perf_record_time_offset(const struct perf_layout *l, uint32_t type, uint16_t size);
+
 int perf_decode_sample(const struct perf_layout *l, const struct perf_event_header *h, struct perf_sample *out);
 int perf_decode_mmap2(const struct perf_event_header *h, struct perf_mmap2 *out);
 int perf_decode_comm(const struct perf_event_header *h, struct perf_comm *out);

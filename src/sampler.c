@@ -22,6 +22,8 @@ struct ring {
 	struct perf_event_mmap_page *meta;
 	uint8_t *data;
 	uint64_t size;		/* bytes of data, a power of two */
+	uint64_t head, tail;	/* during a drain: the records [tail, head) not yet delivered */
+	uint64_t next_time;	/* during a merged drain: the time of the record at tail */
 };
 
 struct sampler {
@@ -467,34 +469,76 @@ int sampler_disable(struct sampler *s)
 	return ioctl_all(s, PERF_EVENT_IOC_DISABLE);
 }
 
-/* Deliver every complete record of one ring, then hand the space back to the kernel. */
-static int ring_drain(struct ring *r, uint8_t *scratch, sampler_record_fn fn, void *ctx)
+/* Copy len bytes from ring position pos, which may wrap the end of the ring, into dst. */
+static void ring_copy(const struct ring *r, uint64_t pos, void *dst, size_t len)
 {
-	uint64_t head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
-	uint64_t tail = r->meta->data_tail;
-	uint64_t mask = r->size - 1;
-	int delivered = 0, stop = 0;
+	uint64_t off = pos & (r->size - 1), first = r->size - off;
+	if (first >= len) {
+		memcpy(dst, r->data + off, len);
+		return;
+	}
+	memcpy(dst, r->data + off, first);
+	memcpy((uint8_t *)dst + first, r->data, len - first);
+}
 
-	while (tail < head && !stop) {
-		uint64_t off = tail & mask;
-		const struct perf_event_header *h = (const void *)(r->data + off);
-		uint16_t size = h->size;
-		if (size < sizeof(*h) || size > head - tail) {
-			tail = head; /* corrupt ring: skip what is there rather than loop forever */
-			break;
-		}
+static void ring_begin(struct ring *r)
+{
+	r->head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
+	r->tail = r->meta->data_tail;
+}
+
+/*
+ * Deliver the record at r->tail (a record that wraps the end of the ring is copied to scratch first), then hand
+ * its space back to the kernel. Returns fn's result (nonzero: stop), or -1 for a corrupt ring, whose records are
+ * skipped rather than looped over forever.
+ */
+static int ring_deliver(struct ring *r, uint8_t *scratch, sampler_record_fn fn, void *ctx)
+{
+	uint64_t off = r->tail & (r->size - 1);
+	const struct perf_event_header *h = (const void *)(r->data + off);	/* 8-aligned: never wraps */
+	uint16_t size = h->size;
+	int stop = -1;
+	if (size >= sizeof(*h) && size <= r->head - r->tail) {
 		if (off + size > r->size) {
-			uint64_t first = r->size - off;
-			memcpy(scratch, r->data + off, first);
-			memcpy(scratch + first, r->data, size - first);
+			ring_copy(r, r->tail, scratch, size);
 			h = (const void *)scratch;
 		}
 		stop = fn(ctx, h);
-		tail += size;
+		r->tail += size;
+	} else {
+		r->tail = r->head;
+	}
+	__atomic_store_n(&r->meta->data_tail, r->tail, __ATOMIC_RELEASE);
+	return stop;
+}
+
+/* Deliver every complete record of one ring. */
+static int ring_drain(struct ring *r, uint8_t *scratch, sampler_record_fn fn, void *ctx)
+{
+	int delivered = 0, stop = 0;
+	ring_begin(r);
+	while (r->tail < r->head && !stop) {
+		if ((stop = ring_deliver(r, scratch, fn, ctx)) < 0)
+			break;
 		delivered++;
 	}
-	__atomic_store_n(&r->meta->data_tail, tail, __ATOMIC_RELEASE);
 	return delivered;
+}
+
+/* The time of r's next record, UINT64_MAX when it has none left; a record without a time sorts first. */
+static void ring_peek(struct ring *r, const struct perf_layout *l)
+{
+	struct perf_event_header h;
+	int off = -1;
+	r->next_time = UINT64_MAX;
+	if (r->tail >= r->head)
+		return;
+	ring_copy(r, r->tail, &h, sizeof(h));
+	if (h.size >= sizeof(h) && h.size <= r->head - r->tail)
+		off = perf_record_time_offset(l, h.type, h.size);
+	r->next_time = 0;
+	if (off >= 0)
+		ring_copy(r, r->tail + (uint64_t)off, &r->next_time, sizeof(r->next_time));
 }
 
 static int build_pollfds(struct sampler *s, const struct pollfd *extra, unsigned nextra, nfds_t *n)
@@ -538,12 +582,39 @@ int sampler_wait(struct sampler *s, int timeout_ms, struct pollfd *extra, unsign
 	return woke;
 }
 
+/* The ring whose next record is the oldest, NULL when every ring is drained. */
+static struct ring *oldest_ring(struct sampler *s)
+{
+	struct ring *oldest = NULL;
+	for (int i = 0; i < s->ncpus; i++) {
+		struct ring *r = &s->rings[i];
+		if (r->meta && r->tail < r->head && (!oldest || r->next_time < oldest->next_time))
+			oldest = r;
+	}
+	return oldest;
+}
+
+/*
+ * The rings merged in time order, as far as each held records when the drain began. A batch holds hundreds of
+ * records per CPU: drained ring after ring, a process's exec (COMM) or mmap on one CPU would be handled after
+ * its samples on another, which would then carry the name it had before the exec.
+ */
 int sampler_drain(struct sampler *s, sampler_record_fn fn, void *ctx)
 {
-	int total = 0;
+	int total = 0, stop = 0;
+	struct ring *r;
 	for (int i = 0; i < s->ncpus; i++) {
-		if (s->rings[i].meta)
-			total += ring_drain(&s->rings[i], s->scratch, fn, ctx);
+		if (s->rings[i].meta) {
+			ring_begin(&s->rings[i]);
+			ring_peek(&s->rings[i], &s->layout);
+		}
+	}
+	while (!stop && (r = oldest_ring(s))) {
+		if ((stop = ring_deliver(r, s->scratch, fn, ctx)) >= 0)
+			total++;
+		else
+			stop = 0;
+		ring_peek(r, &s->layout);
 	}
 	return total;
 }

@@ -82,7 +82,8 @@ int sampler_disable(struct sampler *s);
  * Returns 1 if a ring woke it, 0 otherwise, or a negative errno (never -EINTR: a signal is a normal wake).
  */
 int sampler_wait(struct sampler *s, int timeout_ms, struct pollfd *extra, unsigned nextra);
-/* Deliver every complete record of every ring. Returns records delivered. */
+/* Deliver every complete record of every ring, merged in time order across the rings. Returns records
+ * delivered. */
 int sampler_drain(struct sampler *s, sampler_record_fn fn, void *ctx);
 /* sampler_wait() up to timeout_ms (0: not at all), then sampler_drain(). */
 int sampler_read(struct sampler *s, int timeout_ms, sampler_record_fn fn, void *ctx);

@@ -264,6 +264,71 @@ static void test_no_spin_after_exit(void **state)
 	sampler_free(s);
 }
 
+/* Records in delivery order: their times, and the CPUs samples came from. */
+struct order {
+	const struct perf_layout *layout;
+	uint64_t last, records, out_of_order;
+	unsigned cpus_seen;	/* bit per CPU < 32 */
+};
+
+static int on_ordered(void *ctx, const struct perf_event_header *h)
+{
+	struct order *o = ctx;
+	int off = perf_record_time_offset(o->layout, h->type, h->size);
+	if (off < 0)
+		return 0;
+	uint64_t t;
+	memcpy(&t, (const uint8_t *)h + off, sizeof(t));
+	if (h->type == PERF_RECORD_SAMPLE) {
+		struct perf_sample ps;
+		assert_int_equal(perf_decode_sample(o->layout, h, &ps), 0);
+		assert_int_equal(ps.time, t);	/* the offset finds the decoder's time */
+		if (ps.cpu < 32)
+			o->cpus_seen |= 1u << ps.cpu;
+	}
+	o->out_of_order += t < o->last;
+	o->last = t > o->last ? t : o->last;
+	o->records++;
+	return 0;
+}
+
+static void *burn_on_cpu(void *arg)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET((int)(intptr_t)arg, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	burn_cpu(0.15);
+	return NULL;
+}
+
+/*
+ * A drain delivers the records of every CPU's ring merged in time order: two threads burning on two CPUs at
+ * once fill two rings with interleaved times, which ring after ring would deliver out of order.
+ */
+static void test_drain_in_time_order(void **state)
+{
+	(void)state;
+	int err;
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		test_skip("needs a machine with two CPUs: one ring is always in order");
+	struct sampler_options opt = { .event = "cpu-clock", .freq_hz = 1000, .stack_size = 1024 };
+	struct sampler *s = open_self_with(&opt, &err);
+	struct order o = { .layout = sampler_layout(s) };
+	pthread_t t[2];
+	assert_int_equal(sampler_enable(s), 0);
+	for (intptr_t i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, burn_on_cpu, (void *)i), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(sampler_disable(s), 0);
+	sampler_drain(s, on_ordered, &o);
+	assert_true(o.records >= 100);
+	assert_int_equal(o.cpus_seen & 3, 3);
+	assert_int_equal(o.out_of_order, 0);
+	sampler_free(s);
+}
+
 static void test_hardware_event_falls_back(void **state)
 {
 	(void)state;
@@ -301,6 +366,7 @@ int main(void)
 		cmocka_unit_test(test_wakeups),
 		cmocka_unit_test(test_extra_descriptors),
 		cmocka_unit_test(test_no_spin_after_exit),
+		cmocka_unit_test(test_drain_in_time_order),
 		cmocka_unit_test(test_bad_options),
 	};
 	return cmocka_run_group_tests_name("sampler", tests, NULL, NULL);
