@@ -25,6 +25,7 @@
 #include "src/stackext.h"
 #include "src/traces.h"
 #include "symbols/kallsyms.h"
+#include "symbols/kallsyms_cache.h"
 #include "unwind/unwind_deltas.h"
 #include "unwind/unwind_libunwind.h"
 
@@ -118,14 +119,17 @@ static void setup_kernel(struct session *s)
 		kallsyms_read_text_start("/proc/kallsyms", &s->kernel.text_start);
 }
 
-/* The kernel's symbols, the first time a profile has kernel frames to name (~60 ms of kernel time). */
+/* The kernel's symbols, the first time a profile has kernel frames to name: from this boot's cache when there
+ * is one (kallsyms_cache.h), else /proc/kallsyms (~60 ms of kernel time). */
 static void load_kallsyms(struct session *s)
 {
-	int err;
+	char dir[4096];
+	struct kallsyms_cache_paths paths = { .dir = NULL };
 	if (s->kallsyms || !s->kernel_frames)
 		return;
-	s->kallsyms = kallsyms_load("/proc/kallsyms", &err);
-	if (s->kallsyms)
+	if (s->opts.kallsyms_cache && kallsyms_cache_default_dir(dir, sizeof(dir)) == 0)
+		paths.dir = dir;
+	if (kallsyms_cache_open(&paths, &s->kallsyms, NULL) == 0)
 		traces_set_kallsyms(s->traces, s->kallsyms);
 }
 
