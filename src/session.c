@@ -26,6 +26,7 @@
 #include "src/traces.h"
 #include "symbols/kallsyms.h"
 #include "symbols/kallsyms_cache.h"
+#include "src/base/cache_dir.h"
 #include "unwind/unwind_deltas.h"
 #include "unwind/unwind_libunwind.h"
 
@@ -127,7 +128,7 @@ static void load_kallsyms(struct session *s)
 	struct kallsyms_cache_paths paths = { .dir = NULL };
 	if (s->kallsyms || !s->kernel_frames)
 		return;
-	if (s->opts.kallsyms_cache && kallsyms_cache_default_dir(dir, sizeof(dir)) == 0)
+	if (s->opts.kallsyms_cache && cache_dir_default(dir, sizeof(dir)) == 0)
 		paths.dir = dir;
 	if (kallsyms_cache_open(&paths, &s->kallsyms, NULL) == 0)
 		traces_set_kallsyms(s->traces, s->kallsyms);

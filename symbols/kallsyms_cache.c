@@ -18,6 +18,7 @@
 #include <zlib.h>
 
 #include "src/base/atomic_file.h"
+#include "src/base/cache_dir.h"
 #include "src/base/hindex.h"
 
 #define CACHE_MAGIC "HPKCACH1"
@@ -246,54 +247,12 @@ static int make_spans(const struct kallsyms *k, const struct modules *mods, stru
 
 /* ---- the directory and the file ---- */
 
-/* Owned by us and closed to group and others (it holds kernel addresses; others must not plant files). */
-static int private_to_us(const struct stat *st, bool dir)
-{
-	if (st->st_uid != geteuid())
-		return -EPERM;
-	return (st->st_mode & (dir ? 077 : 022)) ? -EPERM : 0;
-}
-
-/* mkdir, mode 0700; an existing one is fine (and checked by the caller). */
-static int make_dir(const char *path)
-{
-	return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -errno;
-}
-
-/* The cache directory, created with its parent when absent; its descriptor, or a negative errno. */
-static int open_dir(const char *path)
-{
-	char parent[4096];
-	struct stat st;
-	if (strlen(path) >= sizeof(parent))
-		return -ENAMETOOLONG;
-	strcpy(parent, path);
-	char *slash = strrchr(parent, '/');
-	if (slash && slash != parent) {
-		*slash = '\0';
-		make_dir(parent);	/* ~/.cache may not exist yet; its failure shows below */
-	}
-	int err = make_dir(path);
-	int fd = err ? err : open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return fd == err ? err : -errno;
-	if (fstat(fd, &st) < 0 || (err = private_to_us(&st, true)) < 0) {
-		close(fd);
-		return err ? err : -errno;
-	}
-	return fd;
-}
-
 /* The whole cache file, if it is a regular file private to us and of a plausible size. */
 static int read_file(int dirfd, char **buf, size_t *len)
 {
 	struct stat st;
-	int fd = openat(dirfd, CACHE_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	int err = fd < 0 ? -errno : fstat(fd, &st) < 0 ? -errno : 0;
-	if (err == 0 && !S_ISREG(st.st_mode))
-		err = -EPERM;
-	if (err == 0)
-		err = private_to_us(&st, false);
+	int fd = cache_dir_open_file(dirfd, CACHE_FILE, &st);
+	int err = fd < 0 ? fd : 0;
 	if (err == 0 && ((size_t)st.st_size < sizeof(struct cache_head) || (size_t)st.st_size > CACHE_MAX_BYTES))
 		err = -EINVAL;
 	if (err == 0 && !(*buf = malloc((size_t)st.st_size)))
@@ -368,21 +327,6 @@ static int save_cache(const char *dir, const struct cache_key *key, const struct
 
 /* ---- the table ---- */
 
-int kallsyms_cache_default_dir(char *buf, size_t len)
-{
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-	int n;
-	if (geteuid() == 0)
-		n = snprintf(buf, len, "/var/cache/hostprof");
-	else if (xdg && xdg[0] == '/')
-		n = snprintf(buf, len, "%s/hostprof", xdg);
-	else if (home && home[0] == '/')
-		n = snprintf(buf, len, "%s/.cache/hostprof", home);
-	else
-		return -ENOENT;
-	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
 int kallsyms_cache_open(const struct kallsyms_cache_paths *paths, struct kallsyms **out,
 			struct kallsyms_cache_result *result)
 {
@@ -395,7 +339,7 @@ int kallsyms_cache_open(const struct kallsyms_cache_paths *paths, struct kallsym
 	*r = (struct kallsyms_cache_result){ .refused = -ENOENT, .save_err = -ENOENT };
 	int key_err = paths->dir ? read_key(paths, &key, &mods) : -ENOENT;
 	if (paths->dir && key_err == 0)
-		dirfd = open_dir(paths->dir);
+		dirfd = cache_dir_open(paths->dir);
 	r->refused = key_err ? key_err : dirfd < 0 ? dirfd : load_cache(dirfd, &key, kallsyms, out);
 	r->from_cache = r->refused == 0;
 	if (!r->from_cache) {

@@ -46,12 +46,6 @@ struct kallsyms_cache_result {
 	int save_err;		/* why not, when it was not: 0 or negative errno */
 };
 
-/*
- * The default cache directory of the effective user: /var/cache/hostprof for root, else
- * $XDG_CACHE_HOME/hostprof or $HOME/.cache/hostprof. Returns 0, -ENOENT without a home, -ENAMETOOLONG.
- */
-int kallsyms_cache_default_dir(char *buf, size_t len);
-
 /* The kernel's symbols, from the cache when it is valid, else from /proc/kallsyms (then saved to the cache).
  * result may be NULL. Returns 0 and *out, or kallsyms_load()'s error. */
 int kallsyms_cache_open(const struct kallsyms_cache_paths *paths, struct kallsyms **out,

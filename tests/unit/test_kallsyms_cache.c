@@ -17,6 +17,7 @@
 
 #include "symbols/kallsyms.h"
 #include "symbols/kallsyms_cache.h"
+#include "src/base/cache_dir.h"
 #include "tests/lib/testlib.h"
 
 /* A fake kernel in a temporary directory: its files and a cache directory not created yet. */
@@ -301,12 +302,12 @@ static void test_default_dir(void **state)
 {
 	(void)state;
 	char buf[4096];
-	assert_int_equal(kallsyms_cache_default_dir(buf, sizeof(buf)), 0);
+	assert_int_equal(cache_dir_default(buf, sizeof(buf)), 0);
 	if (geteuid() == 0)
 		assert_string_equal(buf, "/var/cache/hostprof");
 	else
 		assert_non_null(strstr(buf, "/hostprof"));
-	assert_int_equal(kallsyms_cache_default_dir(buf, 4), -ENAMETOOLONG);
+	assert_int_equal(cache_dir_default(buf, 4), -ENAMETOOLONG);
 }
 
 int main(void)
