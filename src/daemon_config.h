@@ -36,7 +36,7 @@ struct daemon_config {
 	int go_stacks;			/* follow Go samples on the g0 stack onto their goroutine's stack */
 	int fp_chain;			/* ask the kernel for each sample's user frame-pointer chain */
 	int realtime;			/* APM fast-lane readers at SCHED_FIFO (no-realtime = true turns it off) */
-	int kallsyms_cache;		/* kernel names from this boot's kallsyms cache (no-kallsyms-cache = true: not) */
+	int use_cache;			/* kallsyms and debug-file caches (no-cache = true: not) */
 	int kernel;			/* kernel frames */
 	enum log_level log_level;
 };

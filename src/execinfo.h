@@ -48,6 +48,7 @@ struct execinfo {
 	ino_t ino;
 	off_t size;
 	int64_t mtime_ns;
+	const char *debug_cache_dir;	/* the manager's */
 };
 
 struct execinfo_mgr;
@@ -57,6 +58,9 @@ typedef void (*execinfo_release_fn)(void *ctx, const struct execinfo *e);
 struct execinfo_mgr *execinfo_mgr_new(void);
 /* Every entry must have been released. */
 void execinfo_mgr_free(struct execinfo_mgr *m);
+/* Symbolizers of its entries keep decompressed debug files in dir (symbols/debug_cache.h). Set it once, before
+ * the first entry is acquired. Returns 0, -EINVAL (already set, or dir NULL), -ENOMEM. */
+int execinfo_mgr_set_debug_cache(struct execinfo_mgr *m, const char *dir);
 /* Called with each entry just before it is freed. At most 4 hooks. */
 int execinfo_mgr_add_release_hook(struct execinfo_mgr *m, execinfo_release_fn fn, void *ctx);
 

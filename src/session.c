@@ -120,6 +120,14 @@ static void setup_kernel(struct session *s)
 		kallsyms_read_text_start("/proc/kallsyms", &s->kernel.text_start);
 }
 
+/* Symbolizers read decompressed copies of compressed debug files (debug_cache.h) from the cache directory. */
+static void set_debug_cache(struct session *s)
+{
+	char dir[4096];
+	if (s->execinfo && s->opts.use_cache && cache_dir_default(dir, sizeof(dir)) == 0)
+		execinfo_mgr_set_debug_cache(s->execinfo, dir);
+}
+
 /* The kernel's symbols, the first time a profile has kernel frames to name: from this boot's cache when there
  * is one (kallsyms_cache.h), else /proc/kallsyms (~60 ms of kernel time). */
 static void load_kallsyms(struct session *s)
@@ -128,7 +136,7 @@ static void load_kallsyms(struct session *s)
 	struct kallsyms_cache_paths paths = { .dir = NULL };
 	if (s->kallsyms || !s->kernel_frames)
 		return;
-	if (s->opts.kallsyms_cache && cache_dir_default(dir, sizeof(dir)) == 0)
+	if (s->opts.use_cache && cache_dir_default(dir, sizeof(dir)) == 0)
 		paths.dir = dir;
 	if (kallsyms_cache_open(&paths, &s->kallsyms, NULL) == 0)
 		traces_set_kallsyms(s->traces, s->kallsyms);
@@ -470,6 +478,7 @@ struct session *session_new(struct sampler *sampler, const struct session_option
 	s->wake_fd = -1;
 	setup_kernel(s);
 	s->execinfo = execinfo_mgr_new();
+	set_debug_cache(s);
 	s->procs = s->execinfo ? procmgr_new(s->execinfo) : NULL;
 	s->traces = s->execinfo ? traces_new(s->execinfo, &s->kernel) : NULL;
 	s->max_frames = s->opts.max_frames ? s->opts.max_frames : SESSION_DEFAULT_MAX_FRAMES;
