@@ -36,6 +36,7 @@ struct execinfo {
 	ino_t ino;
 	off_t size;
 	int64_t mtime_ns;
+	const char *debug_cache_dir;	/* the manager's */
 };
 
 #define EXECINFO_MAX_HOOKS 4
@@ -49,6 +50,7 @@ struct execinfo_mgr {
 		void *ctx;
 	} hooks[EXECINFO_MAX_HOOKS];
 	unsigned nhooks;
+	char *debug_cache_dir;	/* execinfo_mgr_set_debug_cache(); NULL: none */
 };
 
 int execinfo_mgr_new(struct execinfo_mgr **out)
@@ -68,7 +70,15 @@ void execinfo_mgr_free(struct execinfo_mgr *m)
 		return;
 	hindex_free(&m->by_id);
 	hindex_free(&m->by_stat);
+	free(m->debug_cache_dir);
 	free(m);
+}
+
+int execinfo_mgr_set_debug_cache(struct execinfo_mgr *m, const char *dir)
+{
+	if (m->debug_cache_dir || !dir)
+		return -EINVAL;
+	return (m->debug_cache_dir = strdup(dir)) ? 0 : -ENOMEM;
 }
 
 int execinfo_mgr_add_release_hook(struct execinfo_mgr *m, execinfo_release_fn fn, void *ctx)
@@ -258,6 +268,7 @@ int execinfo_acquire_fd(struct execinfo_mgr *m, int fd, const char *path, struct
 		return -ENOMEM;
 	}
 	e->fd = fd;
+	e->debug_cache_dir = m->debug_cache_dir;
 	e->file_id = id;
 	e->dev = st.st_dev;
 	e->ino = st.st_ino;
@@ -290,6 +301,7 @@ int execinfo_acquire_image(struct execinfo_mgr *m, const void *image, size_t siz
 	if (!e)
 		return -ENOMEM;
 	e->fd = -1;
+	e->debug_cache_dir = m->debug_cache_dir;
 	e->file_id = id;
 	e->image = malloc(size);
 	if (!e->image) {
@@ -362,6 +374,8 @@ struct symbolizer *execinfo_symbolizer(struct execinfo *e)
 	}
 	if (!e->symbolizer)
 		e->symbolizer_failed = 1;
+	else if (e->debug_cache_dir)
+		symbolizer_set_debug_cache(e->symbolizer, e->debug_cache_dir);	/* without it: decompressed each run */
 	return e->symbolizer;
 }
 

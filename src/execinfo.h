@@ -39,6 +39,9 @@ typedef void (*execinfo_release_fn)(void *ctx, const struct execinfo *e);
 int execinfo_mgr_new(struct execinfo_mgr **out);
 /* Every entry must have been released. */
 void execinfo_mgr_free(struct execinfo_mgr *m);
+/* Symbolizers of its entries keep decompressed debug files in dir (symbols/debug_cache.h). Set it once, before
+ * the first entry is acquired. Returns 0, -EINVAL (already set, or dir NULL), -ENOMEM. */
+int execinfo_mgr_set_debug_cache(struct execinfo_mgr *m, const char *dir);
 /* Called with each entry just before it is freed. At most 4 hooks. */
 int execinfo_mgr_add_release_hook(struct execinfo_mgr *m, execinfo_release_fn fn, void *ctx);
 

@@ -26,6 +26,8 @@
 #include "src/traces.h"
 #include "symbols/kallsyms.h"
 #include "unwind/go_stack.h"
+#include "symbols/kallsyms_cache.h"
+#include "src/base/cache_dir.h"
 #include "unwind/unwind_deltas.h"
 #include "unwind/unwind_libunwind.h"
 
@@ -120,12 +122,25 @@ static void setup_kernel(struct session *s)
 		kallsyms_read_text_start("/proc/kallsyms", &s->kernel.text_start);
 }
 
-/* The kernel's symbols, the first time a profile has kernel frames to name (~60 ms of kernel time). */
+/* Symbolizers read decompressed copies of compressed debug files (debug_cache.h) from the cache directory. */
+static void set_debug_cache(struct session *s)
+{
+	char dir[4096];
+	if (s->execinfo && s->opts.use_cache && cache_dir_default(dir, sizeof(dir)) == 0)
+		execinfo_mgr_set_debug_cache(s->execinfo, dir);
+}
+
+/* The kernel's symbols, the first time a profile has kernel frames to name: from this boot's cache when there
+ * is one (kallsyms_cache.h), else /proc/kallsyms (~60 ms of kernel time). */
 static void load_kallsyms(struct session *s)
 {
+	char dir[4096];
+	struct kallsyms_cache_paths paths = { .dir = NULL };
 	if (s->kallsyms || !s->kernel_frames)
 		return;
-	if (kallsyms_load("/proc/kallsyms", &s->kallsyms) == 0)
+	if (s->opts.use_cache && cache_dir_default(dir, sizeof(dir)) == 0)
+		paths.dir = dir;
+	if (kallsyms_cache_open(&paths, &s->kallsyms, NULL) == 0)
 		traces_set_kallsyms(s->traces, s->kallsyms);
 }
 
@@ -393,6 +408,7 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 	s->wake_fd = -1;
 	setup_kernel(s);
 	if (execinfo_mgr_new(&s->execinfo) == 0) {	/* each NULL on failure: checked with the rest below */
+		set_debug_cache(s);
 		procmgr_new(s->execinfo, &s->procs);
 		traces_new(s->execinfo, &s->kernel, &s->traces);
 	}

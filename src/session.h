@@ -101,6 +101,8 @@ struct session_options {
 	int fast_lane;			/* read APM and Go processes' samples in the fast lane (fastlane.h) */
 	int fast_lane_realtime;		/* ... with its readers at real-time priority where permitted */
 	unsigned fast_lane_max_events;	/* ... with at most this many per-thread events (0: the default) */
+	int use_cache;			/* this boot's kallsyms cache (kallsyms_cache.h) and decompressed debug
+					 * files (debug_cache.h), in the user's cache directory (cache_dir.h) */
 };
 
 struct session;

@@ -89,7 +89,7 @@ void traces_free(struct traces *t)
 	free(t);
 }
 
-void traces_set_kallsyms(struct traces *t, const struct kallsyms *k)
+void traces_set_kallsyms(struct traces *t, struct kallsyms *k)
 {
 	t->kernel.kallsyms = k;
 }

@@ -47,7 +47,7 @@ struct trace_kernel {
 	struct file_id file_id;	/* FNV-1a-128 of the vmlinux build-id (zeros if unknown) */
 	uint64_t text_start;	/* _text */
 	char build_id[41];
-	const struct kallsyms *kallsyms;	/* may be NULL: kernel frames stay unsymbolized */
+	struct kallsyms *kallsyms;	/* may be NULL: kernel frames stay unsymbolized */
 };
 
 struct traces;
@@ -85,7 +85,7 @@ int traces_add(struct traces *t, pid_t pid, pid_t tid, const char *comm, const c
 	       const struct trace_frame *frames, unsigned n, uint64_t period_ns);
 
 /* Name kernel frames with k from now on (the table is loaded lazily, when a profile needs it); borrowed. */
-void traces_set_kallsyms(struct traces *t, const struct kallsyms *k);
+void traces_set_kallsyms(struct traces *t, struct kallsyms *k);
 
 /* Distinct traces and (pid, tid, trace) keys. */
 unsigned traces_count(const struct traces *t);

@@ -36,6 +36,13 @@ struct kallsyms {
 	char *names;		/* NUL-separated names and module names */
 	size_t names_len, names_cap;
 	uint64_t text_start;
+	/* A table read from an image (kallsyms_from_image) answers exactly for the addresses in its spans only;
+	 * any other address is looked up in the whole file, loaded from fallback_path the first time. */
+	struct kallsyms_span *spans;	/* NULL for a table loaded from the file */
+	size_t nspans;
+	char *fallback_path;
+	struct kallsyms *full;
+	bool full_failed;
 };
 
 /* One parsed line; the strings point into the line buffer. */
@@ -373,17 +380,45 @@ void kallsyms_free(struct kallsyms *k)
 		return;
 	free(k->sym);
 	free(k->names);
+	free(k->spans);
+	free(k->fallback_path);
+	kallsyms_free(k->full);
 	free(k);
 }
 
 /* ---- lookups ---- */
 
-const char *kallsyms_lookup(const struct kallsyms *k, uint64_t addr, uint64_t *offset, const char **module)
+/* Whether a table read from an image answers for addr exactly (spans sorted, disjoint). */
+static bool in_spans(const struct kallsyms *k, uint64_t addr)
+{
+	size_t lo = 0, hi = k->nspans;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (k->spans[mid].hi <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < k->nspans && k->spans[lo].lo <= addr;
+}
+
+/* The table that answers for addr: k, or the whole file for an address outside an image's spans. */
+static const struct kallsyms *table_for(struct kallsyms *k, uint64_t addr)
+{
+	if (!k->spans || in_spans(k, addr))
+		return k;
+	if (!k->full && !k->full_failed && kallsyms_load(k->fallback_path, &k->full) < 0)
+		k->full_failed = true;
+	return k->full;
+}
+
+const char *kallsyms_lookup(struct kallsyms *table, uint64_t addr, uint64_t *offset, const char **module)
 {
 	if (offset)
 		*offset = 0;
 	if (module)
 		*module = NULL;
+	const struct kallsyms *k = table ? table_for(table, addr) : NULL;
 	if (!k || k->n == 0 || addr < k->sym[0].addr)
 		return NULL;
 	size_t lo = 0, hi = k->n;	/* sym[lo].addr <= addr < sym[hi].addr */
@@ -405,4 +440,190 @@ const char *kallsyms_lookup(const struct kallsyms *k, uint64_t addr, uint64_t *o
 uint64_t kallsyms_text_start(const struct kallsyms *k)
 {
 	return k ? k->text_start : 0;
+}
+
+/* ---- images ---- */
+
+#define IMAGE_MAGIC "HPKSYM01"
+#define SPANS_MAX (1u << 16)	/* vmlinux and one per module: far below */
+
+struct image_head {
+	char magic[8];
+	uint64_t text_start;
+	uint32_t nsym, nspans, names_len, reserved;
+};
+
+struct image_sym {
+	uint64_t addr;
+	uint32_t name, module;	/* offsets in the names; module NO_MODULE for vmlinux */
+};
+
+/* Bytes of an image of these counts; 0 if that overflows. */
+static size_t image_size(size_t nsym, size_t nspans, size_t names_len)
+{
+	if (nsym > SYMBOLS_MAX || nspans > SPANS_MAX || names_len > UINT32_MAX)
+		return 0;
+	return sizeof(struct image_head) + nspans * sizeof(struct kallsyms_span) + nsym * sizeof(struct image_sym) +
+	       names_len;
+}
+
+/* The symbols of k whose address lies in spans, with only their names, into out (empty). */
+static int copy_spanned(const struct kallsyms *k, const struct kallsyms_span *spans, size_t nspans,
+			struct kallsyms *out)
+{
+	struct kallsyms probe = { .spans = (struct kallsyms_span *)spans, .nspans = nspans };
+	uint32_t last_module = NO_MODULE;
+	for (size_t i = 0; i < k->n; i++) {
+		const struct ksym *s = &k->sym[i];
+		if (!in_spans(&probe, s->addr))
+			continue;
+		struct line l = { .addr = s->addr, .type = 'T', .name = k->names + s->name,
+				  .module = s->module == NO_MODULE ? NULL : k->names + s->module };
+		int err = add_symbol(out, &l, &last_module);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+/* Spans (at p, maybe unaligned) non-empty, sorted and disjoint. */
+static int check_spans(const char *p, size_t n)
+{
+	struct kallsyms_span prev = { 0, 0 }, cur;
+	for (size_t i = 0; i < n; i++, prev = cur) {
+		memcpy(&cur, p + i * sizeof(cur), sizeof(cur));
+		if (cur.lo >= cur.hi || (i > 0 && cur.lo < prev.hi))
+			return -EINVAL;
+	}
+	return n ? 0 : -EINVAL;
+}
+
+/* Fills buf (image_size bytes) from t, a sorted table, and its spans. */
+static void image_fill(char *buf, const struct kallsyms *t, const struct kallsyms_span *spans, size_t nspans,
+		       uint64_t text_start)
+{
+	struct image_head h = { .text_start = text_start, .nsym = (uint32_t)t->n, .nspans = (uint32_t)nspans,
+				.names_len = (uint32_t)t->names_len };
+	memcpy(h.magic, IMAGE_MAGIC, sizeof(h.magic));
+	memcpy(buf, &h, sizeof(h));
+	char *p = buf + sizeof(h);
+	if (nspans)
+		memcpy(p, spans, nspans * sizeof(*spans));
+	p += nspans * sizeof(*spans);
+	for (size_t i = 0; i < t->n; i++, p += sizeof(struct image_sym)) {
+		struct image_sym s = { t->sym[i].addr, t->sym[i].name, t->sym[i].module };
+		memcpy(p, &s, sizeof(s));
+	}
+	memcpy(p, t->names, t->names_len);
+}
+
+int kallsyms_image(const struct kallsyms *k, const struct kallsyms_span *spans, size_t nspans, void **out,
+		   size_t *len)
+{
+	struct kallsyms t = { 0 };
+	*out = NULL;
+	*len = 0;
+	if (!k || k->spans || nspans > SPANS_MAX || check_spans((const char *)spans, nspans) < 0)
+		return -EINVAL;
+	int err = copy_spanned(k, spans, nspans, &t);
+	size_t size = err == 0 ? image_size(t.n, nspans, t.names_len) : 0;
+	if (err == 0 && t.n == 0)
+		err = -ENODATA;
+	else if (err == 0 && size == 0)
+		err = -E2BIG;
+	else if (err == 0 && !(*out = malloc(size)))
+		err = -ENOMEM;
+	if (err == 0) {
+		image_fill(*out, &t, spans, nspans, k->text_start);
+		*len = size;
+	}
+	free(t.sym);
+	free(t.names);
+	return err;
+}
+
+/* Symbols in strictly ascending order, names and modules inside the names. */
+static int check_symbols(const char *p, size_t n, uint32_t names_len)
+{
+	struct image_sym prev = { 0, 0, 0 }, s;
+	for (size_t i = 0; i < n; i++, prev = s) {
+		memcpy(&s, p + i * sizeof(s), sizeof(s));
+		if (s.name >= names_len || (s.module != NO_MODULE && s.module >= names_len) ||
+		    (i > 0 && prev.addr >= s.addr))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* The parts of an image after its head, checked; the head's counts already match len. */
+static int image_check(const char *buf, const struct image_head *h)
+{
+	const char *spans = buf + sizeof(*h);
+	const char *syms = spans + h->nspans * sizeof(struct kallsyms_span);
+	const char *names = syms + (size_t)h->nsym * sizeof(struct image_sym);
+	if (h->nsym == 0 || h->names_len == 0 || names[h->names_len - 1] != '\0')
+		return -EINVAL;
+	int err = check_spans(spans, h->nspans);
+	return err ? err : check_symbols(syms, h->nsym, h->names_len);
+}
+
+/* A table from a checked image. */
+static int image_table(const char *buf, const struct image_head *h, const char *fallback_path,
+		       struct kallsyms *k)
+{
+	const char *spans = buf + sizeof(*h);
+	const char *syms = spans + h->nspans * sizeof(struct kallsyms_span);
+	const char *names = syms + (size_t)h->nsym * sizeof(struct image_sym);
+	k->sym = malloc(h->nsym * sizeof(*k->sym));
+	k->spans = malloc(h->nspans * sizeof(*k->spans));
+	k->names = malloc(h->names_len);
+	k->fallback_path = strdup(fallback_path);
+	if (!k->sym || !k->spans || !k->names || !k->fallback_path)
+		return -ENOMEM;
+	for (size_t i = 0; i < h->nsym; i++) {
+		struct image_sym s;
+		memcpy(&s, syms + i * sizeof(s), sizeof(s));
+		k->sym[i] = (struct ksym){ .addr = s.addr, .name = s.name, .module = s.module, .order = (uint32_t)i };
+	}
+	memcpy(k->spans, spans, h->nspans * sizeof(*k->spans));	/* h->nspans >= 1: checked */
+	memcpy(k->names, names, h->names_len);
+	k->n = k->cap = h->nsym;
+	k->nspans = h->nspans;
+	k->names_len = k->names_cap = h->names_len;
+	k->text_start = h->text_start;
+	return 0;
+}
+
+int kallsyms_from_image(const void *image, size_t len, const char *fallback_path, struct kallsyms **out)
+{
+	struct image_head h;
+	*out = NULL;
+	if (!image || !fallback_path || len < sizeof(h))
+		return -EINVAL;
+	memcpy(&h, image, sizeof(h));
+	if (memcmp(h.magic, IMAGE_MAGIC, sizeof(h.magic)) != 0 || image_size(h.nsym, h.nspans, h.names_len) != len ||
+	    h.reserved)
+		return -EINVAL;
+	int err = image_check(image, &h);
+	struct kallsyms *k = err == 0 ? calloc(1, sizeof(*k)) : NULL;
+	if (err == 0 && !k)
+		err = -ENOMEM;
+	if (err == 0 && (err = image_table(image, &h, fallback_path, k)) < 0)
+		kallsyms_free(k);
+	if (err == 0)
+		*out = k;
+	return err;
+}
+
+size_t kallsyms_count(const struct kallsyms *k)
+{
+	return k ? k->n : 0;
+}
+
+void kallsyms_symbol(const struct kallsyms *k, size_t i, uint64_t *addr, const char **name, const char **module)
+{
+	const struct ksym *s = &k->sym[i];
+	*addr = s->addr;
+	*name = k->names + s->name;
+	*module = s->module == NO_MODULE ? NULL : k->names + s->module;
 }

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "src/base/hindex.h"
+#include "symbols/debug_cache.h"
 #include "symbols/demangle.h"
 #include "symbols/stubs.h"
 
@@ -123,6 +124,8 @@ struct symbolizer {
 	struct stub_names *stubs;	/* its PLT stubs (stubs.h); read on the first lookup, NULL without any */
 	bool stubs_read;
 	int dwarf_usable;		/* 0 not checked yet, 1 usable (or absent), -1 refused (dwarf_checked) */
+	char *debug_cache_dir;		/* decompressed debug files are kept there (debug_cache.h); NULL: not */
+	bool debuginfo_asked;		/* find_debuginfo was called: a later call is for a dwz alternate file */
 };
 
 /* How sure we are that a symbol names the function at an address. */
@@ -806,15 +809,6 @@ static bool trusted_debug_file(const struct symbolizer *s, const struct stat *st
 	       (st->st_uid == 0 || st->st_uid == geteuid()) && !(st->st_mode & (S_IWGRP | S_IWOTH));
 }
 
-static bool has_build_id(int fd, const unsigned char *id, int id_len)
-{
-	const void *got;
-	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-	bool same = elf && dwelf_elf_gnu_build_id(elf, &got) == id_len && memcmp(got, id, (size_t)id_len) == 0;
-	elf_end(elf);
-	return same;
-}
-
 static int open_debug_candidate(const struct symbolizer *s, const char *path, const unsigned char *id, int id_len)
 {
 	struct stat st;
@@ -822,7 +816,7 @@ static int open_debug_candidate(const struct symbolizer *s, const char *path, co
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
 	if (fd < 0)
 		return -1;
-	if (fstat(fd, &st) == 0 && trusted_debug_file(s, &st) && has_build_id(fd, id, id_len))
+	if (fstat(fd, &st) == 0 && trusted_debug_file(s, &st) && debug_file_has_build_id(fd, id, id_len))
 		return fd;
 	close(fd);
 	return -1;
@@ -849,8 +843,49 @@ static int find_by_debuglink(struct symbolizer *s, const unsigned char *id, int 
 	return -1;
 }
 
+/* The separate debug file by build-id under DEBUG_ROOT (where libdwfl looks first), as a trusted candidate. */
+static int find_by_build_id(struct symbolizer *s, const unsigned char *id, int id_len, char **debug_name)
+{
+	char path[sizeof(DEBUG_ROOT) + sizeof("/.build-id/xx/.debug") + 2 * BUILD_ID_MAX];
+	int n = snprintf(path, sizeof(path), DEBUG_ROOT "/.build-id/%02x/", id[0]);
+	for (int i = 1; i < id_len; i++)
+		n += snprintf(path + n, sizeof(path) - (size_t)n, "%02x", id[i]);
+	snprintf(path + n, sizeof(path) - (size_t)n, ".debug");
+	int fd = open_debug_candidate(s, path, id, id_len);
+	if (fd >= 0 && !(*debug_name = strdup(path))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /*
- * Called for the separate debug file and for a dwz alternate file. Without a build-id nothing proves that a
+ * With a debug cache: the decompressed copy of the separate debug file (debug_cache.h), found as libdwfl would
+ * find the file (build-id, then debug link); -1 when there is none or nothing to decompress, and libdwfl's own
+ * search goes on. Not through dwfl_build_id_find_debuginfo(): that keeps the file it finds open as the module's
+ * debug file, whatever descriptor is returned.
+ */
+static int find_cached_copy(struct symbolizer *s, const unsigned char *id, int id_len, const char *debuglink,
+			    char **debug_name)
+{
+	if (!s->debug_cache_dir)
+		return -1;
+	int fd = find_by_build_id(s, id, id_len, debug_name);
+	if (fd < 0)
+		fd = find_by_debuglink(s, id, id_len, debuglink, debug_name);
+	int copy = fd >= 0 ? debug_cache_open(s->debug_cache_dir, fd, id, id_len) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (copy < 0 && fd >= 0) {
+		free(*debug_name);
+		*debug_name = NULL;
+	}
+	return copy < 0 ? -1 : copy;
+}
+
+/*
+ * Called for the separate debug file and for a dwz alternate file (a later call: the first is for the debug
+ * file, which a copy from the cache never is when it has an alternate file). Without a build-id nothing proves that a
  * file found by name belongs to this one (a CRC would mean reading all of it), so none is looked for.
  */
 static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
@@ -861,10 +896,16 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 	int id_len = dwfl_module_build_id(mod, &id, &id_vaddr);
 	if (id_len <= 0 || id_len > BUILD_ID_MAX)
 		return -1;
-	int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink, crc, debug_name);
-	if (fd >= 0 || !*userdata)
+	struct symbolizer *s = *userdata;
+	int fd = s && !s->debuginfo_asked ? find_cached_copy(s, id, id_len, debuglink, debug_name) : -1;
+	if (s)
+		s->debuginfo_asked = true;
+	if (fd >= 0)
 		return fd;
-	return find_by_debuglink(*userdata, id, id_len, debuglink, debug_name);
+	fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink, crc, debug_name);
+	if (fd >= 0 || !s)
+		return fd;
+	return find_by_debuglink(s, id, id_len, debuglink, debug_name);
 }
 
 static int report(struct symbolizer *s, const char *path)
@@ -932,7 +973,18 @@ void symbolizer_free(struct symbolizer *s)
 	cache_free(&s->cache);
 	index_free(&s->index);
 	free(s->dir);
+	free(s->debug_cache_dir);
 	free(s);
+}
+
+int symbolizer_set_debug_cache(struct symbolizer *s, const char *dir)
+{
+	char *copy = dir ? strdup(dir) : NULL;
+	if (dir && !copy)
+		return -ENOMEM;
+	free(s->debug_cache_dir);
+	s->debug_cache_dir = copy;
+	return 0;
 }
 
 /* ---- lookups ---- */

@@ -43,6 +43,13 @@ int symbolizer_open(const char *path, int fd, struct symbolizer **out);
 void symbolizer_free(struct symbolizer *s);
 
 /*
+ * Keep decompressed copies of compressed separate debug files in dir (debug_cache.h) and read DWARF from them:
+ * the same DWARF without decompressing it on every run. Takes effect for DWARF not opened yet (it opens on the
+ * first lookup); NULL turns it off. dir is copied. Returns 0 or -ENOMEM.
+ */
+int symbolizer_set_debug_cache(struct symbolizer *s, const char *dir);
+
+/*
  * Symbolize elf_va. Fills at most max frames, innermost inlined function first and the physical function
  * last, and returns how many (0 when nothing is known: no symbol covers the address). A chain longer than
  * max keeps its innermost frames. The physical function is named by the ELF symbol covering the address, else

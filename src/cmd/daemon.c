@@ -139,6 +139,7 @@ static int start_sampling(struct daemon *d)
 		.fast_lane = 1,
 		.fast_lane_realtime = d->cfg.realtime,
 		.log = { .write = session_log, .ctx = d },
+		.use_cache = d->cfg.use_cache,
 	};
 	int err = sampler_new(&so, &d->sampler);
 	if (err < 0) {
@@ -271,7 +272,7 @@ static int sampler_settings_changed(const struct daemon_config *a, const struct 
 	       strcmp(a->host_id, b->host_id) || a->apm_delay_ms != b->apm_delay_ms ||
 	       a->apm_max_staleness_us != b->apm_max_staleness_us || a->go_stacks != b->go_stacks ||
 	       a->max_stack != b->max_stack || a->fp_chain != b->fp_chain || a->max_frames != b->max_frames ||
-	       a->realtime != b->realtime;
+	       a->realtime != b->realtime || a->use_cache != b->use_cache;
 }
 
 static void reload(struct daemon *d)
@@ -380,6 +381,7 @@ static void daemon_usage(FILE *out)
 		"      --no-fp-chain               do not ask the kernel for each sample's frame-pointer chain\n"
 		"      --no-apm                    no APM trace correlation\n"
 		"      --no-realtime               fast-lane readers (APM, Go) at normal priority, not SCHED_FIFO\n"
+		"      --no-cache                  read /proc/kallsyms and debug files themselves, not cached copies\n"
 		"      --apm-delay-ms MS           APM: bound of sample-to-message latency announced to agents\n"
 		"      --apm-max-staleness-us US   APM: correlate only samples whose context was read this soon\n"
 		"                                  after them (default 1000)\n"
@@ -418,6 +420,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
 		{ "no-kernel", no_argument, NULL, 0 },
 		{ "no-apm", no_argument, NULL, 0 },
 		{ "no-realtime", no_argument, NULL, 0 },
+		{ "no-cache", no_argument, NULL, 0 },
 		{ "no-go-stacks", no_argument, NULL, 0 },
 		{ "no-fp-chain", no_argument, NULL, 0 },
 		{ "apm-delay-ms", required_argument, NULL, 0 },

@@ -33,6 +33,7 @@ void daemon_config_defaults(struct daemon_config *c)
 	c->go_stacks = 1;
 	c->fp_chain = 1;
 	c->realtime = 1;
+	c->use_cache = 1;
 	c->kernel = 1;
 	c->log_level = LOG_LEVEL_INFO;
 }
@@ -179,6 +180,7 @@ static int set_other(struct daemon_config *c, const char *key, const char *v)
 		{ "no-go-stacks", offsetof(struct daemon_config, go_stacks) },
 		{ "no-fp-chain", offsetof(struct daemon_config, fp_chain) },
 		{ "no-realtime", offsetof(struct daemon_config, realtime) },
+		{ "no-cache", offsetof(struct daemon_config, use_cache) },
 	};
 	for (size_t i = 0; i < sizeof(negated) / sizeof(negated[0]); i++) {
 		if (strcmp(key, negated[i].key))

@@ -36,6 +36,7 @@ struct daemon_config {
 	int go_stacks;			/* follow Go samples on the g0 stack onto their goroutine's stack */
 	int fp_chain;			/* ask the kernel for each sample's user frame-pointer chain */
 	int realtime;			/* APM fast-lane readers at SCHED_FIFO (no-realtime = true turns it off) */
+	int use_cache;			/* kallsyms and debug-file caches (no-cache = true: not) */
 	int kernel;			/* kernel frames */
 	enum log_level log_level;
 };

@@ -111,6 +111,8 @@ static void record_usage(FILE *out)
 		"      --apm-max-staleness-us US  APM: correlate only samples whose context was read this soon\n"
 		"                         after them (default 1000)\n"
 		"      --no-realtime      fast-lane readers (APM, Go) at normal priority, not SCHED_FIFO\n"
+		"      --no-cache         read /proc/kallsyms and debug files themselves, not hostprof's cached\n"
+		"                         copies (this boot's kernel symbols, decompressed DWARF)\n"
 		"  -q, --quiet            no progress messages\n");
 }
 
@@ -149,7 +151,8 @@ static int parse_uint(const char *arg, const char *what, unsigned long max, unsi
 }
 
 enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES, OPT_NO_APM, OPT_APM_DELAY, OPT_HOST_ID,
-       OPT_APM_STALENESS, OPT_NO_GO_STACKS, OPT_MAX_STACK, OPT_NO_FP_CHAIN, OPT_MAX_FRAMES, OPT_NO_REALTIME };
+       OPT_APM_STALENESS, OPT_NO_GO_STACKS, OPT_MAX_STACK, OPT_NO_FP_CHAIN, OPT_MAX_FRAMES, OPT_NO_REALTIME,
+       OPT_NO_CACHE };
 
 static int parse_option(int c, struct record_options *o)
 {
@@ -232,6 +235,9 @@ static int parse_option(int c, struct record_options *o)
 	case OPT_NO_REALTIME:
 		o->session.fast_lane_realtime = 0;
 		return 0;
+	case OPT_NO_CACHE:
+		o->session.use_cache = 0;
+		return 0;
 	case OPT_APM_DELAY:
 		if (parse_uint(optarg, "APM delay", 60000, &v) < 0)
 			return -EINVAL;
@@ -272,6 +278,7 @@ static int parse_args(int argc, char **argv, struct record_options *o)
 		{ "host-id", required_argument, NULL, OPT_HOST_ID },
 		{ "apm-max-staleness-us", required_argument, NULL, OPT_APM_STALENESS },
 		{ "no-realtime", no_argument, NULL, OPT_NO_REALTIME },
+		{ "no-cache", no_argument, NULL, OPT_NO_CACHE },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -780,6 +787,7 @@ int cmd_record(int argc, char **argv, const struct cli_env *env)
 	o->sampler.fp_chain = 1;
 	o->session.fast_lane = 1;	/* APM samples are read at once in the fast lane; the rest in batches */
 	o->session.fast_lane_realtime = 1;
+	o->session.use_cache = 1;
 
 	int err = parse_args(argc, argv, o);
 	int status = err ? (err > 0 ? 0 : 2) : record(o, env);

@@ -85,6 +85,9 @@ static void test_values_and_errors(void **state)
 	assert_int_equal(daemon_config_set(&c, "no-realtime", "true", err, sizeof(err)), 0);
 	assert_false(c.realtime);
 	assert_true(c.fp_chain && c.apm == 0);
+	assert_true(c.use_cache);
+	assert_int_equal(daemon_config_set(&c, "no-cache", "true", err, sizeof(err)), 0);
+	assert_false(c.use_cache);
 	assert_int_equal(daemon_config_set(&c, "unwinder", "magic", err, sizeof(err)), -EINVAL);
 	assert_int_equal(daemon_config_set(&c, "intervall", "5", err, sizeof(err)), -ENOENT);
 	assert_string_equal(err, "unknown key 'intervall'");

@@ -91,7 +91,7 @@ static int teardown_fake(void **state)
 	return 0;
 }
 
-static void assert_lookup(const struct kallsyms *k, uint64_t addr, const char *name, uint64_t offset,
+static void assert_lookup(struct kallsyms *k, uint64_t addr, const char *name, uint64_t offset,
 			  const char *module)
 {
 	uint64_t off = 12345;
@@ -113,7 +113,7 @@ static void test_text_start(void **state)
 
 static void test_lookups(void **state)
 {
-	const struct kallsyms *k = *state;
+	struct kallsyms *k = *state;
 	/* Aliases at one address: the name without leading underscores wins. */
 	assert_lookup(k, 0xffffffff81000000ull, "srso_alias_untrain_ret", 0, NULL);
 	assert_lookup(k, 0xffffffff81000fffull, "srso_alias_untrain_ret", 0xfff, NULL);
@@ -129,7 +129,7 @@ static void test_lookups(void **state)
 
 static void test_modules(void **state)
 {
-	const struct kallsyms *k = *state;
+	struct kallsyms *k = *state;
 	assert_lookup(k, 0xffffffffc0001010ull, "mod_fn", 0x10, "mymod");
 	assert_lookup(k, 0xffffffffc0001100ull, "mod_fn2", 0, "mymod");
 	assert_lookup(k, 0xffffffffc0002004ull, "other_fn", 4, "other");

@@ -1,0 +1,30 @@
+/*
+ * cache_dir.h — hostprof's per-user cache directory, and the files in it that may be trusted.
+ *
+ * Caches spare work a run would otherwise repeat (the kernel's symbol table, decompressed debug files). They are
+ * inputs of a root daemon, so a cache is used only from a directory owned by the effective user with no access
+ * for group or others (created so, mode 0700, when absent), and only its regular files owned by that user that
+ * no other may write, opened without following symlinks. Whatever a file holds is still checked by its reader.
+ *
+ * Errors: negative errno (-EPERM for a directory or file not private to the user). No state: every call is
+ * independent; the caller owns returned descriptors.
+ */
+#ifndef HOSTPROF_BASE_CACHE_DIR_H
+#define HOSTPROF_BASE_CACHE_DIR_H
+
+#include <stddef.h>
+#include <sys/stat.h>
+
+/* /var/cache/hostprof for root, else $XDG_CACHE_HOME/hostprof or $HOME/.cache/hostprof. Returns 0, -ENOENT
+ * without a home, -ENAMETOOLONG. */
+int cache_dir_default(char *buf, size_t len);
+
+/* The directory at path, created (mode 0700, and its parent when absent) if needed. Returns its descriptor,
+ * -EPERM if it is not private to the effective user, or another negative errno. */
+int cache_dir_open(const char *path);
+
+/* The file name in the directory dirfd, for reading, with its status in *st. Returns a descriptor, -EPERM for
+ * anything but a regular file private to the effective user, -ELOOP for a symlink, or open(2)'s error. */
+int cache_dir_open_file(int dirfd, const char *name, struct stat *st);
+
+#endif
