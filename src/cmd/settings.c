@@ -226,44 +226,30 @@ static void describe_names(const char *const *names, char *why, size_t whylen)
 
 void setting_describe(const struct setting *s, char *why, size_t whylen)
 {
+	static const char *const fixed[] = {
+		[SETTING_FLAG] = "true or false (yes or no, on or off, 1 or 0)",
+		[SETTING_SECONDS] = "seconds > 0",
+		[SETTING_PERCENT] = "a percentage from 0 to 100",
+		[SETTING_PID] = "a process ID",
+		[SETTING_PIDS] = "process IDs separated by commas",
+	};
 	unsigned long long lo = s->min, hi = s->max;
-	switch (s->type) {
-	case SETTING_FLAG:
-		snprintf(why, whylen, "true or false (yes or no, on or off, 1 or 0)");
-		break;
-	case SETTING_UNSIGNED:
+	if (s->type == SETTING_UNSIGNED)
 		snprintf(why, whylen, "a whole number from %llu to %llu", lo, hi);
-		break;
-	case SETTING_SIZE:
+	else if (s->type == SETTING_SIZE)
 		snprintf(why, whylen, "bytes from %llu to %llu%s%.0u, an optional K, M or G suffix", lo, hi,
 			 s->multiple ? ", a multiple of " : "", s->multiple);
-		break;
-	case SETTING_DURATION:
+	else if (s->type == SETTING_DURATION)
 		snprintf(why, whylen, "seconds from %llu to %llu, as 90, 90s, 2m30s or 1h", lo, hi);
-		break;
-	case SETTING_SECONDS:
-		snprintf(why, whylen, "seconds > 0");
-		break;
-	case SETTING_PERCENT:
-		snprintf(why, whylen, "a percentage from 0 to 100");
-		break;
-	case SETTING_STRING:
-		if (s->check_what)
-			snprintf(why, whylen, "%s", s->check_what);
-		else
-			snprintf(why, whylen, "text of %s%zu bytes", s->flags & SETTING_MAY_BE_EMPTY ? "0 to " : "1 to ",
-				 s->size - 1);
-		break;
-	case SETTING_ENUM:
+	else if (s->type == SETTING_STRING && s->check_what)
+		snprintf(why, whylen, "%s", s->check_what);
+	else if (s->type == SETTING_STRING)
+		snprintf(why, whylen, "text of %s%zu bytes", s->flags & SETTING_MAY_BE_EMPTY ? "0 to " : "1 to ",
+			 s->size - 1);
+	else if (s->type == SETTING_ENUM)
 		describe_names(s->names, why, whylen);
-		break;
-	case SETTING_PID:
-		snprintf(why, whylen, "a process ID");
-		break;
-	case SETTING_PIDS:
-		snprintf(why, whylen, "process IDs separated by commas");
-		break;
-	}
+	else
+		snprintf(why, whylen, "%s", fixed[s->type]);
 }
 
 const char *setting_default(const struct command_settings *c, const struct setting *s)

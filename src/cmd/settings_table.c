@@ -13,6 +13,11 @@
 #define FIELD(type, member) .offset = offsetof(type, member), .size = sizeof(((type *)0)->member)
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 #define GROUP(items, type, member) { items, COUNT(items), offsetof(type, member) }
+/* A command whose settings are one table of its own, filling the struct the table's rows name. */
+#define ONE_TABLE_COMMAND(var, name, usage_text, items)                                                    \
+	static const struct setting_group var##_groups[] = { { items, COUNT(items), 0 } };                 \
+	const struct command_settings var = { .command = name, .usage = usage_text, .groups = var##_groups, \
+					      .ngroups = 1 }
 
 static const char *const unwinder_names[] = { "deltas", "libunwind", NULL };	/* enum session_unwinder */
 static const char *const log_level_names[] = { "error", "warn", "info", "debug", NULL };	/* enum log_level */
@@ -151,14 +156,7 @@ static const struct setting report_items[] = {
 	  .help = "show each frame's source line: function (file.c:LINE), a row per line" },
 };
 
-static const struct setting_group report_groups[] = { { report_items, COUNT(report_items), 0 } };
-
-const struct command_settings report_settings = {
-	.command = "report",
-	.usage = "usage: hostprof report [OPTIONS] [FILE|DIR...]\n",
-	.groups = report_groups,
-	.ngroups = COUNT(report_groups),
-};
+ONE_TABLE_COMMAND(report_settings, "report", "usage: hostprof report [OPTIONS] [FILE|DIR...]\n", report_items);
 
 #define CNV(m) FIELD(struct convert_options, m)
 
@@ -170,14 +168,9 @@ static const struct setting convert_items[] = {
 	{ "output", 'o', SETTING_STRING, 0, CNV(output), .arg = "FILE", .help = "write there, not to standard output" },
 };
 
-static const struct setting_group convert_groups[] = { { convert_items, COUNT(convert_items), 0 } };
-
-const struct command_settings convert_settings = {
-	.command = "convert",
-	.usage = "usage: hostprof convert [FILE|DIR...] --to collapsed|pprof|speedscope [--stack-ids] [-o OUT]\n",
-	.groups = convert_groups,
-	.ngroups = COUNT(convert_groups),
-};
+ONE_TABLE_COMMAND(convert_settings, "convert",
+		  "usage: hostprof convert [FILE|DIR...] --to collapsed|pprof|speedscope [--stack-ids] [-o OUT]\n",
+		  convert_items);
 
 #define DIF(m) FIELD(struct diff_options, m)
 
@@ -188,15 +181,8 @@ static const struct setting diff_items[] = {
 	  .help = "show the N biggest changes" },
 };
 
-static const struct setting_group diff_groups[] = { { diff_items, COUNT(diff_items), 0 } };
-
-const struct command_settings diff_settings = {
-	.command = "diff",
-	.usage = "usage: hostprof diff BASE NEW [OPTIONS]\n"
-		 "  BASE, NEW: profile files or directories\n",
-	.groups = diff_groups,
-	.ngroups = COUNT(diff_groups),
-};
+ONE_TABLE_COMMAND(diff_settings, "diff", "usage: hostprof diff BASE NEW [OPTIONS]\n"
+		  "  BASE, NEW: profile files or directories\n", diff_items);
 
 #define RPL(m) FIELD(struct replay_options, m)
 
@@ -210,14 +196,8 @@ static const struct setting replay_items[] = {
 	  .def = "20", .help = "passes over the samples per unwinder for --bench" },
 };
 
-static const struct setting_group replay_groups[] = { { replay_items, COUNT(replay_items), 0 } };
-
-const struct command_settings replay_settings = {
-	.command = "replay",
-	.usage = "usage: hostprof replay FILE [--compare] [--show N] [--bench [--iterations N]]\n",
-	.groups = replay_groups,
-	.ngroups = COUNT(replay_groups),
-};
+ONE_TABLE_COMMAND(replay_settings, "replay",
+		  "usage: hostprof replay FILE [--compare] [--show N] [--bench [--iterations N]]\n", replay_items);
 
 const char *run_settings_unwinder_name(const struct run_settings *r)
 {
