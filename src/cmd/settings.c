@@ -349,6 +349,8 @@ static int option_error(const struct command_settings *c, char **argv, int val)
 	const struct setting *s = settings_from_getopt(c, optopt, &base);
 	if (val == ':' && s)
 		fprintf(stderr, "hostprof: --%s needs a value (%s)\n", s->name, s->arg ? s->arg : "");
+	else if (s && !strncmp(argv[optind - 1], "--", 2))
+		fprintf(stderr, "hostprof: --%s takes no value\n", s->name); /* "--no-apm=1" */
 	else if (optopt && optopt < 256)
 		fprintf(stderr, "hostprof: %s: unknown option '-%c' (try 'hostprof %s --help')\n", c->command,
 			optopt, c->command);

@@ -350,6 +350,8 @@ static void test_command_line_errors(void **state)
 	assert_int_equal(settings_parse_command(&record_settings, 3, unknown, &r, sizeof(r), &operand), -EINVAL);
 	char *missing[] = { "record", "-a", "--freq", NULL };
 	assert_int_equal(settings_parse_command(&record_settings, 3, missing, &r, sizeof(r), &operand), -EINVAL);
+	char *flag_value[] = { "record", "--all-cpus=1", NULL };
+	assert_int_equal(settings_parse_command(&record_settings, 2, flag_value, &r, sizeof(r), &operand), -EINVAL);
 	char *bad_event[] = { "record", "-e", "no-such-event", "-a", NULL };
 	assert_int_equal(settings_parse_command(&record_settings, 4, bad_event, &r, sizeof(r), &operand), -EINVAL);
 	/* record's options end at the command: its own flags are its own. */
