@@ -3,99 +3,53 @@
  * Exit status: 0 success, 1 on read or write errors (a half-written output file is removed), 2 on usage errors.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "src/cmd/commands.h"
+#include "src/cmd/options.h"
 #include "src/cmd/profile_inputs.h"
 #include "src/profile/collapsed.h"
 #include "src/profile/pprof.h"
 #include "src/profile/speedscope.h"
 
-enum { OPT_STACK_IDS = 256 };
-
-enum format { FORMAT_COLLAPSED, FORMAT_PPROF, FORMAT_SPEEDSCOPE };
-
 struct convert_args {
-	enum format format;
-	const char *out_path;	/* NULL: standard output */
+	struct convert_options o;
 	struct collapsed_options collapsed;
+	const char *out_path;	/* NULL: standard output */
 	const char *name;	/* the first input, to name the speedscope document */
 };
 
-static void convert_usage(FILE *out)
+/* Parse convert's options into a; returns -1 to go on, else the exit status. */
+static int parse_convert_options(int argc, char **argv, struct convert_args *a, int *operand)
 {
-	fprintf(out, "usage: hostprof convert [FILE|DIR...] --to collapsed|pprof|speedscope [--stack-ids] [-o OUT]\n");
-}
-
-static bool parse_format(const char *s, enum format *f)
-{
-	static const char *const names[] = { "collapsed", "pprof", "speedscope" };
-	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (strcmp(s, names[i]) == 0) {
-			*f = (enum format)i;
-			return true;
-		}
-	}
-	fprintf(stderr, "hostprof: unknown format '%s' (collapsed, pprof or speedscope)\n", s);
-	return false;
-}
-
-static int parse_convert_options(int argc, char **argv, struct convert_args *a)
-{
-	static const struct option longopts[] = {
-		{ "to", required_argument, NULL, 't' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "stack-ids", no_argument, NULL, OPT_STACK_IDS },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	bool have_format = false;
-	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "t:o:h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 't':
-			if (!(have_format = parse_format(optarg, &a->format)))
-				return 2;
-			break;
-		case 'o':
-			a->out_path = optarg;
-			break;
-		case OPT_STACK_IDS:
-			a->collapsed.stack_ids = true;
-			break;
-		case 'h':
-			convert_usage(stdout);
-			return 0;
-		default:
-			convert_usage(stderr);
-			return 2;
-		}
-	}
-	if (!have_format) {
+	int err = settings_parse_command(&convert_settings, argc, argv, &a->o, sizeof(a->o), operand);
+	if (err)
+		return err > 0 ? 0 : 2;
+	if (!a->o.format_given) {
 		fprintf(stderr, "hostprof: convert needs --to collapsed, pprof or speedscope\n");
 		return 2;
 	}
-	if (a->collapsed.stack_ids && a->format != FORMAT_COLLAPSED) {
+	if (a->o.stack_ids && a->o.format != CONVERT_COLLAPSED) {
 		fprintf(stderr, "hostprof: --stack-ids only applies to --to collapsed\n");
 		return 2;
 	}
+	a->collapsed.stack_ids = a->o.stack_ids;
+	a->out_path = a->o.output[0] ? a->o.output : NULL;
 	return -1;
 }
 
 static int write_format(const struct profile *p, FILE *out, const struct convert_args *a)
 {
 	struct speedscope_options so = { .name = a->name, .exporter = "hostprof " HOSTPROF_VERSION };
-	switch (a->format) {
-	case FORMAT_PPROF:
+	switch ((enum convert_format)a->o.format) {
+	case CONVERT_PPROF:
 		return pprof_write(p, out);
-	case FORMAT_SPEEDSCOPE:
+	case CONVERT_SPEEDSCOPE:
 		return speedscope_write(p, out, &so);
-	case FORMAT_COLLAPSED:
+	case CONVERT_COLLAPSED:
 		break;
 	}
 	return collapsed_write(p, out, &a->collapsed);
@@ -126,18 +80,18 @@ static int write_output(const struct profile *p, const struct convert_args *a)
 
 int cmd_convert(int argc, char **argv, const struct cli_env *env)
 {
-	struct convert_args a = { .format = FORMAT_COLLAPSED };
-	int status = parse_convert_options(argc, argv, &a);
+	struct convert_args a = { .out_path = NULL };
+	int operand, status = parse_convert_options(argc, argv, &a, &operand);
 	(void)env;
 	if (status >= 0)
 		return status;
-	if (a.format == FORMAT_PPROF && !a.out_path && isatty(STDOUT_FILENO)) {
+	if (a.o.format == CONVERT_PPROF && !a.out_path && isatty(STDOUT_FILENO)) {
 		fprintf(stderr, "hostprof: pprof output is binary: use -o FILE or redirect standard output\n");
 		return 2;
 	}
-	a.name = optind < argc ? argv[optind] : PROFILE_INPUTS_DEFAULT;
+	a.name = operand < argc ? argv[operand] : PROFILE_INPUTS_DEFAULT;
 	struct profile *p;
-	if (profile_inputs_load(argv + optind, argc - optind, &p) < 0)
+	if (profile_inputs_load(argv + operand, argc - operand, &p) < 0)
 		return 1;
 	status = write_output(p, &a);
 	profile_free(p);

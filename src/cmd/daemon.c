@@ -12,7 +12,6 @@
  * so journald keeps the levels.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,6 +27,7 @@
 #include "src/base/host_id.h"
 #include "src/cmd/commands.h"
 #include "src/cmd/daemon_config.h"
+#include "src/cmd/options.h"
 #include "src/profile/profile.h"
 #include "src/profile/profile_dir.h"
 #include "src/sampler.h"
@@ -41,17 +41,12 @@
  * samples do not wait for it (fastlane.h), and signals wake the daemon at once.
  */
 #define DAEMON_DRAIN_MS 1000
-#define MAX_CLI_SETTINGS 64
-
-struct cli_setting {
-	const char *key, *value;
-};
 
 struct daemon {
 	const struct cli_env *env;
-	const char *config_path;
-	struct cli_setting cli[MAX_CLI_SETTINGS];	/* flags given at start: applied again on reload */
-	unsigned ncli;
+	int argc;
+	char **argv;			/* the flags given at start: applied again on reload */
+	char config_path[PATH_MAX];	/* -c ("": none) */
 	struct daemon_config cfg;
 	int journal;			/* stderr goes to journald */
 	struct sampler *sampler;
@@ -70,7 +65,7 @@ __attribute__((format(printf, 3, 4))) static void dlog(const struct daemon *d, e
 	static const int syslog_levels[] = { 3, 4, 6, 7 };
 	char msg[1024];
 	va_list ap;
-	if (level > d->cfg.log_level)
+	if ((int)level > d->cfg.log_level)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -91,22 +86,14 @@ static void session_log(void *ctx, enum log_level level, const char *msg)
 static int load_config(struct daemon *d, struct daemon_config *out)
 {
 	char err[512];
+	int operand;
 	daemon_config_defaults(out);
-	if (d->config_path && daemon_config_load(out, d->config_path, err, sizeof(err)) < 0) {
+	if (d->config_path[0] && daemon_config_load(out, d->config_path, err, sizeof(err)) < 0) {
 		dlog(d, LOG_LEVEL_ERROR, "%s", err);
 		return -EINVAL;
 	}
-	for (unsigned i = 0; i < d->ncli; i++) {
-		if (daemon_config_set(out, d->cli[i].key, d->cli[i].value, err, sizeof(err)) < 0) {
-			dlog(d, LOG_LEVEL_ERROR, "--%s: %s", d->cli[i].key, err);
-			return -EINVAL;
-		}
-	}
-	if (daemon_config_validate(out, err, sizeof(err)) < 0) {
-		dlog(d, LOG_LEVEL_ERROR, "%s", err);
-		return -EINVAL;
-	}
-	return 0;
+	/* The flags were checked at start (cmd_daemon): parsing them again cannot fail. */
+	return settings_parse_args(&daemon_settings, d->argc, d->argv, out, &operand) == 0 ? 0 : -EINVAL;
 }
 
 static void stop_sampling(struct daemon *d)
@@ -119,31 +106,17 @@ static void stop_sampling(struct daemon *d)
 
 static int start_sampling(struct daemon *d)
 {
-	struct sampler_options so = { .event = d->cfg.event, .freq_hz = d->cfg.freq_hz,
-				      .stack_size = d->cfg.stack_size, .kernel = d->cfg.kernel,
-				      .fp_chain = d->cfg.fp_chain,
-				      /* 2 MiB per CPU: at 19 Hz half of it takes ~3 s, past the 1 s drain, on any
-				       * number of CPUs (a larger ring would only lock more memory) */
-				      .ring_pages = 512 };
-	struct session_options se = {
-		.unwinder = strcmp(d->cfg.unwinder, "libunwind") ? SESSION_UNWIND_DELTAS : SESSION_UNWIND_LIBUNWIND,
-		.apm = d->cfg.apm,
-		.host_id = d->cfg.host_id[0] ? d->cfg.host_id : NULL,
-		.apm_delay_ms = d->cfg.apm_delay_ms,
-		.apm_max_staleness_us = d->cfg.apm_max_staleness_us,
-		.go_stacks = d->cfg.go_stacks,
-		.go_stack_bytes = d->cfg.stack_size,
-		.max_stack_bytes = d->cfg.max_stack,
-		.max_frames = d->cfg.max_frames,
-		.stack_copy_bytes = d->cfg.stack_size,
-		.fast_lane = 1,
-		.fast_lane_realtime = d->cfg.realtime,
-		.log = { .write = session_log, .ctx = d },
-		.use_cache = d->cfg.use_cache,
-	};
-	int err = sampler_new(&so, &d->sampler);
-	if (err < 0) {
-		dlog(d, LOG_LEVEL_ERROR, "cannot sample '%s': %s", d->cfg.event, strerror(-err));
+	struct sampler_options so;
+	struct session_options se;
+	int err;
+	run_settings_sampler(&d->cfg.run, &so);
+	/* 2 MiB per CPU: at 19 Hz half of it takes ~3 s, past the 1 s drain, on any number of CPUs (a larger ring
+	 * would only lock more memory) */
+	so.ring_pages = 512;
+	run_settings_session(&d->cfg.run, &se);
+	se.log = (struct log_sink){ .write = session_log, .ctx = d };
+	if ((err = sampler_new(&so, &d->sampler)) < 0) {
+		dlog(d, LOG_LEVEL_ERROR, "cannot sample '%s': %s", d->cfg.run.event, strerror(-err));
 		return err;
 	}
 	if ((err = sampler_open_system(d->sampler)) < 0) {
@@ -170,19 +143,19 @@ static int fill_info(struct daemon *d, struct profile *p, uint64_t end_mono)
 	struct profile_info *i = &p->info;
 	int err;
 	gethostname(host, sizeof(host) - 1);
-	host_id_get(d->cfg.host_id, machine_id, sizeof(machine_id));
+	host_id_get(d->cfg.run.host_id, machine_id, sizeof(machine_id));
 	uname(&u);
 	if ((err = profile_set_info_string(p, &i->producer, "hostprof " HOSTPROF_VERSION " daemon")) < 0 ||
 	    (err = profile_set_info_string(p, &i->hostname, host)) < 0 ||
 	    (err = profile_set_info_string(p, &i->host_id, machine_id)) < 0 ||
 	    (err = profile_set_info_string(p, &i->kernel, u.release)) < 0 ||
-	    (err = profile_set_info_string(p, &i->event, d->sampler ? sampler_event(d->sampler) : d->cfg.event)) < 0 ||
-	    (err = profile_set_info_string(p, &i->unwinder, d->cfg.unwinder)) < 0)
+	    (err = profile_set_info_string(p, &i->event, d->sampler ? sampler_event(d->sampler) : d->cfg.run.event)) < 0 ||
+	    (err = profile_set_info_string(p, &i->unwinder, run_settings_unwinder_name(&d->cfg.run))) < 0)
 		return err;
 	i->start_unix_ns = d->interval_start_unix_ns;
 	i->duration_ns = end_mono - d->interval_start_mono_ns;
-	i->frequency_hz = d->cfg.freq_hz;
-	i->period_ns = 1000000000ULL / d->cfg.freq_hz;
+	i->frequency_hz = d->cfg.run.freq_hz;
+	i->period_ns = 1000000000ULL / d->cfg.run.freq_hz;
 	return 0;
 }
 
@@ -265,16 +238,6 @@ static void quiesce(struct daemon *d)
 	session_finish(d->session);
 }
 
-static int sampler_settings_changed(const struct daemon_config *a, const struct daemon_config *b)
-{
-	return strcmp(a->event, b->event) || strcmp(a->unwinder, b->unwinder) || a->freq_hz != b->freq_hz ||
-	       a->stack_size != b->stack_size || a->kernel != b->kernel || a->apm != b->apm ||
-	       strcmp(a->host_id, b->host_id) || a->apm_delay_ms != b->apm_delay_ms ||
-	       a->apm_max_staleness_us != b->apm_max_staleness_us || a->go_stacks != b->go_stacks ||
-	       a->max_stack != b->max_stack || a->fp_chain != b->fp_chain || a->max_frames != b->max_frames ||
-	       a->realtime != b->realtime || a->use_cache != b->use_cache;
-}
-
 static void reload(struct daemon *d)
 {
 	struct daemon_config next;
@@ -286,7 +249,7 @@ static void reload(struct daemon *d)
 		dlog(d, LOG_LEVEL_ERROR, "reload: cannot use %s: keeping the current settings", next.output_dir);
 		return;
 	}
-	int restart = sampler_settings_changed(&d->cfg, &next);
+	int restart = settings_differ(&daemon_run_group, &d->cfg, &next); /* a sampler or session setting */
 	if (restart) {
 		quiesce(d);
 		flush_profile(d, "reload"); /* the samples so far belong to the old settings */
@@ -301,7 +264,7 @@ static void reload(struct daemon *d)
 	}
 	d->next_flush_ns = d->interval_start_mono_ns + (uint64_t)d->cfg.interval_s * 1000000000ULL;
 	dlog(d, LOG_LEVEL_INFO, "reloaded %s: %u Hz, interval %u s, output %s, max %u files", d->config_path,
-	     d->cfg.freq_hz, d->cfg.interval_s, d->cfg.output_dir, d->cfg.max_files);
+	     d->cfg.run.freq_hz, d->cfg.interval_s, d->cfg.output_dir, d->cfg.max_files);
 }
 
 /* Until the next drain, session work, profile or sampling decision is due. */
@@ -354,119 +317,6 @@ static void run_loop(struct daemon *d)
 	}
 }
 
-static void daemon_usage(FILE *out)
-{
-	fprintf(out,
-		"usage: hostprof daemon [--config FILE] [-o DIR] [OPTIONS]\n"
-		"\n"
-		"  -c, --config FILE               settings file (key = value, keys as the long options)\n"
-		"  -o, --output DIR                profiles directory (default /var/lib/hostprof)\n"
-		"  -F, --freq HZ                   samples per second per CPU (default 19)\n"
-		"      --interval DURATION         one profile per interval (default 60s; 90, 90s, 2m30s)\n"
-		"      --max-files N               keep at most N profiles (default 1440; 0 = no limit)\n"
-		"      --max-bytes SIZE            keep at most SIZE bytes of profiles (default 1G; 0 = no limit)\n"
-		"      --probabilistic-threshold P profile P%% of probabilistic intervals (1..100, default 100)\n"
-		"      --probabilistic-interval D  length of each on/off decision (default 60s)\n"
-		"  -e, --event NAME                cpu-clock (default), task-clock, cycles, ...\n"
-		"      --stack-size BYTES          user stack copied per sample (default 16384)\n"
-		"      --max-stack BYTES           stack a walk may see, past the copy read from the process\n"
-		"                                  when unchanged (default 1048576; 0 = the copy only)\n"
-		"      --max-frames N              user frames kept per sample (default 1024); deeper stacks\n"
-		"                                  end in [truncated]\n"
-		"      --unwinder NAME             deltas (default) or libunwind\n"
-		"      --max-processes N           processes tracked at once (default 4096)\n"
-		"      --forget-idle DURATION      forget processes without samples this long (default 300s)\n"
-		"      --no-kernel                 no kernel frames\n"
-		"      --no-go-stacks              do not follow Go samples on the g0 stack to their goroutine\n"
-		"      --no-fp-chain               do not ask the kernel for each sample's frame-pointer chain\n"
-		"      --no-apm                    no APM trace correlation\n"
-		"      --no-realtime               fast-lane readers (APM, Go) at normal priority, not SCHED_FIFO\n"
-		"      --no-cache                  read /proc/kallsyms and debug files themselves, not cached copies\n"
-		"      --apm-delay-ms MS           APM: bound of sample-to-message latency announced to agents\n"
-		"      --apm-max-staleness-us US   APM: correlate only samples whose context was read this soon\n"
-		"                                  after them (default 1000)\n"
-		"      --host-id ID                host id sent to APM agents and written in profiles\n"
-		"      --log-level LEVEL           error, warn, info (default) or debug\n");
-}
-
-static int add_cli(struct daemon *d, const char *key, const char *value)
-{
-	if (d->ncli == MAX_CLI_SETTINGS)
-		return -E2BIG;
-	d->cli[d->ncli].key = key;
-	d->cli[d->ncli].value = value;
-	d->ncli++;
-	return 0;
-}
-
-static int parse_args(struct daemon *d, int argc, char **argv)
-{
-	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "freq", required_argument, NULL, 'F' },
-		{ "event", required_argument, NULL, 'e' },
-		{ "interval", required_argument, NULL, 0 },
-		{ "max-files", required_argument, NULL, 0 },
-		{ "max-bytes", required_argument, NULL, 0 },
-		{ "probabilistic-threshold", required_argument, NULL, 0 },
-		{ "probabilistic-interval", required_argument, NULL, 0 },
-		{ "stack-size", required_argument, NULL, 0 },
-		{ "max-stack", required_argument, NULL, 0 },
-		{ "max-frames", required_argument, NULL, 0 },
-		{ "unwinder", required_argument, NULL, 0 },
-		{ "max-processes", required_argument, NULL, 0 },
-		{ "forget-idle", required_argument, NULL, 0 },
-		{ "no-kernel", no_argument, NULL, 0 },
-		{ "no-apm", no_argument, NULL, 0 },
-		{ "no-realtime", no_argument, NULL, 0 },
-		{ "no-cache", no_argument, NULL, 0 },
-		{ "no-go-stacks", no_argument, NULL, 0 },
-		{ "no-fp-chain", no_argument, NULL, 0 },
-		{ "apm-delay-ms", required_argument, NULL, 0 },
-		{ "apm-max-staleness-us", required_argument, NULL, 0 },
-		{ "host-id", required_argument, NULL, 0 },
-		{ "log-level", required_argument, NULL, 0 },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c, idx;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:o:F:e:h", longopts, &idx)) != -1) {
-		int err = 0;
-		switch (c) {
-		case 'c':
-			d->config_path = optarg;
-			break;
-		case 'o':
-			err = add_cli(d, "output", optarg);
-			break;
-		case 'F':
-			err = add_cli(d, "freq", optarg);
-			break;
-		case 'e':
-			err = add_cli(d, "event", optarg);
-			break;
-		case 0:
-			err = add_cli(d, longopts[idx].name, optarg ? optarg : "true");
-			break;
-		case 'h':
-			daemon_usage(stdout);
-			return 1;
-		default:
-			daemon_usage(stderr);
-			return -EINVAL;
-		}
-		if (err < 0)
-			return err;
-	}
-	if (optind != argc) {
-		daemon_usage(stderr);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 static int daemon_start(struct daemon *d)
 {
 	int err, removed;
@@ -484,7 +334,7 @@ static int daemon_start(struct daemon *d)
 	d->interval_start_mono_ns = clock_ns(CLOCK_MONOTONIC);
 	d->next_flush_ns = d->interval_start_mono_ns + (uint64_t)d->cfg.interval_s * 1000000000ULL;
 	decide_sampling(d, d->interval_start_mono_ns);
-	dlog(d, LOG_LEVEL_INFO, "profiling all CPUs at %u Hz (%s), a profile every %u s into %s%s", d->cfg.freq_hz,
+	dlog(d, LOG_LEVEL_INFO, "profiling all CPUs at %u Hz (%s), a profile every %u s into %s%s", d->cfg.run.freq_hz,
 	     sampler_event(d->sampler), d->cfg.interval_s, d->cfg.output_dir,
 	     d->cfg.prob_threshold < 100 ? " (probabilistic)" : "");
 	return 0;
@@ -499,12 +349,18 @@ int cmd_daemon(int argc, char **argv, const struct cli_env *env)
 	}
 	d->env = env;
 	d->journal = getenv("JOURNAL_STREAM") != NULL;
-	daemon_config_defaults(&d->cfg);
-	int err = parse_args(d, argc, argv);
+	d->argc = argc;
+	d->argv = argv;
+	int operand, err = settings_parse_command(&daemon_settings, argc, argv, &d->cfg, sizeof(d->cfg), &operand);
+	if (err == 0 && operand != argc) {
+		fprintf(stderr, "hostprof: daemon takes no operands ('%s')\n", argv[operand]);
+		err = -EINVAL;
+	}
 	if (err) {
 		free(d);
 		return err > 0 ? 0 : 2;
 	}
+	memcpy(d->config_path, d->cfg.config_path, sizeof(d->config_path));
 	err = daemon_start(d);
 	if (err == 0) {
 		run_loop(d);

@@ -3,53 +3,22 @@
  * 1 when a function regressed past the threshold (for CI), 2 on usage or read errors.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "src/cmd/args.h"
 #include "src/cmd/commands.h"
+#include "src/cmd/options.h"
 #include "src/cmd/profile_inputs.h"
 #include "src/profile/diff.h"
 
-static void diff_usage(FILE *out)
+/* Parse diff's options into o; returns -1 to go on, else the exit status. */
+static int parse_diff_options(int argc, char **argv, struct diff_options *o, int *operand)
 {
-	fprintf(out, "usage: hostprof diff BASE NEW [--threshold PCT] [--limit N]\n"
-		     "  BASE, NEW: profile files or directories; exit status 1 when a function's total share\n"
-		     "  grew by more than PCT percentage points (default %.0f)\n",
-		DIFF_DEFAULT_THRESHOLD);
-}
-
-static int parse_diff_options(int argc, char **argv, struct diff_options *o)
-{
-	static const struct option longopts[] = {
-		{ "threshold", required_argument, NULL, 't' },
-		{ "limit", required_argument, NULL, 'n' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "t:n:h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 't':
-			if (!args_percent("--threshold", optarg, &o->threshold))
-				return 2;
-			break;
-		case 'n':
-			if (!args_unsigned("--limit", optarg, &o->limit))
-				return 2;
-			break;
-		case 'h':
-			diff_usage(stdout);
-			return 0;
-		default:
-			diff_usage(stderr);
-			return 2;
-		}
-	}
-	if (argc - optind != 2) {
-		diff_usage(stderr);
+	int err = settings_parse_command(&diff_settings, argc, argv, o, sizeof(*o), operand);
+	if (err)
+		return err > 0 ? 0 : 2;
+	if (argc - *operand != 2) {
+		fprintf(stderr, "hostprof: diff needs two profiles, BASE and NEW (try 'hostprof diff --help')\n");
 		return 2;
 	}
 	return -1;
@@ -77,16 +46,16 @@ static int load_side(char *arg, struct profile **out)
 
 int cmd_diff(int argc, char **argv, const struct cli_env *env)
 {
-	struct diff_options o = { .threshold = DIFF_DEFAULT_THRESHOLD, .limit = DIFF_DEFAULT_LIMIT };
+	struct diff_options o;
 	struct profile *base = NULL, *new = NULL;
 	struct diff d;
-	int status = parse_diff_options(argc, argv, &o), err;
+	int operand, status = parse_diff_options(argc, argv, &o, &operand), err;
 	(void)env;
 	if (status >= 0)
 		return status;
-	o.base_name = argv[optind];
-	o.new_name = argv[optind + 1];
-	if (load_side(argv[optind], &base) < 0 || load_side(argv[optind + 1], &new) < 0) {
+	o.base_name = argv[operand];
+	o.new_name = argv[operand + 1];
+	if (load_side(argv[operand], &base) < 0 || load_side(argv[operand + 1], &new) < 0) {
 		profile_free(base);
 		return 2;
 	}

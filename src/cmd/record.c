@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +24,7 @@
 #include "src/base/clock.h"
 #include "src/base/host_id.h"
 #include "src/cmd/commands.h"
+#include "src/cmd/options.h"
 #include "src/fastlane.h"
 #include "src/profile/profile.h"
 #include "src/sampler.h"
@@ -35,7 +35,7 @@
 #include "unwind/go_stack.h"
 #include "unwind/unwind_deltas.h"
 
-#define MAX_PIDS 1024
+#define MAX_PIDS SETTING_MAX_PIDS
 /*
  * Rings wake hostprof when half full (sampler.h): ~100 samples, ~100-200 ms at 999 Hz. This timer drains slower
  * rings (lower rates, idle threads) at least this often, which bounds how late a sample is handled: what a walk
@@ -45,15 +45,11 @@
  */
 #define RECORD_DRAIN_MS 500
 
-struct record_options {
-	struct sampler_options sampler;
-	const char *output;
-	double duration_s;	/* 0: until the targets end or a signal */
-	int all_cpus;
-	pid_t pids[MAX_PIDS];
-	unsigned npids;
+/* What a run does: the options given, the command, and the sampler's and the session's options made of them. */
+struct record_plan {
+	struct record_options opts;
 	char **command;		/* NULL-terminated, or NULL */
-	int quiet;
+	struct sampler_options sampler;
 	struct session_options session;
 };
 
@@ -68,7 +64,7 @@ struct steady {
 #define WARM_SAMPLES 500
 
 struct record_run {
-	struct record_options *o;
+	struct record_plan *o;
 	const struct cli_env *env;
 	struct sampler *sampler;
 	struct session *session;
@@ -81,232 +77,20 @@ struct record_run {
 	struct steady warm, end;	/* hostprof's CPU time and context switches once warmed up, and at the end */
 };
 
-static void record_usage(FILE *out)
+static int parse_args(int argc, char **argv, struct record_plan *p)
 {
-	fprintf(out,
-		"usage: hostprof record [OPTIONS] -- COMMAND [ARGS...]\n"
-		"       hostprof record [OPTIONS] -p PID[,PID...]\n"
-		"       hostprof record [OPTIONS] -a\n"
-		"\n"
-		"  -F, --freq HZ          samples per second per thread or CPU (default 999)\n"
-		"  -e, --event NAME       cpu-clock (default), task-clock, cycles, instructions, ...\n"
-		"  -p, --pid PIDS         profile running processes (all their threads)\n"
-		"  -a, --all-cpus         profile the whole system (root)\n"
-		"  -d, --duration SECS    stop after SECS seconds\n"
-		"  -o, --output FILE      profile to write (default hostprof.msgpack)\n"
-		"      --stack-size BYTES user stack copied per sample (default 16384, max 65528, multiple of 8)\n"
-		"      --no-kernel        user-space samples only\n"
-		"      --unwinder NAME    deltas (default: stack-delta tables) or libunwind (the reference)\n"
-		"      --save-samples FILE  also save the raw samples to a replay file\n"
-		"      --no-go-stacks     do not follow Go samples on the g0 stack onto their goroutine's stack\n"
-		"      --no-fp-chain      do not ask the kernel for each sample's frame-pointer chain (finishes\n"
-		"                         walks the stack copy cannot, e.g. Go stack growth)\n"
-		"      --max-stack BYTES  stack a walk may see: past the copy, read from the process if unchanged\n"
-		"                         (default 1048576; 0 = the copy only)\n"
-		"      --max-frames N     user frames kept per sample; deeper stacks end in [truncated]\n"
-		"                         (default 1024, at most 65536)\n"
-		"      --no-apm           no APM trace correlation\n"
-		"      --apm-delay-ms MS  APM: sample-to-message latency bound announced to agents\n"
-		"      --host-id ID       host id sent to APM agents (default /etc/machine-id)\n"
-		"      --apm-max-staleness-us US  APM: correlate only samples whose context was read this soon\n"
-		"                         after them (default 1000)\n"
-		"      --no-realtime      fast-lane readers (APM, Go) at normal priority, not SCHED_FIFO\n"
-		"      --no-cache         read /proc/kallsyms and debug files themselves, not hostprof's cached\n"
-		"                         copies (this boot's kernel symbols, decompressed DWARF)\n"
-		"  -q, --quiet            no progress messages\n");
-}
-
-static int parse_pids(const char *arg, struct record_options *o)
-{
-	char *copy = strdup(arg), *save = NULL;
-	int err = copy ? 0 : -ENOMEM;
-	for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !err; tok = strtok_r(NULL, ",", &save)) {
-		char *end;
-		long v = strtol(tok, &end, 10);
-		if (*end || v <= 0 || v > INT_MAX) {
-			fprintf(stderr, "hostprof: invalid pid '%s'\n", tok);
-			err = -EINVAL;
-		} else if (o->npids == MAX_PIDS) {
-			fprintf(stderr, "hostprof: too many pids (at most %d)\n", MAX_PIDS);
-			err = -E2BIG;
-		} else {
-			o->pids[o->npids++] = (pid_t)v;
-		}
-	}
-	free(copy);
-	return err;
-}
-
-static int parse_uint(const char *arg, const char *what, unsigned long max, unsigned long *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(arg, &end, 10);
-	if (errno || *end || !*arg || v == 0 || v > max || arg[0] == '-') {
-		fprintf(stderr, "hostprof: invalid %s '%s' (1..%lu)\n", what, arg, max);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
-enum { OPT_STACK_SIZE = 256, OPT_NO_KERNEL, OPT_UNWINDER, OPT_SAVE_SAMPLES, OPT_NO_APM, OPT_APM_DELAY, OPT_HOST_ID,
-       OPT_APM_STALENESS, OPT_NO_GO_STACKS, OPT_MAX_STACK, OPT_NO_FP_CHAIN, OPT_MAX_FRAMES, OPT_NO_REALTIME,
-       OPT_NO_CACHE };
-
-static int parse_option(int c, struct record_options *o)
-{
-	unsigned long v;
-	char *end;
-	switch (c) {
-	case 'F':
-		if (parse_uint(optarg, "frequency", 100000, &v) < 0)
-			return -EINVAL;
-		o->sampler.freq_hz = (unsigned)v;
-		return 0;
-	case 'e':
-		o->sampler.event = optarg;
-		return 0;
-	case 'p':
-		return parse_pids(optarg, o);
-	case 'a':
-		o->all_cpus = 1;
-		return 0;
-	case 'd':
-		o->duration_s = strtod(optarg, &end);
-		if (*end || o->duration_s <= 0) {
-			fprintf(stderr, "hostprof: invalid duration '%s' (seconds > 0)\n", optarg);
-			return -EINVAL;
-		}
-		return 0;
-	case 'o':
-		o->output = optarg;
-		return 0;
-	case OPT_STACK_SIZE:
-		if (parse_uint(optarg, "stack size", SAMPLER_MAX_STACK, &v) < 0)
-			return -EINVAL;
-		if (v % 8) {
-			fprintf(stderr, "hostprof: --stack-size must be a multiple of 8 (got %lu)\n", v);
-			return -EINVAL;
-		}
-		o->sampler.stack_size = (uint32_t)v;
-		return 0;
-	case OPT_NO_KERNEL:
-		o->sampler.kernel = 0;
-		return 0;
-	case 'q':
-		o->quiet = 1;
-		return 0;
-	case OPT_UNWINDER:
-		if (strcmp(optarg, "deltas") == 0) {
-			o->session.unwinder = SESSION_UNWIND_DELTAS;
-		} else if (strcmp(optarg, "libunwind") == 0) {
-			o->session.unwinder = SESSION_UNWIND_LIBUNWIND;
-		} else {
-			fprintf(stderr, "hostprof: unknown unwinder '%s' (deltas or libunwind)\n", optarg);
-			return -EINVAL;
-		}
-		return 0;
-	case OPT_SAVE_SAMPLES:
-		o->session.capture_path = optarg;
-		return 0;
-	case OPT_NO_GO_STACKS:
-		o->session.go_stacks = 0;
-		return 0;
-	case OPT_NO_FP_CHAIN:
-		o->sampler.fp_chain = 0;
-		return 0;
-	case OPT_MAX_STACK:
-		/* 0: walks see the kernel's copy only */
-		if (strcmp(optarg, "0") == 0)
-			v = 0;
-		else if (parse_uint(optarg, "max stack (0 or bytes)", SESSION_MAX_STACK_LIMIT, &v) < 0)
-			return -EINVAL;
-		o->session.max_stack_bytes = (unsigned)v;
-		return 0;
-	case OPT_MAX_FRAMES:
-		if (parse_uint(optarg, "max frames", SESSION_MAX_FRAMES_LIMIT, &v) < 0)
-			return -EINVAL;
-		o->session.max_frames = (unsigned)v;
-		return 0;
-	case OPT_NO_APM:
-		o->session.apm = 0;
-		return 0;
-	case OPT_NO_REALTIME:
-		o->session.fast_lane_realtime = 0;
-		return 0;
-	case OPT_NO_CACHE:
-		o->session.use_cache = 0;
-		return 0;
-	case OPT_APM_DELAY:
-		if (parse_uint(optarg, "APM delay", 60000, &v) < 0)
-			return -EINVAL;
-		o->session.apm_delay_ms = (unsigned)v;
-		return 0;
-	case OPT_HOST_ID:
-		o->session.host_id = optarg;
-		return 0;
-	case OPT_APM_STALENESS:
-		if (parse_uint(optarg, "APM staleness", 1000000, &v) < 0)
-			return -EINVAL;
-		o->session.apm_max_staleness_us = (unsigned)v;
-		return 0;
-	default:
-		return -EINVAL;
-	}
-}
-
-static int parse_args(int argc, char **argv, struct record_options *o)
-{
-	static const struct option longopts[] = {
-		{ "freq", required_argument, NULL, 'F' },
-		{ "event", required_argument, NULL, 'e' },
-		{ "pid", required_argument, NULL, 'p' },
-		{ "all-cpus", no_argument, NULL, 'a' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
-		{ "no-kernel", no_argument, NULL, OPT_NO_KERNEL },
-		{ "unwinder", required_argument, NULL, OPT_UNWINDER },
-		{ "save-samples", required_argument, NULL, OPT_SAVE_SAMPLES },
-		{ "no-go-stacks", no_argument, NULL, OPT_NO_GO_STACKS },
-		{ "no-fp-chain", no_argument, NULL, OPT_NO_FP_CHAIN },
-		{ "max-stack", required_argument, NULL, OPT_MAX_STACK },
-		{ "max-frames", required_argument, NULL, OPT_MAX_FRAMES },
-		{ "no-apm", no_argument, NULL, OPT_NO_APM },
-		{ "apm-delay-ms", required_argument, NULL, OPT_APM_DELAY },
-		{ "host-id", required_argument, NULL, OPT_HOST_ID },
-		{ "apm-max-staleness-us", required_argument, NULL, OPT_APM_STALENESS },
-		{ "no-realtime", no_argument, NULL, OPT_NO_REALTIME },
-		{ "no-cache", no_argument, NULL, OPT_NO_CACHE },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "+F:e:p:ad:o:qh", longopts, NULL)) != -1) {
-		if (c == 'h') {
-			record_usage(stdout);
-			return 1;
-		}
-		if (c == '?' || parse_option(c, o) < 0)
-			return -EINVAL;
-	}
-	if (optind < argc)
-		o->command = argv + optind;
-	int modes = (o->command != NULL) + (o->npids > 0) + o->all_cpus;
-	if (modes != 1) {
+	struct record_options *o = &p->opts;
+	int operand, err = settings_parse_command(&record_settings, argc, argv, o, sizeof(*o), &operand);
+	if (err)
+		return err;
+	p->command = operand < argc ? argv + operand : NULL;
+	if ((p->command != NULL) + (o->pids.n > 0) + o->all_cpus != 1) {
 		fprintf(stderr, "hostprof: record needs exactly one of: -- COMMAND, -p PID, -a\n");
 		return -EINVAL;
 	}
-	uint32_t type;
-	uint64_t config;
-	if (sampler_parse_event(o->sampler.event, &type, &config) < 0) {
-		fprintf(stderr, "hostprof: unknown event '%s' (try cpu-clock, task-clock, cycles, instructions)\n",
-			o->sampler.event);
-		return -EINVAL;
-	}
+	run_settings_sampler(&o->run, &p->sampler);
+	run_settings_session(&o->run, &p->session);
+	p->session.capture_path = o->save_samples[0] ? o->save_samples : NULL;
 	return 0;
 }
 
@@ -375,7 +159,7 @@ static int attach_process(struct record_run *r, pid_t pid)
 static int open_targets(struct record_run *r, int *go_fd)
 {
 	int err;
-	if (r->o->all_cpus) {
+	if (r->o->opts.all_cpus) {
 		if ((err = sampler_open_system(r->sampler)) < 0)
 			fprintf(stderr, "hostprof: %s\n", sampler_error(r->sampler));
 		return err;
@@ -392,14 +176,15 @@ static int open_targets(struct record_run *r, int *go_fd)
 			session_track_pid(r->session, r->child);
 		return err;
 	}
-	for (unsigned i = 0; i < r->o->npids; i++) {
-		if ((err = target_watch_add(r->watch, r->o->pids[i], 0)) < 0) {
-			fprintf(stderr, "hostprof: no such process %d\n", (int)r->o->pids[i]);
+	for (unsigned i = 0; i < r->o->opts.pids.n; i++) {
+		pid_t pid = r->o->opts.pids.pids[i];
+		if ((err = target_watch_add(r->watch, pid, 0)) < 0) {
+			fprintf(stderr, "hostprof: no such process %d\n", (int)pid);
 			return err;
 		}
-		if ((err = attach_process(r, r->o->pids[i])) < 0)
+		if ((err = attach_process(r, pid)) < 0)
 			return err;
-		session_track_pid(r->session, r->o->pids[i]);
+		session_track_pid(r->session, pid);
 	}
 	return 0;
 }
@@ -436,7 +221,8 @@ static int wait_ms(uint64_t deadline, int session_ms)
  */
 static void run_loop(struct record_run *r)
 {
-	uint64_t deadline = r->o->duration_s > 0 ? r->start_mono_ns + (uint64_t)(r->o->duration_s * 1e9) : 0;
+	double duration_s = r->o->opts.duration_s;
+	uint64_t deadline = duration_s > 0 ? r->start_mono_ns + (uint64_t)(duration_s * 1e9) : 0;
 	struct pollfd *fds = calloc(MAX_PIDS + 2, sizeof(*fds));
 	int session_ms = -1;
 	while (fds && !*r->env->stop) {
@@ -479,8 +265,7 @@ static int fill_info(struct record_run *r, struct profile *p)
 	    (err = profile_set_info_string(p, &i->host_id, machine_id)) < 0 ||
 	    (err = profile_set_info_string(p, &i->kernel, u.release)) < 0 ||
 	    (err = profile_set_info_string(p, &i->event, sampler_event(r->sampler))) < 0 ||
-	    (err = profile_set_info_string(p, &i->unwinder,
-					   r->o->session.unwinder == SESSION_UNWIND_DELTAS ? "deltas" : "libunwind")) < 0)
+	    (err = profile_set_info_string(p, &i->unwinder, run_settings_unwinder_name(&r->o->opts.run))) < 0)
 		return err;
 	i->start_unix_ns = r->start_unix_ns;
 	i->duration_ns = r->end_mono_ns - r->start_mono_ns;
@@ -498,9 +283,9 @@ static int write_profile(struct record_run *r)
 	if (err == 0)
 		err = session_build_profile(r->session, p);
 	if (err == 0)
-		err = profile_write_file(p, r->o->output);
+		err = profile_write_file(p, r->o->opts.output);
 	if (err < 0)
-		fprintf(stderr, "hostprof: cannot write %s: %s\n", r->o->output, strerror(-err));
+		fprintf(stderr, "hostprof: cannot write %s: %s\n", r->o->opts.output, strerror(-err));
 	profile_free(p);
 	return err;
 }
@@ -662,7 +447,7 @@ static void print_summary(struct record_run *r)
 		self.ru_nvcsw + self.ru_nivcsw);
 	if (r->child_exited)
 		fprintf(stderr, ", command CPU %.3f s", cpu_seconds(&r->child_usage));
-	fprintf(stderr, "; wrote %s\n", r->o->output);
+	fprintf(stderr, "; wrote %s\n", r->o->opts.output);
 	print_steady_state(r);
 	print_correlation(r);
 	print_fast_lane(r);
@@ -718,16 +503,14 @@ static void record_log(void *ctx, enum log_level level, const char *msg)
 	fprintf(stderr, "hostprof: %s: %s\n", log_level_name(level), msg);
 }
 
-static int record(struct record_options *o, const struct cli_env *env)
+static int record(struct record_plan *o, const struct cli_env *env)
 {
 	struct record_run r = { .o = o, .env = env, .child = -1 };
 	int go_fd = -1;
-	int err = target_watch_new(o->command ? 1 : o->npids, &r.watch);
+	int err = target_watch_new(o->command ? 1 : o->opts.pids.n, &r.watch);
 	if (err == 0)
 		err = sampler_new(&o->sampler, &r.sampler);
-	o->session.go_stack_bytes = o->sampler.stack_size; /* as much of the goroutine's stack as of g0's */
-	o->session.stack_copy_bytes = o->sampler.stack_size;
-	o->session.log = (struct log_sink){ .write = record_log, .ctx = o };
+	o->session.log = (struct log_sink){ .write = record_log, .ctx = &o->opts };
 	if (r.sampler)
 		err = session_new(r.sampler, &o->session, &r.session);
 	if (!r.session) {
@@ -737,7 +520,7 @@ static int record(struct record_options *o, const struct cli_env *env)
 		return 1;
 	}
 	err = open_targets(&r, &go_fd);
-	if (err == 0 && sampler_note(r.sampler)[0] && !o->quiet)
+	if (err == 0 && sampler_note(r.sampler)[0] && !o->opts.quiet)
 		fprintf(stderr, "hostprof: %s\n", sampler_note(r.sampler));
 	if (err == 0 && !o->command)
 		err = sampler_enable(r.sampler);
@@ -750,14 +533,14 @@ static int record(struct record_options *o, const struct cli_env *env)
 		close(go_fd);
 	}
 	if (err == 0) {
-		if (!o->quiet)
+		if (!o->opts.quiet)
 			fprintf(stderr, "hostprof: recording at %u Hz (%s)%s\n", o->sampler.freq_hz,
 				sampler_event(r.sampler), o->command ? "" : ", Ctrl-C to stop");
 		run_loop(&r);
 		err = write_profile(&r);
 		if (err == 0 && o->session.capture_path && (err = session_save_capture(r.session)) < 0)
 			fprintf(stderr, "hostprof: cannot write %s: %s\n", o->session.capture_path, strerror(-err));
-		if (err == 0 && !o->quiet)
+		if (err == 0 && !o->opts.quiet)
 			print_summary(&r);
 	}
 	reap_child(&r);
@@ -771,26 +554,13 @@ static int record(struct record_options *o, const struct cli_env *env)
 
 int cmd_record(int argc, char **argv, const struct cli_env *env)
 {
-	struct record_options *o = calloc(1, sizeof(*o)); /* large: the pid list */
-	if (!o) {
+	struct record_plan *p = calloc(1, sizeof(*p)); /* large: the pid list and paths */
+	if (!p) {
 		fprintf(stderr, "hostprof: out of memory\n");
 		return 1;
 	}
-	o->sampler.event = "cpu-clock";
-	o->sampler.freq_hz = 999;
-	o->sampler.stack_size = SAMPLER_DEFAULT_STACK;
-	o->sampler.kernel = 1;
-	o->output = "hostprof.msgpack";
-	o->session.apm = 1;
-	o->session.go_stacks = 1;
-	o->session.max_stack_bytes = SESSION_DEFAULT_MAX_STACK;
-	o->sampler.fp_chain = 1;
-	o->session.fast_lane = 1;	/* APM samples are read at once in the fast lane; the rest in batches */
-	o->session.fast_lane_realtime = 1;
-	o->session.use_cache = 1;
-
-	int err = parse_args(argc, argv, o);
-	int status = err ? (err > 0 ? 0 : 2) : record(o, env);
-	free(o);
+	int err = parse_args(argc, argv, p);
+	int status = err ? (err > 0 ? 0 : 2) : record(p, env);
+	free(p);
 	return status;
 }

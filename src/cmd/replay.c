@@ -9,7 +9,6 @@
  * skipped and counted: their unwind information is not the one the sample was taken with.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 
 #include "src/base/clock.h"
 #include "src/cmd/commands.h"
+#include "src/cmd/options.h"
 #include "src/execinfo.h"
 #include "src/replay.h"
 #include "unwind/unwind_deltas.h"
@@ -287,45 +287,22 @@ static void run_teardown(struct replay_run *run)
 
 int cmd_replay(int argc, char **argv, const struct cli_env *env)
 {
-	static const struct option longopts[] = {
-		{ "compare", no_argument, NULL, 'c' },
-		{ "bench", no_argument, NULL, 'b' },
-		{ "iterations", required_argument, NULL, 'i' },
-		{ "show", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct replay_run run = { .show = 20 };
-	int do_compare = 0, do_bench = 0, c;
-	unsigned iterations = 20;
+	struct replay_options o;
+	struct replay_run run = { .show = 0 };
+	int operand, err = settings_parse_command(&replay_settings, argc, argv, &o, sizeof(o), &operand);
 	(void)env;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "cbi:s:h", longopts, NULL)) != -1) {
-		if (c == 'c')
-			do_compare = 1;
-		else if (c == 'b')
-			do_bench = 1;
-		else if (c == 'i')
-			iterations = (unsigned)strtoul(optarg, NULL, 10);
-		else if (c == 's')
-			run.show = (unsigned)strtoul(optarg, NULL, 10);
-		else {
-			fprintf(c == 'h' ? stdout : stderr,
-				"usage: hostprof replay FILE [--compare] [--show N] [--bench [--iterations N]]\n");
-			return c == 'h' ? 0 : 2;
-		}
-	}
-	if (optind != argc - 1 || !iterations) {
-		fprintf(stderr, "usage: hostprof replay FILE [--compare] [--show N] [--bench [--iterations N]]\n");
+	if (err)
+		return err > 0 ? 0 : 2;
+	if (operand != argc - 1) {
+		fprintf(stderr, "hostprof: replay needs one replay file (try 'hostprof replay --help')\n");
 		return 2;
 	}
-	if (!do_bench)
-		do_compare = 1;
-	int rc = run_setup(&run, argv[optind]);
-	if (rc == 0 && do_compare)
+	run.show = o.show;
+	int rc = run_setup(&run, argv[operand]);
+	if (rc == 0 && (o.compare || !o.bench))
 		rc = compare(&run);
-	if (rc == 0 && do_bench)
-		rc = bench(&run, iterations);
+	if (rc == 0 && o.bench)
+		rc = bench(&run, o.iterations);
 	run_teardown(&run);
 	return rc < 0 ? 1 : 0;
 }

@@ -27,16 +27,16 @@ static void test_defaults(void **state)
 	(void)state;
 	struct daemon_config c;
 	daemon_config_defaults(&c);
-	assert_int_equal(c.freq_hz, 19);
+	assert_int_equal(c.run.freq_hz, 19);
 	assert_int_equal(c.interval_s, 60);
 	assert_string_equal(c.output_dir, "/var/lib/hostprof");
 	assert_int_equal(c.prob_threshold, 100);
-	assert_true(c.apm);
-	assert_true(c.go_stacks);
-	assert_true(c.fp_chain);
-	assert_true(c.realtime);
-	assert_int_equal(c.max_stack, 1u << 20);
-	assert_int_equal(c.max_frames, 1024);
+	assert_true(c.run.apm);
+	assert_true(c.run.go_stacks);
+	assert_true(c.run.fp_chain);
+	assert_true(c.run.realtime);
+	assert_int_equal(c.run.max_stack, 1u << 20);
+	assert_int_equal(c.run.max_frames, 1024);
 }
 
 static void test_values_and_errors(void **state)
@@ -60,34 +60,34 @@ static void test_values_and_errors(void **state)
 	assert_int_equal(daemon_config_set(&c, "probabilistic-threshold", "25", err, sizeof(err)), 0);
 	assert_int_equal(c.prob_threshold, 25);
 	assert_int_equal(daemon_config_set(&c, "max-stack", "0", err, sizeof(err)), 0);	/* the copy only */
-	assert_int_equal(c.max_stack, 0);
+	assert_int_equal(c.run.max_stack, 0);
 	assert_int_equal(daemon_config_set(&c, "max-stack", "200000000", err, sizeof(err)), -EINVAL);
 	assert_int_equal(daemon_config_set(&c, "max-frames", "4096", err, sizeof(err)), 0);
-	assert_int_equal(c.max_frames, 4096);
+	assert_int_equal(c.run.max_frames, 4096);
 	assert_int_equal(daemon_config_set(&c, "max-frames", "0", err, sizeof(err)), -EINVAL);
 	assert_int_equal(daemon_config_set(&c, "max-frames", "65537", err, sizeof(err)), -EINVAL);
-	assert_int_equal(c.max_frames, 4096);
+	assert_int_equal(c.run.max_frames, 4096);
 	assert_int_equal(daemon_config_set(&c, "no-apm", "true", err, sizeof(err)), 0);
-	assert_false(c.apm);
+	assert_false(c.run.apm);
 	assert_int_equal(daemon_config_set(&c, "no-kernel", "yes", err, sizeof(err)), 0);
-	assert_false(c.kernel);
-	assert_true(c.apm == 0 && c.go_stacks); /* each key sets its own setting */
+	assert_false(c.run.kernel);
+	assert_true(c.run.apm == 0 && c.run.go_stacks); /* each key sets its own setting */
 	assert_int_equal(daemon_config_set(&c, "no-go-stacks", "true", err, sizeof(err)), 0);
-	assert_false(c.go_stacks);
-	assert_false(c.apm);
-	assert_true(c.fp_chain);
+	assert_false(c.run.go_stacks);
+	assert_false(c.run.apm);
+	assert_true(c.run.fp_chain);
 	assert_int_equal(daemon_config_set(&c, "no-fp-chain", "yes", err, sizeof(err)), 0);
-	assert_false(c.fp_chain);
-	assert_true(c.kernel == 0 && c.go_stacks == 0);
+	assert_false(c.run.fp_chain);
+	assert_true(c.run.kernel == 0 && c.run.go_stacks == 0);
 	assert_int_equal(daemon_config_set(&c, "no-fp-chain", "false", err, sizeof(err)), 0);
-	assert_true(c.fp_chain);
+	assert_true(c.run.fp_chain);
 	assert_int_equal(daemon_config_set(&c, "no-fp-chain", "maybe", err, sizeof(err)), -EINVAL);
 	assert_int_equal(daemon_config_set(&c, "no-realtime", "true", err, sizeof(err)), 0);
-	assert_false(c.realtime);
-	assert_true(c.fp_chain && c.apm == 0);
-	assert_true(c.use_cache);
+	assert_false(c.run.realtime);
+	assert_true(c.run.fp_chain && c.run.apm == 0);
+	assert_true(c.run.use_cache);
 	assert_int_equal(daemon_config_set(&c, "no-cache", "true", err, sizeof(err)), 0);
-	assert_false(c.use_cache);
+	assert_false(c.run.use_cache);
 	assert_int_equal(daemon_config_set(&c, "unwinder", "magic", err, sizeof(err)), -EINVAL);
 	assert_int_equal(daemon_config_set(&c, "intervall", "5", err, sizeof(err)), -ENOENT);
 	assert_string_equal(err, "unknown key 'intervall'");
@@ -103,21 +103,22 @@ static void test_file_precedence_and_line_numbers(void **state)
 	write_text(path, "# comment\n\nfreq = 49   # trailing comment\noutput = /tmp/x\ninterval=10s\n");
 	daemon_config_defaults(&c);
 	assert_int_equal(daemon_config_load(&c, path, err, sizeof(err)), 0);
-	assert_int_equal(c.freq_hz, 49);
+	assert_int_equal(c.run.freq_hz, 49);
 	assert_int_equal(c.interval_s, 10);
 	assert_string_equal(c.output_dir, "/tmp/x");
 	/* A later setting (a command-line flag) overrides the file. */
 	assert_int_equal(daemon_config_set(&c, "freq", "99", err, sizeof(err)), 0);
-	assert_int_equal(c.freq_hz, 99);
+	assert_int_equal(c.run.freq_hz, 99);
 
 	write_text(path, "freq = 49\nbogus line\n");
 	assert_int_equal(daemon_config_load(&c, path, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, ":2: expected 'key = value'"));
 	write_text(path, "freq = 49\n\nstack-size = 100\n");
 	daemon_config_defaults(&c);
-	assert_int_equal(daemon_config_load(&c, path, err, sizeof(err)), 0);
-	assert_int_equal(daemon_config_validate(&c, err, sizeof(err)), -EINVAL);
+	assert_int_equal(daemon_config_load(&c, path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ":3: invalid value '100' for 'stack-size'"));
 	assert_non_null(strstr(err, "multiple of 8"));
+	assert_int_equal(c.run.stack_size, 16384);
 	assert_true(daemon_config_load(&c, "/nonexistent/hostprof.conf", err, sizeof(err)) == -ENOENT);
 	test_rmdir_rf(dir);
 	free(dir);

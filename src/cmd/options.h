@@ -1,0 +1,80 @@
+/*
+ * options.h — what each command's options fill, and the tables of settings that fill them (settings_table.c).
+ *
+ * Every option of every command, and every key of the daemon's config file, is one row of those tables
+ * (settings.h): its defaults, ranges, help and man-page entry follow from there. The settings `record` and the
+ * daemon share (sampling, unwinding, APM correlation) are one group, struct run_settings, that both option
+ * structs embed: they take the same values with the same checks.
+ *
+ * The structs are plain values (no pointers): copy them freely. Strings are NUL-terminated arrays, zero-filled
+ * past the terminator (settings_differ() compares their bytes).
+ */
+#ifndef HOSTPROF_CMD_OPTIONS_H
+#define HOSTPROF_CMD_OPTIONS_H
+
+#include <limits.h>
+#include <stdbool.h>
+
+#include "src/cmd/settings.h"
+#include "src/sampler.h"
+#include "src/session.h"
+
+/* What `record` and the daemon share: the sampler's and the session's settings. */
+struct run_settings {
+	char event[32];
+	char host_id[1024];		/* "": /etc/machine-id (src/base/host_id.h cuts ids to HOST_ID_MAX - 1) */
+	unsigned freq_hz;
+	unsigned stack_size;		/* user stack copied per sample */
+	unsigned max_stack;		/* stack a walk may see, past the copy read from the process (0: copy only) */
+	unsigned max_frames;		/* user frames kept per sample */
+	unsigned apm_delay_ms;		/* the latency bound announced to APM agents */
+	unsigned apm_max_staleness_us;	/* APM context read later than this after the sample: uncorrelated */
+	int unwinder;			/* enum session_unwinder */
+	int kernel;			/* kernel frames */
+	int go_stacks;			/* follow Go samples on the g0 stack onto their goroutine's stack */
+	int fp_chain;			/* ask the kernel for each sample's user frame-pointer chain */
+	int apm;			/* APM trace correlation */
+	int realtime;			/* fast-lane readers at SCHED_FIFO */
+	int use_cache;			/* kernel symbols and debug files from hostprof's private cache */
+};
+
+struct record_options {
+	struct run_settings run;
+	char output[PATH_MAX];
+	char save_samples[PATH_MAX];	/* "": no replay file */
+	double duration_s;		/* 0: until the targets end or a signal */
+	int all_cpus;
+	int quiet;
+	struct setting_pids pids;
+};
+
+enum convert_format { CONVERT_COLLAPSED, CONVERT_PPROF, CONVERT_SPEEDSCOPE };
+
+struct convert_options {
+	int format;			/* enum convert_format */
+	bool format_given;
+	bool stack_ids;
+	char output[PATH_MAX];		/* "": standard output */
+};
+
+struct replay_options {
+	bool compare, bench;
+	unsigned iterations, show;
+};
+
+extern const struct command_settings record_settings, daemon_settings, report_settings, convert_settings,
+	diff_settings, replay_settings;
+
+/* The group of run_settings in the daemon's settings (daemon.c restarts sampling when one of them changed). */
+extern const struct setting_group daemon_run_group;
+
+/* The unwinder's name, as profiles record it. */
+const char *run_settings_unwinder_name(const struct run_settings *r);
+
+/* The sampler's options for r; event points into r. */
+void run_settings_sampler(const struct run_settings *r, struct sampler_options *out);
+
+/* The session's options for r (the fields no setting has stay zero); host_id points into r. */
+void run_settings_session(const struct run_settings *r, struct session_options *out);
+
+#endif
