@@ -112,17 +112,21 @@ bool hindex_remove(struct hindex *h, uint64_t hash, uint64_t value);
  * Iteration, in slot order: for (uint32_t pos = 0; hindex_next(h, &pos, &v);) { ... }. Entries may be removed
  * meanwhile (each is still seen once); insertions may grow the index and must wait until the loop is over.
  */
+static inline const struct hindex_slot *hindex_next_slot(const struct hindex *h, uint32_t *pos)
+{
+	for (; h->slots && *pos <= h->mask; (*pos)++) {
+		if (h->slots[*pos].hash > HINDEX_REMOVED)
+			return &h->slots[(*pos)++];
+	}
+	return NULL;
+}
+
 static inline bool hindex_next(const struct hindex *h, uint32_t *pos, uint64_t *value)
 {
-	if (!h->slots)
-		return false;
-	for (; *pos <= h->mask; (*pos)++) {
-		if (h->slots[*pos].hash > HINDEX_REMOVED) {
-			*value = h->slots[(*pos)++].value;
-			return true;
-		}
-	}
-	return false;
+	const struct hindex_slot *s = hindex_next_slot(h, pos);
+	if (s)
+		*value = s->value;
+	return s != NULL;
 }
 
 static inline uint32_t hindex_count(const struct hindex *h)
@@ -147,16 +151,12 @@ bool hindex_u32_del(struct hindex *h, uint32_t key);
 /* hindex_next() for an integer-keyed index, with each entry's key. */
 static inline bool hindex_u32_next(const struct hindex *h, uint32_t *pos, uint32_t *key, uint64_t *value)
 {
-	if (!h->slots)
-		return false;
-	for (; *pos <= h->mask; (*pos)++) {
-		if (h->slots[*pos].hash > HINDEX_REMOVED) {
-			*key = (uint32_t)(h->slots[*pos].hash >> 32);
-			*value = h->slots[(*pos)++].value;
-			return true;
-		}
+	const struct hindex_slot *s = hindex_next_slot(h, pos);
+	if (s) {
+		*key = (uint32_t)(s->hash >> 32);
+		*value = s->value;
 	}
-	return false;
+	return s != NULL;
 }
 
 /* Forget every entry, keeping the slots' memory: inserting again at most as many entries as the index held

@@ -580,3 +580,12 @@ int profile_merge(struct profile *dst, const struct profile *src)
 	merge_maps_free(&m);
 	return err;
 }
+
+int profile_thread_compare(const struct profile_sample *x, const struct profile_sample *y)
+{
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return (x->thread_name > y->thread_name) - (x->thread_name < y->thread_name);
+}

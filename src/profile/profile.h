@@ -137,6 +137,9 @@ int profile_add_location(struct profile *p, const struct profile_location *l, ui
  */
 int profile_add_stack(struct profile *p, const struct profile_stack *s, uint32_t *index);
 int profile_add_link(struct profile *p, const struct profile_link *l, uint32_t *index);
+/* The order of threads in views: by pid, tid, then thread name (string index); 0 for the same thread. */
+int profile_thread_compare(const struct profile_sample *x, const struct profile_sample *y);
+
 /* Samples with equal (stack, pid, tid, comm, thread_name, link, service) are merged: counts and cpu_ns add up. */
 int profile_add_sample(struct profile *p, const struct profile_sample *s);
 

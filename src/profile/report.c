@@ -507,17 +507,12 @@ static int print_tree(const struct report *rp, const struct view *v, FILE *out, 
 static int compare_thread_keys(const void *a, const void *b, void *arg)
 {
 	const struct profile_sample *s = ((const struct profile *)arg)->samples.items;
-	const struct profile_sample *x = &s[*(const uint32_t *)a], *y = &s[*(const uint32_t *)b];
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
-	return (x->thread_name > y->thread_name) - (x->thread_name < y->thread_name);
+	return profile_thread_compare(&s[*(const uint32_t *)a], &s[*(const uint32_t *)b]);
 }
 
 static bool same_thread(const struct profile_sample *x, const struct profile_sample *y)
 {
-	return x->pid == y->pid && x->tid == y->tid && x->thread_name == y->thread_name;
+	return profile_thread_compare(x, y) == 0;
 }
 
 /* A run of sel (sorted by thread) holding one thread's samples. */

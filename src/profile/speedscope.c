@@ -175,13 +175,8 @@ static int compare_thread_samples(const void *a, const void *b, void *arg)
 {
 	const struct profile_sample *s = ((const struct profile *)arg)->samples.items;
 	const struct profile_sample *x = &s[*(const uint32_t *)a], *y = &s[*(const uint32_t *)b];
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
-	if (x->thread_name != y->thread_name)
-		return x->thread_name < y->thread_name ? -1 : 1;
-	return (x->stack > y->stack) - (x->stack < y->stack);
+	int by_thread = profile_thread_compare(x, y);
+	return by_thread ? by_thread : (x->stack > y->stack) - (x->stack < y->stack);
 }
 
 static uint64_t sample_weight(const struct exporter *e, const struct profile_sample *s)
