@@ -293,9 +293,10 @@ static int load_cache(int dirfd, const struct cache_key *key, const char *kallsy
 		else if (crc_of(buf + sizeof(h), len - sizeof(h)) != h.image_crc)
 			err = -EINVAL;
 	}
+	/* The table reads the image in place and owns the mapping from here on. */
 	if (err == 0)
-		err = kallsyms_from_image(buf + sizeof(h), len - sizeof(h), kallsyms, out);
-	if (buf)
+		err = kallsyms_from_mapping((void *)buf, len, sizeof(h), kallsyms, out);
+	if (err < 0 && buf)
 		munmap((void *)buf, len);
 	return err;
 }
