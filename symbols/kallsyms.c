@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define LINE_MAX_LEN 1024
@@ -43,6 +44,11 @@ struct kallsyms {
 	char *fallback_path;
 	struct kallsyms *full;
 	bool full_failed;
+	/* A table of a mapped image (kallsyms_from_mapping) reads its symbols and names in place: sym is NULL,
+	 * isym the image's symbols and names the image's names, both inside map, which the table unmaps. */
+	const struct image_sym *isym;
+	void *map;
+	size_t map_len;
 };
 
 /* One parsed line; the strings point into the line buffer. */
@@ -378,8 +384,12 @@ void kallsyms_free(struct kallsyms *k)
 {
 	if (!k)
 		return;
-	free(k->sym);
-	free(k->names);
+	if (k->map) {
+		munmap(k->map, k->map_len);
+	} else {
+		free(k->sym);
+		free(k->names);
+	}
 	free(k->spans);
 	free(k->fallback_path);
 	kallsyms_free(k->full);
@@ -387,6 +397,23 @@ void kallsyms_free(struct kallsyms *k)
 }
 
 /* ---- lookups ---- */
+
+struct image_sym {
+	uint64_t addr;
+	uint32_t name, module;	/* offsets in the names; module NO_MODULE for vmlinux */
+};
+
+/* Symbol i of k, in its own table or in place in its image. */
+static uint64_t sym_addr(const struct kallsyms *k, size_t i)
+{
+	return k->isym ? k->isym[i].addr : k->sym[i].addr;
+}
+
+static void sym_names(const struct kallsyms *k, size_t i, uint32_t *name, uint32_t *module)
+{
+	*name = k->isym ? k->isym[i].name : k->sym[i].name;
+	*module = k->isym ? k->isym[i].module : k->sym[i].module;
+}
 
 /* Whether a table read from an image answers for addr exactly (spans sorted, disjoint). */
 static bool in_spans(const struct kallsyms *k, uint64_t addr)
@@ -419,22 +446,23 @@ const char *kallsyms_lookup(struct kallsyms *table, uint64_t addr, uint64_t *off
 	if (module)
 		*module = NULL;
 	const struct kallsyms *k = table ? table_for(table, addr) : NULL;
-	if (!k || k->n == 0 || addr < k->sym[0].addr)
+	if (!k || k->n == 0 || addr < sym_addr(k, 0))
 		return NULL;
 	size_t lo = 0, hi = k->n;	/* sym[lo].addr <= addr < sym[hi].addr */
 	while (hi - lo > 1) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (k->sym[mid].addr <= addr)
+		if (sym_addr(k, mid) <= addr)
 			lo = mid;
 		else
 			hi = mid;
 	}
-	const struct ksym *s = &k->sym[lo];
+	uint32_t name, mod;
+	sym_names(k, lo, &name, &mod);
 	if (offset)
-		*offset = addr - s->addr;
-	if (module && s->module != NO_MODULE)
-		*module = k->names + s->module;
-	return k->names + s->name;
+		*offset = addr - sym_addr(k, lo);
+	if (module && mod != NO_MODULE)
+		*module = k->names + mod;
+	return k->names + name;
 }
 
 uint64_t kallsyms_text_start(const struct kallsyms *k)
@@ -451,11 +479,6 @@ struct image_head {
 	char magic[8];
 	uint64_t text_start;
 	uint32_t nsym, nspans, names_len, reserved;
-};
-
-struct image_sym {
-	uint64_t addr;
-	uint32_t name, module;	/* offsets in the names; module NO_MODULE for vmlinux */
 };
 
 /* Bytes of an image of these counts; 0 if that overflows. */
@@ -594,17 +617,25 @@ static int image_table(const char *buf, const struct image_head *h, const char *
 	return 0;
 }
 
+/* The head of an image of len bytes, and the whole image checked. */
+static int image_read_head(const void *image, size_t len, struct image_head *h)
+{
+	if (!image || len < sizeof(*h))
+		return -EINVAL;
+	memcpy(h, image, sizeof(*h));
+	if (memcmp(h->magic, IMAGE_MAGIC, sizeof(h->magic)) != 0 || image_size(h->nsym, h->nspans, h->names_len) != len ||
+	    h->reserved)
+		return -EINVAL;
+	return image_check(image, h);
+}
+
 int kallsyms_from_image(const void *image, size_t len, const char *fallback_path, struct kallsyms **out)
 {
 	struct image_head h;
 	*out = NULL;
-	if (!image || !fallback_path || len < sizeof(h))
+	if (!fallback_path)
 		return -EINVAL;
-	memcpy(&h, image, sizeof(h));
-	if (memcmp(h.magic, IMAGE_MAGIC, sizeof(h.magic)) != 0 || image_size(h.nsym, h.nspans, h.names_len) != len ||
-	    h.reserved)
-		return -EINVAL;
-	int err = image_check(image, &h);
+	int err = image_read_head(image, len, &h);
 	struct kallsyms *k = err == 0 ? calloc(1, sizeof(*k)) : NULL;
 	if (err == 0 && !k)
 		err = -ENOMEM;
@@ -615,6 +646,40 @@ int kallsyms_from_image(const void *image, size_t len, const char *fallback_path
 	return err;
 }
 
+int kallsyms_from_mapping(void *map, size_t map_len, size_t off, const char *fallback_path, struct kallsyms **out)
+{
+	struct image_head h;
+	*out = NULL;
+	const char *image = (const char *)map + off;
+	if (!map || !fallback_path || off > map_len || (uintptr_t)image % _Alignof(struct image_sym) != 0)
+		return -EINVAL;
+	int err = image_read_head(image, map_len - off, &h);
+	struct kallsyms *k = err == 0 ? calloc(1, sizeof(*k)) : NULL;
+	if (err == 0 && !k)
+		err = -ENOMEM;
+	if (err < 0)
+		return err;
+	const char *spans = image + sizeof(h);
+	const char *syms = spans + h.nspans * sizeof(struct kallsyms_span);
+	k->spans = malloc(h.nspans * sizeof(*k->spans));
+	k->fallback_path = strdup(fallback_path);
+	if (!k->spans || !k->fallback_path) {
+		kallsyms_free(k);	/* k->map not set yet: the mapping stays the caller's */
+		return -ENOMEM;
+	}
+	memcpy(k->spans, spans, h.nspans * sizeof(*k->spans));
+	k->isym = (const struct image_sym *)syms;	/* aligned: checked above, the head and spans are 8-byte multiples */
+	k->names = (char *)(syms + (size_t)h.nsym * sizeof(struct image_sym));
+	k->n = k->cap = h.nsym;
+	k->nspans = h.nspans;
+	k->names_len = k->names_cap = h.names_len;
+	k->text_start = h.text_start;
+	k->map = map;
+	k->map_len = map_len;
+	*out = k;
+	return 0;
+}
+
 size_t kallsyms_count(const struct kallsyms *k)
 {
 	return k ? k->n : 0;
@@ -622,8 +687,9 @@ size_t kallsyms_count(const struct kallsyms *k)
 
 void kallsyms_symbol(const struct kallsyms *k, size_t i, uint64_t *addr, const char **name, const char **module)
 {
-	const struct ksym *s = &k->sym[i];
-	*addr = s->addr;
-	*name = k->names + s->name;
-	*module = s->module == NO_MODULE ? NULL : k->names + s->module;
+	uint32_t n, m;
+	sym_names(k, i, &n, &m);
+	*addr = sym_addr(k, i);
+	*name = k->names + n;
+	*module = m == NO_MODULE ? NULL : k->names + m;
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -247,23 +248,25 @@ static int make_spans(const struct kallsyms *k, const struct modules *mods, stru
 
 /* ---- the directory and the file ---- */
 
-/* The whole cache file, if it is a regular file private to us and of a plausible size. */
-static int read_file(int dirfd, char **buf, size_t *len)
+/* The whole cache file, mapped, if it is a regular file private to us and of a plausible size. Mapped rather
+ * than read: a read into fresh memory cost ~1200 page faults and a copy of its ~5 MB on every start; the
+ * mapping shares the page cache's pages, populated in one call. The file is replaced only by rename
+ * (atomic_file), never rewritten in place, so the mapped inode does not change while it is used; only the
+ * owner of the private directory could truncate it. */
+static int map_file(int dirfd, const char **buf, size_t *len)
 {
 	struct stat st;
 	int fd = cache_dir_open_file(dirfd, CACHE_FILE, &st);
 	int err = fd < 0 ? fd : 0;
 	if (err == 0 && ((size_t)st.st_size < sizeof(struct cache_head) || (size_t)st.st_size > CACHE_MAX_BYTES))
 		err = -EINVAL;
-	if (err == 0 && !(*buf = malloc((size_t)st.st_size)))
-		err = -ENOMEM;
-	size_t got = 0;
-	while (err == 0 && got < (size_t)st.st_size) {
-		ssize_t n = read(fd, *buf + got, (size_t)st.st_size - got);
-		err = n < 0 ? (errno == EINTR ? 0 : -errno) : n == 0 ? -EINVAL : 0;
-		got += n > 0 ? (size_t)n : 0;
+	void *p = MAP_FAILED;
+	if (err == 0 && (p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0)) == MAP_FAILED)
+		err = -errno;
+	if (err == 0) {
+		*buf = p;
+		*len = (size_t)st.st_size;
 	}
-	*len = got;
 	if (fd >= 0)
 		close(fd);
 	return err;
@@ -277,10 +280,10 @@ static uint32_t crc_of(const void *p, size_t len)
 /* The table in the cache file of the directory dirfd, if its key is key and it is whole. */
 static int load_cache(int dirfd, const struct cache_key *key, const char *kallsyms, struct kallsyms **out)
 {
-	char *buf = NULL;
+	const char *buf = NULL;
 	size_t len = 0;
 	struct cache_head h;
-	int err = read_file(dirfd, &buf, &len);
+	int err = map_file(dirfd, &buf, &len);
 	if (err == 0) {
 		memcpy(&h, buf, sizeof(h));
 		if (memcmp(h.magic, CACHE_MAGIC, sizeof(h.magic)) != 0 || h.image_len != len - sizeof(h) || h.reserved)
@@ -290,9 +293,11 @@ static int load_cache(int dirfd, const struct cache_key *key, const char *kallsy
 		else if (crc_of(buf + sizeof(h), len - sizeof(h)) != h.image_crc)
 			err = -EINVAL;
 	}
+	/* The table reads the image in place and owns the mapping from here on. */
 	if (err == 0)
-		err = kallsyms_from_image(buf + sizeof(h), len - sizeof(h), kallsyms, out);
-	free(buf);
+		err = kallsyms_from_mapping((void *)buf, len, sizeof(h), kallsyms, out);
+	if (err < 0 && buf)
+		munmap((void *)buf, len);
 	return err;
 }
 

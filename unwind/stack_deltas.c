@@ -966,12 +966,37 @@ static int sd_row_cmp(const void *a, const void *b)
 }
 
 /*
+ * The rows sorted by sd_row_cmp, a total order (seq is unique), so the result is the one qsort gives. The rows
+ * of the FDEs come in address order and only those of the code without CFI (step 3) after them: qsort of the
+ * whole was ~40 % of a build of libc's table. The sorted prefix stays; the rest is sorted and merged into it
+ * from the back.
+ */
+static void sd_sort_rows(struct sd_row *rows, size_t n)
+{
+	size_t p = 1;
+	while (p < n && sd_row_cmp(&rows[p - 1], &rows[p]) < 0)
+		p++;
+	if (p >= n)
+		return;
+	struct sd_row *tail = malloc((n - p) * sizeof(*tail));
+	if (!tail) {
+		sd_sort(rows, n, sizeof(*rows), sd_row_cmp);
+		return;
+	}
+	sd_sort(rows + p, n - p, sizeof(*rows), sd_row_cmp);
+	memcpy(tail, rows + p, (n - p) * sizeof(*tail));
+	for (size_t i = p, j = n - p, k = n; j > 0;)
+		rows[--k] = i > 0 && sd_row_cmp(&rows[i - 1], &tail[j - 1]) > 0 ? rows[--i] : tail[--j];
+	free(tail);
+}
+
+/*
  * Sort; at each address keep the best row; drop end markers that a row follows within SD_MIN_GAP (padding);
  * merge neighbours with equal rules. Works in place; returns the new count.
  */
 static size_t sd_normalise(struct sd_builder *b)
 {
-	sd_sort(b->rows, b->nrows, sizeof(*b->rows), sd_row_cmp);
+	sd_sort_rows(b->rows, b->nrows);
 	size_t n = 0;
 	for (size_t i = 0; i < b->nrows; i++) {
 		if (i + 1 < b->nrows && b->rows[i + 1].addr == b->rows[i].addr)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -279,6 +280,40 @@ static void test_image_checked(void **state)
 	kallsyms_free(k);
 }
 
+/* An image read in place from a mapping names every address as the copy does; a misaligned or cut image is
+ * refused and its mapping left to the caller; a good one is owned (and unmapped) by the table. */
+static void test_image_mapped(void **state)
+{
+	struct fake *fk = *state;
+	int err;
+	struct kallsyms *k = kallsyms_load(fk->kallsyms, &err), *t = NULL, *copy = NULL;
+	struct kallsyms_span spans[] = { { 0xffffffff81000000ull, 0xffffffff81003001ull },
+					 { 0xffffffffc0001000ull, 0xffffffffc0001200ull } };
+	void *image;
+	size_t len;
+	assert_int_equal(kallsyms_image(k, spans, 2, &image, &len), 0);
+	size_t page = (size_t)getpagesize(), maplen = len + 8;
+	char *map = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(map != MAP_FAILED && maplen < page);
+	memcpy(map + 1, image, len);
+	assert_int_equal(kallsyms_from_mapping(map, len + 1, 1, fk->kallsyms, &t), -EINVAL);
+	memcpy(map + 8, image, len);
+	assert_int_equal(kallsyms_from_mapping(map, len + 7, 8, fk->kallsyms, &t), -EINVAL);
+	map[8] ^= 1;
+	assert_int_equal(kallsyms_from_mapping(map, maplen, 8, fk->kallsyms, &t), -EINVAL);
+	map[8] ^= 1;
+	assert_null(t);
+	assert_int_equal(kallsyms_from_mapping(map, maplen, 8, fk->kallsyms, &t), 0);
+	assert_int_equal(kallsyms_from_image(image, len, fk->kallsyms, &copy), 0);
+	assert_int_equal(kallsyms_count(t), kallsyms_count(copy));
+	assert_same_names(t, copy, k);
+	assert_same_names(copy, t, t);
+	kallsyms_free(t);	/* unmaps map */
+	kallsyms_free(copy);
+	free(image);
+	kallsyms_free(k);
+}
+
 /* The real kernel: names from the cache equal those of /proc/kallsyms at every symbol. */
 static void test_real_kernel(void **state)
 {
@@ -317,6 +352,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_truncated_or_corrupt_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_untrusted_places_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_image_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_image_mapped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_real_kernel, setup, teardown),
 		cmocka_unit_test(test_default_dir),
 	};
