@@ -285,8 +285,8 @@ static void test_image_checked(void **state)
 static void test_image_mapped(void **state)
 {
 	struct fake *fk = *state;
-	int err;
-	struct kallsyms *k = kallsyms_load(fk->kallsyms, &err), *t = NULL, *copy = NULL;
+	struct kallsyms *k = NULL, *t = NULL, *copy = NULL;
+	assert_int_equal(kallsyms_load(fk->kallsyms, &k), 0);
 	struct kallsyms_span spans[] = { { 0xffffffff81000000ull, 0xffffffff81003001ull },
 					 { 0xffffffffc0001000ull, 0xffffffffc0001200ull } };
 	void *image;
