@@ -137,19 +137,42 @@ static uint64_t summary_value(const char *file, const char *pattern)
 	return strtoull(buf, NULL, 10);
 }
 
+/* The files of one run of the APM fixture under hostprof, in a directory of its own. */
+struct apm_run {
+	char *dir, *abs_lib;
+	char app[256], lib[256], out[512], err[512], dgram[512], sock[512];
+};
+
+static void apm_run_setup(struct apm_run *r)
+{
+	r->dir = test_mkdtemp();
+	test_fixture_path("apm_app", r->app, sizeof(r->app));
+	test_fixture_path("elastic-jvmti-linux-x86_64.so", r->lib, sizeof(r->lib));
+	r->abs_lib = realpath(r->lib, NULL);
+	assert_non_null(r->abs_lib);
+	snprintf(r->out, sizeof(r->out), "%s/p.msgpack", r->dir);
+	snprintf(r->err, sizeof(r->err), "%s/hostprof.err", r->dir);
+	snprintf(r->dgram, sizeof(r->dgram), "%s/dgram.log", r->dir);
+	/* The socket in this run's own directory: a concurrent run's agent bound at a shared path would receive
+	 * this hostprof's counts, and this one the other's (stacks this profile does not have). */
+	snprintf(r->sock, sizeof(r->sock), "%s/apm.sock", r->dir);
+}
+
+static void apm_run_cleanup(struct apm_run *r)
+{
+	free(r->abs_lib);
+	test_rmdir_rf(r->dir);
+	free(r->dir);
+}
+
 static void test_correlation_end_to_end(void **state)
 {
 	(void)state;
 	test_require_root("reading another process's TLS needs ptrace and /proc/PID/mem");
-	char *dir = test_mkdtemp(), app[256], lib[256], out[512], err[512], dgram[512], sock[512];
-	test_fixture_path("apm_app", app, sizeof(app));
-	test_fixture_path("elastic-jvmti-linux-x86_64.so", lib, sizeof(lib));
-	char *abs_lib = realpath(lib, NULL);
-	snprintf(out, sizeof(out), "%s/p.msgpack", dir);
-	snprintf(err, sizeof(err), "%s/hostprof.err", dir);
-	snprintf(dgram, sizeof(dgram), "%s/dgram.log", dir);
-	/* The socket in this run's own directory: another run of these tests on the machine binds its own. */
-	snprintf(sock, sizeof(sock), "%s/apm.sock", dir);
+	struct apm_run r;
+	apm_run_setup(&r);
+	char *dir = r.dir, *app = r.app, *abs_lib = r.abs_lib, *out = r.out, *err = r.err, *dgram = r.dgram,
+	     *sock = r.sock;
 
 	/* hostprof in the background, so the agent can be restarted (SIGUSR1: a new socket) half-way. */
 	pid_t h = fork();
@@ -229,9 +252,7 @@ static void test_correlation_end_to_end(void **state)
 	assert_true(named >= sent);
 	profile_free(p);
 	free(d.msgs);
-	free(abs_lib);
-	test_rmdir_rf(dir);
-	free(dir);
+	apm_run_cleanup(&r);
 }
 
 /* A process that only burns CPU until killed: load hostprof does not trace. */
@@ -269,16 +290,10 @@ static void test_correlation_under_load(void **state)
 {
 	(void)state;
 	test_require_root("reading another process's TLS needs ptrace and /proc/PID/mem");
-	char *dir = test_mkdtemp(), app[256], lib[256], out[512], err[512], dgram[512], sock[512];
-	test_fixture_path("apm_app", app, sizeof(app));
-	test_fixture_path("elastic-jvmti-linux-x86_64.so", lib, sizeof(lib));
-	char *abs_lib = realpath(lib, NULL);
-	snprintf(out, sizeof(out), "%s/p.msgpack", dir);
-	snprintf(err, sizeof(err), "%s/hostprof.err", dir);
-	snprintf(dgram, sizeof(dgram), "%s/dgram.log", dir);
-	/* The socket in this run's own directory: a concurrent run's agent bound at a shared path would receive
-	 * this hostprof's counts, and this one the other's (stacks this profile does not have). */
-	snprintf(sock, sizeof(sock), "%s/apm.sock", dir);
+	struct apm_run r;
+	apm_run_setup(&r);
+	char *dir = r.dir, *app = r.app, *abs_lib = r.abs_lib, *out = r.out, *err = r.err, *dgram = r.dgram,
+	     *sock = r.sock;
 	pid_t busy[2] = { start_busy(), start_busy() };
 	int rc = test_run("\"$HOSTPROF\" record -o %s -- %s --lib %s --socket %s --log %s "
 			  "--threads 3 --slot-cpu-ms 7 --wait-registration --linger-ms 500 --seconds 6 "
@@ -319,9 +334,7 @@ static void test_correlation_under_load(void **state)
 	assert_int_equal(queue_full, 0);
 	profile_free(p);
 	free(d.msgs);
-	free(abs_lib);
-	test_rmdir_rf(dir);
-	free(dir);
+	apm_run_cleanup(&r);
 }
 
 int main(void)
