@@ -24,19 +24,16 @@ static int make_room(uint8_t **buf, size_t *cap, size_t len, size_t max)
 	return 0;
 }
 
-/* One read at the end of the data: pread at len, or read where a pipe stands. */
+/* One read at the end of the data: pread at len, or read where a pipe stands (no pread: ESPIPE). */
 static ssize_t read_more(int fd, uint8_t *dst, size_t room, size_t len, int *seekable)
 {
-	ssize_t got;
-	do {
-		got = *seekable ? pread(fd, dst, room, (off_t)len) : read(fd, dst, room);
-		if (got < 0 && errno == ESPIPE && *seekable) {
+	for (;;) {
+		ssize_t got = *seekable ? pread(fd, dst, room, (off_t)len) : read(fd, dst, room);
+		if (got >= 0 || (errno != EINTR && !(errno == ESPIPE && *seekable)))
+			return got;
+		if (errno == ESPIPE)
 			*seekable = 0;
-			got = -1;
-			errno = EINTR;	/* retry with read() */
-		}
-	} while (got < 0 && errno == EINTR);
-	return got;
+	}
 }
 
 int read_fd_all(int fd, size_t max, uint8_t **out, size_t *len)

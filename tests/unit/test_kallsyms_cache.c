@@ -246,18 +246,27 @@ static void test_untrusted_places_refused(void **state)
 	assert_int_equal(open_once(&fk->paths).refused, -ELOOP);
 }
 
+/* The spans the image tests save: part of the kernel image and part of a module. */
+static const struct kallsyms_span image_spans[] = { { 0xffffffff81000000ull, 0xffffffff81003001ull },
+						    { 0xffffffffc0001000ull, 0xffffffffc0001200ull } };
+
+/* The fake kernel's table, and its image of image_spans. */
+static void load_and_image(const struct fake *fk, struct kallsyms **k, void **image, size_t *len)
+{
+	*k = NULL;
+	assert_int_equal(kallsyms_load(fk->kallsyms, k), 0);
+	assert_int_equal(kallsyms_image(*k, image_spans, 2, image, len), 0);
+}
+
 /* Images: every truncation refused; single-byte corruptions refused or harmless (ASan watches the lookups). */
 static void test_image_checked(void **state)
 {
 	struct fake *fk = *state;
-	struct kallsyms *k = NULL, *t;
-	assert_int_equal(kallsyms_load(fk->kallsyms, &k), 0);
-	struct kallsyms_span spans[] = { { 0xffffffff81000000ull, 0xffffffff81003001ull },
-					 { 0xffffffffc0001000ull, 0xffffffffc0001200ull } };
+	struct kallsyms *k, *t;
 	void *image;
 	size_t len;
-	assert_int_equal(kallsyms_image(k, spans, 2, &image, &len), 0);
-	struct kallsyms_span bad[] = { spans[1], spans[0] };
+	load_and_image(fk, &k, &image, &len);
+	struct kallsyms_span bad[] = { image_spans[1], image_spans[0] };
 	void *unused;
 	size_t ulen;
 	assert_int_equal(kallsyms_image(k, bad, 2, &unused, &ulen), -EINVAL);
@@ -285,13 +294,10 @@ static void test_image_checked(void **state)
 static void test_image_mapped(void **state)
 {
 	struct fake *fk = *state;
-	struct kallsyms *k = NULL, *t = NULL, *copy = NULL;
-	assert_int_equal(kallsyms_load(fk->kallsyms, &k), 0);
-	struct kallsyms_span spans[] = { { 0xffffffff81000000ull, 0xffffffff81003001ull },
-					 { 0xffffffffc0001000ull, 0xffffffffc0001200ull } };
+	struct kallsyms *k, *t = NULL, *copy = NULL;
 	void *image;
 	size_t len;
-	assert_int_equal(kallsyms_image(k, spans, 2, &image, &len), 0);
+	load_and_image(fk, &k, &image, &len);
 	size_t page = (size_t)getpagesize(), maplen = len + 8;
 	char *map = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	assert_true(map != MAP_FAILED && maplen < page);
