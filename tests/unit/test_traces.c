@@ -92,6 +92,46 @@ static void test_counts_and_dedup(void **state)
 }
 
 /*
+ * A known trace's ID is found again from its frames (the file object, address and kind) without hashing them:
+ * those IDs must be the ones a handler that has never seen the traces computes, for native, kernel and error
+ * frames, before and after a reset; and stacks that differ in one frame keep different IDs.
+ */
+static void test_known_trace_ids_match(void **state)
+{
+	struct tr_state *s = *state;
+	struct traces *fresh;
+	struct trace_kernel k = { .text_start = 0xffffffff81000000ULL };
+	fileid_from_build_id_hex("f8e1cf0f60558098edaec164ac7749df", &k.file_id);
+	assert_int_equal(traces_new(s->em, &k, &fresh), 0);
+	struct trace_frame f[3] = {
+		{ .exe = NULL, .kind = PROFILE_FRAME_KERNEL },
+		{ .exe = s->self, .kind = PROFILE_FRAME_NATIVE },
+		{ .exe = NULL, .address = TRACE_ERROR_TRUNCATED, .kind = PROFILE_FRAME_ERROR },
+	};
+	for (int round = 0; round < 2; round++) {
+		for (unsigned i = 0; i < 500; i++) {
+			f[0].address = 0xffffffff81001000ULL + (i % 7);
+			f[1].address = 0x4000 + i;
+			assert_int_equal(traces_add(s->t, 1, 1, "p", "t", f, 1 + i % 3, 1), 0);
+		}
+		for (unsigned i = 0; i < 500; i++) {
+			struct trace_id known, computed;
+			f[0].address = 0xffffffff81001000ULL + (i % 7);
+			f[1].address = 0x4000 + i;
+			traces_hash(s->t, f, 1 + i % 3, &known);
+			traces_hash(fresh, f, 1 + i % 3, &computed);
+			assert_memory_equal(known.bytes, computed.bytes, 16);
+			f[1].address++;
+			traces_hash(s->t, f, 1 + i % 3, &computed);
+			if (i % 3)
+				assert_memory_not_equal(known.bytes, computed.bytes, 16);
+		}
+		traces_reset(s->t);
+	}
+	traces_free(fresh);
+}
+
+/*
  * Past the sizes fixed bucket arrays had (8192 traces and keys): 20000 distinct traces counted for 3000 threads
  * twice over, each count kept apart and right; after a reset the handler counts again from nothing, in a
  * daemon's next interval, also with APM links that differ only by transaction.
@@ -244,6 +284,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_counts_and_dedup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_traces_and_reset, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_known_trace_ids_match, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trace_id_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_jit_frames, setup, teardown),
 	};
