@@ -422,7 +422,7 @@ static const char *error_name(uint64_t code)
 	return code == TRACE_ERROR_UNKNOWN ? "[unknown]" : "[truncated]";
 }
 
-static int frame_location(struct traces *t, struct profile *p, const struct trace_frame *f, uint32_t *index)
+static int name_location(struct traces *t, struct profile *p, const struct trace_frame *f, uint32_t *index)
 {
 	struct profile_line lines[SYMBOL_FRAMES_MAX];
 	struct profile_location loc = { .frame_kind = f->kind, .lines = lines };
@@ -450,7 +450,66 @@ static int frame_location(struct traces *t, struct profile *p, const struct trac
 	return profile_add_location(p, &loc, index);
 }
 
-static int add_trace_stack(struct traces *t, struct profile *p, struct trace *tr)
+/*
+ * The frames of one profile build that were located already: most frames recur in many traces (main, the hot
+ * loop's callers), and each location costs string hashing for its mapping and functions even when the symbolizer
+ * has the answer cached. Keyed like the known-trace lookup (file object, address, kind); JIT frames are not kept,
+ * their names come from the process's map.
+ */
+struct location_memo {
+	struct hindex by_frame;	/* frame hash -> index into frames/locations */
+	struct trace_frame *frames;
+	uint32_t *locations;
+	uint32_t n, cap;
+};
+
+static uint64_t frame_key_hash(const struct trace_frame *f)
+{
+	return hash_u64(hash_u64(HASH_SEED, (uintptr_t)f->exe + f->kind), f->address);
+}
+
+static bool memo_has_frame(const void *ctx, uint64_t value, const void *key)
+{
+	const struct trace_frame *a = &((const struct location_memo *)ctx)->frames[value], *b = key;
+	return a->exe == b->exe && a->address == b->address && a->kind == b->kind;
+}
+
+static void memo_put(struct location_memo *m, uint64_t h, const struct trace_frame *f, uint32_t location)
+{
+	if (m->n == m->cap) {
+		uint32_t cap = m->cap ? 2 * m->cap : 1024;
+		struct trace_frame *frames = realloc(m->frames, cap * sizeof(*frames));
+		if (frames)
+			m->frames = frames;
+		uint32_t *locations = frames ? realloc(m->locations, cap * sizeof(*locations)) : NULL;
+		if (!locations)
+			return;	/* not remembered: located again next time */
+		m->locations = locations;
+		m->cap = cap;
+	}
+	if (hindex_insert(&m->by_frame, h, m->n) == 0) {
+		m->frames[m->n] = *f;
+		m->locations[m->n++] = location;
+	}
+}
+
+static int frame_location(struct traces *t, struct profile *p, struct location_memo *m, const struct trace_frame *f,
+			  uint32_t *index)
+{
+	if (f->kind == PROFILE_FRAME_JIT)
+		return name_location(t, p, f, index);
+	uint64_t h = frame_key_hash(f), v;
+	if (hindex_find(&m->by_frame, h, memo_has_frame, m, f, &v)) {
+		*index = m->locations[v];
+		return 0;
+	}
+	int err = name_location(t, p, f, index);
+	if (err == 0)
+		memo_put(m, h, f, *index);
+	return err;
+}
+
+static int add_trace_stack(struct traces *t, struct profile *p, struct location_memo *m, struct trace *tr)
 {
 	/* As long as the session's frame bound makes it: built once per trace, off the sampling path. */
 	uint32_t *locs = malloc((tr->nframes ? tr->nframes : 1) * sizeof(*locs));
@@ -459,7 +518,7 @@ static int add_trace_stack(struct traces *t, struct profile *p, struct trace *tr
 	bool jit = false;
 	int err = locs ? 0 : -ENOMEM;
 	for (unsigned i = 0; i < tr->nframes && err == 0; i++) {
-		err = frame_location(t, p, &tr->frames[i], &locs[i]);
+		err = frame_location(t, p, m, &tr->frames[i], &locs[i]);
 		jit |= tr->frames[i].kind == PROFILE_FRAME_JIT;
 	}
 	/* JIT frames are named now, perhaps by a map written after the sample: their identity is what it is now. */
@@ -499,14 +558,14 @@ static int add_count(struct profile *p, const struct count_key *k)
 int traces_build_profile(struct traces *t, struct profile *p)
 {
 	uint64_t v;
-	int err;
-	for (uint32_t pos = 0; hindex_next(&t->traces, &pos, &v);) {
-		if ((err = add_trace_stack(t, p, (struct trace *)(uintptr_t)v)) < 0)
-			return err;
-	}
-	for (uint32_t pos = 0; hindex_next(&t->keys, &pos, &v);) {
-		if ((err = add_count(p, (const struct count_key *)(uintptr_t)v)) < 0)
-			return err;
-	}
-	return 0;
+	int err = 0;
+	struct location_memo memo = { 0 };
+	for (uint32_t pos = 0; err == 0 && hindex_next(&t->traces, &pos, &v);)
+		err = add_trace_stack(t, p, &memo, (struct trace *)(uintptr_t)v);
+	hindex_free(&memo.by_frame);
+	free(memo.frames);
+	free(memo.locations);
+	for (uint32_t pos = 0; err == 0 && hindex_next(&t->keys, &pos, &v);)
+		err = add_count(p, (const struct count_key *)(uintptr_t)v);
+	return err;
 }

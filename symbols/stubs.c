@@ -230,14 +230,19 @@ bool stub_is_sigreturn(Elf *elf, uint64_t va)
 		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) ||
 		    va < ph.p_vaddr || va - ph.p_vaddr >= ph.p_filesz)
 			continue;
-		uint64_t avail = ph.p_filesz - (va - ph.p_vaddr), want = STACK_DELTA_SIGRETURN_LEN + 1;
-		Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)(ph.p_offset + (va - ph.p_vaddr)),
-						   (size_t)(avail < want ? avail : want), ELF_T_BYTE);
-		if (!d || !d->d_buf)
+		/* The file's image in place (libelf maps or reads it once): a raw chunk per address would be
+		 * allocated and kept in a search tree for every address looked up without a symbol. */
+		size_t file_len;
+		const uint8_t *file = (const uint8_t *)elf_rawfile(elf, &file_len);
+		uint64_t off = ph.p_offset + (va - ph.p_vaddr), want = STACK_DELTA_SIGRETURN_LEN + 1;
+		if (!file || off >= file_len || off < ph.p_offset)
 			return false;
-		const uint8_t *b = d->d_buf;
-		return stack_delta_is_sigreturn(b, d->d_size) ||
-		       (d->d_size > 1 && stack_delta_is_sigreturn(b + 1, d->d_size - 1));
+		uint64_t avail = ph.p_filesz - (va - ph.p_vaddr);
+		if (avail > file_len - off)
+			avail = file_len - off;
+		size_t n = (size_t)(avail < want ? avail : want);
+		return stack_delta_is_sigreturn(file + off, n) ||
+		       (n > 1 && stack_delta_is_sigreturn(file + off + 1, n - 1));
 	}
 	return false;
 }
