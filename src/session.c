@@ -175,7 +175,8 @@ static int make_fastlane(struct session *s)
 static void fast_lane_for(struct session *s, pid_t pid, unsigned kinds, const char *what)
 {
 	uint64_t start;
-	int err = s->opts.fast_lane ? make_fastlane(s) : -ENOTSUP;
+	unsigned need = kinds & FASTLANE_APM ? SESSION_FAST_LANE_APM : SESSION_FAST_LANE_STACKS;
+	int err = s->opts.fast_lane & need ? make_fastlane(s) : -ENOTSUP;
 	if (err == 0 && (err = fastlane_add_process(s->fastlane, pid, kinds, &start)) == 0)
 		return;
 	if (err == -ENOTSUP || err == -EALREADY)

@@ -70,6 +70,11 @@ enum session_unwinder {
 	SESSION_UNWIND_LIBUNWIND,	/* the reference unwinder alone */
 };
 
+/* session_options.fast_lane: whose samples the fast lane reads as they are taken (the others' in batches). */
+#define SESSION_FAST_LANE_APM 1u	/* processes of APM agents: their trace context, before it changes */
+#define SESSION_FAST_LANE_STACKS 2u	/* processes whose walks read their stacks on from the process (Go's
+					 * goroutine stacks, deep recursion), where a batch would find them moved on */
+
 /* Stack a walk may see by default (session_options.max_stack_bytes), and the most it may be set to. */
 #define SESSION_DEFAULT_MAX_STACK (1u << 20)
 #define SESSION_MAX_STACK_LIMIT (64u << 20)
@@ -98,7 +103,7 @@ struct session_options {
 	/* Most user frames per sample (at most SESSION_MAX_FRAMES_LIMIT); a stack cut there ends [truncated].
 	 * 0: SESSION_DEFAULT_MAX_FRAMES. */
 	unsigned max_frames;
-	int fast_lane;			/* read APM and Go processes' samples in the fast lane (fastlane.h) */
+	unsigned fast_lane;		/* SESSION_FAST_LANE_* bits: whose samples the fast lane reads (fastlane.h) */
 	int fast_lane_realtime;		/* ... with its readers at real-time priority where permitted */
 	unsigned fast_lane_max_events;	/* ... with at most this many per-thread events (0: the default) */
 	int use_cache;			/* this boot's kallsyms cache (kallsyms_cache.h) and decompressed debug

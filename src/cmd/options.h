@@ -35,6 +35,7 @@ struct run_settings {
 	int fp_chain;			/* ask the kernel for each sample's user frame-pointer chain */
 	int apm;			/* APM trace correlation */
 	int realtime;			/* fast-lane readers at SCHED_FIFO */
+	int fast_lane;			/* which processes the fast lane reads: 0 APM and live stacks, 1 APM only */
 	int use_cache;			/* kernel symbols and debug files from hostprof's private cache */
 };
 

@@ -23,6 +23,8 @@ static const char *const unwinder_names[] = { "deltas", "libunwind", NULL };	/* 
 static const char *const log_level_names[] = { "error", "warn", "info", "debug", NULL };	/* enum log_level */
 static const char *const sort_names[] = { "self", "total", NULL };	/* enum report_sort */
 static const char *const format_names[] = { "collapsed", "pprof", "speedscope", NULL };	/* convert_format */
+/* run_settings.fast_lane: which processes' samples the fast lane reads as they are taken. */
+static const char *const fast_lane_names[] = { "stacks", "apm", NULL };
 
 static int check_event(const char *name)
 {
@@ -64,6 +66,9 @@ static const struct setting run_items[] = {
 	{ "apm-max-staleness-us", 0, SETTING_UNSIGNED, KEY, RUN(apm_max_staleness_us), .min = 1, .max = 1000000,
 	  .arg = "US", .def = "1000",
 	  .help = "APM: correlate only samples whose context was read this soon after them" },
+	{ "fast-lane", 0, SETTING_ENUM, KEY, RUN(fast_lane), .names = fast_lane_names, .arg = "WHICH",
+	  .def = "stacks", .help = "samples read at once: stacks (APM processes, and Go or deep stacks read on from "
+				   "the process) or apm (APM processes only)" },
 	{ "no-realtime", 0, SETTING_FLAG, KEY | SETTING_NEGATE, RUN(realtime), .def = "false",
 	  .help = "fast-lane readers (APM, Go) at normal priority, not SCHED_FIFO" },
 	{ "no-cache", 0, SETTING_FLAG, KEY | SETTING_NEGATE, RUN(use_cache), .def = "false",
@@ -225,7 +230,9 @@ void run_settings_session(const struct run_settings *r, struct session_options *
 		.max_stack_bytes = r->max_stack,
 		.max_frames = r->max_frames,
 		.stack_copy_bytes = r->stack_size,
-		.fast_lane = 1, /* APM samples are read at once in the fast lane; the rest in batches */
+		/* APM samples are read at once in the fast lane, and unless told otherwise the samples of programs
+		 * whose stacks are read on from the process (Go, deep recursion); the rest in batches. */
+		.fast_lane = r->fast_lane == 1 ? SESSION_FAST_LANE_APM : SESSION_FAST_LANE_APM | SESSION_FAST_LANE_STACKS,
 		.fast_lane_realtime = r->realtime,
 		.use_cache = r->use_cache,
 	};
