@@ -1,8 +1,7 @@
 /*
  * stack_deltas_cache.c — stack-delta tables on disk (see stack_deltas_cache.h).
  *
- * A cache file is a head (magic, format, head size, builder identity, build-id, file identity, the table's
- * counts, a CRC-32 of the whole file, the build's statistics) followed by the table's packed arrays
+ * A cache file is a head (struct stack_deltas_cache_head) followed by the table's packed arrays
  * (stack_deltas_image). The head's size is a multiple of 8, so the arrays are aligned in the mapping.
  */
 #include "unwind/stack_deltas_cache.h"
@@ -30,29 +29,12 @@
 #error "STACK_DELTAS_BUILDER_SOURCES must name the hash of the table builder's sources (see the Makefile)"
 #endif
 
-#define SDC_MAGIC "HPSDTAB\n"
-/* The layout of the head and of the arrays; bumped with any change to either. */
-#define SDC_FORMAT 1
-#define SDC_BUILDER_MAX 64
-
-struct sdc_head {
-	char magic[8];
-	uint32_t format, head_size;
-	char builder[SDC_BUILDER_MAX];				/* NUL-padded */
-	char build_id[STACK_DELTAS_CACHE_BUILD_ID_MAX];		/* NUL-padded lowercase hex */
-	uint8_t file[16];
-	uint64_t base;
-	uint32_t nrows, npages, nrules, crc;			/* crc: of the whole file with this field 0 */
-	uint64_t data_size;					/* bytes of arrays after the head */
-	/* The build's counts (stack_deltas_stats), for its summary. */
-	uint64_t fdes_eh, fdes_debug, fdes_skipped, analysed_ranges, fp_ranges, go_rows;
-};
-_Static_assert(sizeof(struct sdc_head) % 8 == 0, "the arrays after the head stay 8-aligned");
+_Static_assert(sizeof(struct stack_deltas_cache_head) % 8 == 0, "the arrays after the head stay 8-aligned");
 
 struct stack_deltas_cache {
 	char *dir;
 	int dirfd;
-	char builder[SDC_BUILDER_MAX];
+	char builder[STACK_DELTAS_CACHE_BUILDER_MAX];
 	char builder_hash[17];	/* of builder, in the file names */
 };
 
@@ -68,7 +50,7 @@ static void set_builder(struct stack_deltas_cache *c, const char *builder)
 int stack_deltas_cache_open_as(const char *dir, const char *builder, struct stack_deltas_cache **out)
 {
 	*out = NULL;
-	if (strlen(builder) >= SDC_BUILDER_MAX)
+	if (strlen(builder) >= STACK_DELTAS_CACHE_BUILDER_MAX)
 		return -EINVAL;
 	struct stack_deltas_cache *c = calloc(1, sizeof(*c));
 	if (!c || !(c->dir = strdup(dir))) {
@@ -88,11 +70,11 @@ int stack_deltas_cache_open_as(const char *dir, const char *builder, struct stac
 
 int stack_deltas_cache_open(const char *dir, struct stack_deltas_cache **out)
 {
-	char builder[SDC_BUILDER_MAX];
+	char builder[STACK_DELTAS_CACHE_BUILDER_MAX];
 	int major = 0, minor = 0;
 	const char *dw = dwfl_version(NULL);
 	cs_version(&major, &minor);
-	snprintf(builder, sizeof(builder), "f%d src:%.16s dw:%.12s cs:%d.%d", SDC_FORMAT,
+	snprintf(builder, sizeof(builder), "f%d src:%.16s dw:%.12s cs:%d.%d", STACK_DELTAS_CACHE_FORMAT,
 		 STACK_DELTAS_BUILDER_SOURCES, dw ? dw : "?", major, minor);
 	return stack_deltas_cache_open_as(dir, builder, out);
 }
@@ -130,20 +112,21 @@ int stack_deltas_cache_file_name(const struct stack_deltas_cache *c, const struc
 
 /* ---- the file ---- */
 
-static uint32_t file_crc(const struct sdc_head *h, const void *data, size_t size)
+static uint32_t file_crc(const struct stack_deltas_cache_head *h, const void *data, size_t size)
 {
-	struct sdc_head zeroed = *h;
+	struct stack_deltas_cache_head zeroed = *h;
 	zeroed.crc = 0;
 	uLong crc = crc32_z(crc32_z(0, NULL, 0), (const Bytef *)&zeroed, sizeof(zeroed));
 	return (uint32_t)crc32_z(crc, data, size);
 }
 
 static void make_head(const struct stack_deltas_cache *c, const struct stack_deltas_key *key,
-		      const struct stack_deltas_image *img, const struct stack_deltas_stats *st, struct sdc_head *h)
+		      const struct stack_deltas_image *img, const struct stack_deltas_stats *st,
+		      struct stack_deltas_cache_head *h)
 {
 	memset(h, 0, sizeof(*h));
-	memcpy(h->magic, SDC_MAGIC, sizeof(h->magic));
-	h->format = SDC_FORMAT;
+	memcpy(h->magic, STACK_DELTAS_CACHE_MAGIC, sizeof(h->magic));
+	h->format = STACK_DELTAS_CACHE_FORMAT;
 	h->head_size = sizeof(*h);
 	memcpy(h->builder, c->builder, strlen(c->builder));
 	memcpy(h->build_id, key->build_id, strlen(key->build_id));
@@ -167,10 +150,10 @@ static void make_head(const struct stack_deltas_cache *c, const struct stack_del
 /* Whether the head is of this format and its size that of the file; else -EINVAL. Whether it is key's table by
  * this builder; else -ESTALE. */
 static int check_head(const struct stack_deltas_cache *c, const struct stack_deltas_key *key,
-		      const struct sdc_head *h, size_t len)
+		      const struct stack_deltas_cache_head *h, size_t len)
 {
-	char builder[SDC_BUILDER_MAX] = { 0 }, id[STACK_DELTAS_CACHE_BUILD_ID_MAX] = { 0 };
-	if (memcmp(h->magic, SDC_MAGIC, sizeof(h->magic)) != 0 || h->format != SDC_FORMAT ||
+	char builder[STACK_DELTAS_CACHE_BUILDER_MAX] = { 0 }, id[STACK_DELTAS_CACHE_BUILD_ID_MAX] = { 0 };
+	if (memcmp(h->magic, STACK_DELTAS_CACHE_MAGIC, sizeof(h->magic)) != 0 || h->format != STACK_DELTAS_CACHE_FORMAT ||
 	    h->head_size != sizeof(*h) || h->data_size != len - sizeof(*h))
 		return -EINVAL;
 	memcpy(builder, c->builder, strlen(c->builder));
@@ -181,7 +164,8 @@ static int check_head(const struct stack_deltas_cache *c, const struct stack_del
 	return 0;
 }
 
-static void stats_from_head(const struct sdc_head *h, const struct stack_deltas *t, struct stack_deltas_stats *st)
+static void stats_from_head(const struct stack_deltas_cache_head *h, const struct stack_deltas *t,
+			    struct stack_deltas_stats *st)
 {
 	*st = (struct stack_deltas_stats){ .from_cache = true, .fdes_eh = h->fdes_eh, .fdes_debug = h->fdes_debug,
 					   .fdes_skipped = h->fdes_skipped, .analysed_ranges = h->analysed_ranges,
@@ -196,7 +180,8 @@ static int map_file(const struct stack_deltas_cache *c, const char *name, int *f
 	*fd = cache_dir_open_file(c->dirfd, name, &st);
 	if (*fd < 0)
 		return *fd;
-	if (st.st_size < (off_t)sizeof(struct sdc_head) || (unsigned long long)st.st_size > STACK_DELTAS_CACHE_MAX_BYTES)
+	if (st.st_size < (off_t)sizeof(struct stack_deltas_cache_head) ||
+	    (unsigned long long)st.st_size > STACK_DELTAS_CACHE_MAX_BYTES)
 		return -EINVAL;
 	/* Populated at once: the checks read every page anyway. */
 	*map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, *fd, 0);
@@ -210,7 +195,7 @@ static int map_file(const struct stack_deltas_cache *c, const char *name, int *f
 static int adopt_file(const struct stack_deltas_cache *c, const struct stack_deltas_key *key, void *map, size_t len,
 		      struct stack_deltas **out, struct stack_deltas_stats *st)
 {
-	struct sdc_head h;
+	struct stack_deltas_cache_head h;
 	memcpy(&h, map, sizeof(h));
 	int err = check_head(c, key, &h, len);
 	const void *data = (const char *)map + sizeof(h);
@@ -255,7 +240,7 @@ int stack_deltas_cache_store(const struct stack_deltas_cache *c, const struct st
 {
 	char name[STACK_DELTAS_CACHE_BUILD_ID_MAX + 32], path[4096];
 	struct stack_deltas_image img;
-	struct sdc_head h;
+	struct stack_deltas_cache_head h;
 	int err = stack_deltas_cache_file_name(c, key, name, sizeof(name));
 	if (err < 0)
 		return err;

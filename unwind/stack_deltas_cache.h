@@ -52,6 +52,27 @@
 /* Longest build-id accepted, in hex digits. */
 #define STACK_DELTAS_CACHE_BUILD_ID_MAX 128
 
+/*
+ * A cache file: this head, then the table's packed arrays (stack_deltas_image: data_size bytes). Native byte
+ * order and layout (the tables are x86_64 only). Described here for tests and tools; only this module writes it.
+ */
+#define STACK_DELTAS_CACHE_MAGIC "HPSDTAB\n"
+#define STACK_DELTAS_CACHE_FORMAT 1	/* the layout of the head and of the arrays: bumped with any change */
+#define STACK_DELTAS_CACHE_BUILDER_MAX 64
+struct stack_deltas_cache_head {
+	char magic[8];
+	uint32_t format, head_size;				/* head_size: sizeof(this struct) */
+	char builder[STACK_DELTAS_CACHE_BUILDER_MAX];		/* the builder's identity, NUL-padded */
+	char build_id[STACK_DELTAS_CACHE_BUILD_ID_MAX];		/* lowercase hex, NUL-padded */
+	uint8_t file[16];					/* stack_deltas_key.file */
+	uint64_t base;						/* stack_deltas_image's */
+	uint32_t nrows, npages, nrules;
+	uint32_t crc;		/* CRC-32 (zlib's) of the whole file, this field taken as 0 */
+	uint64_t data_size;
+	/* The counts of the build that made the table (stack_deltas_stats), for summaries. */
+	uint64_t fdes_eh, fdes_debug, fdes_skipped, analysed_ranges, fp_ranges, go_rows;
+};
+
 /* Which file a table is of. */
 struct stack_deltas_key {
 	const char *build_id;	/* lowercase hex GNU build-id, 2 to STACK_DELTAS_CACHE_BUILD_ID_MAX digits */
