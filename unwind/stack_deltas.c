@@ -65,8 +65,9 @@ struct stack_deltas {
 	const uint32_t *page;		/* npages + 1: first row whose addr >= page << SD_PAGE_BITS */
 	const struct stack_delta_rule *rules;
 	size_t bytes;
-	void *map;			/* a table read in place from a file (stack_deltas_adopt): the mapping it
-					 * owns, unmapped by stack_deltas_free; NULL for a built table (one allocation) */
+	void *map;			/* a table read in place from a file (stack_deltas_adopt): the mapping
+					 * it owns, unmapped by stack_deltas_free; NULL for a built table (one
+					 * allocation) */
 	size_t map_len;
 };
 

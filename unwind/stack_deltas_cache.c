@@ -153,8 +153,8 @@ static int check_head(const struct stack_deltas_cache *c, const struct stack_del
 		      const struct stack_deltas_cache_head *h, size_t len)
 {
 	char builder[STACK_DELTAS_CACHE_BUILDER_MAX] = { 0 }, id[STACK_DELTAS_CACHE_BUILD_ID_MAX] = { 0 };
-	if (memcmp(h->magic, STACK_DELTAS_CACHE_MAGIC, sizeof(h->magic)) != 0 || h->format != STACK_DELTAS_CACHE_FORMAT ||
-	    h->head_size != sizeof(*h) || h->data_size != len - sizeof(*h))
+	if (memcmp(h->magic, STACK_DELTAS_CACHE_MAGIC, sizeof(h->magic)) != 0 ||
+	    h->format != STACK_DELTAS_CACHE_FORMAT || h->head_size != sizeof(*h) || h->data_size != len - sizeof(*h))
 		return -EINVAL;
 	memcpy(builder, c->builder, strlen(c->builder));
 	memcpy(id, key->build_id, strlen(key->build_id));

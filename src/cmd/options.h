@@ -35,7 +35,8 @@ struct run_settings {
 	int fp_chain;			/* ask the kernel for each sample's user frame-pointer chain */
 	int apm;			/* APM trace correlation */
 	int realtime;			/* fast-lane readers at SCHED_FIFO */
-	int use_cache;			/* kernel symbols, debug files and stack-delta tables from hostprof's private cache */
+	int use_cache;			/* kernel symbols, debug files and stack-delta tables from hostprof's
+					 * private cache */
 };
 
 struct record_options {
