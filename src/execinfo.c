@@ -31,7 +31,7 @@ struct execinfo {
 	int symbolizer_failed;
 	struct stack_deltas *deltas;	/* lazily built, see execinfo_deltas() */
 	int deltas_failed;
-	bool deltas_cacheable;		/* see table_cache() */
+	bool deltas_cacheable;		/* see table_cacheable() */
 	struct stack_deltas_stats deltas_stats;
 	unsigned refs;
 	dev_t dev;
