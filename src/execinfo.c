@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "src/base/hindex.h"
+#include "unwind/stack_deltas_cache.h"
 
 struct execinfo {
 	struct file_id file_id;
@@ -30,13 +31,14 @@ struct execinfo {
 	int symbolizer_failed;
 	struct stack_deltas *deltas;	/* lazily built, see execinfo_deltas() */
 	int deltas_failed;
+	bool deltas_cacheable;		/* see table_cacheable() */
 	struct stack_deltas_stats deltas_stats;
 	unsigned refs;
 	dev_t dev;
 	ino_t ino;
 	off_t size;
 	int64_t mtime_ns;
-	const char *debug_cache_dir;	/* the manager's */
+	struct execinfo_mgr *mgr;
 };
 
 #define EXECINFO_MAX_HOOKS 4
@@ -50,7 +52,9 @@ struct execinfo_mgr {
 		void *ctx;
 	} hooks[EXECINFO_MAX_HOOKS];
 	unsigned nhooks;
-	char *debug_cache_dir;	/* execinfo_mgr_set_debug_cache(); NULL: none */
+	char *cache_dir;	/* execinfo_mgr_set_cache_dir(); NULL: none */
+	struct stack_deltas_cache *tables;	/* in cache_dir, opened on the first table (table_cache()) */
+	int tables_failed;
 };
 
 int execinfo_mgr_new(struct execinfo_mgr **out)
@@ -70,15 +74,16 @@ void execinfo_mgr_free(struct execinfo_mgr *m)
 		return;
 	hindex_free(&m->by_id);
 	hindex_free(&m->by_stat);
-	free(m->debug_cache_dir);
+	stack_deltas_cache_free(m->tables);
+	free(m->cache_dir);
 	free(m);
 }
 
-int execinfo_mgr_set_debug_cache(struct execinfo_mgr *m, const char *dir)
+int execinfo_mgr_set_cache_dir(struct execinfo_mgr *m, const char *dir)
 {
-	if (m->debug_cache_dir || !dir)
+	if (m->cache_dir || !dir)
 		return -EINVAL;
-	return (m->debug_cache_dir = strdup(dir)) ? 0 : -ENOMEM;
+	return (m->cache_dir = strdup(dir)) ? 0 : -ENOMEM;
 }
 
 int execinfo_mgr_add_release_hook(struct execinfo_mgr *m, execinfo_release_fn fn, void *ctx)
@@ -211,6 +216,19 @@ static int only_root_can_write(const struct stat *st)
 	return st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
 }
 
+/*
+ * Whether the file's table may go to and come from the table cache (stack_deltas_cache.h): a file with a
+ * build-id that only root or we can write. The cache is keyed by build-id (and FileID, which covers only the
+ * file's ends): a file that anyone else could write could claim the build-id of a library it is not, and the
+ * table stored for it would then serve that library in every later run. In-memory images (the vdso) are read
+ * from a process's memory: not cached either.
+ */
+static bool table_cacheable(const struct execinfo *e, const struct stat *st)
+{
+	return e->build_id[0] && (st->st_uid == 0 || st->st_uid == geteuid()) &&
+	       !(st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
 /* Parse the ELF image (fd or memory already set in e) and fill the derived fields. */
 static int entry_load(struct execinfo *e, const char *path, Elf_Cmd cmd)
 {
@@ -268,7 +286,7 @@ int execinfo_acquire_fd(struct execinfo_mgr *m, int fd, const char *path, struct
 		return -ENOMEM;
 	}
 	e->fd = fd;
-	e->debug_cache_dir = m->debug_cache_dir;
+	e->mgr = m;
 	e->file_id = id;
 	e->dev = st.st_dev;
 	e->ino = st.st_ino;
@@ -278,6 +296,7 @@ int execinfo_acquire_fd(struct execinfo_mgr *m, int fd, const char *path, struct
 		entry_free(e);
 		return err;
 	}
+	e->deltas_cacheable = table_cacheable(e, &st);
 	if ((err = entry_insert(m, e)) < 0)
 		return err;
 	*out = e;
@@ -301,7 +320,7 @@ int execinfo_acquire_image(struct execinfo_mgr *m, const void *image, size_t siz
 	if (!e)
 		return -ENOMEM;
 	e->fd = -1;
-	e->debug_cache_dir = m->debug_cache_dir;
+	e->mgr = m;
 	e->file_id = id;
 	e->image = malloc(size);
 	if (!e->image) {
@@ -374,16 +393,27 @@ struct symbolizer *execinfo_symbolizer(struct execinfo *e)
 	}
 	if (!e->symbolizer)
 		e->symbolizer_failed = 1;
-	else if (e->debug_cache_dir)
-		symbolizer_set_debug_cache(e->symbolizer, e->debug_cache_dir);	/* without it: decompressed each run */
+	else if (e->mgr->cache_dir)
+		symbolizer_set_debug_cache(e->symbolizer, e->mgr->cache_dir);	/* without it: decompressed each run */
 	return e->symbolizer;
+}
+
+/* The manager's table cache, opened on first use; NULL without a cache directory or when it cannot be used. */
+static struct stack_deltas_cache *table_cache(struct execinfo_mgr *m)
+{
+	if (!m->tables && m->cache_dir && !m->tables_failed && stack_deltas_cache_open(m->cache_dir, &m->tables) < 0)
+		m->tables_failed = 1;
+	return m->tables;
 }
 
 const struct stack_deltas *execinfo_deltas(struct execinfo *e)
 {
 	if (e->deltas || e->deltas_failed)
 		return e->deltas;
-	if (stack_deltas_build(e->elf, &e->deltas, &e->deltas_stats) < 0) {
+	struct stack_deltas_key key = { .build_id = e->build_id };
+	struct stack_deltas_cache *c = e->deltas_cacheable ? table_cache(e->mgr) : NULL;
+	memcpy(key.file, e->file_id.bytes, sizeof(key.file));
+	if (stack_deltas_cache_get(c, c ? &key : NULL, e->elf, &e->deltas, &e->deltas_stats) < 0) {
 		e->deltas = NULL;
 		e->deltas_failed = 1;
 	}
@@ -400,6 +430,7 @@ void execinfo_mgr_totals(const struct execinfo_mgr *m, struct execinfo_totals *t
 		if (!e->deltas)
 			continue;
 		t->tables++;
+		t->tables_cached += e->deltas_stats.from_cache;
 		t->rows += e->deltas_stats.rows;
 		t->bytes += e->deltas_stats.bytes;
 		t->build_ns += e->deltas_stats.build_ns;

@@ -39,9 +39,12 @@ typedef void (*execinfo_release_fn)(void *ctx, const struct execinfo *e);
 int execinfo_mgr_new(struct execinfo_mgr **out);
 /* Every entry must have been released. */
 void execinfo_mgr_free(struct execinfo_mgr *m);
-/* Symbolizers of its entries keep decompressed debug files in dir (symbols/debug_cache.h). Set it once, before
- * the first entry is acquired. Returns 0, -EINVAL (already set, or dir NULL), -ENOMEM. */
-int execinfo_mgr_set_debug_cache(struct execinfo_mgr *m, const char *dir);
+/* hostprof's private cache directory (src/base/cache_dir.h): symbolizers of its entries keep decompressed debug
+ * files there (symbols/debug_cache.h), and stack-delta tables are loaded from and stored there
+ * (unwind/stack_deltas_cache.h; for files with a build-id that only root or the effective user can write).
+ * Without it, neither is read nor written. Set it once, before the first entry is acquired. Returns 0, -EINVAL
+ * (already set, or dir NULL), -ENOMEM. */
+int execinfo_mgr_set_cache_dir(struct execinfo_mgr *m, const char *dir);
 /* Called with each entry just before it is freed. At most 4 hooks. */
 int execinfo_mgr_add_release_hook(struct execinfo_mgr *m, execinfo_release_fn fn, void *ctx);
 
@@ -70,8 +73,8 @@ int execinfo_contains_va(const struct execinfo *e, uint64_t va);
 /* The symbolizer for e, opened on first use; NULL if the file cannot be symbolized. */
 struct symbolizer *execinfo_symbolizer(struct execinfo *e);
 
-/* The file's stack-delta table, built on first use (once per file, shared by every process); NULL if the
- * file has no usable unwind information. */
+/* The file's stack-delta table, built on first use (once per file, shared by every process), or loaded from
+ * the table cache when the manager has a cache directory; NULL if the file has no usable unwind information. */
 const struct stack_deltas *execinfo_deltas(struct execinfo *e);
 
 /* What the entry knows of its file; the strings and the FileID live as long as the entry. */
@@ -96,9 +99,10 @@ unsigned execinfo_refs(const struct execinfo *e);
 /* Entries alive. */
 unsigned execinfo_mgr_count(const struct execinfo_mgr *m);
 
-/* Totals over the entries alive, for reporting: delta tables built, their rows and bytes, build time. */
+/* Totals over the entries alive, for reporting: delta tables built or loaded (tables_cached of them from the
+ * table cache), their rows and bytes, time spent building or loading them. */
 struct execinfo_totals {
-	unsigned entries, tables;
+	unsigned entries, tables, tables_cached;
 	uint64_t rows, bytes, build_ns;
 };
 void execinfo_mgr_totals(const struct execinfo_mgr *m, struct execinfo_totals *t);

@@ -122,12 +122,13 @@ static void setup_kernel(struct session *s)
 		kallsyms_read_text_start("/proc/kallsyms", &s->kernel.text_start);
 }
 
-/* Symbolizers read decompressed copies of compressed debug files (debug_cache.h) from the cache directory. */
-static void set_debug_cache(struct session *s)
+/* Symbolizers read decompressed copies of compressed debug files (debug_cache.h) from the cache directory, and
+ * stack-delta tables are loaded from there (stack_deltas_cache.h). */
+static void set_cache_dir(struct session *s)
 {
 	char dir[4096];
 	if (s->execinfo && s->opts.use_cache && cache_dir_default(dir, sizeof(dir)) == 0)
-		execinfo_mgr_set_debug_cache(s->execinfo, dir);
+		execinfo_mgr_set_cache_dir(s->execinfo, dir);
 }
 
 /* The kernel's symbols, the first time a profile has kernel frames to name: from this boot's cache when there
@@ -409,7 +410,7 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 	s->wake_fd = -1;
 	setup_kernel(s);
 	if (execinfo_mgr_new(&s->execinfo) == 0) {	/* each NULL on failure: checked with the rest below */
-		set_debug_cache(s);
+		set_cache_dir(s);
 		procmgr_new(s->execinfo, &s->procs);
 		traces_new(s->execinfo, &s->kernel, &s->traces);
 	}
@@ -965,12 +966,13 @@ int session_save_capture(struct session *s)
 	return err < 0 ? err : replay_writer_save(s->capture, s->opts.capture_path);
 }
 
-void session_table_totals(const struct session *s, unsigned *tables, uint64_t *rows, uint64_t *bytes,
-			  uint64_t *build_ns)
+void session_table_totals(const struct session *s, unsigned *tables, unsigned *cached, uint64_t *rows,
+			  uint64_t *bytes, uint64_t *build_ns)
 {
 	struct execinfo_totals t;
 	execinfo_mgr_totals(s->execinfo, &t);
 	*tables = t.tables;
+	*cached = t.tables_cached;
 	*rows = t.rows;
 	*bytes = t.bytes;
 	*build_ns = t.build_ns;

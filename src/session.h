@@ -106,8 +106,9 @@ struct session_options {
 	unsigned fast_lane;		/* SESSION_FAST_LANE_* bits: whose samples the fast lane reads (fastlane.h) */
 	int fast_lane_realtime;		/* ... with its readers at real-time priority where permitted */
 	unsigned fast_lane_max_events;	/* ... with at most this many per-thread events (0: the default) */
-	int use_cache;			/* this boot's kallsyms cache (kallsyms_cache.h) and decompressed debug
-					 * files (debug_cache.h), in the user's cache directory (cache_dir.h) */
+	int use_cache;			/* this boot's kallsyms cache (kallsyms_cache.h), decompressed debug
+					 * files (debug_cache.h) and built stack-delta tables
+					 * (stack_deltas_cache.h), in the user's cache directory (cache_dir.h) */
 };
 
 struct session;
@@ -169,9 +170,10 @@ uint64_t session_dropped_mappings(const struct session *s);
 /* Write the replay file asked for in the options (no-op without one). Returns 0 or a negative errno. */
 int session_save_capture(struct session *s);
 
-/* Delta tables built so far: count, rows, bytes and build time (execinfo_mgr_totals). */
-void session_table_totals(const struct session *s, unsigned *tables, uint64_t *rows, uint64_t *bytes,
-			  uint64_t *build_ns);
+/* Delta tables built or loaded so far: count, how many of them from the table cache, rows, bytes and the time
+ * building or loading them took (execinfo_mgr_totals). */
+void session_table_totals(const struct session *s, unsigned *tables, unsigned *cached, uint64_t *rows,
+			  uint64_t *bytes, uint64_t *build_ns);
 
 /* Symbolize and add everything counted so far to p (info counters included). */
 int session_build_profile(struct session *s, struct profile *p);

@@ -6,7 +6,6 @@
  */
 #include "symbols/debug_cache.h"
 
-#include <dirent.h>
 #include <elfutils/libdwelf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +21,6 @@
 #include "src/base/cache_dir.h"
 
 #define BUILD_ID_MAX 64
-#define EVICT_MAX_FILES 4096	/* copies weighed when making room; more are left alone */
 
 bool debug_file_has_build_id(int fd, const unsigned char *id, int id_len)
 {
@@ -117,61 +115,6 @@ static int write_copy(const char *path, int fd)
 	return atomic_file_commit(f);
 }
 
-struct copy_entry {
-	char name[BUILD_ID_MAX * 2 + sizeof(".debug")];
-	off_t size;
-	time_t used;
-};
-
-static int by_use(const void *a, const void *b)
-{
-	const struct copy_entry *x = a, *y = b;
-	return x->used < y->used ? -1 : x->used > y->used;
-}
-
-/* The copies in the directory (names ending in .debug, regular files), up to max. */
-static size_t list_copies(int dirfd, struct copy_entry *out, size_t max, unsigned long long *total)
-{
-	int fd = dup(dirfd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	size_t n = 0;
-	struct dirent *e;
-	*total = 0;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return 0;
-	}
-	while (n < max && (e = readdir(d))) {
-		struct stat st;
-		size_t len = strlen(e->d_name);
-		if (len < 7 || len >= sizeof(out->name) || strcmp(e->d_name + len - 6, ".debug") != 0 ||
-		    fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
-			continue;
-		memcpy(out[n].name, e->d_name, len + 1);
-		out[n].size = st.st_size;
-		out[n].used = st.st_mtime;
-		*total += (unsigned long long)st.st_size;
-		n++;
-	}
-	closedir(d);
-	return n;
-}
-
-/* Removes the least recently used copies until need more bytes fit under DEBUG_CACHE_MAX_BYTES. */
-static void make_room(int dirfd, unsigned long long need)
-{
-	unsigned long long total;
-	struct copy_entry *c = malloc(EVICT_MAX_FILES * sizeof(*c));
-	size_t n = c ? list_copies(dirfd, c, EVICT_MAX_FILES, &total) : 0;
-	qsort(c, n, sizeof(*c), by_use);
-	for (size_t i = 0; i < n && total + need > DEBUG_CACHE_MAX_BYTES; i++) {
-		if (unlinkat(dirfd, c[i].name, 0) == 0)
-			total -= (unsigned long long)c[i].size;
-	}
-	free(c);
-}
-
 /* The copy named name in dirfd, if it is ours and of build-id id; its use time refreshed. */
 static int open_copy(int dirfd, const char *name, const unsigned char *id, int id_len)
 {
@@ -214,7 +157,7 @@ int debug_cache_open(const char *dir, int fd, const unsigned char *id, int id_le
 	int copy = open_copy(dirfd, name, id, id_len);
 	if (copy < 0 && copy != -EPERM && fstat(fd, &st) == 0 &&
 	    snprintf(path, sizeof(path), "%s/%s", dir, name) < (int)sizeof(path)) {
-		make_room(dirfd, (unsigned long long)st.st_size * 4);
+		cache_dir_make_room(dirfd, ".debug", DEBUG_CACHE_MAX_BYTES, (unsigned long long)st.st_size * 4);
 		copy = write_copy(path, fd);
 		copy = copy < 0 ? copy : open_copy(dirfd, name, id, id_len);
 	}

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 /* Rule indices are u16; index 0 is INVALID, 1 is FALLBACK (what a rule becomes once the table is full). */
@@ -64,7 +65,14 @@ struct stack_deltas {
 	const uint32_t *page;		/* npages + 1: first row whose addr >= page << SD_PAGE_BITS */
 	const struct stack_delta_rule *rules;
 	size_t bytes;
+	void *map;			/* a table read in place from a file (stack_deltas_adopt): the mapping
+					 * it owns, unmapped by stack_deltas_free; NULL for a built table (one
+					 * allocation) */
+	size_t map_len;
 };
+
+_Static_assert(sizeof(struct stack_delta_rule) == 12, "rules are stored packed, 12 bytes each");
+_Static_assert(sizeof(struct stack_deltas) % 8 == 0, "the arrays follow the table's struct, 8-aligned");
 
 struct sd_row {
 	uint64_t addr;
@@ -1012,17 +1020,28 @@ static size_t sd_normalise(struct sd_builder *b)
 	return n;
 }
 
-static void sd_count_kinds(struct sd_builder *b, const struct stack_deltas *t)
+void stack_deltas_count(const struct stack_deltas *t, struct stack_deltas_stats *st)
 {
+	st->rows = t->nrows;
+	st->bytes = t->bytes;
+	st->rules = t->nrules;
+	st->fallback_rows = st->plt_rows = st->signal_rows = st->stop_rows = 0;
 	for (uint32_t i = 0; i < t->nrows; i++) {
 		switch (t->rules[t->rule[i]].kind) {
-		case STACK_DELTA_FALLBACK: b->st->fallback_rows++; break;
-		case STACK_DELTA_PLT: b->st->plt_rows++; break;
-		case STACK_DELTA_SIGNAL: b->st->signal_rows++; break;
-		case STACK_DELTA_STOP: b->st->stop_rows++; break;
+		case STACK_DELTA_FALLBACK: st->fallback_rows++; break;
+		case STACK_DELTA_PLT: st->plt_rows++; break;
+		case STACK_DELTA_SIGNAL: st->signal_rows++; break;
+		case STACK_DELTA_STOP: st->stop_rows++; break;
 		default: break;
 		}
 	}
+}
+
+/* Bytes of the packed arrays that follow the table's struct (rules, page index, addr[], rule[]). */
+static size_t sd_arrays_size(uint32_t nrows, uint32_t npages, uint32_t nrules)
+{
+	return (size_t)nrules * sizeof(struct stack_delta_rule) + ((size_t)npages + 1) * sizeof(uint32_t) +
+	       (size_t)nrows * (sizeof(uint32_t) + sizeof(uint16_t));
 }
 
 /* Pack rows[0..n) into one allocation. Rows beyond 4 GiB of the first are dropped (u32 offsets). */
@@ -1033,8 +1052,7 @@ static struct stack_deltas *sd_pack(struct sd_builder *b, size_t n)
 		n--;
 	uint64_t last = n ? b->rows[n - 1].addr - base : 0;
 	uint32_t npages = (uint32_t)(last >> SD_PAGE_BITS) + 1;
-	size_t sz = sizeof(struct stack_deltas) + (size_t)b->nrules * sizeof(struct stack_delta_rule) +
-		    (npages + 1) * sizeof(uint32_t) + n * sizeof(uint32_t) + n * sizeof(uint16_t);
+	size_t sz = sizeof(struct stack_deltas) + sd_arrays_size((uint32_t)n, npages, b->nrules);
 	struct stack_deltas *t = malloc(sz);
 	if (!t)
 		return NULL;
@@ -1188,12 +1206,8 @@ int stack_deltas_build(Elf *elf, struct stack_deltas **out, struct stack_deltas_
 		err = -ENOENT;
 	if (err == 0 && !(*out = sd_pack(&b, n)))
 		err = -ENOMEM;
-	if (err == 0) {
-		b.st->rows = (*out)->nrows;
-		b.st->bytes = (*out)->bytes;
-		b.st->rules = (*out)->nrules;
-		sd_count_kinds(&b, *out);
-	}
+	if (err == 0)
+		stack_deltas_count(*out, b.st);
 	sd_fini(&b);
 	(stats ? stats : &local)->build_ns = clock_mono_ns() - t0;
 	return err;
@@ -1201,7 +1215,81 @@ int stack_deltas_build(Elf *elf, struct stack_deltas **out, struct stack_deltas_
 
 void stack_deltas_free(struct stack_deltas *t)
 {
+	if (t && t->map)
+		munmap(t->map, t->map_len);
 	free(t);
+}
+
+/* ---- the packed form, for the table cache ---------------------------------------------------------------- */
+
+void stack_deltas_image(const struct stack_deltas *t, struct stack_deltas_image *out)
+{
+	*out = (struct stack_deltas_image){ .base = t->base, .nrows = t->nrows, .npages = t->npages,
+					    .nrules = t->nrules, .data = t->rules,
+					    .size = sd_arrays_size(t->nrows, t->npages, t->nrules) };
+}
+
+/* The rules as sd_rules_init() starts them (INVALID, then FALLBACK: lookups and a full table rely on their
+ * indices), and every rule's kind and FP location one the unwinder knows. */
+static bool sd_rules_valid(const struct stack_delta_rule *rules, uint32_t n)
+{
+	struct stack_delta_rule inv = stack_delta_rule_make(STACK_DELTA_INVALID);
+	struct stack_delta_rule fb = stack_delta_rule_make(STACK_DELTA_FALLBACK);
+	if (n < 2 || n > SD_MAX_RULES || !sd_rule_eq(&rules[SD_RULE_INVALID], &inv) ||
+	    !sd_rule_eq(&rules[SD_RULE_FALLBACK], &fb))
+		return false;
+	for (uint32_t i = 0; i < n; i++)
+		if (rules[i].kind > STACK_DELTA_FALLBACK || rules[i].fp > STACK_DELTA_FP_AT_FP)
+			return false;
+	return true;
+}
+
+/* Rows as sd_pack() lays them out: the first at offset 0, addresses strictly ascending, rule indices in range,
+ * and the page index exactly the one sd_pack() computes (so every lookup's binary search stays in range and
+ * finds what it would in the built table). */
+static bool sd_rows_valid(const struct stack_deltas *t)
+{
+	uint32_t last = t->nrows ? t->addr[t->nrows - 1] : 0, p = 0;
+	if (t->nrows == 0 || t->addr[0] != 0 || t->npages != (last >> SD_PAGE_BITS) + 1)
+		return false;
+	for (uint32_t i = 0; i < t->nrows; i++) {
+		if ((i > 0 && t->addr[i] <= t->addr[i - 1]) || t->rule[i] >= t->nrules)
+			return false;
+		for (; p <= (t->addr[i] >> SD_PAGE_BITS); p++)
+			if (t->page[p] != i)
+				return false;
+	}
+	for (; p <= t->npages; p++)
+		if (t->page[p] != t->nrows)
+			return false;
+	return true;
+}
+
+int stack_deltas_adopt(const struct stack_deltas_image *img, void *map, size_t map_len, struct stack_deltas **out)
+{
+	*out = NULL;
+	/* Bounds first, so that the sizes below cannot overflow: addresses are u32 offsets (at most 65536 pages). */
+	if (img->nrows > SD_MAX_ROWS || img->npages == 0 || img->npages > (1u << (32 - SD_PAGE_BITS)) ||
+	    img->nrules < 2 || img->nrules > SD_MAX_RULES || ((uintptr_t)img->data & 7) ||
+	    img->size != sd_arrays_size(img->nrows, img->npages, img->nrules))
+		return -EINVAL;
+	struct stack_deltas *t = malloc(sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	const struct stack_delta_rule *rules = img->data;
+	const uint32_t *page = (const uint32_t *)(rules + img->nrules);
+	const uint32_t *addr = page + img->npages + 1;
+	*t = (struct stack_deltas){ .base = img->base, .nrows = img->nrows, .npages = img->npages,
+				    .nrules = img->nrules, .addr = addr, .rule = (const uint16_t *)(addr + img->nrows),
+				    .page = page, .rules = rules, .bytes = sizeof(*t) + img->size };
+	if (!sd_rules_valid(rules, t->nrules) || !sd_rows_valid(t) || img->base + addr[t->nrows - 1] < img->base) {
+		free(t);
+		return -EINVAL;
+	}
+	t->map = map;
+	t->map_len = map_len;
+	*out = t;
+	return 0;
 }
 
 size_t stack_deltas_bytes(const struct stack_deltas *t)

@@ -13,7 +13,9 @@
  * used there and nowhere else.
  *
  * Ownership: stack_deltas_build() allocates the table; stack_deltas_free() releases it. The table does not
- * reference the Elf after the build returns: the caller may close the file. A built table is immutable, so
+ * reference the Elf after the build returns: the caller may close the file. A table may also be read in place
+ * from a file of the table cache (stack_deltas_adopt(), stack_deltas_cache.h): it then owns that mapping and
+ * stack_deltas_free() unmaps it; callers cannot tell the two apart. A table is immutable, so
  * any number of threads may look up in it concurrently. Building is reentrant (no shared state) but uses the
  * Elf handle, which must not be used by another thread meanwhile; like libdw, it decompresses a compressed
  * .debug_frame inside that handle.
@@ -89,7 +91,9 @@ struct stack_delta_rule {
 
 /* What a build found and cost; all counts are for one file. */
 struct stack_deltas_stats {
-	uint64_t build_ns;	/* wall time of stack_deltas_build */
+	uint64_t build_ns;	/* wall time of stack_deltas_build (of the load, for a table from the cache) */
+	bool from_cache;	/* loaded from the table cache (stack_deltas_cache.h): the counts below are those
+				 * of the build that stored it */
 	size_t rows;		/* rows in the table after merging equal neighbours */
 	size_t bytes;		/* memory the table holds (stack_deltas_bytes) */
 	size_t rules;		/* distinct rules */
@@ -113,6 +117,35 @@ struct stack_deltas;
  */
 int stack_deltas_build(Elf *elf, struct stack_deltas **out, struct stack_deltas_stats *stats);
 void stack_deltas_free(struct stack_deltas *t);
+
+/* Fill st's rows, bytes, rules and *_rows counts from t (the rest is left alone). */
+void stack_deltas_count(const struct stack_deltas *t, struct stack_deltas_stats *st);
+
+/*
+ * A table's packed form, for the table cache (stack_deltas_cache.h): its rules (12 bytes each), its page
+ * index (npages + 1 u32), its rows' address offsets from base (nrows u32) and rule indices (nrows u16),
+ * contiguous at data in that order, exactly as the table holds them in memory (x86_64, little-endian).
+ */
+struct stack_deltas_image {
+	uint64_t base;		/* ELF address of the first row */
+	uint32_t nrows, npages, nrules;
+	const void *data;	/* 8-byte aligned */
+	size_t size;		/* bytes at data */
+};
+
+/* The packed form of t; data points into t and lives as long as it. */
+void stack_deltas_image(const struct stack_deltas *t, struct stack_deltas_image *out);
+
+/*
+ * A table that reads img->data in place, made only when the image is one a build makes: sizes consistent with
+ * the counts, the first two rules INVALID and FALLBACK, every rule's kind and FP location valid, addresses
+ * strictly ascending from offset 0, every rule index in range, the page index exactly the one a build computes
+ * — so that an untrusted image (a cache file) can make no lookup read outside it. Walks every row: O(nrows).
+ * On success the table owns the mapping map[0..map_len) holding img->data (NULL: nothing to unmap, the caller
+ * keeps data alive and unchanged longer than the table); on failure the caller keeps it. Returns 0 and *out,
+ * -EINVAL, -ENOMEM.
+ */
+int stack_deltas_adopt(const struct stack_deltas_image *img, void *map, size_t map_len, struct stack_deltas **out);
 
 /* Bytes of memory held by t. */
 size_t stack_deltas_bytes(const struct stack_deltas *t);

@@ -24,10 +24,11 @@
  * its return address checked the same way. These steps are not guesses in the sense below: they have their own
  * checks.
  *
- * Tables: the caller normally owns one table per file, built once with stack_deltas_build() and shared by every
- * process that maps the file, and passes it in unwind_module.deltas. When deltas is NULL the unwinder builds
- * the table from unwind_module.elf itself on the file's first frame and keeps it, keyed by cache_key, until
- * unwind_deltas_forget() (standalone use: tests, tools).
+ * Tables: the caller normally owns one table per file, built once with stack_deltas_build() or loaded from the
+ * table cache (stack_deltas_cache.h) and shared by every process that maps the file, and passes it in
+ * unwind_module.deltas. When deltas is NULL the unwinder builds the table from unwind_module.elf itself on the
+ * file's first frame and keeps it, keyed by cache_key, until unwind_deltas_forget() (standalone use: tests,
+ * tools; never cached: the unwinder knows neither the file's identity nor a cache directory).
  *
  * Rows the tables cannot express (FALLBACK) are handed to an optional fallback hook, e.g. libunwind, for that
  * frame only; without a hook the walk ends there as UNWIND_TRUNCATED.

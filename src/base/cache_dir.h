@@ -6,6 +6,9 @@
  * for group or others (created so, mode 0700, when absent), and only its regular files owned by that user that
  * no other may write, opened without following symlinks. Whatever a file holds is still checked by its reader.
  *
+ * Each cache bounds its own files' total size: cache_dir_make_room() removes its least recently used files
+ * (oldest modification time; a reader marks a file used by touching it) before a new one is written.
+ *
  * Errors: negative errno (-EPERM for a directory or file not private to the user). No state: every call is
  * independent; the caller owns returned descriptors.
  */
@@ -26,5 +29,12 @@ int cache_dir_open(const char *path);
 /* The file name in the directory dirfd, for reading, with its status in *st. Returns a descriptor, -EPERM for
  * anything but a regular file private to the effective user, -ELOOP for a symlink, or open(2)'s error. */
 int cache_dir_open_file(int dirfd, const char *name, struct stat *st);
+
+/* Files of one cache weighed by cache_dir_make_room(); any more are left alone. */
+#define CACHE_DIR_EVICT_MAX_FILES 4096
+
+/* Remove the least recently used regular files of dirfd whose names end in suffix until need more bytes fit in
+ * max_bytes with those left. Best effort: a file another process removed first is skipped. */
+void cache_dir_make_room(int dirfd, const char *suffix, unsigned long long max_bytes, unsigned long long need);
 
 #endif

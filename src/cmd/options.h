@@ -36,7 +36,8 @@ struct run_settings {
 	int apm;			/* APM trace correlation */
 	int realtime;			/* fast-lane readers at SCHED_FIFO */
 	int fast_lane;			/* which processes the fast lane reads: 0 APM and live stacks, 1 APM only */
-	int use_cache;			/* kernel symbols and debug files from hostprof's private cache */
+	int use_cache;			/* kernel symbols, debug files and stack-delta tables from hostprof's
+					 * private cache */
 };
 
 struct record_options {

@@ -432,10 +432,10 @@ static void print_summary(struct record_run *r)
 	double secs = (double)(r->end_mono_ns - r->start_mono_ns) / 1e9;
 	double n = st->samples ? (double)st->samples : 1.0;
 	struct rusage self;
-	unsigned tables;
+	unsigned tables, cached;
 	uint64_t rows, bytes, build_ns;
 	getrusage(RUSAGE_SELF, &self);
-	session_table_totals(r->session, &tables, &rows, &bytes, &build_ns);
+	session_table_totals(r->session, &tables, &cached, &rows, &bytes, &build_ns);
 	/* Tables are built inside the first unwinds that need them: count that once, apart. */
 	uint64_t unwind_ns = st->unwind_ns > build_ns ? st->unwind_ns - build_ns : 0;
 	fprintf(stderr,
@@ -459,10 +459,10 @@ static void print_summary(struct record_run *r)
 	print_fp_chain(&us);
 	print_jit(r, &us);
 	if (tables)
-		fprintf(stderr, "hostprof: %u stack-delta tables, %llu rows, %.1f bytes/row, built in %.1f ms; "
-				"%llu frames stepped by libunwind\n",
-			tables, (unsigned long long)rows, rows ? (double)bytes / (double)rows : 0.0, build_ns / 1e6,
-			(unsigned long long)us.fallback_calls);
+		fprintf(stderr, "hostprof: %u stack-delta tables (%u from cache), %llu rows, %.1f bytes/row, "
+				"built/loaded in %.1f ms; %llu frames stepped by libunwind\n",
+			tables, cached, (unsigned long long)rows, rows ? (double)bytes / (double)rows : 0.0,
+			build_ns / 1e6, (unsigned long long)us.fallback_calls);
 	if (session_dropped_mappings(r->session))
 		fprintf(stderr, "hostprof: %llu mappings or thread names not kept for lack of memory (their samples "
 				"show [unknown] or no thread name)\n",

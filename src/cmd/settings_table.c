@@ -72,7 +72,7 @@ static const struct setting run_items[] = {
 	{ "no-realtime", 0, SETTING_FLAG, KEY | SETTING_NEGATE, RUN(realtime), .def = "false",
 	  .help = "fast-lane readers (APM, Go) at normal priority, not SCHED_FIFO" },
 	{ "no-cache", 0, SETTING_FLAG, KEY | SETTING_NEGATE, RUN(use_cache), .def = "false",
-	  .help = "read /proc/kallsyms and debug files themselves, not hostprof's cached copies" },
+	  .help = "no cached kernel symbols, debug files or stack-delta tables: read and build them" },
 	{ "host-id", 0, SETTING_STRING, KEY | SETTING_MAY_BE_EMPTY, RUN(host_id), .arg = "ID",
 	  .def_shown = "/etc/machine-id", .help = "host id sent to APM agents and written in profiles" },
 };

@@ -1,7 +1,7 @@
 /*
  * Replays seed inputs and deterministic mutants of them through every fuzz target (tests/fuzz/), built as
  * standalone runners: real ELF files, a profile hostprof recorded, a committed replay file, perf records, an
- * APM process storage block written here, and JIT maps (committed seeds, and what node writes where it is
+ * APM process storage block written here, stack-delta table cache files written here, and JIT maps (committed seeds, and what node writes where it is
  * installed). Each mutant is hostile input (bytes overwritten, lengths set to zero or 0xff.., files cut short);
  * the parsers must reject it without crashing, and under `make check-asan` without a sanitizer report.
  * `make fuzz` runs the same targets under libFuzzer for longer.
@@ -11,13 +11,17 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
 #include <linux/perf_event.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/lib/testlib.h"
+#include "unwind/stack_deltas_cache.h"
 #include "unwind/unwind.h"
 
 struct fuzz_state {
@@ -220,6 +224,40 @@ static void test_fuzz_jit_maps(void **state)
 	run_target("fuzz_jitdump", 300, dumps);
 }
 
+/* The cache file of path's table, stored in dir's cache under the key name (the loader's checks of the key are
+ * not what the target fuzzes); its path into out. */
+static void store_table(const char *dir, const char *path, const char *name, char *out, size_t len)
+{
+	struct stack_deltas_cache *c;
+	struct stack_deltas *t;
+	struct stack_deltas_key key = { .build_id = name };
+	assert_int_not_equal(elf_version(EV_CURRENT), EV_NONE);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	assert_int_equal(stack_deltas_cache_open(dir, &c), 0);
+	assert_int_equal(stack_deltas_cache_get(c, &key, elf, &t, NULL), 0);
+	char file[256];
+	assert_int_equal(stack_deltas_cache_file_name(c, &key, file, sizeof(file)), 0);
+	snprintf(out, len, "'%s/%s'", dir, file);
+	stack_deltas_free(t);
+	stack_deltas_cache_free(c);
+	elf_end(elf);
+	close(fd);
+}
+
+/* Stack-delta table cache files: a small program's and the C library's tables as this build writes them. */
+static void test_fuzz_table_cache(void **state)
+{
+	struct fuzz_state *f = *state;
+	char dir[600], fixture[512], a[900], b[900], inputs[1900];
+	snprintf(dir, sizeof(dir), "%s/cache", f->dir);
+	store_table(dir, test_fixture_path("split_paths", fixture, sizeof(fixture)), "aa", a, sizeof(a));
+	store_table(dir, "/usr/lib/x86_64-linux-gnu/libc.so.6", "bb", b, sizeof(b));
+	snprintf(inputs, sizeof(inputs), "%s %s", a, b);
+	run_target("fuzz_table_cache", 400, inputs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -229,6 +267,7 @@ int main(void)
 		cmocka_unit_test(test_fuzz_perf_record),
 		cmocka_unit_test(test_fuzz_apm_storage),
 		cmocka_unit_test(test_fuzz_jit_maps),
+		cmocka_unit_test(test_fuzz_table_cache),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

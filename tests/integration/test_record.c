@@ -13,10 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "src/base/cache_dir.h"
 #include "tests/lib/testlib.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -309,6 +311,120 @@ static void test_errors_are_one_line(void **state)
 	assert_int_equal(test_run("grep -q 'cannot run' %s/err", f->dir), 0);
 }
 
+/* The summary line "N stack-delta tables (K from cache), ...". */
+static int table_summary(const char *path, unsigned *tables, unsigned *cached)
+{
+	char line[1024];
+	FILE *f = fopen(path, "r");
+	int found = 0;
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "hostprof: %u stack-delta tables (%u from cache)", tables, cached) == 2;
+	if (f)
+		fclose(f);
+	return found ? 0 : -1;
+}
+
+/* The root-to-leaf names of a sample's stack, joined by ';'. */
+static void stack_key(const struct profile *p, uint32_t stack, char *buf, size_t len)
+{
+	const char *names[128];
+	size_t n = test_stack_functions(p, stack, names, 128), used = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ";" : "", names[i]);
+}
+
+/* Share of p's samples whose stack is key. */
+static double stack_share(const struct profile *p, const char *key)
+{
+	char k[4096];
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		stack_key(p, p->samples.items[i].stack, k, sizeof(k));
+		n += strcmp(k, key) == 0 ? p->samples.items[i].count : 0;
+	}
+	return test_share(n, test_total_samples(p));
+}
+
+/* Every stack holding at least 2 % of a's samples holds a share of b's within 8 points of it. */
+static void assert_same_stacks(const struct profile *a, const struct profile *b)
+{
+	char k[4096];
+	for (uint32_t i = 0; i < a->samples.count; i++) {
+		uint32_t first = 0;
+		while (a->samples.items[first].stack != a->samples.items[i].stack)
+			first++;
+		if (first < i)
+			continue;	/* the same stack in another thread's sample: weighed already */
+		stack_key(a, a->samples.items[i].stack, k, sizeof(k));
+		double sa = stack_share(a, k), sb = stack_share(b, k);
+		if (sa < 2.0)
+			continue;
+		fprintf(stderr, "%.1f%% / %.1f%%: %s\n", sa, sb, k);
+		assert_true(sb > sa - 8.0 && sb < sa + 8.0);
+	}
+}
+
+/* Whether the cache directory holds a table file of the build-id id. */
+static bool table_file_exists(const char *dir, const char *id)
+{
+	return test_run("ls '%s' 2>/dev/null | grep -q '^%s\\..*\\.sdt$'", dir, id) == 0;
+}
+
+static void record_program(const struct test_workdir *f, const char *flags, const char *prog, int run,
+			   unsigned *tables, unsigned *cached)
+{
+	char err[600];
+	snprintf(err, sizeof(err), "%s/err%d", f->dir, run);
+	assert_int_equal(test_run("\"$HOSTPROF\" record %s -o %s/p%d.msgpack -- %s 1 2> %s", flags, f->dir, run,
+				  prog, err), 0);
+	test_run("grep stack-delta %s", err);
+	assert_int_equal(table_summary(err, tables, cached), 0);
+}
+
+/*
+ * Stack-delta tables come from the cache on the second run (man/hostprof.1, FILES): a program with a build-id
+ * of its own (random: no earlier run can have cached it) is not cached under --no-cache, its table is stored by
+ * the first run with the cache and loaded by the next, whose stacks are those of the run that built it.
+ */
+static void test_tables_from_cache(void **state)
+{
+	struct test_workdir *f = *state;
+	char dir[4096], id[33], prog[600];
+	unsigned tables[3], cached[3];
+	uint8_t rnd[16];
+	test_require_perf();
+	assert_int_equal(cache_dir_default(dir, sizeof(dir)), 0);
+	FILE *u = fopen("/dev/urandom", "rb");
+	assert_non_null(u);
+	assert_int_equal(fread(rnd, 1, sizeof(rnd), u), sizeof(rnd));
+	fclose(u);
+	for (int i = 0; i < 16; i++)
+		snprintf(id + 2 * i, 3, "%02x", rnd[i]);
+	snprintf(prog, sizeof(prog), "%s/split_paths", f->dir);
+	assert_int_equal(test_run("cc -O2 -fomit-frame-pointer -Wl,--build-id=0x%s -o %s tests/fixtures/split_paths.c",
+				  id, prog), 0);
+	record_program(f, "--no-cache", prog, 0, &tables[0], &cached[0]);
+	assert_int_equal(cached[0], 0);
+	assert_false(table_file_exists(dir, id));
+	record_program(f, "", prog, 1, &tables[1], &cached[1]);
+	assert_true(table_file_exists(dir, id));
+	record_program(f, "", prog, 2, &tables[2], &cached[2]);
+	assert_true(cached[2] > cached[1]);	/* the program's table at least */
+	char p1[600], p2[600];
+	snprintf(p1, sizeof(p1), "%s/p1.msgpack", f->dir);
+	snprintf(p2, sizeof(p2), "%s/p2.msgpack", f->dir);
+	struct profile *a = test_read_profile(p1), *b = test_read_profile(p2);
+	const char *roots[] = { "main" };
+	assert_complete_share(a, roots, 1, 98.0);
+	assert_complete_share(b, roots, 1, 98.0);
+	assert_same_stacks(a, b);
+	assert_same_stacks(b, a);
+	profile_free(a);
+	profile_free(b);
+	test_run("rm -f '%s'/%s.*.sdt", dir, id);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -323,6 +439,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_distro_binary_xz, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_batched_reads, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_errors_are_one_line, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_tables_from_cache, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests_name("record (integration)", tests, NULL, NULL);
 }
