@@ -36,6 +36,9 @@ struct run_settings {
 	int apm;			/* APM trace correlation */
 	int realtime;			/* fast-lane readers at SCHED_FIFO */
 	int use_cache;			/* kernel symbols and debug files from hostprof's private cache */
+	int off_cpu;			/* off-CPU time per stack through sched:sched_switch (offcpu.h) */
+	unsigned off_cpu_threshold_us;	/* shorter blocks: summed per thread, no stack */
+	unsigned off_cpu_max_rate;	/* off-CPU stacks unwound per second at most (0: no limit) */
 };
 
 struct record_options {

@@ -68,6 +68,14 @@ static const struct setting run_items[] = {
 	  .help = "fast-lane readers (APM, Go) at normal priority, not SCHED_FIFO" },
 	{ "no-cache", 0, SETTING_FLAG, KEY | SETTING_NEGATE, RUN(use_cache), .def = "false",
 	  .help = "read /proc/kallsyms and debug files themselves, not hostprof's cached copies" },
+	{ "off-cpu", 0, SETTING_FLAG, KEY, RUN(off_cpu), .def = "false",
+	  .help = "also record where threads wait: time off CPU per stack (sched:sched_switch; root or CAP_PERFMON)" },
+	{ "off-cpu-threshold-us", 0, SETTING_UNSIGNED, KEY, RUN(off_cpu_threshold_us), .max = 60000000, .arg = "US",
+	  .def = "100", .help = "off-CPU: blocks shorter than US microseconds are summed per thread, without a stack" },
+	{ "off-cpu-max-rate", 0, SETTING_UNSIGNED, KEY, RUN(off_cpu_max_rate), .max = 10000000, .arg = "N",
+	  .def = "10000", .daemon_def = "1000",
+	  .help = "off-CPU: unwind at most N stacks a second; the time of the others is summed per thread (0: no "
+		  "limit)" },
 	{ "host-id", 0, SETTING_STRING, KEY | SETTING_MAY_BE_EMPTY, RUN(host_id), .arg = "ID",
 	  .def_shown = "/etc/machine-id", .help = "host id sent to APM agents and written in profiles" },
 };
@@ -156,6 +164,10 @@ static const struct setting report_items[] = {
 	  .help = "only the samples of process PID" },
 	{ "lines", 0, SETTING_FLAG, 0, RPT(lines),
 	  .help = "show each frame's source line: function (file.c:LINE), a row per line" },
+	{ "off-cpu", 0, SETTING_FLAG, 0, RPT(off_cpu),
+	  .help = "weigh stacks by their time off CPU (a profile recorded with --off-cpu)" },
+	{ "wall", 0, SETTING_FLAG, 0, RPT(wall),
+	  .help = "weigh stacks by wall time (CPU + off CPU), after each thread's split of its wall time" },
 };
 
 ONE_TABLE_COMMAND(report_settings, "report", "usage: hostprof report [OPTIONS] [FILE|DIR...]\n", report_items);
@@ -209,7 +221,7 @@ const char *run_settings_unwinder_name(const struct run_settings *r)
 void run_settings_sampler(const struct run_settings *r, struct sampler_options *out)
 {
 	*out = (struct sampler_options){ .event = r->event, .freq_hz = r->freq_hz, .stack_size = r->stack_size,
-					 .kernel = r->kernel, .fp_chain = r->fp_chain };
+					 .kernel = r->kernel, .fp_chain = r->fp_chain, .off_cpu = r->off_cpu };
 }
 
 void run_settings_session(const struct run_settings *r, struct session_options *out)
@@ -228,5 +240,8 @@ void run_settings_session(const struct run_settings *r, struct session_options *
 		.fast_lane = 1, /* APM samples are read at once in the fast lane; the rest in batches */
 		.fast_lane_realtime = r->realtime,
 		.use_cache = r->use_cache,
+		.off_cpu = r->off_cpu,
+		.off_cpu_threshold_ns = (uint64_t)r->off_cpu_threshold_us * 1000,
+		.off_cpu_max_rate = r->off_cpu_max_rate,
 	};
 }
