@@ -57,6 +57,7 @@ struct convert_options {
 	int format;			/* enum convert_format */
 	bool format_given;
 	bool stack_ids;
+	int value;			/* enum profile_value: what collapsed lines count, speedscope weighs */
 	char output[PATH_MAX];		/* "": standard output */
 };
 

@@ -23,6 +23,7 @@ static const char *const unwinder_names[] = { "deltas", "libunwind", NULL };	/* 
 static const char *const log_level_names[] = { "error", "warn", "info", "debug", NULL };	/* enum log_level */
 static const char *const sort_names[] = { "self", "total", NULL };	/* enum report_sort */
 static const char *const format_names[] = { "collapsed", "pprof", "speedscope", NULL };	/* convert_format */
+static const char *const value_names[] = { "samples", "cpu", "off-cpu", "wall", NULL };	/* enum profile_value */
 
 static int check_event(const char *name)
 {
@@ -179,11 +180,15 @@ static const struct setting convert_items[] = {
 	  .given = offsetof(struct convert_options, format_given), .help = "collapsed, pprof or speedscope" },
 	{ "stack-ids", 0, SETTING_FLAG, 0, CNV(stack_ids),
 	  .help = "(collapsed) start each line with its stack-trace ID" },
+	{ "value", 0, SETTING_ENUM, 0, CNV(value), .names = value_names, .arg = "VALUE", .def = "samples",
+	  .help = "(collapsed, speedscope) weigh stacks by samples, cpu, off-cpu or wall time (times in "
+		  "microseconds in collapsed stacks)" },
 	{ "output", 'o', SETTING_STRING, 0, CNV(output), .arg = "FILE", .help = "write there, not to standard output" },
 };
 
 ONE_TABLE_COMMAND(convert_settings, "convert",
-		  "usage: hostprof convert [FILE|DIR...] --to collapsed|pprof|speedscope [--stack-ids] [-o OUT]\n",
+		  "usage: hostprof convert [FILE|DIR...] --to collapsed|pprof|speedscope [--stack-ids] "
+		  "[--value VALUE] [-o OUT]\n",
 		  convert_items);
 
 #define DIF(m) FIELD(struct diff_options, m)
@@ -193,6 +198,8 @@ static const struct setting diff_items[] = {
 	  .help = "exit status 1 when a function's total share grew by more than PCT percentage points" },
 	{ "limit", 'n', SETTING_UNSIGNED, 0, DIF(limit), .min = 1, .max = UINT_MAX, .arg = "N", .def = "20",
 	  .help = "show the N biggest changes" },
+	{ "value", 0, SETTING_ENUM, 0, DIF(value), .names = value_names, .arg = "VALUE", .def = "samples",
+	  .help = "compare shares of samples, cpu, off-cpu or wall time" },
 };
 
 ONE_TABLE_COMMAND(diff_settings, "diff", "usage: hostprof diff BASE NEW [OPTIONS]\n"
