@@ -366,6 +366,7 @@ static int make_sampler(struct fastlane *f)
 	struct sampler_options so = f->o.sampler;
 	so.low_latency = 1;
 	so.samples_only = 1;
+	so.off_cpu = 0;	/* off-CPU samples stay in the main rings: a blocked thread's context cannot change */
 	so.ring_pages = geteuid() == 0 ? RING_PAGES_ROOT : 0;
 	return sampler_new(&so, &f->sampler);
 }

@@ -144,10 +144,13 @@ int perf_decode_sample(const struct perf_layout *l, const struct perf_event_head
 	}
 	if (t & PERF_SAMPLE_RAW) {
 		uint32_t size, pad;
+		const uint8_t *data = c.p + 4;
 		cursor_u32_pair(&c, &size, &pad);
 		/* The u32 size is followed by the raw data; the pair read consumed the size and 4 data bytes. */
-		if (size > 4)
-			cursor_take(&c, ((size_t)size - 4 + 7) & ~7ULL);
+		if (size > 4 && cursor_take(&c, ((size_t)size - 4 + 7) & ~7ULL)) {
+			out->raw = data;
+			out->raw_size = size;
+		}
 	}
 	if (t & PERF_SAMPLE_BRANCH_STACK)
 		return -EBADMSG;
@@ -222,6 +225,32 @@ int perf_decode_task(const struct perf_event_header *h, struct perf_task *out)
 	cursor_u32_pair(&c, &out->pid, &out->ppid);
 	cursor_u32_pair(&c, &out->tid, &out->ptid);
 	out->time = cursor_u64(&c);
+	return c.bad ? -EBADMSG : 0;
+}
+
+int perf_decode_switch(const struct perf_layout *l, const struct perf_event_header *h, struct perf_switch *out)
+{
+	struct cursor c;
+	uint64_t t = l->sample_type;
+	if (h->type != PERF_RECORD_SWITCH && h->type != PERF_RECORD_SWITCH_CPU_WIDE)
+		return -EINVAL;
+	int off = perf_record_time_offset(l, h->type, h->size);
+	if (off < 0 || !(t & PERF_SAMPLE_TID))
+		return -EBADMSG;
+	cursor_init(&c, h, (size_t)off - 8);	/* TID, TIME, then ID, STREAM_ID, CPU as asked for */
+	cursor_u32_pair(&c, &out->pid, &out->tid);
+	out->time = cursor_u64(&c);
+	if (t & PERF_SAMPLE_ID)
+		cursor_u64(&c);
+	if (t & PERF_SAMPLE_STREAM_ID)
+		cursor_u64(&c);
+	out->cpu = 0;
+	if (t & PERF_SAMPLE_CPU) {
+		uint32_t res;
+		cursor_u32_pair(&c, &out->cpu, &res);
+	}
+	out->out = !!(h->misc & PERF_RECORD_MISC_SWITCH_OUT);
+	out->preempted = !!(h->misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT);
 	return c.bad ? -EBADMSG : 0;
 }
 

@@ -34,6 +34,8 @@ struct perf_sample {
 	const uint8_t *stack;		/* user stack copy starting at regs[UNWIND_REG_SP] */
 	uint64_t stack_size;		/* bytes valid in stack (dyn_size) */
 	uint16_t misc;			/* header misc: PERF_RECORD_MISC_USER / _KERNEL ... */
+	const uint8_t *raw;		/* PERF_SAMPLE_RAW: a tracepoint's record (raw_size bytes), NULL if none */
+	uint32_t raw_size;		/* 0 for other events' samples (whose raw data the kernel leaves empty) */
 };
 
 /* Trailing sample_id of side-band records (only the fields hostprof asks for). */
@@ -63,6 +65,15 @@ struct perf_task {		/* PERF_RECORD_FORK and PERF_RECORD_EXIT */
 	uint64_t time;
 };
 
+/* PERF_RECORD_SWITCH and PERF_RECORD_SWITCH_CPU_WIDE (attr.context_switch): the task of the sample_id switched
+ * out (out, preempted: it was still runnable) or in, at time. */
+struct perf_switch {
+	uint32_t pid, tid;
+	uint64_t time;
+	uint32_t cpu;
+	int out, preempted;
+};
+
 struct perf_lost {
 	uint64_t id, lost;
 };
@@ -79,6 +90,8 @@ int perf_decode_sample(const struct perf_layout *l, const struct perf_event_head
 int perf_decode_mmap2(const struct perf_event_header *h, struct perf_mmap2 *out);
 int perf_decode_comm(const struct perf_event_header *h, struct perf_comm *out);
 int perf_decode_task(const struct perf_event_header *h, struct perf_task *out);
+/* A switch record of l's layout (its trailing sample_id must carry TID and TIME). */
+int perf_decode_switch(const struct perf_layout *l, const struct perf_event_header *h, struct perf_switch *out);
 int perf_decode_lost(const struct perf_event_header *h, struct perf_lost *out);
 /* PERF_RECORD_LOST_SAMPLES: number of samples lost. */
 int perf_decode_lost_samples(const struct perf_event_header *h, uint64_t *lost);

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/tracepoint.h"
+
 #define SCRATCH_SIZE SAMPLER_SCRATCH_SIZE /* a perf record's size is a u16 */
 
 struct ring {
@@ -42,6 +44,8 @@ struct sampler {
 	char error[256];
 	char note[256];
 	int attr_settled;	/* the first successful open fixed the attr (event, kernel) */
+	struct sched_switch_format sched_switch;	/* off_cpu: the tracepoint, once read (have_sched_switch) */
+	int have_sched_switch;
 };
 
 static const struct {
@@ -99,6 +103,8 @@ static void build_attr(struct sampler *s, uint32_t type, uint64_t config)
 			 PERF_SAMPLE_PERIOD | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
 	if (s->opts.kernel || s->opts.fp_chain)
 		a->sample_type |= PERF_SAMPLE_CALLCHAIN;
+	if (s->opts.off_cpu)
+		a->sample_type |= PERF_SAMPLE_RAW;	/* one layout for both events of a ring (sampler.h) */
 	a->sample_regs_user = UNWIND_SAMPLE_REGS_MASK;
 	a->sample_stack_user = s->opts.stack_size;
 	a->exclude_kernel = !s->opts.kernel;
@@ -379,6 +385,58 @@ static int open_settling(struct sampler *s, pid_t pid, int cpu)
 	}
 }
 
+/* The off-CPU event beside the sampling event attr: the tracepoint at every switch, with switch records. */
+static void off_cpu_attr(const struct sampler *s, struct perf_event_attr *a)
+{
+	*a = s->attr;
+	a->type = PERF_TYPE_TRACEPOINT;
+	a->config = s->sched_switch.id;
+	a->freq = 0;
+	a->sample_period = 1;
+	a->exclude_kernel = 0;	/* a tracepoint fires in the kernel: excluding it would never sample */
+	a->exclude_callchain_kernel = s->attr.exclude_kernel;	/* kernel frames only where CPU samples have them */
+	a->mmap = a->mmap2 = a->comm = a->comm_exec = a->task = 0;	/* the sampling event has those */
+	a->context_switch = 1;
+}
+
+static void explain_off_cpu_error(struct sampler *s, int err)
+{
+	if (err == EACCES || err == EPERM)
+		snprintf(s->error, sizeof(s->error),
+			 "perf_event_open(sched:sched_switch): permission denied: off-CPU profiling needs root or "
+			 "CAP_PERFMON, or kernel.perf_event_paranoid <= -1 (it is %d) for a tracepoint's raw data",
+			 paranoid_level());
+	else
+		snprintf(s->error, sizeof(s->error), "perf_event_open(sched:sched_switch): %s", strerror(err));
+}
+
+static int open_off_cpu(struct sampler *s, pid_t pid, int cpu)
+{
+	struct perf_event_attr a;
+	if (!s->have_sched_switch) {
+		int err = sched_switch_format_read(&s->sched_switch, s->error, sizeof(s->error));
+		if (err < 0)
+			return err;
+		s->have_sched_switch = 1;
+	}
+	off_cpu_attr(s, &a);
+	long fd = perf_event_open(&a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0) {
+		int err = errno;
+		if (err == ESRCH)
+			explain_open_error(s, err, pid);
+		else
+			explain_off_cpu_error(s, err);
+		return -err;
+	}
+	int err = remember_fd(s, (int)fd);
+	if (err < 0) {
+		close((int)fd);
+		return err;
+	}
+	return attach_to_ring(s, cpu, (int)fd);
+}
+
 static int open_one(struct sampler *s, pid_t pid, int cpu)
 {
 	int fd;
@@ -399,7 +457,9 @@ static int open_one(struct sampler *s, pid_t pid, int cpu)
 		close(fd);
 		return err;
 	}
-	return attach_to_ring(s, cpu, fd);
+	if ((err = attach_to_ring(s, cpu, fd)) < 0 || !s->opts.off_cpu)
+		return err;
+	return open_off_cpu(s, pid, cpu);
 }
 
 static int online_cpu(int cpu)
@@ -684,6 +744,11 @@ uint64_t sampler_ring_bytes(const struct sampler *s)
 		if (s->rings[i].meta)
 			return s->rings[i].size;
 	return 0;
+}
+
+const struct sched_switch_format *sampler_sched_switch(const struct sampler *s)
+{
+	return s->have_sched_switch ? &s->sched_switch : NULL;
 }
 
 unsigned sampler_nevents(const struct sampler *s)

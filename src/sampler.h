@@ -16,6 +16,16 @@
  * is room for a burst while the reader gets scheduled. low_latency wakes the reader at every sample instead:
  * only for the APM fast lane (fastlane.h), whose trace-context read must follow the sample at once.
  *
+ * Off-CPU events (off_cpu): next to each sampling event, a sched:sched_switch tracepoint event on the same
+ * task or CPU writes into the same ring. Its samples are taken in the context of the task being switched out,
+ * so their user registers and stack copy are that task's, as it blocks or is preempted; its switch records mark
+ * when each task switches in again. Both events ask for the same sample_type (PERF_SAMPLE_RAW included: the
+ * kernel gives other events' samples an empty raw record), so one layout decodes every record of a ring; an
+ * off-CPU sample is the one whose raw record is the tracepoint's (sampler_sched_switch()). A tracepoint fires
+ * only with kernel sampling allowed (exclude_kernel 0) and its raw data needs root or CAP_PERFMON (or
+ * kernel.perf_event_paranoid -1): when refused, the first open fails and sampler_error() says what would
+ * allow it.
+ *
  * Errors: negative errno, with a one-line explanation in the sampler's message buffer (sampler_error()).
  * Threads: one thread calls everything, except that once the rings exist (after the first open) another
  * thread may wait on and drain a ring with sampler_ring_fd()/sampler_drain_ring() while this one opens
@@ -49,6 +59,10 @@ struct sampler_options {
 				 * read at once, at the cost of a wakeup per sample */
 	int samples_only;	/* no side-band records (mmap, comm, fork/exit): another sampler that follows
 				 * the same threads already has them */
+	int off_cpu;		/* also sample sched:sched_switch at every switch-out of the followed tasks
+				 * (sample_period 1, the same registers and stack copy, the tracepoint's raw record:
+				 * PERF_SAMPLE_RAW), with PERF_RECORD_SWITCH records (attr.context_switch) for the
+				 * switch-ins; see "Off-CPU events" above */
 };
 
 /* What sampler_open_task()'s events follow besides the thread itself. */
@@ -110,6 +124,10 @@ const char *sampler_note(const struct sampler *s);
 uint64_t sampler_ring_bytes(const struct sampler *s);
 /* Number of open sampling events (ring holders not counted). */
 unsigned sampler_nevents(const struct sampler *s);
+
+/* The tracepoint layout off-CPU samples are read with; NULL without off_cpu or before the first open. */
+struct sched_switch_format;
+const struct sched_switch_format *sampler_sched_switch(const struct sampler *s);
 
 /* Parse an event name; returns 0 and the attr type/config, or -ENOENT. */
 int sampler_parse_event(const char *name, uint32_t *type, uint64_t *config);

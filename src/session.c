@@ -19,6 +19,8 @@
 #include "src/execinfo.h"
 #include "src/fastlane.h"
 #include "src/jitinfo.h"
+#include "src/offcpu.h"
+#include "src/tracepoint.h"
 #include "src/procmem.h"
 #include "src/procmgr.h"
 #include "src/replay.h"
@@ -57,6 +59,8 @@ struct session {
 	struct trace_kernel kernel;
 	pid_t self;
 	struct session_stats stats;
+	struct offcpu *offcpu;			/* NULL unless off-CPU profiling */
+	uint64_t finish_ns;			/* session_finish()'s time: threads still off CPU count up to it */
 	/* per-sample scratch, sized once by the frame bound so the hot path does not allocate */
 	unsigned max_frames;	/* user frames a walk keeps (opts.max_frames, or the default) */
 	struct unwind_frame *uframes;	/* max_frames */
@@ -421,6 +425,10 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 	if (s->opts.capture_path)
 		replay_writer_new(&s->capture);
 	int err = setup_unwinders(s);
+	struct offcpu_options oo = { .threshold_ns = s->opts.off_cpu_threshold_ns,
+				     .max_rate = s->opts.off_cpu_max_rate };
+	if (err == 0 && s->opts.off_cpu)
+		err = offcpu_new(&oo, &s->offcpu);
 	if (err == 0 && (!s->procs || !s->traces || !s->jit || !s->uframes || !s->frames ||
 			 (s->opts.capture_path && !s->capture) || setup_correlation(s) < 0 ||
 			 execinfo_mgr_add_release_hook(s->execinfo, forget_in_unwinders, s) < 0))
@@ -439,6 +447,7 @@ void session_free(struct session *s)
 		return;
 	/* The fast lane's readers use the correlation's reader. */
 	fastlane_free(s->fastlane);
+	offcpu_free(s->offcpu);
 	/* Traces and mappings hold execinfo references; the unwinder must outlive their release hooks. Traces hold
 	 * jitinfo references too: the manager goes after them. */
 	traces_free(s->traces);
@@ -536,11 +545,14 @@ void session_finish(struct session *s)
 		correlate_tick(s->correlate, clock_mono_ns());
 		correlate_finish(s->correlate, correlate_delay_ms(s->correlate));
 	}
+	s->finish_ns = clock_mono_ns();
 }
 
 void session_pause(struct session *s, int paused)
 {
 	s->paused = paused;
+	if (s->offcpu && paused)
+		offcpu_cancel(s->offcpu);
 	if (s->fastlane)
 		fastlane_pause(s->fastlane, paused);
 }
@@ -769,7 +781,7 @@ static void find_apm_agent(struct session *s, struct process *p)
  * by the fast lane right after the sample (fe), or now. A thread may switch transactions between the sample
  * and the read: a read long after the sample is not trusted, the sample stays uncorrelated (counted).
  */
-static int correlated(struct session *s, struct process *p, const struct perf_sample *ps,
+static int correlated(struct session *s, struct process *p, const struct perf_sample *ps, uint64_t valid_from,
 		      const struct fastlane_entry *fe, const struct trace_id *id, struct correlate_context *ctx,
 		      struct trace_link *link)
 {
@@ -778,7 +790,8 @@ static int correlated(struct session *s, struct process *p, const struct perf_sa
 	if (!correlate_is_ready(s->correlate, p->pid))
 		return 0;
 	uint64_t read_ns = fe ? fe->read_ns : clock_mono_ns();
-	uint64_t lat_us = read_ns > ps->time ? (read_ns - ps->time) / 1000 : 0;
+	/* valid_from: the sample's time, or for off-CPU time its switch-in (the context held still until then). */
+	uint64_t lat_us = read_ns > valid_from ? (read_ns - valid_from) / 1000 : 0;
 	s->stats.apm_read_hist[lat_us < 64 ? lat_us / 8 : lat_us < 1024 ? 8 + lat_us / 128 : 15]++;
 	if (lat_us > (s->opts.apm_max_staleness_us ? s->opts.apm_max_staleness_us : SESSION_APM_MAX_STALENESS_US)) {
 		s->stats.apm_stale++;
@@ -805,6 +818,24 @@ static int count_untracked(struct session *s, const struct perf_sample *ps)
 	return 0;
 }
 
+/* A sample's frames into s->frames: kernel frames, then the user stack unwound (fe: what the fast lane read).
+ * Returns how many. */
+static unsigned sample_frames(struct session *s, struct process *p, const struct perf_sample *ps,
+			      const struct fastlane_entry *fe)
+{
+	unsigned n = add_kernel_frames(s, ps, s->frames);
+	s->fast = fe; /* for the walk's hooks: what the fast lane read of this sample's process */
+	if (ps->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && ps->pid != 0)
+		n += add_user_frames(s, p, ps, s->frames + n);
+	else
+		s->stats.kernel_only++;
+	s->fast = NULL;
+	return n;
+}
+
+static int handle_off_cpu_sample(struct session *s, const struct perf_event_header *rec,
+				 const struct perf_sample *ps);
+
 /* A sample from the main rings, or from the fast lane (fe: with its trace context read). */
 static int handle_sample(struct session *s, const struct perf_event_header *rec, const struct perf_layout *layout,
 			 const struct fastlane_entry *fe)
@@ -816,6 +847,8 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec,
 	}
 	if ((pid_t)ps.pid == s->self)
 		return 0; /* hostprof's own work is not what the user asked about */
+	if (ps.raw_size > 4 && s->offcpu && !fe)
+		return handle_off_cpu_sample(s, rec, &ps);
 	if (!fe && s->fastlane && fastlane_covers(s->fastlane, (pid_t)ps.pid, ps.time)) {
 		s->stats.fast_dropped++; /* the fast lane has this process's samples */
 		return 0;
@@ -828,25 +861,109 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec,
 	p->last_sample_ns = t0;
 	if (!fe)
 		count_live_sample(s, p->pid);
-	unsigned n = add_kernel_frames(s, &ps, s->frames);
-	s->fast = fe; /* for the walk's hooks: what the fast lane read of this sample's process */
-	if (ps.regs_abi != PERF_SAMPLE_REGS_ABI_NONE && ps.pid != 0)
-		n += add_user_frames(s, p, &ps, s->frames + n);
-	else
-		s->stats.kernel_only++;
-	s->fast = NULL;
+	unsigned n = sample_frames(s, p, &ps, fe);
 	const char *tname = ps.pid ? procmgr_thread_name(s->procs, p, (pid_t)ps.tid) : "swapper";
 	struct trace_id id;
 	struct trace_link link;
 	struct correlate_context ctx;
 	traces_hash(s->traces, s->frames, n, &id);
-	int linked = s->correlate && ps.pid && correlated(s, p, &ps, fe, &id, &ctx, &link);
+	int linked = s->correlate && ps.pid && correlated(s, p, &ps, ps.time, fe, &id, &ctx, &link);
 	if (traces_add_linked(s->traces, &id, (pid_t)ps.pid, (pid_t)ps.tid, ps.pid ? p->comm : "swapper", tname,
 			      s->frames, n, ps.period, linked ? &link : NULL) == 0)
 		s->stats.samples++;
 	/* The sample's frames hold their own references now: files its walk found replaced can go. */
 	procmgr_release_deferred(s->procs);
 	s->stats.handle_ns += clock_mono_ns() - t0;
+	return 0;
+}
+
+/* ---- off-CPU time (offcpu.h) ---- */
+
+/*
+ * A sched:sched_switch sample: the thread switching out (the tracepoint fires in its context), kept until its
+ * switch-in. Blocked or preempted from prev_state (tracepoint.h); idle and hostprof's own threads are left out.
+ */
+static int handle_off_cpu_sample(struct session *s, const struct perf_event_header *rec,
+				 const struct perf_sample *ps)
+{
+	const struct sched_switch_format *f = sampler_sched_switch(s->sampler);
+	uint64_t type, prev_pid, state;
+	if (!f || !tracepoint_field_get(ps->raw, ps->raw_size, f->common_type, &type) || type != f->id ||
+	    !tracepoint_field_get(ps->raw, ps->raw_size, f->prev_pid, &prev_pid) ||
+	    !tracepoint_field_get(ps->raw, ps->raw_size, f->prev_state, &state)) {
+		s->stats.bad_records++;
+		return 0;
+	}
+	if (ps->pid == 0 || (uint32_t)prev_pid != ps->tid)
+		return 0;	/* the idle task, or a sample not of the task switching out */
+	offcpu_switch_out(s->offcpu, (pid_t)ps->pid, (pid_t)ps->tid, ps->time,
+			  (state & SCHED_SWITCH_STATE_MASK) == 0, rec);
+	return 0;
+}
+
+/* Time off CPU without a stack (a short block, or over the rate cap): summed per thread under one frame. */
+static void count_off_cpu_alone(struct session *s, struct process *p, const struct offcpu_interval *iv)
+{
+	struct trace_frame f = { .kind = PROFILE_FRAME_ERROR, .address = iv->why == OFFCPU_SHORT ?
+				 TRACE_ERROR_OFFCPU_SHORT : TRACE_ERROR_OFFCPU_CAPPED };
+	const char *tname = p ? procmgr_thread_name(s->procs, p, iv->tid) : "";
+	traces_add_off_cpu(s->traces, NULL, iv->pid, iv->tid, p ? p->comm : "", tname, &f, 1, iv->ns, iv->preempted,
+			   NULL);
+}
+
+/* An interval off CPU (offcpu_fn): unwound from its switch-out sample and counted, or summed per thread. */
+static void count_off_cpu(void *arg, const struct offcpu_interval *iv)
+{
+	struct session *s = arg;
+	struct process *p = procmgr_get(s->procs, iv->pid);
+	struct perf_sample ps;
+	if (!iv->rec || !p || perf_decode_sample(sampler_layout(s->sampler), iv->rec, &ps) < 0) {
+		count_off_cpu_alone(s, p, iv);
+		return;
+	}
+	uint64_t t0 = clock_mono_ns();
+	p->last_sample_ns = t0;
+	/* The CPU samples' unwinding counters stay theirs: an off-CPU stack is counted apart. */
+	struct session_stats keep = s->stats;
+	unsigned n = sample_frames(s, p, &ps, NULL);
+	s->stats.off_cpu_stacks++;
+	s->stats.off_cpu_complete += s->stats.complete - keep.complete;
+	s->stats.complete = keep.complete;
+	s->stats.truncated = keep.truncated;
+	s->stats.unknown = keep.unknown;
+	s->stats.kernel_only = keep.kernel_only;
+	s->stats.frame_limited = keep.frame_limited;
+	struct trace_id id;
+	struct trace_link link;
+	struct correlate_context ctx;
+	traces_hash(s->traces, s->frames, n, &id);
+	int linked = s->correlate && correlated(s, p, &ps, ps.time + iv->ns, NULL, &id, &ctx, &link);
+	traces_add_off_cpu(s->traces, &id, iv->pid, iv->tid, p->comm, procmgr_thread_name(s->procs, p, iv->tid),
+			   s->frames, n, iv->ns, iv->preempted, linked ? &link : NULL);
+	procmgr_release_deferred(s->procs);
+	s->stats.handle_ns += clock_mono_ns() - t0;
+}
+
+/* A switch record: a switch-in ends the thread's interval off CPU (switch-outs are known by their samples). */
+static void handle_switch(struct session *s, const struct perf_event_header *rec)
+{
+	struct perf_switch sw;
+	struct offcpu_interval iv;
+	if (!s->offcpu)
+		return;
+	if (perf_decode_switch(sampler_layout(s->sampler), rec, &sw) < 0) {
+		s->stats.bad_records++;
+		return;
+	}
+	if (!sw.out && offcpu_switch_in(s->offcpu, (pid_t)sw.tid, sw.time, &iv))
+		count_off_cpu(s, &iv);
+}
+
+int session_offcpu_stats(const struct session *s, struct offcpu_stats *out)
+{
+	if (!s->offcpu)
+		return -ENOENT;
+	offcpu_get_stats(s->offcpu, out);
 	return 0;
 }
 
@@ -900,6 +1017,8 @@ static void handle_task(struct session *s, const struct perf_event_header *rec)
 		return;
 	}
 	procmgr_on_exit(s->procs, &t);
+	if (s->offcpu)
+		offcpu_forget(s->offcpu, (pid_t)t.tid);
 	if (process)
 		jitinfo_mgr_on_exit(s->jit, (pid_t)t.pid);
 	if (s->fastlane && process)
@@ -929,6 +1048,10 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec)
 	case PERF_RECORD_LOST:
 	case PERF_RECORD_LOST_SAMPLES:
 		handle_lost(s, rec);
+		break;
+	case PERF_RECORD_SWITCH:
+	case PERF_RECORD_SWITCH_CPU_WIDE:
+		handle_switch(s, rec);
 		break;
 	default:
 		break; /* throttling and other records carry nothing hostprof uses */
@@ -978,8 +1101,24 @@ void session_table_totals(const struct session *s, unsigned *tables, unsigned *c
 	*build_ns = t.build_ns;
 }
 
+/* Threads still off CPU count up to the end of the run (or now, for a daemon's interval); the profile says what
+ * the switches came to. */
+static void off_cpu_to_profile(struct session *s, struct profile *p)
+{
+	struct offcpu_stats st;
+	if (!s->offcpu)
+		return;
+	offcpu_flush(s->offcpu, s->finish_ns ? s->finish_ns : clock_mono_ns(), count_off_cpu, s);
+	offcpu_get_stats(s->offcpu, &st);
+	p->info.off_cpu_threshold_ns = s->opts.off_cpu_threshold_ns;
+	p->info.off_cpu_switches += st.switch_outs;
+	p->info.off_cpu_capped += st.capped;
+	p->info.off_cpu_lost += st.untracked;
+}
+
 int session_build_profile(struct session *s, struct profile *p)
 {
+	off_cpu_to_profile(s, p);
 	p->info.samples += s->stats.samples;
 	p->info.lost += s->stats.lost;
 	p->info.unwound_complete += s->stats.complete;
@@ -1013,4 +1152,6 @@ void session_reset_counts(struct session *s)
 {
 	traces_reset(s->traces);
 	memset(&s->stats, 0, sizeof(s->stats));
+	if (s->offcpu)
+		offcpu_reset_stats(s->offcpu);
 }

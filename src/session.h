@@ -15,6 +15,14 @@
  * queue drained in session_tick(), and the same process's samples in the main rings are dropped from then on. The caller polls session_wake_fd()
  * with the rings and calls session_tick() after each drain, at least every session_tick()'s return.
  *
+ * Off-CPU samples (session_options.off_cpu) are the sampler's sched:sched_switch samples: each is kept until its
+ * thread's switch-in record (offcpu.h), then unwound like a CPU sample and counted as time off CPU under that
+ * stack (traces_add_off_cpu()), or summed per thread without one. A thread's trace context cannot change while
+ * it is off CPU: an APM thread's off-CPU time is correlated when its context is read within the staleness bound
+ * after its switch-in (which a batch read often is not: those intervals stay uncorrelated, counted in
+ * apm_stale). Threads still off CPU are counted up to the end of the run, or of the interval
+ * (session_build_profile()).
+ *
  * Ownership: the session owns its managers and unwinder; the sampler is borrowed. Not thread-safe (the fast
  * lane's readers are threads of their own behind the queue).
  */
@@ -61,6 +69,8 @@ struct session_stats {
 	uint64_t fast_dropped;	/* samples of the main rings left to the fast lane (it has them) */
 	uint64_t fast_goroutines;	/* Go samples on g0 followed with the goroutine the fast lane read */
 	uint64_t fast_extensions;	/* walks past the copy that went on with the stack the fast lane read */
+	uint64_t off_cpu_stacks;	/* off-CPU stacks unwound (not counted in samples, complete, ...) */
+	uint64_t off_cpu_complete;	/* ... of them unwound to their outermost frame */
 };
 
 
@@ -106,6 +116,12 @@ struct session_options {
 	unsigned fast_lane;		/* SESSION_FAST_LANE_* bits: whose samples the fast lane reads (fastlane.h) */
 	int fast_lane_realtime;		/* ... with its readers at real-time priority where permitted */
 	unsigned fast_lane_max_events;	/* ... with at most this many per-thread events (0: the default) */
+	/* Off-CPU profiling: the sampler's off-CPU events (sampler_options.off_cpu) are turned into off-CPU time per
+	 * stack (offcpu.h); blocks under off_cpu_threshold_ns are summed per thread without a stack, at most
+	 * off_cpu_max_rate stacks a second are unwound (0: no limit). */
+	int off_cpu;
+	uint64_t off_cpu_threshold_ns;
+	unsigned off_cpu_max_rate;
 	int use_cache;			/* this boot's kallsyms cache (kallsyms_cache.h), decompressed debug
 					 * files (debug_cache.h) and built stack-delta tables
 					 * (stack_deltas_cache.h), in the user's cache directory (cache_dir.h) */
@@ -162,6 +178,9 @@ void session_jit_stats(const struct session *s, struct jitinfo_stats *out);
 struct stackext_stats;
 /* Reads past the kernel's stack copy; -ENOENT when off (max_stack_bytes not above the copy). */
 int session_stackext_stats(const struct session *s, struct stackext_stats *out);
+/* Off-CPU intervals and what became of them (offcpu.h); -ENOENT when off-CPU profiling is off. */
+struct offcpu_stats;
+int session_offcpu_stats(const struct session *s, struct offcpu_stats *out);
 /* Processes seen (with samples or mappings) since the start. */
 unsigned session_processes(const struct session *s);
 /* Mappings and thread names not kept for lack of memory since the start (procmgr_dropped). */

@@ -31,6 +31,7 @@ struct count_key {
 	struct trace *trace;
 	struct count_link *link;	/* APM context, NULL for most samples */
 	uint64_t count, cpu_ns;
+	uint64_t off_cpu_ns, preempted_ns;	/* time off CPU (traces_add_off_cpu), and of it runnable */
 	char comm[16], thread_name[16];
 };
 
@@ -313,9 +314,10 @@ static struct count_key *key_intern(struct traces *t, const struct count_key_ref
 	return k;
 }
 
-int traces_add_linked(struct traces *t, const struct trace_id *id, pid_t pid, pid_t tid, const char *comm,
-		      const char *thread_name, const struct trace_frame *frames, unsigned n, uint64_t period_ns,
-		      const struct trace_link *link)
+/* The count of a sample's (trace, thread, APM link), made if new; NULL when out of memory. */
+static struct count_key *count_for(struct traces *t, const struct trace_id *id, pid_t pid, pid_t tid,
+				   const char *comm, const char *thread_name, const struct trace_frame *frames,
+				   unsigned n, const struct trace_link *link)
 {
 	struct trace_id own;
 	if (!id) {
@@ -324,13 +326,32 @@ int traces_add_linked(struct traces *t, const struct trace_id *id, pid_t pid, pi
 	}
 	struct trace *tr = trace_intern(t, id, frames, n);
 	if (!tr)
-		return -ENOMEM;
+		return NULL;
 	struct count_key_ref ref = { tr, id_hash(id), thread_word(pid, tid), link };
-	struct count_key *k = key_intern(t, &ref, comm, thread_name);
+	return key_intern(t, &ref, comm, thread_name);
+}
+
+int traces_add_linked(struct traces *t, const struct trace_id *id, pid_t pid, pid_t tid, const char *comm,
+		      const char *thread_name, const struct trace_frame *frames, unsigned n, uint64_t period_ns,
+		      const struct trace_link *link)
+{
+	struct count_key *k = count_for(t, id, pid, tid, comm, thread_name, frames, n, link);
 	if (!k)
 		return -ENOMEM;
 	k->count++;
 	k->cpu_ns += period_ns;
+	return 0;
+}
+
+int traces_add_off_cpu(struct traces *t, const struct trace_id *id, pid_t pid, pid_t tid, const char *comm,
+		       const char *thread_name, const struct trace_frame *frames, unsigned n, uint64_t off_ns,
+		       int preempted, const struct trace_link *link)
+{
+	struct count_key *k = count_for(t, id, pid, tid, comm, thread_name, frames, n, link);
+	if (!k)
+		return -ENOMEM;
+	k->off_cpu_ns += off_ns;
+	k->preempted_ns += preempted ? off_ns : 0;
 	return 0;
 }
 
@@ -419,6 +440,10 @@ static const char *error_name(uint64_t code)
 {
 	if (code == TRACE_ERROR_TOO_MANY)
 		return "[too many processes]";
+	if (code == TRACE_ERROR_OFFCPU_SHORT)
+		return "[off-cpu below threshold]";
+	if (code == TRACE_ERROR_OFFCPU_CAPPED)
+		return "[off-cpu over rate cap]";
 	return code == TRACE_ERROR_UNKNOWN ? "[unknown]" : "[truncated]";
 }
 
@@ -539,6 +564,8 @@ static int add_count(struct profile *p, const struct count_key *k)
 		.tid = k->tid,
 		.count = k->count,
 		.cpu_ns = k->cpu_ns,
+		.off_cpu_ns = k->off_cpu_ns,
+		.preempted_ns = k->preempted_ns,
 	};
 	int err;
 	if ((err = profile_add_string(p, k->comm, &s.comm)) < 0 ||

@@ -32,6 +32,8 @@ enum trace_error {
 	TRACE_ERROR_TRUNCATED = 1,	/* the unwinder stopped before the outermost frame */
 	TRACE_ERROR_UNKNOWN = 2,	/* an address in no known mapping */
 	TRACE_ERROR_TOO_MANY = 3,	/* the process was not tracked: too many processes */
+	TRACE_ERROR_OFFCPU_SHORT = 4,	/* off-CPU time of blocks under the threshold, summed per thread (offcpu.h) */
+	TRACE_ERROR_OFFCPU_CAPPED = 5,	/* off-CPU time whose stacks the rate cap left out, summed per thread */
 };
 
 struct trace_frame {
@@ -83,6 +85,15 @@ int traces_add_linked(struct traces *t, const struct trace_id *id, pid_t pid, pi
  */
 int traces_add(struct traces *t, pid_t pid, pid_t tid, const char *comm, const char *thread_name,
 	       const struct trace_frame *frames, unsigned n, uint64_t period_ns);
+
+/*
+ * Count off_ns of time off CPU (offcpu.h) for (pid, tid) under frames, the stack the thread switched out with,
+ * as traces_add_linked() counts a sample, into the same key's off-CPU time (and its preempted time when
+ * preempted: the thread was runnable, waiting for a CPU); its sample count is left alone. Returns 0 or -ENOMEM.
+ */
+int traces_add_off_cpu(struct traces *t, const struct trace_id *id, pid_t pid, pid_t tid, const char *comm,
+		       const char *thread_name, const struct trace_frame *frames, unsigned n, uint64_t off_ns,
+		       int preempted, const struct trace_link *link);
 
 /* Name kernel frames with k from now on (the table is loaded lazily, when a profile needs it); borrowed. */
 void traces_set_kallsyms(struct traces *t, struct kallsyms *k);

@@ -36,14 +36,21 @@ static int parse_convert_options(int argc, char **argv, struct convert_args *a, 
 		fprintf(stderr, "hostprof: --stack-ids only applies to --to collapsed\n");
 		return 2;
 	}
+	if (a->o.value != PROFILE_VALUE_SAMPLES && a->o.format == CONVERT_PPROF) {
+		fprintf(stderr, "hostprof: --value applies to collapsed and speedscope (pprof carries every value: "
+				"go tool pprof -sample_index)\n");
+		return 2;
+	}
 	a->collapsed.stack_ids = a->o.stack_ids;
+	a->collapsed.value = (enum profile_value)a->o.value;
 	a->out_path = a->o.output[0] ? a->o.output : NULL;
 	return -1;
 }
 
 static int write_format(const struct profile *p, FILE *out, const struct convert_args *a)
 {
-	struct speedscope_options so = { .name = a->name, .exporter = "hostprof " HOSTPROF_VERSION };
+	struct speedscope_options so = { .name = a->name, .exporter = "hostprof " HOSTPROF_VERSION,
+					 .value = (enum profile_value)a->o.value };
 	switch ((enum convert_format)a->o.format) {
 	case CONVERT_PPROF:
 		return pprof_write(p, out);

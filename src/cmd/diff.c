@@ -26,7 +26,7 @@ static int parse_diff_options(int argc, char **argv, struct diff_options *o, int
 
 /* One side of the comparison, which must have samples to compare (-ENODATA if it has none). Returns 0 and *out,
  * or a negative errno, said on stderr. */
-static int load_side(char *arg, struct profile **out)
+static int load_side(char *arg, enum profile_value value, struct profile **out)
 {
 	struct profile *p;
 	int err = profile_inputs_load(&arg, 1, &p);
@@ -34,9 +34,10 @@ static int load_side(char *arg, struct profile **out)
 		return err;
 	uint64_t total = 0;
 	for (uint32_t i = 0; i < p->samples.count; i++)
-		total += p->samples.items[i].count;
+		total += profile_sample_value(p, &p->samples.items[i], value);
 	if (!total) {
-		fprintf(stderr, "hostprof: %s: no samples to compare\n", arg);
+		fprintf(stderr, "hostprof: %s: no %s to compare\n", arg,
+			value == PROFILE_VALUE_OFF_CPU ? "off-CPU time (record --off-cpu)" : "samples");
 		profile_free(p);
 		return -ENODATA;
 	}
@@ -55,11 +56,11 @@ int cmd_diff(int argc, char **argv, const struct cli_env *env)
 		return status;
 	o.base_name = argv[operand];
 	o.new_name = argv[operand + 1];
-	if (load_side(argv[operand], &base) < 0 || load_side(argv[operand + 1], &new) < 0) {
+	if (load_side(argv[operand], o.value, &base) < 0 || load_side(argv[operand + 1], o.value, &new) < 0) {
 		profile_free(base);
 		return 2;
 	}
-	if ((err = diff_compute(base, new, &d)) == 0) {
+	if ((err = diff_compute_value(base, new, o.value, &d)) == 0) {
 		if ((err = diff_print(&d, stdout, &o)) == 0 && fflush(stdout) != 0)
 			err = -errno;
 		status = diff_regressions(&d, o.threshold) ? 1 : 0;

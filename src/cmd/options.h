@@ -38,6 +38,9 @@ struct run_settings {
 	int fast_lane;			/* which processes the fast lane reads: 0 APM and live stacks, 1 APM only */
 	int use_cache;			/* kernel symbols, debug files and stack-delta tables from hostprof's
 					 * private cache */
+	int off_cpu;			/* off-CPU time per stack through sched:sched_switch (offcpu.h) */
+	unsigned off_cpu_threshold_us;	/* shorter blocks: summed per thread, no stack */
+	unsigned off_cpu_max_rate;	/* off-CPU stacks unwound per second at most (0: no limit) */
 };
 
 struct record_options {
@@ -56,6 +59,7 @@ struct convert_options {
 	int format;			/* enum convert_format */
 	bool format_given;
 	bool stack_ids;
+	int value;			/* enum profile_value: what collapsed lines count, speedscope weighs */
 	char output[PATH_MAX];		/* "": standard output */
 };
 

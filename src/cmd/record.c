@@ -29,6 +29,7 @@
 #include "src/profile/profile.h"
 #include "src/sampler.h"
 #include "src/jitinfo.h"
+#include "src/offcpu.h"
 #include "src/session.h"
 #include "src/stackext.h"
 #include "src/target_watch.h"
@@ -338,6 +339,24 @@ static void print_correlation(struct record_run *r)
 		r->o->session.apm_max_staleness_us ? r->o->session.apm_max_staleness_us : SESSION_APM_MAX_STALENESS_US);
 }
 
+static void print_off_cpu(struct record_run *r)
+{
+	struct offcpu_stats os;
+	if (session_offcpu_stats(r->session, &os) < 0)
+		return;
+	const struct session_stats *st = session_stats(r->session);
+	fprintf(stderr, "hostprof: off-cpu: %llu switch-outs, %llu intervals: %llu with stacks (%.1f%% unwound "
+			"completely), %llu under %u us summed "
+			"per thread, %llu over the rate cap of %u/s (%.3f s off CPU without stacks); %llu switch-outs "
+			"not tracked, %llu switch-ins without a switch-out seen\n",
+		(unsigned long long)os.switch_outs, (unsigned long long)os.intervals,
+		(unsigned long long)os.with_stack,
+		st->off_cpu_stacks ? 100.0 * (double)st->off_cpu_complete / (double)st->off_cpu_stacks : 0.0,
+		(unsigned long long)os.short_blocks,
+		r->o->opts.run.off_cpu_threshold_us, (unsigned long long)os.capped, r->o->opts.run.off_cpu_max_rate,
+		(double)os.capped_ns / 1e9, (unsigned long long)os.untracked, (unsigned long long)os.unmatched);
+}
+
 static void print_go_stacks(struct record_run *r)
 {
 	struct go_stack_stats gs;
@@ -451,6 +470,7 @@ static void print_summary(struct record_run *r)
 	print_steady_state(r);
 	print_correlation(r);
 	print_fast_lane(r);
+	print_off_cpu(r);
 	print_go_stacks(r);
 	print_stack_extensions(r);
 	print_frame_limit(r);

@@ -25,6 +25,7 @@ static const char *const sort_names[] = { "self", "total", NULL };	/* enum repor
 static const char *const format_names[] = { "collapsed", "pprof", "speedscope", NULL };	/* convert_format */
 /* run_settings.fast_lane: which processes' samples the fast lane reads as they are taken. */
 static const char *const fast_lane_names[] = { "stacks", "apm", NULL };
+static const char *const value_names[] = { "samples", "cpu", "off-cpu", "wall", NULL };	/* enum profile_value */
 
 static int check_event(const char *name)
 {
@@ -73,6 +74,14 @@ static const struct setting run_items[] = {
 	  .help = "fast-lane readers (APM, Go) at normal priority, not SCHED_FIFO" },
 	{ "no-cache", 0, SETTING_FLAG, KEY | SETTING_NEGATE, RUN(use_cache), .def = "false",
 	  .help = "no cached kernel symbols, debug files or stack-delta tables: read and build them" },
+	{ "off-cpu", 0, SETTING_FLAG, KEY, RUN(off_cpu), .def = "false",
+	  .help = "also record where threads wait: time off CPU per stack (sched:sched_switch; root or CAP_PERFMON)" },
+	{ "off-cpu-threshold-us", 0, SETTING_UNSIGNED, KEY, RUN(off_cpu_threshold_us), .max = 60000000, .arg = "US",
+	  .def = "100", .help = "off-CPU: blocks shorter than US microseconds are summed per thread, without a stack" },
+	{ "off-cpu-max-rate", 0, SETTING_UNSIGNED, KEY, RUN(off_cpu_max_rate), .max = 10000000, .arg = "N",
+	  .def = "10000", .daemon_def = "1000",
+	  .help = "off-CPU: unwind at most N stacks a second; the time of the others is summed per thread (0: no "
+		  "limit)" },
 	{ "host-id", 0, SETTING_STRING, KEY | SETTING_MAY_BE_EMPTY, RUN(host_id), .arg = "ID",
 	  .def_shown = "/etc/machine-id", .help = "host id sent to APM agents and written in profiles" },
 };
@@ -161,6 +170,10 @@ static const struct setting report_items[] = {
 	  .help = "only the samples of process PID" },
 	{ "lines", 0, SETTING_FLAG, 0, RPT(lines),
 	  .help = "show each frame's source line: function (file.c:LINE), a row per line" },
+	{ "off-cpu", 0, SETTING_FLAG, 0, RPT(off_cpu),
+	  .help = "weigh stacks by their time off CPU (a profile recorded with --off-cpu)" },
+	{ "wall", 0, SETTING_FLAG, 0, RPT(wall),
+	  .help = "weigh stacks by wall time (CPU + off CPU), after each thread's split of its wall time" },
 };
 
 ONE_TABLE_COMMAND(report_settings, "report", "usage: hostprof report [OPTIONS] [FILE|DIR...]\n", report_items);
@@ -172,11 +185,15 @@ static const struct setting convert_items[] = {
 	  .given = offsetof(struct convert_options, format_given), .help = "collapsed, pprof or speedscope" },
 	{ "stack-ids", 0, SETTING_FLAG, 0, CNV(stack_ids),
 	  .help = "(collapsed) start each line with its stack-trace ID" },
+	{ "value", 0, SETTING_ENUM, 0, CNV(value), .names = value_names, .arg = "VALUE", .def = "samples",
+	  .help = "(collapsed, speedscope) weigh stacks by samples, cpu, off-cpu or wall time (times in "
+		  "microseconds in collapsed stacks)" },
 	{ "output", 'o', SETTING_STRING, 0, CNV(output), .arg = "FILE", .help = "write there, not to standard output" },
 };
 
 ONE_TABLE_COMMAND(convert_settings, "convert",
-		  "usage: hostprof convert [FILE|DIR...] --to collapsed|pprof|speedscope [--stack-ids] [-o OUT]\n",
+		  "usage: hostprof convert [FILE|DIR...] --to collapsed|pprof|speedscope [--stack-ids] "
+		  "[--value VALUE] [-o OUT]\n",
 		  convert_items);
 
 #define DIF(m) FIELD(struct diff_options, m)
@@ -186,6 +203,8 @@ static const struct setting diff_items[] = {
 	  .help = "exit status 1 when a function's total share grew by more than PCT percentage points" },
 	{ "limit", 'n', SETTING_UNSIGNED, 0, DIF(limit), .min = 1, .max = UINT_MAX, .arg = "N", .def = "20",
 	  .help = "show the N biggest changes" },
+	{ "value", 0, SETTING_ENUM, 0, DIF(value), .names = value_names, .arg = "VALUE", .def = "samples",
+	  .help = "compare shares of samples, cpu, off-cpu or wall time" },
 };
 
 ONE_TABLE_COMMAND(diff_settings, "diff", "usage: hostprof diff BASE NEW [OPTIONS]\n"
@@ -214,7 +233,7 @@ const char *run_settings_unwinder_name(const struct run_settings *r)
 void run_settings_sampler(const struct run_settings *r, struct sampler_options *out)
 {
 	*out = (struct sampler_options){ .event = r->event, .freq_hz = r->freq_hz, .stack_size = r->stack_size,
-					 .kernel = r->kernel, .fp_chain = r->fp_chain };
+					 .kernel = r->kernel, .fp_chain = r->fp_chain, .off_cpu = r->off_cpu };
 }
 
 void run_settings_session(const struct run_settings *r, struct session_options *out)
@@ -235,5 +254,8 @@ void run_settings_session(const struct run_settings *r, struct session_options *
 		.fast_lane = r->fast_lane == 1 ? SESSION_FAST_LANE_APM : SESSION_FAST_LANE_APM | SESSION_FAST_LANE_STACKS,
 		.fast_lane_realtime = r->realtime,
 		.use_cache = r->use_cache,
+		.off_cpu = r->off_cpu,
+		.off_cpu_threshold_ns = (uint64_t)r->off_cpu_threshold_us * 1000,
+		.off_cpu_max_rate = r->off_cpu_max_rate,
 	};
 }

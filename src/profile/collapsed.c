@@ -43,14 +43,15 @@ static int compare_pairs(const void *a, const void *b)
 }
 
 /* Sum sample counts per (comm, stack); returns the number of pairs in *pairs. */
-static int sum_pairs(const struct profile *p, struct pair **pairs, uint32_t *n)
+static int sum_pairs(const struct profile *p, enum profile_value value, struct pair **pairs, uint32_t *n)
 {
 	struct pair *v = malloc((p->samples.count ? p->samples.count : 1) * sizeof(*v));
 	uint32_t k = 0;
 	if (!v)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < p->samples.count; i++)
-		v[i] = (struct pair){ p->samples.items[i].comm, p->samples.items[i].stack, p->samples.items[i].count };
+		v[i] = (struct pair){ p->samples.items[i].comm, p->samples.items[i].stack,
+				      profile_sample_value(p, &p->samples.items[i], value) };
 	qsort(v, p->samples.count, sizeof(*v), compare_pairs);
 	for (uint32_t i = 0; i < p->samples.count; i++) {
 		if (k && v[k - 1].comm == v[i].comm && v[k - 1].stack == v[i].stack)
@@ -115,15 +116,16 @@ static int make_lines(const struct profile *p, const struct pair *pairs, uint32_
 	return err;
 }
 
-static void print_lines(FILE *out, struct line *lines, uint32_t n)
+/* unit: what a line's count is divided by (1000: times summed in ns, printed in whole microseconds). */
+static void print_lines(FILE *out, struct line *lines, uint32_t n, uint64_t unit)
 {
 	qsort(lines, n, sizeof(*lines), compare_lines);
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t count = lines[i].count;
 		while (i + 1 < n && strcmp(lines[i].text, lines[i + 1].text) == 0)
 			count += lines[++i].count;
-		if (count)
-			fprintf(out, "%s %" PRIu64 "\n", lines[i].text, count);
+		if (count / unit)
+			fprintf(out, "%s %" PRIu64 "\n", lines[i].text, count / unit);
 	}
 }
 
@@ -132,11 +134,12 @@ int collapsed_write(const struct profile *p, FILE *out, const struct collapsed_o
 	struct pair *pairs = NULL;
 	struct line *lines = NULL;
 	uint32_t n = 0;
-	int err = sum_pairs(p, &pairs, &n);
+	enum profile_value value = o ? o->value : PROFILE_VALUE_SAMPLES;
+	int err = sum_pairs(p, value, &pairs, &n);
 	if (err == 0 && !(lines = calloc(n ? n : 1, sizeof(*lines))))
 		err = -ENOMEM;
 	if (err == 0 && (err = make_lines(p, pairs, n, o && o->stack_ids, lines)) == 0)
-		print_lines(out, lines, n);
+		print_lines(out, lines, n, value == PROFILE_VALUE_SAMPLES ? 1 : 1000);
 	free(pairs);
 	if (lines)
 		free_lines(lines, n);

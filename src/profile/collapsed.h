@@ -21,6 +21,8 @@
 
 struct collapsed_options {
 	bool stack_ids;		/* prefix each line with its stack-trace ID */
+	enum profile_value value;	/* what a line counts: samples (the default), or a time (enum profile_value)
+					 * in whole microseconds, so a flame graph of wall time reads as wall time */
 };
 
 /* o may be NULL for the defaults. */

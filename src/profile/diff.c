@@ -78,9 +78,16 @@ static void join(struct diff *d)
 
 int diff_compute(const struct profile *base, const struct profile *new, struct diff *d)
 {
+	return diff_compute_value(base, new, PROFILE_VALUE_SAMPLES, d);
+}
+
+int diff_compute_value(const struct profile *base, const struct profile *new, enum profile_value v,
+		       struct diff *d)
+{
 	int err;
-	*d = (struct diff){ 0 };
-	if ((err = report_functions_get(base, &d->base)) < 0 || (err = report_functions_get(new, &d->new)) < 0) {
+	*d = (struct diff){ .value = v };
+	if ((err = report_functions_get_value(base, v, &d->base)) < 0 ||
+	    (err = report_functions_get_value(new, v, &d->new)) < 0) {
 		diff_free(d);
 		return err;
 	}
@@ -126,6 +133,16 @@ static bool changed(const struct diff_row *r)
 
 static void print_header(const struct diff *d, FILE *out, const struct diff_options *o)
 {
+	static const char *const what[] = { "samples", "CPU", "off CPU", "wall" };
+	if (d->value != PROFILE_VALUE_SAMPLES) {
+		fprintf(out, "Base: %s, %.1f ms %s\n", o->base_name ? o->base_name : "base", d->base_samples / 1e6,
+			what[d->value & 3]);
+		fprintf(out, "New:  %s, %.1f ms %s\n", o->new_name ? o->new_name : "new", d->new_samples / 1e6,
+			what[d->value & 3]);
+		fprintf(out, "Shares are percent of each profile's %s time; deltas are new - base, in points.\n\n",
+			what[d->value & 3]);
+		return;
+	}
 	fprintf(out, "Base: %s, %" PRIu64 " samples\n", o->base_name ? o->base_name : "base", d->base_samples);
 	fprintf(out, "New:  %s, %" PRIu64 " samples\n", o->new_name ? o->new_name : "new", d->new_samples);
 	fprintf(out, "Shares are percent of each profile's samples; deltas are new - base, in points "

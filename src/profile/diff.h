@@ -12,7 +12,8 @@
  * Shares add up to 100%, so one function growing makes the others shrink: diff says where the time went,
  * not how long the program took. Sampling noise: a share measured over n samples varies by about
  * 100 * sqrt(p(1-p)/n) points; diff_noise() is the worst-case 95% bound for the difference of two shares,
- * which a threshold should stay well above.
+ * which a threshold should stay well above. Shares of time (diff_compute_value()) compare the same way; the
+ * noise bound is then not printed (a time is not a sample count).
  *
  * Only reads the profiles. Functions return 0, -ENOMEM, or -EIO when writing to out fails.
  */
@@ -37,7 +38,8 @@ struct diff_row {
 struct diff {
 	struct diff_row *rows;	/* every function of either profile, biggest |total delta| first */
 	uint32_t count;
-	uint64_t base_samples, new_samples;
+	uint64_t base_samples, new_samples;	/* the sums of value over each profile's samples */
+	enum profile_value value;	/* what shares are of: samples (the default), CPU, off-CPU or wall time */
 	struct report_functions base, new;	/* own the names */
 };
 
@@ -45,9 +47,13 @@ struct diff_options {
 	double threshold;	/* percentage points of total share; growth above it is a regression */
 	unsigned limit;		/* rows to print; 0 means DIFF_DEFAULT_LIMIT */
 	const char *base_name, *new_name;	/* shown in the header; NULL: "base", "new" */
+	int value;		/* enum profile_value the shares are of (the command's --value) */
 };
 
 int diff_compute(const struct profile *base, const struct profile *new, struct diff *d);
+/* The same with shares of value v (enum profile_value): where the CPU, off-CPU or wall time went. */
+int diff_compute_value(const struct profile *base, const struct profile *new, enum profile_value v,
+		       struct diff *d);
 void diff_free(struct diff *d);
 
 /* The rows whose total share grew by more than threshold points (the regressions). */

@@ -411,7 +411,11 @@ static int read_header(struct reader *r, const msgpack_object *h)
 	    (err = header_uint(r, stats, "duration_ns", &i->duration_ns)) < 0 ||
 	    (err = header_uint(r, stats, "period_ns", &i->period_ns)) < 0 ||
 	    (err = header_string(r, stats, "event", &i->event)) < 0 ||
-	    (err = header_string(r, stats, "unwinder", &i->unwinder)) < 0)
+	    (err = header_string(r, stats, "unwinder", &i->unwinder)) < 0 ||
+	    (err = header_uint(r, stats, "off_cpu_switches", &i->off_cpu_switches)) < 0 ||
+	    (err = header_uint(r, stats, "off_cpu_threshold_ns", &i->off_cpu_threshold_ns)) < 0 ||
+	    (err = header_uint(r, stats, "off_cpu_capped", &i->off_cpu_capped)) < 0 ||
+	    (err = header_uint(r, stats, "off_cpu_lost", &i->off_cpu_lost)) < 0)
 		return err;
 	return 0;
 }
@@ -720,8 +724,9 @@ struct resource {
 
 static int read_sample(struct reader *r, const msgpack_object *o, const struct resource *res)
 {
-	static const uint8_t keys[] = { 1, 2, 3, 4, PROFILE_EXT_CPU_NS };
-	const msgpack_object *f[5];
+	static const uint8_t keys[] = { 1, 2, 3, 4, PROFILE_EXT_CPU_NS, PROFILE_EXT_OFF_CPU_NS,
+					PROFILE_EXT_PREEMPTED_NS };
+	const msgpack_object *f[7];
 	const struct rattr *at[MAX_ELEMENT_ATTRS];
 	const msgpack_object_array *values;
 	struct profile_sample s = { .pid = res->pid, .comm = res->comm };
@@ -730,14 +735,18 @@ static int read_sample(struct reader *r, const msgpack_object *o, const struct r
 	int err;
 	if ((err = expect_map(r, o, "sample", i)) < 0)
 		return err;
-	map_fields(o, keys, 5, f);
+	map_fields(o, keys, 7, f);
 	if ((err = get_ref(r, f[0], "sample", i, 1, "stack", t->stacks.count, &s.stack)) < 0 ||
 	    (err = get_attrs(r, f[1], "sample", i, 2, at, MAX_ELEMENT_ATTRS, &nat)) < 0 ||
 	    (err = get_ref(r, f[2], "sample", i, 3, "link", t->links.count, &s.link)) < 0 ||
 	    (err = get_array(r, f[3], "sample", i, 4, &values)) < 0 ||
 	    (values->size && (err = get_uint(r, &values->ptr[0], "sample", i, 4, &s.count)) < 0) ||
-	    (err = get_uint(r, f[4], "sample", i, PROFILE_EXT_CPU_NS, &s.cpu_ns)) < 0)
+	    (err = get_uint(r, f[4], "sample", i, PROFILE_EXT_CPU_NS, &s.cpu_ns)) < 0 ||
+	    (err = get_uint(r, f[5], "sample", i, PROFILE_EXT_OFF_CPU_NS, &s.off_cpu_ns)) < 0 ||
+	    (err = get_uint(r, f[6], "sample", i, PROFILE_EXT_PREEMPTED_NS, &s.preempted_ns)) < 0)
 		return err;
+	if (s.preempted_ns > s.off_cpu_ns)
+		return fail(r, -EBADMSG, "corrupt: sample %" PRIu32 ": preempted time exceeds its off-CPU time", i);
 	for (uint32_t k = 0; k < nat; k++) {
 		if (at[k]->key == ATTR_THREAD_ID && at[k]->has_int)
 			s.tid = (int32_t)at[k]->ival;

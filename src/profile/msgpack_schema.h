@@ -28,6 +28,8 @@
 #define PROFILE_EXT_FRAME_KIND 100	/* Location: enum profile_frame_kind */
 #define PROFILE_EXT_TRACE_ID 100	/* Stack: 16-byte stack-trace ID (bin) */
 #define PROFILE_EXT_CPU_NS 100		/* Sample: sum of the samples' periods, ns */
+#define PROFILE_EXT_OFF_CPU_NS 101	/* Sample: time off CPU, ns (written when not 0) */
+#define PROFILE_EXT_PREEMPTED_NS 102	/* Sample: ... of it preempted (runnable), ns (written when not 0) */
 
 /* Attribute keys hostprof writes into the attribute table (OTel semantic conventions). */
 enum attr_key {

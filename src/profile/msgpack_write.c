@@ -278,7 +278,13 @@ static void pack_header(struct writer *w)
 	pack_skey_str(pk, "host.id", i->host_id);
 	pack_skey_str(pk, "kernel", i->kernel);
 	pack_str(pk, "stats");
-	msgpack_pack_map(pk, 11);
+	msgpack_pack_map(pk, 11 + (i->off_cpu_switches ? 4 : 0));
+	if (i->off_cpu_switches) {
+		pack_skey_uint(pk, "off_cpu_switches", i->off_cpu_switches);
+		pack_skey_uint(pk, "off_cpu_threshold_ns", i->off_cpu_threshold_ns);
+		pack_skey_uint(pk, "off_cpu_capped", i->off_cpu_capped);
+		pack_skey_uint(pk, "off_cpu_lost", i->off_cpu_lost);
+	}
 	pack_skey_uint(pk, "samples", i->samples);
 	pack_skey_uint(pk, "lost", i->lost);
 	pack_skey_uint(pk, "unwound_complete", i->unwound_complete);
@@ -473,7 +479,7 @@ static void pack_sample(struct writer *w, uint32_t i)
 {
 	const struct profile_sample *s = &w->p->samples.items[i];
 	msgpack_packer *pk = &w->pk;
-	msgpack_pack_map(pk, 4 + (s->link != 0));
+	msgpack_pack_map(pk, 4 + (s->link != 0) + (s->off_cpu_ns != 0) + (s->preempted_ns != 0));
 	pack_key_uint(pk, 1, s->stack);
 	pack_attr_indices(pk, 2, w->sample_attrs[i], 3);
 	if (s->link)
@@ -482,6 +488,10 @@ static void pack_sample(struct writer *w, uint32_t i)
 	msgpack_pack_array(pk, 1);
 	msgpack_pack_uint64(pk, s->count);
 	pack_key_uint(pk, PROFILE_EXT_CPU_NS, s->cpu_ns);
+	if (s->off_cpu_ns)
+		pack_key_uint(pk, PROFILE_EXT_OFF_CPU_NS, s->off_cpu_ns);
+	if (s->preempted_ns)
+		pack_key_uint(pk, PROFILE_EXT_PREEMPTED_NS, s->preempted_ns);
 }
 
 static void pack_value_type(struct writer *w, uint64_t key, int type, int unit)

@@ -94,8 +94,15 @@ struct builder {
 	int64_t *link_trace_id;		/* per link: string index of the hex trace ID, 0 until made */
 	int64_t *link_span_id;		/* per link: string index of the hex transaction ID, 0 until made */
 	struct label_keys keys;
+	unsigned nvalues;	/* 2, or 4 with off-CPU time: samples, cpu, off-cpu, preempted */
 	pb_profile msg;
 };
+
+/* A sample worth writing: with CPU samples, or with time off CPU. */
+static bool sample_used(const struct profile_sample *s)
+{
+	return s->count || s->off_cpu_ns;
+}
 
 static bool extra_eq(const void *table, uint64_t i, const void *key)
 {
@@ -194,7 +201,7 @@ static int mark_used(struct builder *b)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < p->samples.count; i++) {
 		const struct profile_stack *st = &p->stacks.items[p->samples.items[i].stack];
-		if (!p->samples.items[i].count)
+		if (!sample_used(&p->samples.items[i]))
 			continue;
 		for (uint32_t k = 0; k < st->nlocations; k++)
 			mark_location(b, st->locations[k]);
@@ -450,11 +457,15 @@ static int build_sample(struct builder *b, const struct profile_sample *ps, pb_s
 	perftools__profiles__sample__init(s);
 	s->n_location_id = st->nlocations;
 	s->location_id = (uint64_t *)stack_location_ids(b, ps->stack);
-	s->n_value = 2;
-	if (!(s->value = arena_alloc(&b->arena, 2, sizeof(*s->value))) || (st->nlocations && !s->location_id))
+	s->n_value = b->nvalues;
+	if (!(s->value = arena_alloc(&b->arena, b->nvalues, sizeof(*s->value))) || (st->nlocations && !s->location_id))
 		return -ENOMEM;
 	s->value[0] = (int64_t)ps->count;
 	s->value[1] = (int64_t)(ps->cpu_ns ? ps->cpu_ns : ps->count * b->p->info.period_ns);
+	if (b->nvalues == 4) {
+		s->value[2] = (int64_t)ps->off_cpu_ns;
+		s->value[3] = (int64_t)ps->preempted_ns;
+	}
 	return sample_labels(b, ps, s);
 }
 
@@ -464,13 +475,13 @@ static int build_samples(struct builder *b)
 	size_t n = 0, k = 0;
 	int err;
 	for (uint32_t i = 0; i < p->samples.count; i++)
-		n += p->samples.items[i].count != 0;
+		n += sample_used(&p->samples.items[i]);
 	pb_sample *ss = arena_alloc(&b->arena, n, sizeof(*ss));
 	pb_sample **ptrs = arena_alloc(&b->arena, n, sizeof(*ptrs));
 	if (!ss || !ptrs)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < p->samples.count; i++) {
-		if (!p->samples.items[i].count)
+		if (!sample_used(&p->samples.items[i]))
 			continue;
 		if ((err = build_sample(b, &p->samples.items[i], &ss[k])) < 0)
 			return err;
@@ -533,12 +544,16 @@ static int build_comments(struct builder *b)
 static int build_header(struct builder *b)
 {
 	const struct profile_info *i = &b->p->info;
-	pb_value_type **types = arena_alloc(&b->arena, 2, sizeof(*types));
+	b->nvalues = profile_has_off_cpu(b->p) ? 4 : 2;
+	pb_value_type **types = arena_alloc(&b->arena, b->nvalues, sizeof(*types));
 	int err;
 	if (!types)
 		return -ENOMEM;
 	b->msg.sample_type = types;
-	b->msg.n_sample_type = 2;
+	b->msg.n_sample_type = b->nvalues;
+	if (b->nvalues == 4 && ((err = value_type(b, "off-cpu", "nanoseconds", &types[2])) < 0 ||
+				(err = value_type(b, "preempted", "nanoseconds", &types[3])) < 0))
+		return err;
 	if ((err = value_type(b, "samples", "count", &types[0])) < 0 ||
 	    (err = value_type(b, "cpu", "nanoseconds", &types[1])) < 0 ||
 	    (err = value_type(b, "cpu", "nanoseconds", &b->msg.period_type)) < 0 ||

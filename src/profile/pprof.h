@@ -4,7 +4,8 @@
  *
  * The message is built with protobuf-c code generated from src/profile/proto/profile.proto. The mapping:
  *   - sample_type [samples/count, cpu/nanoseconds]; values [count, cpu_ns] (cpu_ns = count x period when a
- *     sample has none); period_type cpu/nanoseconds, period, time_nanos, duration_nanos from the header;
+ *     sample has none); a profile with off-CPU time adds off-cpu/nanoseconds and preempted/nanoseconds
+ *     (off_cpu_ns, preempted_ns: `go tool pprof -sample_index=off-cpu`); period_type cpu/nanoseconds, period, time_nanos, duration_nanos from the header;
  *     default_sample_type "cpu"; comments name the producer, host, event and lost samples.
  *   - One pprof sample per profile sample (they are already aggregated per stack, process, thread and link),
  *     labels: "pid" (num), "process name" (str), "thread id" (num), "thread name" (str), and with an APM link

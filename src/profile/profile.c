@@ -389,8 +389,33 @@ int profile_add_sample(struct profile *p, const struct profile_sample *s)
 	if (err == 0 && !added) {
 		p->samples.items[index].count += s->count;
 		p->samples.items[index].cpu_ns += s->cpu_ns;
+		p->samples.items[index].off_cpu_ns += s->off_cpu_ns;
+		p->samples.items[index].preempted_ns += s->preempted_ns;
 	}
 	return err;
+}
+
+uint64_t profile_sample_value(const struct profile *p, const struct profile_sample *s, enum profile_value v)
+{
+	uint64_t cpu = s->cpu_ns ? s->cpu_ns : s->count * p->info.period_ns;
+	switch (v) {
+	case PROFILE_VALUE_CPU:
+		return cpu;
+	case PROFILE_VALUE_OFF_CPU:
+		return s->off_cpu_ns;
+	case PROFILE_VALUE_WALL:
+		return cpu + s->off_cpu_ns;
+	default:
+		return s->count;
+	}
+}
+
+int profile_has_off_cpu(const struct profile *p)
+{
+	for (uint32_t i = 0; i < p->samples.count; i++)
+		if (p->samples.items[i].off_cpu_ns)
+			return 1;
+	return p->info.off_cpu_switches != 0;
 }
 
 /* --- merge ------------------------------------------------------------------------------------------------- */
@@ -557,6 +582,10 @@ static int merge_info(struct profile *dst, const struct profile_info *s)
 	d->unwound_complete += s->unwound_complete;
 	d->truncated += s->truncated;
 	d->unknown += s->unknown;
+	d->off_cpu_threshold_ns = d->off_cpu_threshold_ns ? d->off_cpu_threshold_ns : s->off_cpu_threshold_ns;
+	d->off_cpu_switches += s->off_cpu_switches;
+	d->off_cpu_capped += s->off_cpu_capped;
+	d->off_cpu_lost += s->off_cpu_lost;
 	if ((err = merge_info_string(dst, &d->producer, s->producer)) < 0 ||
 	    (err = merge_info_string(dst, &d->hostname, s->hostname)) < 0 ||
 	    (err = merge_info_string(dst, &d->host_id, s->host_id)) < 0 ||

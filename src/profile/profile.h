@@ -81,6 +81,16 @@ struct profile_sample {
 	uint32_t service;	/* string index: APM service name of a correlated sample, 0 = none */
 	uint64_t count;		/* number of samples */
 	uint64_t cpu_ns;	/* sum of the samples' periods in nanoseconds */
+	uint64_t off_cpu_ns;	/* time the thread spent off CPU having switched out with this stack */
+	uint64_t preempted_ns;	/* ... of it runnable (preempted, waiting for a CPU), not blocked */
+};
+
+/* The values a sample carries, as views and exports weigh samples by them. */
+enum profile_value {
+	PROFILE_VALUE_SAMPLES,	/* count */
+	PROFILE_VALUE_CPU,	/* cpu_ns, or count x period_ns when the profile has no cpu_ns */
+	PROFILE_VALUE_OFF_CPU,	/* off_cpu_ns */
+	PROFILE_VALUE_WALL,	/* CPU + off-CPU: where a thread's wall-clock time went */
 };
 
 /* Run-wide facts written in the header. Strings are owned by the profile. */
@@ -97,6 +107,11 @@ struct profile_info {
 	uint64_t unwound_complete;	/* samples whose user stack reached its outermost frame */
 	uint64_t truncated;	/* samples ending in a [truncated] frame */
 	uint64_t unknown;	/* samples whose IP was in no known mapping */
+	/* off-CPU profiling (record --off-cpu; zeros without it) */
+	uint64_t off_cpu_threshold_ns;	/* blocks shorter than this were summed per thread, without stacks */
+	uint64_t off_cpu_switches;	/* switch-outs seen */
+	uint64_t off_cpu_capped;	/* off-CPU intervals whose stacks the rate cap left out */
+	uint64_t off_cpu_lost;		/* switch-outs not tracked (too many threads) or unmatched switch-ins */
 };
 
 /* A dynamic table: count includes element 0. */
@@ -140,7 +155,13 @@ int profile_add_link(struct profile *p, const struct profile_link *l, uint32_t *
 /* The order of threads in views: by pid, tid, then thread name (string index); 0 for the same thread. */
 int profile_thread_compare(const struct profile_sample *x, const struct profile_sample *y);
 
-/* Samples with equal (stack, pid, tid, comm, thread_name, link, service) are merged: counts and cpu_ns add up. */
+/* The value v of sample s (enum profile_value), from p's period where the sample has no cpu_ns. */
+uint64_t profile_sample_value(const struct profile *p, const struct profile_sample *s, enum profile_value v);
+/* Whether any sample of p has off-CPU time. */
+int profile_has_off_cpu(const struct profile *p);
+
+/* Samples with equal (stack, pid, tid, comm, thread_name, link, service) are merged: counts, cpu_ns, off_cpu_ns
+ * and preempted_ns add up. */
 int profile_add_sample(struct profile *p, const struct profile_sample *s);
 
 /* The string at index i, "" when out of range. */

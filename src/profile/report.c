@@ -16,6 +16,7 @@
 #include "src/profile/frame_name.h"
 #include "src/profile/name_pairs.h"
 #include "src/profile/profile_impl.h"
+#include "src/profile/thread_times.h"
 
 struct row {
 	const char *name;	/* "function (file.c)", or a frame name such as "libc.so.6+0x1234" (names' copy) */
@@ -33,6 +34,7 @@ struct report {
 	uint32_t *line_rows;	/* per (location, line): row; one entry for a location without lines */
 	uint32_t generation;	/* bumped per counted stack, so recursion counts a row's total once */
 	bool lines;		/* rows per source line: "function (file.c:LINE)" */
+	enum profile_value value;	/* what a sample weighs */
 };
 
 /* Samples of one view summed per (process name, stack). */
@@ -186,7 +188,8 @@ static int compare_stack_counts(const void *a, const void *b)
 }
 
 /* Sum the samples listed in sel (indices into p->samples) per (comm, stack). */
-static int view_build(const struct profile *p, const uint32_t *sel, uint32_t n, struct view *v)
+static int view_build(const struct profile *p, enum profile_value value, const uint32_t *sel, uint32_t n,
+		      struct view *v)
 {
 	struct stack_count *sc = malloc((n ? n : 1) * sizeof(*sc));
 	uint32_t k = 0;
@@ -195,8 +198,8 @@ static int view_build(const struct profile *p, const uint32_t *sel, uint32_t n, 
 	*v = (struct view){ .stacks = sc };
 	for (uint32_t i = 0; i < n; i++) {
 		const struct profile_sample *s = &p->samples.items[sel[i]];
-		sc[i] = (struct stack_count){ s->comm, s->stack, s->count };
-		v->total += s->count;
+		sc[i] = (struct stack_count){ s->comm, s->stack, profile_sample_value(p, s, value) };
+		v->total += sc[i].count;
 	}
 	qsort(sc, n, sizeof(*sc), compare_stack_counts);
 	for (uint32_t i = 0; i < n; i++) {
@@ -308,18 +311,23 @@ static int compare_rows(const void *a, const void *b, void *arg)
 	return strcmp(x->library, y->library);
 }
 
-static void print_table(FILE *out, struct row **sorted, uint32_t n, uint64_t total)
+static void print_table(FILE *out, struct row **sorted, uint32_t n, uint64_t total, enum profile_value value)
 {
 	int width = (int)strlen("Library");
 	for (uint32_t k = 0; k < n; k++) {
 		int w = (int)strlen(sorted[k]->library);
 		width = w > width ? w : width;
 	}
-	fprintf(out, "  Self%%  Total%%     Self  %-*s  Function\n", width, "Library");
+	bool ms = value != PROFILE_VALUE_SAMPLES;	/* times in ns, shown in ms */
+	fprintf(out, "  Self%%  Total%%  %s  %-*s  Function\n", ms ? "Self ms" : "   Self", width, "Library");
 	for (uint32_t k = 0; k < n; k++) {
 		const struct row *r = sorted[k];
-		fprintf(out, "%6.2f%% %6.2f%% %8" PRIu64 "  %-*s  %s\n", pct(r->self, total), pct(r->total, total),
-			r->self, width, r->library, r->name);
+		fprintf(out, "%6.2f%% %6.2f%% ", pct(r->self, total), pct(r->total, total));
+		if (ms)
+			fprintf(out, "%8.1f", (double)r->self / 1e6);
+		else
+			fprintf(out, "%8" PRIu64, r->self);
+		fprintf(out, "  %-*s  %s\n", width, r->library, r->name);
 	}
 }
 
@@ -337,7 +345,7 @@ static int print_top(struct report *rp, const struct view *v, FILE *out, const s
 	enum report_sort sort = o->sort;
 	qsort_r(sorted, n, sizeof(*sorted), compare_rows, &sort);
 	if (n)
-		print_table(out, sorted, n < o->limit ? n : o->limit, v->total);
+		print_table(out, sorted, n < o->limit ? n : o->limit, v->total, rp->value);
 	else
 		fprintf(out, "No samples.\n");
 	free(sorted);
@@ -530,8 +538,8 @@ static int compare_groups(const void *a, const void *b)
 }
 
 /* Split sel, sorted in place by (pid, tid, thread name), into groups ordered busiest first. */
-static int thread_groups(const struct profile *p, uint32_t *sel, uint32_t n, struct thread_group **groups,
-			 uint32_t *ngroups)
+static int thread_groups(const struct profile *p, enum profile_value value, uint32_t *sel, uint32_t n,
+			 struct thread_group **groups, uint32_t *ngroups)
 {
 	struct thread_group *g = malloc((n ? n : 1) * sizeof(*g));
 	uint32_t k = 0;
@@ -543,7 +551,7 @@ static int thread_groups(const struct profile *p, uint32_t *sel, uint32_t n, str
 		if (!k || !same_thread(&p->samples.items[sel[g[k - 1].first]], s))
 			g[k++] = (struct thread_group){ .first = i };
 		g[k - 1].n++;
-		g[k - 1].count += s->count;
+		g[k - 1].count += profile_sample_value(p, s, value);
 	}
 	qsort(g, k, sizeof(*g), compare_groups);
 	*groups = g;
@@ -551,18 +559,29 @@ static int thread_groups(const struct profile *p, uint32_t *sel, uint32_t n, str
 	return 0;
 }
 
-static void print_thread_header(const struct profile *p, const struct profile_sample *s, uint64_t count,
+/* "12 samples", or a time value's milliseconds. */
+static void print_amount(FILE *out, uint64_t v, enum profile_value value)
+{
+	if (value == PROFILE_VALUE_SAMPLES)
+		fprintf(out, "%" PRIu64 " sample%s", v, v == 1 ? "" : "s");
+	else
+		fprintf(out, "%.1f ms %s", (double)v / 1e6, value == PROFILE_VALUE_WALL ? "wall" :
+			value == PROFILE_VALUE_OFF_CPU ? "off CPU" : "CPU");
+}
+
+static void print_thread_header(const struct report *rp, const struct profile_sample *s, uint64_t count,
 				uint64_t all, FILE *out)
 {
-	const char *name = profile_string(p, s->thread_name), *comm = profile_string(p, s->comm);
-	fprintf(out, "\nThread %" PRId32 " \"%s\" of process %" PRId32 " \"%s\": %" PRIu64 " sample%s (%.2f%%)\n",
-		s->tid, name, s->pid, comm, count, count == 1 ? "" : "s", pct(count, all));
+	const char *name = profile_string(rp->p, s->thread_name), *comm = profile_string(rp->p, s->comm);
+	fprintf(out, "\nThread %" PRId32 " \"%s\" of process %" PRId32 " \"%s\": ", s->tid, name, s->pid, comm);
+	print_amount(out, count, rp->value);
+	fprintf(out, " (%.2f%%)\n", pct(count, all));
 }
 
 static int print_view(struct report *rp, const uint32_t *sel, uint32_t n, FILE *out, const struct report_options *o)
 {
 	struct view v;
-	int err = view_build(rp->p, sel, n, &v);
+	int err = view_build(rp->p, rp->value, sel, n, &v);
 	if (err < 0)
 		return err;
 	err = o->tree ? print_tree(rp, &v, out, o) : print_top(rp, &v, out, o);
@@ -575,13 +594,13 @@ static int print_threads(struct report *rp, uint32_t *sel, uint32_t n, uint64_t 
 {
 	struct thread_group *g;
 	uint32_t ng;
-	int err = thread_groups(rp->p, sel, n, &g, &ng);
+	int err = thread_groups(rp->p, rp->value, sel, n, &g, &ng);
 	if (err < 0)
 		return err;
 	if (!ng)
 		fprintf(out, "\nNo samples.\n");
 	for (uint32_t i = 0; i < ng && err == 0; i++) {
-		print_thread_header(rp->p, &rp->p->samples.items[sel[g[i].first]], g[i].count, all, out);
+		print_thread_header(rp, &rp->p->samples.items[sel[g[i].first]], g[i].count, all, out);
 		err = print_view(rp, &sel[g[i].first], g[i].n, out, o);
 	}
 	free(g);
@@ -600,27 +619,63 @@ static struct report_options effective_options(const struct report_options *o)
 	return e;
 }
 
-static uint64_t sum_samples(const struct profile *p, const uint32_t *sel, uint32_t n)
+static uint64_t sum_samples(const struct profile *p, enum profile_value value, const uint32_t *sel, uint32_t n)
 {
 	uint64_t total = 0;
 	for (uint32_t i = 0; i < n; i++)
-		total += p->samples.items[sel[i]].count;
+		total += profile_sample_value(p, &p->samples.items[sel[i]], value);
 	return total;
+}
+
+/* A profile with off-CPU time says how much, and what became of the switches. */
+static void print_off_cpu_summary(const struct profile *p, FILE *out)
+{
+	uint64_t off = 0, preempted = 0;
+	if (!profile_has_off_cpu(p))
+		return;
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		off += p->samples.items[i].off_cpu_ns;
+		preempted += p->samples.items[i].preempted_ns;
+	}
+	fprintf(out, "Off CPU:            %.3f s (blocked %.3f s, preempted %.3f s); %" PRIu64 " switches, blocks "
+		"under %" PRIu64 " us without stacks, %" PRIu64 " stacks over the rate cap, %" PRIu64 " lost\n",
+		(double)off / 1e9, (double)(off - preempted) / 1e9, (double)preempted / 1e9, p->info.off_cpu_switches,
+		p->info.off_cpu_threshold_ns / 1000, p->info.off_cpu_capped, p->info.off_cpu_lost);
+}
+
+static int print_wall_table(const struct report *rp, const struct report_options *o, FILE *out)
+{
+	struct thread_time *t;
+	uint32_t n;
+	int err = thread_times_get(rp->p, o->filter_pid, o->pid, &t, &n);
+	if (err == 0) {
+		fputc('\n', out);
+		err = thread_times_print(rp->p, t, n, out);
+		free(t);
+	}
+	return err;
 }
 
 static int print_report(struct report *rp, uint32_t *sel, uint32_t n, FILE *out, const struct report_options *o)
 {
-	uint64_t all = 0, shown = sum_samples(rp->p, sel, n);
+	uint64_t all = 0, shown = sum_samples(rp->p, rp->value, sel, n), count = 0;
 	int err;
-	for (uint32_t i = 0; i < rp->p->samples.count; i++)
-		all += rp->p->samples.items[i].count;
+	for (uint32_t i = 0; i < rp->p->samples.count; i++) {
+		all += profile_sample_value(rp->p, &rp->p->samples.items[i], rp->value);
+		count += rp->p->samples.items[i].count;
+	}
 	if (o->filter_pid && !n)
 		return -ESRCH;
-	if ((err = print_summary(rp->p, all, out)) < 0)
+	if ((err = print_summary(rp->p, count, out)) < 0)
 		return err;
-	if (o->filter_pid)
-		fprintf(out, "Shown:              pid %" PRId32 ", %" PRIu64 " sample%s (%.2f%%)\n", o->pid, shown,
-			shown == 1 ? "" : "s", pct(shown, all));
+	print_off_cpu_summary(rp->p, out);
+	if (o->filter_pid) {
+		fprintf(out, "Shown:              pid %" PRId32 ", ", o->pid);
+		print_amount(out, shown, rp->value);
+		fprintf(out, " (%.2f%%)\n", pct(shown, all));
+	}
+	if (o->wall && (err = print_wall_table(rp, o, out)) < 0)
+		return err;
 	if (o->per_thread)
 		return print_threads(rp, sel, n, shown, out, o);
 	fputc('\n', out);
@@ -630,7 +685,9 @@ static int print_report(struct report *rp, uint32_t *sel, uint32_t n, FILE *out,
 int report_print(const struct profile *p, FILE *out, const struct report_options *o)
 {
 	struct report_options opt = effective_options(o);
-	struct report rp = { .p = p, .lines = opt.lines };
+	struct report rp = { .p = p, .lines = opt.lines,
+			     .value = opt.wall ? PROFILE_VALUE_WALL : opt.off_cpu ? PROFILE_VALUE_OFF_CPU :
+									    PROFILE_VALUE_SAMPLES };
 	uint32_t *sel = NULL, n = 0;
 	int err = build_rows(&rp);
 	if (err == 0 && (err = select_samples(p, &opt, &sel, &n)) == 0)
@@ -669,13 +726,18 @@ static int take_functions(struct report *rp, struct report_functions *f)
 
 int report_functions_get(const struct profile *p, struct report_functions *out)
 {
+	return report_functions_get_value(p, PROFILE_VALUE_SAMPLES, out);
+}
+
+int report_functions_get_value(const struct profile *p, enum profile_value value, struct report_functions *out)
+{
 	struct report_options all = { .sort = REPORT_SORT_SELF };
-	struct report rp = { .p = p };
+	struct report rp = { .p = p, .value = value };
 	struct view v = { 0 };
 	uint32_t *sel = NULL, n = 0;
 	int err = build_rows(&rp);
 	*out = (struct report_functions){ 0 };
-	if (err == 0 && (err = select_samples(p, &all, &sel, &n)) == 0 && (err = view_build(p, sel, n, &v)) == 0) {
+	if (err == 0 && (err = select_samples(p, &all, &sel, &n)) == 0 && (err = view_build(p, value, sel, n, &v)) == 0) {
 		count_functions(&rp, &v);
 		out->samples = v.total;
 		err = take_functions(&rp, out);

@@ -13,7 +13,10 @@
  * of samples passing through that path, Self% of those ending there. Nodes below percent_limit of the samples
  * are left out, with their subtrees.
  *
- * Percentages are of the samples shown: all of them, those of --pid, or, per thread, the thread's own.
+ * Percentages are of the samples shown: all of them, those of --pid, or, per thread, the thread's own. With
+ * off_cpu or wall, a stack weighs its time off CPU, or its wall time (CPU time, the samples' periods, plus time
+ * off CPU), instead of its sample count, and the Self column shows milliseconds; wall starts with the table of
+ * each thread's time on CPU, blocked and preempted (thread_times.h).
  *
  * Only reads p. Functions return 0, -ENOMEM, -EIO when writing to out fails, or -ESRCH when a pid filter
  * matches no sample.
@@ -41,6 +44,8 @@ struct report_options {
 	int32_t pid;
 	double percent_limit;	/* hide tree nodes under this share; < 0 means REPORT_DEFAULT_PERCENT_LIMIT */
 	bool lines;		/* rows (and tree nodes) per source line: "function (file.c:LINE)" */
+	bool off_cpu;		/* weigh stacks by time off CPU (profiles recorded with --off-cpu) */
+	bool wall;		/* weigh stacks by wall time (CPU + off CPU), after a table of each thread's split */
 };
 
 #define REPORT_DEFAULT_LIMIT 20
@@ -64,6 +69,8 @@ struct report_functions {
 
 /* Every function of p with its counts over all samples. Free with report_functions_free(). */
 int report_functions_get(const struct profile *p, struct report_functions *out);
+/* The same weighed by value v (enum profile_value): samples is then the sum of v over all samples. */
+int report_functions_get_value(const struct profile *p, enum profile_value v, struct report_functions *out);
 void report_functions_free(struct report_functions *f);
 
 #endif

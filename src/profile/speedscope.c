@@ -32,6 +32,7 @@ struct exporter {
 	uint32_t *line_frames;	/* per (location, line): frame, NO_FRAME until interned */
 	struct stack_frames *stacks;
 	bool nanoseconds;	/* weights are CPU time rather than sample counts */
+	enum profile_value value;	/* PROFILE_VALUE_OFF_CPU or _WALL: weights are that time; else CPU */
 	struct frame_buf name, file;
 };
 
@@ -181,6 +182,8 @@ static int compare_thread_samples(const void *a, const void *b, void *arg)
 
 static uint64_t sample_weight(const struct exporter *e, const struct profile_sample *s)
 {
+	if (e->value == PROFILE_VALUE_OFF_CPU || e->value == PROFILE_VALUE_WALL)
+		return profile_sample_value(e->p, s, e->value);
 	if (!e->nanoseconds)
 		return s->count;
 	return s->cpu_ns ? s->cpu_ns : s->count * e->p->info.period_ns;
@@ -289,14 +292,15 @@ static int thread_profile(struct exporter *e, const uint32_t *sel, uint32_t n, j
 	return append(profiles, prof);
 }
 
-/* The samples with a count, sorted by thread. */
-static int sorted_samples(const struct profile *p, uint32_t **sel, uint32_t *n)
+/* The samples with a weight, sorted by thread. */
+static int sorted_samples(const struct exporter *e, uint32_t **sel, uint32_t *n)
 {
+	const struct profile *p = e->p;
 	*n = 0;
 	if (!(*sel = malloc((p->samples.count ? p->samples.count : 1) * sizeof(uint32_t))))
 		return -ENOMEM;
 	for (uint32_t i = 0; i < p->samples.count; i++) {
-		if (p->samples.items[i].count)
+		if (sample_weight(e, &p->samples.items[i]))
 			(*sel)[(*n)++] = i;
 	}
 	qsort_r(*sel, *n, sizeof(uint32_t), compare_thread_samples, (void *)p);
@@ -309,7 +313,7 @@ static int build_profiles(struct exporter *e, json_object *profiles, int64_t *ac
 	const struct profile_sample *s = e->p->samples.items;
 	uint32_t *sel, n, first = 0, index = 0;
 	uint64_t best = 0, sum;
-	int err = sorted_samples(e->p, &sel, &n);
+	int err = sorted_samples(e, &sel, &n);
 	*active = 0;
 	for (uint32_t i = 1; i <= n && err == 0; i++) {
 		if (i < n && s[sel[i]].pid == s[sel[first]].pid && s[sel[i]].tid == s[sel[first]].tid)
@@ -366,6 +370,10 @@ int speedscope_write(const struct profile *p, FILE *out, const struct speedscope
 	json_object *doc = json_object_new_object();
 	size_t len = 0;
 	int err = doc ? exporter_init(&e, p) : -ENOMEM;
+	if (err == 0 && o && (o->value == PROFILE_VALUE_OFF_CPU || o->value == PROFILE_VALUE_WALL)) {
+		e.value = o->value;
+		e.nanoseconds = true;
+	}
 	if (err == 0 && (err = build_document(&e, doc, o)) == 0) {
 		const char *text = json_object_to_json_string_length(doc, JSON_C_TO_STRING_PLAIN |
 								       JSON_C_TO_STRING_NOSLASHESCAPE, &len);

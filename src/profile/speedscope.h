@@ -26,6 +26,9 @@
 struct speedscope_options {
 	const char *name;	/* the file's "name" (e.g. the input file); NULL: "hostprof" */
 	const char *exporter;	/* "exporter", e.g. "hostprof 0.1.0"; NULL: left out */
+	enum profile_value value;	/* PROFILE_VALUE_OFF_CPU or _WALL: weights are that time in nanoseconds
+					 * (a stack weighs what the thread spent off CPU, or in all, there); other
+					 * values: CPU time as above */
 };
 
 /* o may be NULL for the defaults. */

@@ -1,0 +1,92 @@
+/*
+ * offcpu.h — off-CPU intervals: from a thread's switch-out to its next switch-in, with the stack it left on.
+ *
+ * The sampler's off-CPU events (sampler.h) deliver, for each followed thread, a sched:sched_switch sample as it
+ * switches out (its registers and stack copy, and whether it blocked or was preempted) and a switch-in record
+ * (PERF_RECORD_SWITCH) when it runs again. Why switch records and not the thread's next tracepoint sample: a
+ * task-bound event fires only while its task runs, so it sees the task's switch-outs and never its switch-ins;
+ * the switch record is what the kernel emits at switch-in, for task and CPU events alike, and it is small (a
+ * header and the sample_id). The time off CPU is switch-in time minus switch-out sample time, both on the
+ * sampler's clock.
+ *
+ * A switch-out sample is kept (its record copied, in a buffer per thread that is reused) until its switch-in;
+ * only then is it known whether the block was long enough to be worth a stack:
+ * - blocks shorter than threshold_ns are handed over without a record: the caller sums them per thread;
+ * - of the longer ones, at most max_rate per second (a token bucket of one second's worth) keep their record
+ *   for the caller to unwind; the others are handed over without it (counted as capped): unwinding is the cost
+ *   per switch a busy system must be protected from, measured in `make bench`.
+ * Threads still off CPU when the caller flushes (the end of a run, a daemon interval) are handed over up to
+ * that time and go on from there.
+ *
+ * Nothing is lost silently: switch-ins without a switch-out seen (a thread blocked before the run began),
+ * threads over max_threads and records too large are counted (offcpu_stats).
+ *
+ * Ownership: the table owns its buffers; an interval's record is valid until the next call. Errors: negative
+ * errno. Not thread-safe.
+ */
+#ifndef HOSTPROF_OFFCPU_H
+#define HOSTPROF_OFFCPU_H
+
+#include <linux/perf_event.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define OFFCPU_DEFAULT_THRESHOLD_US 100
+#define OFFCPU_DEFAULT_MAX_RATE 10000
+#define OFFCPU_DEFAULT_MAX_THREADS 4096
+
+struct offcpu_options {
+	uint64_t threshold_ns;	/* shorter blocks keep no stack */
+	unsigned max_rate;	/* stacks kept per second at most; 0: no limit */
+	unsigned max_threads;	/* threads tracked at once; 0: OFFCPU_DEFAULT_MAX_THREADS */
+};
+
+/* Why an interval comes without its record. */
+enum offcpu_nostack {
+	OFFCPU_WITH_STACK,
+	OFFCPU_SHORT,		/* under threshold_ns */
+	OFFCPU_CAPPED,		/* over max_rate */
+};
+
+struct offcpu_interval {
+	pid_t pid, tid;
+	uint64_t ns;				/* time off CPU */
+	int preempted;				/* still runnable when it switched out: waited for a CPU */
+	enum offcpu_nostack why;
+	const struct perf_event_header *rec;	/* the switch-out sample (why == OFFCPU_WITH_STACK), else NULL */
+};
+
+struct offcpu_stats {
+	uint64_t switch_outs;		/* switch-out samples seen */
+	uint64_t intervals;		/* ... ended by a switch-in or a flush */
+	uint64_t with_stack, short_blocks, capped;	/* the intervals by enum offcpu_nostack */
+	uint64_t capped_ns;		/* time of the capped intervals */
+	uint64_t unmatched;		/* switch-ins of threads with no switch-out seen */
+	uint64_t untracked;		/* switch-outs of threads over max_threads, or without memory */
+};
+
+typedef void (*offcpu_fn)(void *ctx, const struct offcpu_interval *iv);
+
+struct offcpu;
+
+/* o is copied. Returns 0 and *out (free with offcpu_free()) or -ENOMEM. */
+int offcpu_new(const struct offcpu_options *o, struct offcpu **out);
+void offcpu_free(struct offcpu *o);
+
+/* tid of pid switched out at time_ns (preempted: still runnable), rec its sample (copied). Returns 0,
+ * or -ENOMEM / -E2BIG when the thread is not tracked (counted). */
+int offcpu_switch_out(struct offcpu *o, pid_t pid, pid_t tid, uint64_t time_ns, int preempted,
+		      const struct perf_event_header *rec);
+/* tid switched in at time_ns: 1 and *iv for the interval this ends, 0 when none was pending. */
+int offcpu_switch_in(struct offcpu *o, pid_t tid, uint64_t time_ns, struct offcpu_interval *iv);
+/* Hand every thread still off CPU its time up to now_ns (fn per thread); they go on from now_ns. */
+void offcpu_flush(struct offcpu *o, uint64_t now_ns, offcpu_fn fn, void *ctx);
+/* Sampling stopped (paused): forget every pending switch-out, whose switch-in will not be seen. */
+void offcpu_cancel(struct offcpu *o);
+/* tid exited: forget it. */
+void offcpu_forget(struct offcpu *o, pid_t tid);
+
+void offcpu_get_stats(const struct offcpu *o, struct offcpu_stats *out);
+void offcpu_reset_stats(struct offcpu *o);
+
+#endif

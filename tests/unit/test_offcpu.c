@@ -1,0 +1,159 @@
+/* Unit tests for src/offcpu.c: intervals from switch-out to switch-in, the threshold, the rate cap, flushing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/offcpu.h"
+
+#define MS 1000000ULL
+
+/* A fake switch-out sample: a header and a marker the interval must hand back intact. */
+struct fake_rec {
+	struct perf_event_header h;
+	uint64_t marker;
+};
+
+static struct fake_rec fake(uint64_t marker)
+{
+	return (struct fake_rec){ { PERF_RECORD_SAMPLE, 0, sizeof(struct fake_rec) }, marker };
+}
+
+static void test_interval_with_stack(void **state)
+{
+	struct offcpu *o;
+	struct offcpu_options opts = { .threshold_ns = 100000 };
+	struct offcpu_interval iv;
+	struct fake_rec r = fake(42);
+	(void)state;
+	assert_int_equal(offcpu_new(&opts, &o), 0);
+	assert_int_equal(offcpu_switch_out(o, 10, 11, 1000 * MS, 0, &r.h), 0);
+	r.marker = 0;	/* the record was copied */
+	assert_int_equal(offcpu_switch_in(o, 11, 1250 * MS, &iv), 1);
+	assert_int_equal(iv.ns, 250 * MS);
+	assert_int_equal(iv.pid, 10);
+	assert_int_equal(iv.why, OFFCPU_WITH_STACK);
+	assert_non_null(iv.rec);
+	assert_int_equal(((const struct fake_rec *)iv.rec)->marker, 42);
+	assert_int_equal(offcpu_switch_in(o, 11, 1300 * MS, &iv), 0);	/* nothing pending any more */
+	struct offcpu_stats st;
+	offcpu_get_stats(o, &st);
+	assert_int_equal(st.with_stack, 1);
+	assert_int_equal(st.unmatched, 1);
+	offcpu_free(o);
+}
+
+static void test_threshold_and_preempted(void **state)
+{
+	struct offcpu *o;
+	struct offcpu_options opts = { .threshold_ns = 100000 };
+	struct offcpu_interval iv;
+	struct fake_rec r = fake(1);
+	(void)state;
+	assert_int_equal(offcpu_new(&opts, &o), 0);
+	offcpu_switch_out(o, 10, 12, 1000, 1, &r.h);
+	assert_int_equal(offcpu_switch_in(o, 12, 1000 + 99999, &iv), 1);
+	assert_int_equal(iv.why, OFFCPU_SHORT);
+	assert_null(iv.rec);
+	assert_true(iv.preempted);
+	assert_int_equal(iv.ns, 99999);
+	offcpu_free(o);
+}
+
+/* Over max_rate stacks a second, intervals come without their record, counted; the bucket refills. */
+static void test_rate_cap(void **state)
+{
+	struct offcpu *o;
+	struct offcpu_options opts = { .threshold_ns = 0, .max_rate = 10 };
+	struct offcpu_interval iv;
+	struct fake_rec r = fake(1);
+	unsigned with = 0;
+	uint64_t t = 5000 * MS;
+	(void)state;
+	assert_int_equal(offcpu_new(&opts, &o), 0);
+	for (int i = 0; i < 30; i++, t += MS) {	/* 30 switches in 30 ms */
+		offcpu_switch_out(o, 1, 2, t, 0, &r.h);
+		assert_int_equal(offcpu_switch_in(o, 2, t + MS / 2, &iv), 1);
+		with += iv.why == OFFCPU_WITH_STACK;
+	}
+	assert_int_equal(with, 10);
+	struct offcpu_stats st;
+	offcpu_get_stats(o, &st);
+	assert_int_equal(st.capped, 20);
+	assert_int_equal(st.capped_ns, 20 * MS / 2);
+	t += 1000 * MS;	/* a second later: ten more */
+	offcpu_switch_out(o, 1, 2, t, 0, &r.h);
+	assert_int_equal(offcpu_switch_in(o, 2, t + MS, &iv), 1);
+	assert_int_equal(iv.why, OFFCPU_WITH_STACK);
+	offcpu_free(o);
+}
+
+struct flushed {
+	unsigned n;
+	uint64_t ns;
+};
+
+static void on_flush(void *ctx, const struct offcpu_interval *iv)
+{
+	struct flushed *f = ctx;
+	f->n++;
+	f->ns += iv->ns;
+}
+
+/* A thread still off CPU is counted up to the flush, and from there on at its switch-in. */
+static void test_flush_splits(void **state)
+{
+	struct offcpu *o;
+	struct offcpu_options opts = { .threshold_ns = 0 };
+	struct offcpu_interval iv;
+	struct fake_rec r = fake(1);
+	struct flushed f = { 0 };
+	(void)state;
+	assert_int_equal(offcpu_new(&opts, &o), 0);
+	offcpu_switch_out(o, 1, 2, 100 * MS, 0, &r.h);
+	offcpu_switch_out(o, 1, 3, 100 * MS, 0, &r.h);
+	assert_int_equal(offcpu_switch_in(o, 3, 150 * MS, &iv), 1);
+	offcpu_flush(o, 400 * MS, on_flush, &f);
+	assert_int_equal(f.n, 1);
+	assert_int_equal(f.ns, 300 * MS);
+	assert_int_equal(offcpu_switch_in(o, 2, 450 * MS, &iv), 1);
+	assert_int_equal(iv.ns, 50 * MS);
+	offcpu_switch_out(o, 1, 2, 500 * MS, 0, &r.h);
+	offcpu_cancel(o);	/* paused: its switch-in will not come */
+	assert_int_equal(offcpu_switch_in(o, 2, 900 * MS, &iv), 0);
+	offcpu_forget(o, 2);
+	offcpu_free(o);
+}
+
+static void test_max_threads(void **state)
+{
+	struct offcpu *o;
+	struct offcpu_options opts = { .max_threads = 2 };
+	struct fake_rec r = fake(1);
+	(void)state;
+	assert_int_equal(offcpu_new(&opts, &o), 0);
+	assert_int_equal(offcpu_switch_out(o, 1, 1, 1, 0, &r.h), 0);
+	assert_int_equal(offcpu_switch_out(o, 1, 2, 1, 0, &r.h), 0);
+	assert_int_equal(offcpu_switch_out(o, 1, 3, 1, 0, &r.h), -E2BIG);
+	struct offcpu_stats st;
+	offcpu_get_stats(o, &st);
+	assert_int_equal(st.untracked, 1);
+	offcpu_forget(o, 1);
+	assert_int_equal(offcpu_switch_out(o, 1, 3, 1, 0, &r.h), 0);
+	offcpu_free(o);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_interval_with_stack),
+		cmocka_unit_test(test_threshold_and_preempted),
+		cmocka_unit_test(test_rate_cap),
+		cmocka_unit_test(test_flush_splits),
+		cmocka_unit_test(test_max_threads),
+	};
+	return cmocka_run_group_tests_name("offcpu", tests, NULL, NULL);
+}
