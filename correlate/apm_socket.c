@@ -6,7 +6,8 @@
  * process point us anywhere through symlinks or "..": instead the path must be absolute without ".."
  * components, it is resolved with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) from an O_PATH fd of
  * /proc/PID/root (symlinks resolve inside that root, magic links such as /proc/self/root are refused), the
- * result must be a socket owned by the process's effective uid (a socket its user could write to anyway),
+ * result must be a socket owned by the effective uid the process had when it published the path (a socket its
+ * user could write to anyway; the caller passes those credentials, bound to that image: apm_image.c),
  * and we connect through "/proc/self/fd/N" of the O_PATH fd: that names exactly the inode we checked (no race
  * with a rename) and stays short whatever the length of the path under /proc/PID/root (sun_path is 108
  * bytes). Sends never block (MSG_DONTWAIT): a full receiver queue is the caller's EAGAIN to retry.
@@ -44,26 +45,6 @@ int corr_open_in_root(pid_t pid, const char *path, int flags)
 	return ret;
 }
 
-int corr_proc_euid(pid_t pid, uid_t *euid)
-{
-	char name[64], line[256];
-	snprintf(name, sizeof(name), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(name, "re");
-	if (!f)
-		return -errno;
-	int ret = -ENOENT;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned real, eff;
-		if (sscanf(line, "Uid: %u %u", &real, &eff) == 2) {
-			*euid = (uid_t)eff;
-			ret = 0;
-			break;
-		}
-	}
-	fclose(f);
-	return ret;
-}
-
 /* Absolute, and no ".." component (RESOLVE_IN_ROOT would contain it, but such a path is never honest). */
 static int path_acceptable(const char *path)
 {
@@ -95,19 +76,14 @@ static enum corr_sock_problem connect_fd(int pathfd, struct corr_sock *out, char
 	return CORR_SOCK_OK;
 }
 
-enum corr_sock_problem corr_socket_open(pid_t pid, const char *path, struct corr_sock *out, char *why,
-					size_t whylen)
+enum corr_sock_problem corr_socket_open(pid_t pid, const char *path, const struct corr_creds *creds,
+					struct corr_sock *out, char *why, size_t whylen)
 {
-	uid_t euid;
+	uid_t euid = creds->euid;
 	struct stat st;
 	if (!path_acceptable(path)) {
 		snprintf(why, whylen, "socket path '%s' is not absolute or has a '..' component", path);
 		return CORR_SOCK_BAD_PATH;
-	}
-	int err = corr_proc_euid(pid, &euid);
-	if (err) {
-		snprintf(why, whylen, "cannot read the process's uid (%s)", strerror(-err));
-		return CORR_SOCK_PROC;
 	}
 	int fd = corr_open_in_root(pid, path, O_PATH);
 	if (fd < 0) {
@@ -119,9 +95,10 @@ enum corr_sock_problem corr_socket_open(pid_t pid, const char *path, struct corr
 	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
 		snprintf(why, whylen, "'%s' is not a socket", path);
 		p = CORR_SOCK_NOT_SOCKET;
-	} else if (st.st_uid != euid) {
-		snprintf(why, whylen, "socket '%s' is owned by uid %u, not by the process's euid %u", path,
-			 (unsigned)st.st_uid, (unsigned)euid);
+	} else if (st.st_uid != euid || creds->fsuid != euid) {
+		snprintf(why, whylen, "socket '%s' is owned by uid %u, not by the euid %u (fsuid %u) the process "
+			 "had when it published the path", path, (unsigned)st.st_uid, (unsigned)euid,
+			 (unsigned)creds->fsuid);
 		p = CORR_SOCK_OWNER;
 	} else {
 		p = connect_fd(fd, out, why, whylen);

@@ -53,6 +53,7 @@ enum problem {
 	PB_PENDING_FULL = 1u << 8,
 	PB_SEND = 1u << 9,
 	PB_SOCK = 1u << 10,	/* + enum corr_sock_problem */
+	PB_IMAGE = 1u << 20,	/* the image could not be checked, or it changed (exec) */
 };
 
 struct corr_proc {
@@ -71,6 +72,8 @@ struct corr_proc {
 	uint64_t storage_ptr;	/* where the storage in use was read */
 	uint32_t storage_polls;
 	struct corr_storage storage;
+	struct corr_image image;	/* the exec it was attached in: every action is for this image only */
+	struct corr_creds creds;	/* its credentials when the storage in use was read */
 	struct corr_sock sock;	/* fd -1 when not connected */
 	int registered;
 	uint64_t next_attach_ns, next_storage_ns, next_sock_ns, retry_send_ns;
@@ -89,6 +92,8 @@ struct correlate {
 	uint64_t next_flush_ns;
 	struct correlate_stats stats;	/* counters only; gauges are computed in correlate_stats() */
 	uint64_t hist[CORRELATE_LATENCY_BUCKETS];
+	corr_stage_hook stage_hook;	/* tests only (corr_set_stage_hook()) */
+	void *stage_arg;
 };
 
 __attribute__((format(printf, 5, 6)))
@@ -115,6 +120,40 @@ static struct corr_proc *find_proc(const struct correlate *c, pid_t pid)
 {
 	uint64_t v;
 	return hindex_u32_get(&c->procs, (uint32_t)pid, &v) ? (struct corr_proc *)(uintptr_t)v : NULL;
+}
+
+/* ---- binding to one image (apm_image.c); the test hook ---- */
+
+void corr_set_stage_hook(struct correlate *c, corr_stage_hook fn, void *arg)
+{
+	c->stage_hook = fn;
+	c->stage_arg = arg;
+}
+
+static void stage(struct correlate *c, const struct corr_proc *p, enum corr_stage st)
+{
+	if (c->stage_hook)
+		c->stage_hook(c->stage_arg, p->pid, st);
+}
+
+/*
+ * 1 if p still runs the image it was attached in (apm_image.c). Otherwise nothing more is done for it: it is
+ * marked gone (forgotten at the end of the tick; a new image that maps an agent is attached afresh) and the
+ * refusal is logged, doing saying what was not done.
+ */
+static int same_image(struct correlate *c, struct corr_proc *p, const char *doing)
+{
+	int r = corr_image_check(p->pid, &p->image);
+	if (r == 0)
+		return 1;
+	p->gone = 1;
+	if (r == -ESTALE)
+		corr_log(c, p, PB_IMAGE, CORRELATE_LOG_INFO, "runs a new program (exec) since it was attached: "
+			 "not %s, forgotten", doing);
+	else if (r != -ESRCH)
+		corr_log(c, p, PB_IMAGE, CORRELATE_LOG_WARN, "cannot check which program it runs (%s): not %s, "
+			 "forgotten", strerror(-r), doing);
+	return 0;
 }
 
 /* ---- lifecycle ---- */
@@ -247,7 +286,7 @@ void correlate_on_exec(struct correlate *c, pid_t pid)
 		forget_proc(c, pid);
 }
 
-static void flush_proc(struct correlate *c, struct corr_proc *p, uint64_t now);
+static void flush_proc(struct correlate *c, struct corr_proc *p, uint64_t now, int exited);
 
 void correlate_on_process_exit(struct correlate *c, pid_t pid)
 {
@@ -256,7 +295,7 @@ void correlate_on_process_exit(struct correlate *c, pid_t pid)
 		return;
 	/* The agent may still drain its socket (it is closed only when the last reference goes). */
 	if (p->sock.fd >= 0 && p->registered)
-		flush_proc(c, p, clock_mono_ns());
+		flush_proc(c, p, clock_mono_ns(), 1);
 	forget_proc(c, pid);
 }
 
@@ -295,12 +334,36 @@ static int parent_is_us(pid_t pid)
 	return rp && sscanf(rp + 1, " %*c %d", &ppid) == 1 && ppid == (int)getpid();
 }
 
+/*
+ * The process's memory, for the image captured in p->image: checked again once the descriptor is open, so the
+ * descriptor belongs to that image (apm_image.c). 0, or -1 (p failed or gone).
+ */
+static int open_memory(struct correlate *c, struct corr_proc *p)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "/proc/%d/mem", (int)p->pid);
+	p->memfd = open(name, O_RDONLY | O_CLOEXEC);
+	if (p->memfd < 0) {
+		corr_log(c, p, PB_MEM, CORRELATE_LOG_WARN, "cannot open %s (%s)", name, strerror(errno));
+		p->state = PS_FAILED;
+		return -1;
+	}
+	return same_image(c, p, "attaching") ? 0 : -1;
+}
+
 /* NEW → TLS_PENDING: resolve the agent library's ELF and open the process's memory. */
 static void attach_elf(struct correlate *c, struct corr_proc *p)
 {
 	struct find_lib_arg a;
-	char why[256], name[64];
-	int r = corr_maps_each(p->pid, find_agent_mapping, &a);
+	char why[256];
+	int r = corr_image_capture(p->pid, &p->image);
+	if (r < 0) {
+		p->gone = r == -ESRCH;
+		corr_log(c, p, PB_IMAGE, CORRELATE_LOG_WARN, "cannot read its auxiliary vector (%s)", strerror(-r));
+		p->state = PS_FAILED;
+		return;
+	}
+	r = corr_maps_each(p->pid, find_agent_mapping, &a);
 	if (r != 1) {
 		corr_log(c, p, PB_MAPS, CORRELATE_LOG_DEBUG, "agent library no longer mapped (%s)",
 			 r < 0 ? strerror(-r) : "not in maps");
@@ -324,13 +387,8 @@ static void attach_elf(struct correlate *c, struct corr_proc *p)
 		p->state = PS_FAILED;
 		return;
 	}
-	snprintf(name, sizeof(name), "/proc/%d/mem", (int)p->pid);
-	p->memfd = open(name, O_RDONLY | O_CLOEXEC);
-	if (p->memfd < 0) {
-		corr_log(c, p, PB_MEM, CORRELATE_LOG_WARN, "cannot open %s (%s)", name, strerror(errno));
-		p->state = PS_FAILED;
+	if (open_memory(c, p) < 0)
 		return;
-	}
 	p->storage_addr = elf.storage_va + bias;
 	p->tlsdesc_addr = elf.tlsdesc_va + bias;
 	p->is_our_child = parent_is_us(p->pid);
@@ -404,19 +462,43 @@ static uint64_t storage_poll_interval(uint32_t polls)
 	return ns < STORAGE_POLL_MAX_NS ? ns : STORAGE_POLL_MAX_NS;
 }
 
+/*
+ * The storage at ptr and the credentials of the image that published it: read before and after the storage
+ * (they must agree), the image checked after the second read (apm_image.c). 0, -ESRCH (gone, or exec'd:
+ * p->gone), -EAGAIN (the credentials changed meanwhile: read again later), or corr_storage_read()'s error.
+ */
+static int read_bound_storage(struct correlate *c, struct corr_proc *p, uint64_t ptr, struct corr_storage *st,
+			      struct corr_creds *creds, char *why, size_t whylen)
+{
+	struct corr_creds after;
+	int r = corr_proc_creds(p->pid, creds);
+	if (r == 0)
+		r = corr_storage_read(p->memfd, ptr, st, why, whylen);
+	stage(c, p, CORR_STAGE_STORAGE_READ);
+	if (r == 0 && (r = corr_proc_creds(p->pid, &after)) == 0 && !same_image(c, p, "reading its storage"))
+		r = -ESRCH;
+	if (r == -ENOENT)
+		r = -ESRCH;	/* no credentials: not a live process */
+	if (r == 0 && !corr_creds_equal(creds, &after))
+		r = -EAGAIN;
+	return r;
+}
+
 /* Process storage: only once the agent has published a non-zero pointer (it may do so late). */
 static void read_storage(struct correlate *c, struct corr_proc *p, uint64_t now)
 {
 	uint64_t ptr = 0;
 	char why[256];
+	struct corr_storage st;
+	struct corr_creds creds;
 	int r = corr_mem_read(p->memfd, p->storage_addr, &ptr, sizeof(ptr));
 	p->next_storage_ns = now + storage_poll_interval(p->storage_polls++);
 	p->gone = r == -ESRCH;
 	if (r < 0 || ptr == 0 || (p->storage_state < 0 && ptr == p->bad_storage_ptr))
 		return;
-	r = corr_storage_read(p->memfd, ptr, &p->storage, why, sizeof(why));
-	if (r == -ESRCH) {
-		p->gone = 1;
+	r = read_bound_storage(c, p, ptr, &st, &creds, why, sizeof(why));
+	if (r == -ESRCH || r == -EAGAIN) {
+		p->gone |= r == -ESRCH;
 		return;
 	}
 	if (r < 0) {
@@ -425,6 +507,8 @@ static void read_storage(struct correlate *c, struct corr_proc *p, uint64_t now)
 		p->bad_storage_ptr = ptr;
 		return;
 	}
+	p->storage = st;
+	p->creds = creds;
 	p->storage_state = 1;
 	p->storage_ptr = ptr;
 	p->next_storage_ns = now + STORAGE_POLL_MAX_NS;
@@ -433,14 +517,16 @@ static void read_storage(struct correlate *c, struct corr_proc *p, uint64_t now)
 }
 
 /* Before a reconnection: an agent that restarted inside the process may have published a new storage. */
-static void refresh_storage(struct corr_proc *p)
+static void refresh_storage(struct correlate *c, struct corr_proc *p)
 {
 	uint64_t ptr = 0;
 	struct corr_storage st;
+	struct corr_creds creds;
 	char why[256];
 	if (corr_mem_read(p->memfd, p->storage_addr, &ptr, sizeof(ptr)) == 0 && ptr && ptr != p->storage_ptr &&
-	    corr_storage_read(p->memfd, ptr, &st, why, sizeof(why)) == 0) {
+	    read_bound_storage(c, p, ptr, &st, &creds, why, sizeof(why)) == 0) {
 		p->storage = st;
+		p->creds = creds;
 		p->storage_ptr = ptr;
 	}
 }
@@ -449,8 +535,18 @@ static void open_socket(struct correlate *c, struct corr_proc *p, uint64_t now)
 {
 	char why[512];
 	if (p->sock.ino)
-		refresh_storage(p);
-	enum corr_sock_problem pb = corr_socket_open(p->pid, p->storage.socket_path, &p->sock, why, sizeof(why));
+		refresh_storage(c, p);
+	/* As late as possible: the image checked right before the connect and again right after it. */
+	stage(c, p, CORR_STAGE_CONNECT);
+	if (p->gone || !same_image(c, p, "connecting"))
+		return;
+	enum corr_sock_problem pb = corr_socket_open(p->pid, p->storage.socket_path, &p->creds, &p->sock, why,
+						     sizeof(why));
+	if (pb == CORR_SOCK_OK && !same_image(c, p, "registering")) {
+		close(p->sock.fd);
+		p->sock.fd = -1;
+		return;
+	}
 	if (pb != CORR_SOCK_OK) {
 		p->sock.fd = -1;
 		p->next_sock_ns = now + SOCKET_RETRY_NS;
@@ -481,6 +577,9 @@ static void send_registration(struct correlate *c, struct corr_proc *p, uint64_t
 {
 	uint8_t msg[CORR_DATAGRAM_MAX];
 	ssize_t len = corr_encode_registration(msg, sizeof(msg), c->opts.delay_ms, c->host_id, c->host_id_len);
+	stage(c, p, CORR_STAGE_SEND);
+	if (!same_image(c, p, "registering"))
+		return;
 	int err = len < 0 ? (int)len : corr_socket_send(&p->sock, msg, (size_t)len);
 	if (err == 0) {
 		p->registered = 1;
@@ -495,8 +594,16 @@ static void send_registration(struct correlate *c, struct corr_proc *p, uint64_t
 	}
 }
 
-static void flush_proc(struct correlate *c, struct corr_proc *p, uint64_t now)
+/*
+ * Send p's pending counts. exited: p's exit was reported, so it cannot exec any more and its image is not
+ * checked (its address space is gone; the socket was checked against the credentials of the image that
+ * published it).
+ */
+static void flush_proc(struct correlate *c, struct corr_proc *p, uint64_t now, int exited)
 {
+	stage(c, p, CORR_STAGE_SEND);
+	if (!exited && !same_image(c, p, "sending counts"))
+		return;
 	struct corr_flush_result res;
 	int err = corr_pending_flush(&p->pending, corr_socket_send, &p->sock, now, c->hist, &res);
 	c->stats.messages_sent += res.messages;
@@ -511,11 +618,10 @@ static void flush_proc(struct correlate *c, struct corr_proc *p, uint64_t now)
 	}
 }
 
-/* A process that exits quietly (no samples, nothing to send) must still be noticed, at low cost. */
-static void check_alive(struct corr_proc *p, uint64_t now)
+/* A process that exits or execs quietly (no samples, nothing to send) must still be noticed, at low cost. */
+static void check_alive(struct correlate *c, struct corr_proc *p, uint64_t now)
 {
-	uint64_t ptr;
-	p->gone = corr_mem_read(p->memfd, p->storage_addr, &ptr, sizeof(ptr)) == -ESRCH;
+	same_image(c, p, "watching it");
 	p->next_storage_ns = now + STORAGE_POLL_MAX_NS;
 }
 
@@ -530,7 +636,7 @@ static void tick_proc(struct correlate *c, struct corr_proc *p, uint64_t now, in
 	if (p->storage_state != 1 && now >= p->next_storage_ns)
 		read_storage(c, p, now);
 	else if (p->storage_state == 1 && now >= p->next_storage_ns)
-		check_alive(p, now);
+		check_alive(c, p, now);
 	if (p->gone)
 		return;
 	if (p->storage_state == 1 && p->sock.fd < 0 && now >= p->next_sock_ns)
@@ -541,7 +647,7 @@ static void tick_proc(struct correlate *c, struct corr_proc *p, uint64_t now, in
 	if (!p->registered && (retry_due || !p->retry_send_ns))
 		send_registration(c, p, now);
 	if (p->registered && p->pending.n && (flush_due || retry_due))
-		flush_proc(c, p, now);
+		flush_proc(c, p, now, 0);
 }
 
 /* The earliest time anything of p is due, or UINT64_MAX. */
@@ -716,7 +822,7 @@ static int finish_proc(struct correlate *c, struct corr_proc *p, uint64_t now)
 	if (!p->registered)
 		send_registration(c, p, now);
 	if (p->registered)
-		flush_proc(c, p, now);
+		flush_proc(c, p, now, 0);
 	/* flush_proc() leaves a retry time after a full queue; a lost socket is not reopened at the end. */
 	return p->sock.fd >= 0 && p->pending.n;
 }

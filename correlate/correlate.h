@@ -26,6 +26,9 @@
  *   is three pread()s of /proc/PID/mem (TLS pointer, then the block twice to reject torn reads), plus one
  *   ptrace stop the first time the thread is seen (correlate_reader_read()). Everything else (ELF parsing,
  *   process storage, sockets, sending) happens in correlate_tick() and correlate_finish().
+ * - Every action for a process (reading its storage, connecting, sending) is bound to the image (exec) it was
+ *   attached in, and the agent's socket must be owned by the user the process was when it published the path:
+ *   a process that execs, a setuid program say, is forgotten, never acted for (apm_image.c says how).
  * - The library never prints; it never leaves a thread stopped (ptrace SEIZE semantics: if hostprof dies,
  *   the kernel detaches).
  */

@@ -6,6 +6,7 @@
  * apm_process.c  agent-library detection, ELF/TLSDESC resolution, reading process memory and process storage
  * apm_thread.c   thread pointers through a one-time ptrace stop
  * apm_socket.c   opening the agent's socket safely under the process's root; sending
+ * apm_image.c    binding every action to one image of the process (one exec) and its credentials
  * apm_reader.c   the TLS reads of samples (correlate_reader): thread-safe, for readers on other threads
  * correlate.c    the handle: per-process state machine, public API, logging, stats
  *
@@ -42,6 +43,16 @@
 
 #define CORR_STORAGE_SYMBOL	"elastic_apm_profiling_correlation_process_storage_v1"
 #define CORR_TLS_SYMBOL		"elastic_apm_profiling_correlation_tls_v1"
+
+/* ---- correlate.c: the points where a test may act (an exec of the process, exactly there) ---- */
+enum corr_stage {
+	CORR_STAGE_STORAGE_READ,	/* the process storage was just read, not yet checked against the image */
+	CORR_STAGE_CONNECT,		/* right before the agent's socket is opened and connected */
+	CORR_STAGE_SEND,		/* right before a datagram (registration or counts) is sent */
+};
+typedef void (*corr_stage_hook)(void *arg, pid_t pid, enum corr_stage stage);
+/* For tests only (not in correlate.h): fn is called at each stage, from inside correlate_tick(). NULL = none. */
+void corr_set_stage_hook(struct correlate *c, corr_stage_hook fn, void *arg);
 
 /* ---- apm_messages.c ---- */
 struct corr_key {
@@ -181,13 +192,35 @@ int corr_reader_add(struct correlate_reader *r, pid_t pid, int memfd, uint64_t t
 void corr_reader_remove(struct correlate_reader *r, pid_t pid);
 void corr_reader_forget_thread(struct correlate_reader *r, pid_t pid, pid_t tid);
 
+/* ---- apm_image.c ---- */
+/* The auxiliary vector of one exec of a process: its identity (apm_image.c says why). */
+#define CORR_AUXV_MAX 1024
+struct corr_image {
+	uint32_t len;
+	uint8_t auxv[CORR_AUXV_MAX];
+};
+
+/* A process's user ids (/proc/PID/status "Uid:"). */
+struct corr_creds {
+	uid_t ruid, euid, suid, fsuid;
+};
+
+/* The image pid has now: 0, -ESRCH (gone, or no address space), -EFBIG, or open()/read()'s error. */
+int corr_image_capture(pid_t pid, struct corr_image *out);
+/* 0 if pid still runs the image img, -ESTALE if it exec'd since, or corr_image_capture()'s error. */
+int corr_image_check(pid_t pid, const struct corr_image *img);
+/* 0, -ESRCH, -ENOENT (no Uid line), or fopen()'s error. */
+int corr_proc_creds(pid_t pid, struct corr_creds *out);
+/* 1 if all four ids are equal. */
+int corr_creds_equal(const struct corr_creds *a, const struct corr_creds *b);
+
 /* ---- apm_socket.c ---- */
 enum corr_sock_problem {
 	CORR_SOCK_OK,
 	CORR_SOCK_BAD_PATH,	/* not absolute, empty, NUL or ".." component */
 	CORR_SOCK_RESOLVE,	/* cannot be resolved under the process's root (missing, symlink escape, …) */
 	CORR_SOCK_NOT_SOCKET,
-	CORR_SOCK_OWNER,	/* not owned by the process's effective uid */
+	CORR_SOCK_OWNER,	/* not owned by the effective (and file-system) uid the process had */
 	CORR_SOCK_CONNECT,
 	CORR_SOCK_PROC,		/* the process is gone or /proc unreadable */
 };
@@ -197,9 +230,13 @@ struct corr_sock {
 	uint64_t dev, ino;	/* the socket file reached */
 };
 
-/* Connect to the agent socket at path (as the process sees it). Returns CORR_SOCK_OK or a problem with why. */
-enum corr_sock_problem corr_socket_open(pid_t pid, const char *path, struct corr_sock *out, char *why,
-					size_t whylen);
+/*
+ * Connect to the agent socket at path (as the process sees it). The socket must be owned by creds' euid, which
+ * must also be its fsuid: the credentials of the image that published path (apm_image.c), never re-read here.
+ * Returns CORR_SOCK_OK or a problem with why.
+ */
+enum corr_sock_problem corr_socket_open(pid_t pid, const char *path, const struct corr_creds *creds,
+					struct corr_sock *out, char *why, size_t whylen);
 /*
  * Open path (as pid sees it) under /proc/PID/root with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS):
  * symlinks and ".." resolve inside that root, never above it. flags are open flags (O_CLOEXEC is added).
@@ -207,7 +244,5 @@ enum corr_sock_problem corr_socket_open(pid_t pid, const char *path, struct corr
 int corr_open_in_root(pid_t pid, const char *path, int flags);
 /* corr_send_fn for a struct corr_sock *. */
 int corr_socket_send(void *sock, const void *buf, size_t len);
-/* The effective uid of pid from /proc/PID/status. */
-int corr_proc_euid(pid_t pid, uid_t *euid);
 
 #endif

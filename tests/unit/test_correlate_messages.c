@@ -10,6 +10,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "correlate/correlate_impl.h"
@@ -350,6 +352,19 @@ static int bind_at(const char *path)
 	return fd;
 }
 
+/* The owner is compared with the credentials given (the publisher's), never with ours re-read. */
+static void check_owner_is_publishers(const char *path, const struct corr_creds *creds)
+{
+	struct corr_creds other = *creds, fs = *creds;
+	struct corr_sock s = { .fd = -1 };
+	char why[512];
+	other.euid = other.fsuid = creds->euid + 1;
+	fs.fsuid = creds->euid + 1;
+	assert_int_equal(corr_socket_open(getpid(), path, &other, &s, why, sizeof(why)), CORR_SOCK_OWNER);
+	assert_int_equal(corr_socket_open(getpid(), path, &fs, &s, why, sizeof(why)), CORR_SOCK_OWNER);
+	assert_non_null(strstr(why, "fsuid"));
+}
+
 /* Socket checks against ourselves (our root is "/"; escapes through a chroot are in the process test). */
 static void test_socket_checks(void **state)
 {
@@ -363,23 +378,27 @@ static void test_socket_checks(void **state)
 	close(f);
 	struct corr_sock s = { .fd = -1 };
 	pid_t me = getpid();
-	assert_int_equal(corr_socket_open(me, "tmp/x", &s, why, sizeof(why)), CORR_SOCK_BAD_PATH);
+	struct corr_creds creds;
+	assert_int_equal(corr_proc_creds(me, &creds), 0);
+	assert_int_equal(creds.euid, geteuid());
+	assert_int_equal(corr_socket_open(me, "tmp/x", &creds, &s, why, sizeof(why)), CORR_SOCK_BAD_PATH);
 	char dotdot[300];
 	snprintf(dotdot, sizeof(dotdot), "%s/../%s/sock", dir, dir + 5);
-	assert_int_equal(corr_socket_open(me, dotdot, &s, why, sizeof(why)), CORR_SOCK_BAD_PATH);
-	assert_int_equal(corr_socket_open(me, file, &s, why, sizeof(why)), CORR_SOCK_NOT_SOCKET);
-	assert_int_equal(corr_socket_open(me, "/nonexistent/sock", &s, why, sizeof(why)), CORR_SOCK_RESOLVE);
+	assert_int_equal(corr_socket_open(me, dotdot, &creds, &s, why, sizeof(why)), CORR_SOCK_BAD_PATH);
+	assert_int_equal(corr_socket_open(me, file, &creds, &s, why, sizeof(why)), CORR_SOCK_NOT_SOCKET);
+	assert_int_equal(corr_socket_open(me, "/nonexistent/sock", &creds, &s, why, sizeof(why)), CORR_SOCK_RESOLVE);
 	/* "/proc/self/root" is a magic link: refused even though it would lead back to our own socket. */
 	char magic[300];
 	snprintf(magic, sizeof(magic), "/proc/self/root%s", path);
-	assert_int_equal(corr_socket_open(me, magic, &s, why, sizeof(why)), CORR_SOCK_RESOLVE);
+	assert_int_equal(corr_socket_open(me, magic, &creds, &s, why, sizeof(why)), CORR_SOCK_RESOLVE);
 	if (geteuid() == 0) {
 		assert_int_equal(chown(path, 12345, (gid_t)-1), 0);
-		assert_int_equal(corr_socket_open(me, path, &s, why, sizeof(why)), CORR_SOCK_OWNER);
+		assert_int_equal(corr_socket_open(me, path, &creds, &s, why, sizeof(why)), CORR_SOCK_OWNER);
 		assert_non_null(strstr(why, "uid 12345"));
 		assert_int_equal(chown(path, 0, (gid_t)-1), 0);
 	}
-	assert_int_equal(corr_socket_open(me, path, &s, why, sizeof(why)), CORR_SOCK_OK);
+	check_owner_is_publishers(path, &creds);
+	assert_int_equal(corr_socket_open(me, path, &creds, &s, why, sizeof(why)), CORR_SOCK_OK);
 	assert_int_equal(corr_socket_send(&s, "ping", 4), 0);
 	char got[8];
 	assert_int_equal(recv(rx, got, sizeof(got), 0), 4);
@@ -397,6 +416,42 @@ static void test_socket_checks(void **state)
 	rmdir(dir);
 }
 
+/* A process's image: the same until it execs (-ESTALE), gone once it is a zombie (-ESRCH). */
+static void test_image_identity(void **state)
+{
+	(void)state;
+	struct corr_image me1, me2, child;
+	assert_int_equal(corr_image_capture(getpid(), &me1), 0);
+	assert_true(me1.len >= 16 && me1.len % 16 == 0);
+	assert_int_equal(corr_image_capture(getpid(), &me2), 0);
+	assert_int_equal(corr_image_check(getpid(), &me1), 0);
+	int go[2];
+	assert_int_equal(pipe(go), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char c;
+		close(go[1]);
+		if (read(go[0], &c, 1) == 1)
+			execl("/bin/sleep", "sleep", "10", (char *)NULL);
+		_exit(127);
+	}
+	close(go[0]);
+	assert_int_equal(corr_image_capture(pid, &child), 0);
+	assert_int_equal(corr_image_check(pid, &child), 0);
+	assert_int_equal(write(go[1], "x", 1), 1);
+	int r = 0;
+	for (int i = 0; i < 2000 && (r = corr_image_check(pid, &child)) == 0; i++)
+		usleep(1000);
+	assert_int_equal(r, -ESTALE);
+	kill(pid, SIGKILL);
+	for (int i = 0; i < 2000 && (r = corr_image_check(pid, &child)) != -ESRCH; i++)
+		usleep(1000);
+	assert_int_equal(r, -ESRCH);	/* a zombie has no address space */
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	close(go[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -411,6 +466,7 @@ int main(void)
 		cmocka_unit_test(test_utf8),
 		cmocka_unit_test(test_storage_validation),
 		cmocka_unit_test(test_socket_checks),
+		cmocka_unit_test(test_image_identity),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

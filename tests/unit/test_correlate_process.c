@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -133,8 +134,32 @@ static void make_tmpdir(char *out, size_t len, const char *tag)
 	assert_non_null(mkdtemp(out));
 }
 
-/* Starts apm_app with extra arguments (NULL-terminated); env may set GLIBC_TUNABLES. Waits for "ready". */
-static void app_start(struct app *a, const char *sock, const char *tunables, const char *const *extra)
+/* The app's worker threads, by name. */
+static void find_workers(struct app *a)
+{
+	pid_t pid = a->pid;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	assert_non_null(d);
+	for (struct dirent *de; (de = readdir(d)) && a->ntids < MAX_TIDS;) {
+		char comm[PATH_MAX], name[32] = "";
+		snprintf(comm, sizeof(comm), "%s/%s/comm", path, de->d_name);
+		FILE *f = fopen(comm, "r");
+		if (!f)
+			continue;
+		if (fgets(name, sizeof(name), f) && strncmp(name, "txn-worker-", 11) == 0)
+			a->tids[a->ntids++] = atoi(de->d_name);
+		fclose(f);
+	}
+	closedir(d);
+}
+
+/*
+ * Starts apm_app with extra arguments (NULL-terminated); env may set GLIBC_TUNABLES; uid >= 0 runs it as that
+ * user (and group), its log directory handed to it. Waits for "ready".
+ */
+static void app_start_as(struct app *a, int uid, const char *sock, const char *tunables, const char *const *extra)
 {
 	char prog[PATH_MAX], lib[PATH_MAX];
 	fixture("apm_app", prog, sizeof(prog));
@@ -154,11 +179,16 @@ static void app_start(struct app *a, const char *sock, const char *tunables, con
 	argv[n] = NULL;
 	int fds[2];
 	assert_int_equal(pipe(fds), 0);
+	if (uid >= 0)
+		assert_int_equal(chown(a->dir, (uid_t)uid, (gid_t)uid), 0);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		dup2(fds[1], 1);
 		close(fds[0]);
+		if (uid >= 0 && (setgroups(0, NULL) < 0 || setresgid((gid_t)uid, (gid_t)uid, (gid_t)uid) < 0 ||
+				 setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) < 0))
+			_exit(126);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);	/* a failed test must not leave apps spinning */
 		if (tunables)
 			setenv("GLIBC_TUNABLES", tunables, 1);
@@ -173,23 +203,13 @@ static void app_start(struct app *a, const char *sock, const char *tunables, con
 	assert_true(read(fds[0], buf, sizeof(buf) - 1) > 0);
 	close(fds[0]);
 	assert_true(strncmp(buf, "ready", 5) == 0);
-	/* Worker threads by name. */
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	assert_non_null(d);
-	for (struct dirent *de; (de = readdir(d)) && a->ntids < MAX_TIDS;) {
-		char comm[PATH_MAX], name[32] = "";
-		snprintf(comm, sizeof(comm), "%s/%s/comm", path, de->d_name);
-		FILE *f = fopen(comm, "r");
-		if (!f)
-			continue;
-		if (fgets(name, sizeof(name), f) && strncmp(name, "txn-worker-", 11) == 0)
-			a->tids[a->ntids++] = atoi(de->d_name);
-		fclose(f);
-	}
-	closedir(d);
+	find_workers(a);
 	assert_true(a->ntids > 0);
+}
+
+static void app_start(struct app *a, const char *sock, const char *tunables, const char *const *extra)
+{
+	app_start_as(a, -1, sock, tunables, extra);
 }
 
 static void rm_rf(const char *dir)
@@ -1015,8 +1035,185 @@ static void test_reader_thread_and_finish(void **state)
 	free(lb);
 }
 
-int main(void)
+/* ---------- the exec race ---------- */
+
+#define NOBODY 65534
+#define EXEC_RACE_REPS 25	/* per stage */
+
+/* The effective uid in /proc/PID/status, or -1. */
+static int status_euid(pid_t pid)
 {
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	int euid = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Uid: %*d %d", &euid) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return euid;
+}
+
+struct exec_race {
+	pid_t pid;
+	int when;	/* enum corr_stage to exec at, -1: never */
+	int fired;	/* the process had exec'd the setuid program when the hook returned */
+	int noticed;	/* the library logged that the process runs a new program */
+};
+
+/* The stage hook: at the chosen stage, the app execs the setuid-root program and is root before we go on. */
+static void exec_at_stage(void *arg, pid_t pid, enum corr_stage st)
+{
+	struct exec_race *r = arg;
+	if (pid != r->pid || (int)st != r->when || r->fired)
+		return;
+	kill(pid, SIGUSR2);
+	for (int i = 0; i < 3000 && status_euid(pid) != 0; i++)
+		sleep_ms(1);
+	r->fired = status_euid(pid) == 0;
+}
+
+/* A copy of sleep(1), setuid root, that nobody may run: the stand-in for passwd kept waiting on its input. */
+static void make_setuid_program(char *dir, size_t dirlen, char *prog, size_t proglen)
+{
+	char cmd[5 * PATH_MAX];
+	make_tmpdir(dir, dirlen, "suid");
+	snprintf(prog, proglen, "%s/suid-sleep", dir);
+	snprintf(cmd, sizeof(cmd), "cp /bin/sleep '%s' && chown root:root '%s' && chmod 4755 '%s' && chmod 755 '%s'",
+		 prog, prog, prog, dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* A root-owned datagram socket in a 0700 root directory: only root can reach it. */
+static int bind_root_socket(char *dir, size_t dirlen, char *path, size_t pathlen)
+{
+	make_tmpdir(dir, dirlen, "rootsock");
+	assert_int_equal(chmod(dir, 0700), 0);
+	snprintf(path, pathlen, "%s/sock", dir);
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	assert_true(strlen(path) < sizeof(addr.sun_path));
+	strcpy(addr.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	return fd;
+}
+
+static unsigned drain_count(int fd)
+{
+	uint8_t buf[2048];
+	unsigned n = 0;
+	while (recv(fd, buf, sizeof(buf), 0) >= 0)
+		n++;
+	return n;
+}
+
+/* Registration datagrams (type 2) the app's receiver logged. */
+static unsigned app_registrations(const struct app *a)
+{
+	char path[PATH_MAX + 16], line[4096];
+	snprintf(path, sizeof(path), "%s/dgram.log", a->dir);
+	FILE *f = fopen(path, "r");
+	unsigned n = 0;
+	while (f && fgets(line, sizeof(line), f)) {
+		const char *hex = strchr(line + 2, ' ');
+		n += hex && strncmp(hex + 1, "0200", 4) == 0;
+	}
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/*
+ * One run: an app running as nobody publishes publish_path; the library is ticked (the clock jumped ahead so
+ * every retry is due at once) as a sampler that has not handled the exec record yet would. Returns the
+ * registrations the library says it sent.
+ */
+static uint64_t race_once(struct exec_race *r, struct app *a, const char *publish, const char *prog)
+{
+	struct logbook *lb = calloc(1, sizeof(*lb));
+	struct correlate *c = new_correlate(lb);
+	/* publish NULL: the app's own socket (bound by the app as nobody). */
+	const char *args[] = { "--threads", "1", "--publish-delay-ms", "0", "--exec-on-usr2", prog,
+			       publish ? "--publish-path" : NULL, publish, NULL };
+	app_start_as(a, NOBODY, NULL, NULL, args);
+	r->pid = a->pid;
+	r->fired = 0;
+	corr_set_stage_hook(c, exec_at_stage, r);
+	seed_mappings(c, a->pid);
+	uint64_t t = now_ns();
+	struct correlate_stats st = { 0 };
+	for (int i = 0, after = 0; i < 200 && after < 4; i++, t += 1100 * 1000000ull) {
+		correlate_tick(c, t);
+		correlate_stats(c, &st);
+		after += r->fired || (r->when < 0 && st.registrations);
+		sleep_ms(2);
+	}
+	for (unsigned i = 0; i < lb->n; i++)
+		r->noticed |= lb->lines[i].pid == a->pid && strstr(lb->lines[i].msg, "runs a new program (exec)");
+	if (r->when >= 0 && !r->fired)
+		dump_warnings(lb);
+	correlate_free(c);
+	free(lb);
+	return st.registrations;
+}
+
+/*
+ * The process publishes the path of a socket only root can reach, then execs a setuid-root program exactly
+ * after its storage was read, or right before the connect; the exec record is never handled. Nothing may
+ * arrive, in any run. The positive control: without the exec, the process's own socket (its user's) gets the
+ * registration.
+ */
+static void test_exec_race(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();	/* needs root: a setuid-root program, a root socket, an app run as nobody */
+	char suid_dir[PATH_MAX], prog[PATH_MAX + 16], sock_dir[PATH_MAX], sock[PATH_MAX + 16];
+	make_setuid_program(suid_dir, sizeof(suid_dir), prog, sizeof(prog));
+	int rootfd = bind_root_socket(sock_dir, sizeof(sock_dir), sock, sizeof(sock));
+	static const int stages[] = { CORR_STAGE_STORAGE_READ, CORR_STAGE_CONNECT };
+	unsigned delivered = 0, runs = 0, fired = 0, regs = 0, noticed = 0;
+	for (unsigned s = 0; s < 2; s++) {
+		for (unsigned i = 0; i < EXEC_RACE_REPS; i++) {
+			struct exec_race r = { .when = stages[s] };
+			struct app a;
+			regs += (unsigned)race_once(&r, &a, sock, prog);
+			fired += r.fired;
+			noticed += r.noticed;
+			runs++;
+			sleep_ms(30);	/* a datagram sent would be queued by now */
+			delivered += drain_count(rootfd);
+			app_stop(&a, SIGKILL);
+		}
+	}
+	print_message("exec race: %u of %u runs delivered to the root socket (%u registrations sent, exec "
+		      "done at the stage in %u runs, noticed in %u)\n", delivered, runs, regs, fired, noticed);
+	assert_int_equal(fired, runs);
+	assert_int_equal(noticed, runs);	/* refused because of the exec, not by chance */
+	assert_int_equal(delivered, 0);
+	assert_int_equal(regs, 0);
+	/* Positive control: no exec, the app's own socket (owned by nobody) is registered with. */
+	struct exec_race r = { .when = -1 };
+	struct app a;
+	assert_true(race_once(&r, &a, NULL, prog) >= 1);
+	unsigned received = 0;
+	for (int i = 0; i < 100 && !(received = app_registrations(&a)); i++)
+		sleep_ms(10);
+	print_message("exec race, control: %u registration(s) received by the app's own socket\n", received);
+	assert_true(received >= 1);
+	app_stop(&a, SIGKILL);
+	close(rootfd);
+	rm_rf(sock_dir);
+	rm_rf(suid_dir);
+}
+
+/* An argument runs only the tests whose names match it (cmocka's pattern: '*' and '?'). */
+int main(int argc, char **argv)
+{
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_reader_thread_and_finish),
 		cmocka_unit_test(test_agent_elf),
@@ -1024,6 +1221,7 @@ int main(void)
 		cmocka_unit_test(test_agent_restart),
 		cmocka_unit_test(test_hostile_agents),
 		cmocka_unit_test(test_ptrace_cases),
+		cmocka_unit_test(test_exec_race),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
