@@ -181,6 +181,9 @@ int session_stackext_stats(const struct session *s, struct stackext_stats *out);
 /* Off-CPU intervals and what became of them (offcpu.h); -ENOENT when off-CPU profiling is off. */
 struct offcpu_stats;
 int session_offcpu_stats(const struct session *s, struct offcpu_stats *out);
+/* Off-CPU samples the kernel could not write into the off-CPU rings (the sampler's and the fast lane's): lost
+ * apart from CPU samples (sampler.h), since the start. */
+uint64_t session_off_cpu_lost(const struct session *s);
 /* Processes seen (with samples or mappings) since the start. */
 unsigned session_processes(const struct session *s);
 /* Mappings and thread names not kept for lack of memory since the start (procmgr_dropped). */
