@@ -399,10 +399,11 @@ static void test_off_cpu_correlated(void **state)
 	uint64_t matched, unknown;
 	double pct = attribution(p, &d, &matched, &unknown);
 	fprintf(stderr, "apm off-cpu: %.3f s blocked in transactions, %.2f%% linked to their own (%.3f s to another), "
-			"%.3f s blocked without one (%.3f s linked); %llu counts received, attribution %.2f%%\n",
+			"%.3f s blocked without one (%.3f s linked); %llu counts received (%llu with a stack not in the profile), "
+			"attribution %.2f%%\n",
 		(double)o.blocked / 1e9, o.blocked ? 100.0 * (double)o.right / (double)o.blocked : 0.0,
 		(double)o.wrong / 1e9, (double)o.idle_blocked / 1e9, (double)o.idle_linked / 1e9,
-		(unsigned long long)d.counts, pct);
+		(unsigned long long)d.counts, (unsigned long long)unknown, pct);
 	/* 2 threads × 5 s, 8 ms of every 12 blocked, 4 slots in 5 in a transaction: ~5 s; the first ~0.3 s wait
 	 * for the registration. */
 	assert_true(o.blocked > 2000000000ull);
@@ -411,8 +412,11 @@ static void test_off_cpu_correlated(void **state)
 	assert_true(o.idle_blocked > 0 && o.idle_linked * 1000 <= o.idle_blocked);
 	assert_true(d.first_is_registration);
 	assert_int_equal(d.malformed, 0);
-	assert_int_equal(unknown, 0);
-	assert_true(d.counts > 0 && pct >= 99.5);
+	/* Counts whose stack this profile has name their transaction's function. Another profiler running on the
+	 * machine at the same time (a system-wide one) correlates this app too and sends its own stacks to the same
+	 * socket: those are not in this profile (unknown), and the other tests' unknown == 0 catches ours. */
+	assert_true(d.counts > unknown && matched * 1000 >= (d.counts - unknown) * 995);
+	(void)pct;
 	profile_free(p);
 	free(d.msgs);
 	apm_run_cleanup(&r);
