@@ -40,11 +40,13 @@
 #define REAP_AFTER_NS		10000000000ull	/* an exited process's samples are long read after 10 s */
 #define DETACH_POLL_MS		20
 #define READER_IDLE_MS		100
+#define FASTLANE_ORDER_NS	2000000ull	/* off-CPU records younger than this wait for the next drain */
 
 struct qentry {
 	uint32_t len;		/* bytes of the entry, a multiple of 8; QUEUE_SKIP: go back to offset 0 */
 	uint32_t rec_len;	/* bytes of the record (then padding to 8) */
 	uint64_t read_ns;
+	uint64_t order_ns;	/* off-CPU records: their time, the drain's merge order; 0: any order */
 	struct correlate_read ctx;
 	struct go_stack_snapshot go;	/* bytes: after the record (set again when handed out) */
 	/* the record follows, 8-aligned, then go.size bytes of goroutine stack */
@@ -55,12 +57,13 @@ struct queue {
 	uint64_t size;			/* a power of two */
 	uint64_t head;			/* written by the reader (release) */
 	uint64_t tail;			/* written by the main thread (release) */
+	uint64_t drain_head;		/* during a drain: head as it began (main thread) */
 	int told;			/* the reader wrote the eventfd since the main thread's last drain */
 };
 
 struct reader {
 	struct fastlane *f;
-	int cpu, ring_fd, stop_fd;
+	int cpu, ring_fd, off_fd, stop_fd;	/* off_fd: the CPU's off-CPU ring (-1: none) */
 	pthread_t thread;
 	int started, realtime;
 	uint8_t *scratch;
@@ -70,7 +73,7 @@ struct reader {
 	int detaching;			/* threads this reader left seized (correlate_reader_poll()) */
 	uint64_t cpu_ns;		/* its CPU time, as last seen by the main thread (kept after it ended) */
 	/* counters: written by the reader, read by the main thread (relaxed atomics) */
-	uint64_t samples, queue_full, kernel_lost, max_ns, go_snapshots, go_too_large;
+	uint64_t samples, queue_full, kernel_lost, max_ns, go_snapshots, go_too_large, off_cpu;
 	uint64_t hist[LAT_BUCKETS];
 };
 
@@ -125,7 +128,7 @@ static uint64_t lat_percentile(const uint64_t *hist, uint64_t total, uint64_t nu
 /* ---- the queue (one producer, one consumer) ---- */
 
 static int queue_push(struct queue *q, const struct perf_event_header *rec, const struct correlate_read *ctx,
-		      uint64_t read_ns, const struct go_stack_snapshot *go)
+		      uint64_t read_ns, uint64_t order_ns, const struct go_stack_snapshot *go)
 {
 	uint64_t rec_len = (rec->size + 7) & ~7ull;
 	uint64_t need = (sizeof(struct qentry) + rec_len + go->size + 7) & ~7ull;
@@ -144,6 +147,7 @@ static int queue_push(struct queue *q, const struct perf_event_header *rec, cons
 	e->len = (uint32_t)need;
 	e->rec_len = (uint32_t)rec_len;
 	e->read_ns = read_ns;
+	e->order_ns = order_ns;
 	e->ctx = *ctx;
 	e->go = *go;
 	memcpy(e + 1, rec, rec->size);
@@ -153,28 +157,27 @@ static int queue_push(struct queue *q, const struct perf_event_header *rec, cons
 	return 0;
 }
 
-static int queue_drain(struct queue *q, fastlane_fn fn, void *ctx)
+/* The entry at the queue's tail, skip markers passed, or NULL when it has none before drain_head. */
+static struct qentry *queue_peek(struct queue *q)
 {
-	uint64_t head = __atomic_load_n(&q->head, __ATOMIC_ACQUIRE), tail = q->tail;
-	int n = 0;
-	while (tail < head) {
-		uint64_t off = tail & (q->size - 1);
-		const struct qentry *e = (const struct qentry *)(q->buf + off);
-		if (e->len == QUEUE_SKIP) {
-			tail += q->size - off;
-			continue;
-		}
-		struct qentry *w = (struct qentry *)(q->buf + off);
-		w->go.bytes = (const uint8_t *)(e + 1) + e->rec_len;
-		struct fastlane_entry fe = { .rec = (const void *)(e + 1), .ctx = &e->ctx, .read_ns = e->read_ns,
-					     .go = &e->go };
-		fn(ctx, &fe);
-		tail += e->len;
-		n++;
+	while (q->tail < q->drain_head) {
+		uint64_t off = q->tail & (q->size - 1);
+		struct qentry *e = (struct qentry *)(q->buf + off);
+		if (e->len != QUEUE_SKIP)
+			return e;
+		__atomic_store_n(&q->tail, q->tail + (q->size - off), __ATOMIC_RELEASE);
 	}
-	__atomic_store_n(&q->tail, tail, __ATOMIC_RELEASE);
-	__atomic_store_n(&q->told, 0, __ATOMIC_RELEASE);
-	return n;
+	return NULL;
+}
+
+static void queue_deliver(struct queue *q, struct qentry *e, fastlane_fn fn, void *ctx)
+{
+	e->go.bytes = (const uint8_t *)(e + 1) + e->rec_len;
+	struct fastlane_entry fe = { .rec = (const void *)(e + 1), .ctx = &e->ctx, .read_ns = e->read_ns,
+				     .go = &e->go };
+	uint32_t len = e->len;
+	fn(ctx, &fe);
+	__atomic_store_n(&q->tail, q->tail + len, __ATOMIC_RELEASE);
 }
 
 /* ---- a reader ---- */
@@ -239,7 +242,20 @@ static void read_deeper(struct reader *r, const struct perf_sample *ps, size_t d
 	count(&r->go_snapshots, 1);
 }
 
-/* What must be read while the thread waits first (trace context, goroutine), then the copy for the main thread. */
+/* The read's latency, into the histogram and the maximum. */
+static void count_read(struct reader *r, uint64_t lat)
+{
+	count(&r->samples, 1);
+	count(&r->hist[lat_bucket(lat / 1000)], 1);
+	if (lat > __atomic_load_n(&r->max_ns, __ATOMIC_RELAXED))
+		__atomic_store_n(&r->max_ns, lat, __ATOMIC_RELAXED);
+}
+
+/*
+ * What must be read while the thread waits first (trace context, goroutine), then the copy for the main thread.
+ * An off-CPU sample (a switch-out: fastlane.h) has the thread switched out already: its trace context is read
+ * as it blocked, and only that (a blocked goroutine's stack does not move).
+ */
 static int on_sample(struct reader *r, const struct perf_event_header *rec)
 {
 	struct perf_sample ps;
@@ -249,10 +265,11 @@ static int on_sample(struct reader *r, const struct perf_event_header *rec)
 		return 0;
 	size_t deep;
 	unsigned kinds = kinds_of(r->f, (pid_t)ps.pid, &deep);
+	int off_cpu = ps.raw_size > 4;	/* the tracepoint's raw record (sampler.h) */
 	if (kinds & FASTLANE_APM)
 		correlate_reader_read(r->f->o.reader, (pid_t)ps.pid, (pid_t)ps.tid, &ctx);
 	uint64_t now = clock_mono_ns(), lat = now > ps.time ? now - ps.time : 0;
-	int user = ps.regs_abi != PERF_SAMPLE_REGS_ABI_NONE, rc = -ESRCH;
+	int user = ps.regs_abi != PERF_SAMPLE_REGS_ABI_NONE && !off_cpu, rc = -ESRCH;
 	if ((kinds & FASTLANE_GO) && r->gs && user)
 		rc = read_goroutine(r, &ps, &go);
 	/* Not Go, or a Go without a g register: what can be read is the stack past the copy. */
@@ -260,11 +277,24 @@ static int on_sample(struct reader *r, const struct perf_event_header *rec)
 		read_deeper(r, &ps, deep, &go);
 	if (ctx.status == CORRELATE_READ_NO_THREAD && !ctx.traced)
 		r->detaching = 1;
-	count(&r->samples, 1);
-	count(&r->hist[lat_bucket(lat / 1000)], 1);
-	if (lat > __atomic_load_n(&r->max_ns, __ATOMIC_RELAXED))
-		__atomic_store_n(&r->max_ns, lat, __ATOMIC_RELAXED);
-	if (queue_push(&r->q, rec, &ctx, now, &go) < 0)
+	count_read(r, lat);
+	count(&r->off_cpu, (uint64_t)off_cpu);
+	if (queue_push(&r->q, rec, &ctx, now, off_cpu ? ps.time : 0, &go) < 0)
+		count(&r->queue_full, 1);
+	tell_main(r);
+	return 0;
+}
+
+/* A switch-in ends an interval off CPU (switch-outs are known by their samples): handed over in time order. */
+static int on_switch(struct reader *r, const struct perf_event_header *rec)
+{
+	struct perf_switch sw;
+	struct correlate_read ctx = { .status = CORRELATE_READ_NOT_APM };
+	struct go_stack_snapshot go = { .kind = GO_STACK_SNAPSHOT_NONE };
+	if ((rec->misc & PERF_RECORD_MISC_SWITCH_OUT) ||
+	    perf_decode_switch(sampler_layout(r->f->sampler), rec, &sw) < 0)
+		return 0;
+	if (queue_push(&r->q, rec, &ctx, sw.time, sw.time, &go) < 0)
 		count(&r->queue_full, 1);
 	tell_main(r);
 	return 0;
@@ -277,6 +307,8 @@ static int on_record(void *arg, const struct perf_event_header *rec)
 	uint64_t n;
 	if (rec->type == PERF_RECORD_SAMPLE)
 		return on_sample(r, rec);
+	if (rec->type == PERF_RECORD_SWITCH || rec->type == PERF_RECORD_SWITCH_CPU_WIDE)
+		return on_switch(r, rec);
 	if (rec->type == PERF_RECORD_LOST && perf_decode_lost(rec, &l) == 0)
 		count(&r->kernel_lost, l.lost);
 	else if (rec->type == PERF_RECORD_LOST_SAMPLES && perf_decode_lost_samples(rec, &n) == 0)
@@ -300,12 +332,17 @@ static void *reader_main(void *arg)
 {
 	struct reader *r = arg;
 	place(r);
-	struct pollfd p[2] = { { .fd = r->ring_fd, .events = POLLIN }, { .fd = r->stop_fd, .events = POLLIN } };
+	struct pollfd p[3] = { { .fd = r->stop_fd, .events = POLLIN }, { .fd = r->ring_fd, .events = POLLIN },
+			       { .fd = r->off_fd, .events = POLLIN } };
+	int ncpus = sampler_ncpus(r->f->sampler);
 	for (;;) {
 		/* Woken by each sample; the timeout only bounds what a wakeup the reader missed would cost (a full
 		 * ring wakes no one: the kernel writes nothing more into it). */
-		int stop = poll(p, 2, r->detaching ? DETACH_POLL_MS : READER_IDLE_MS) > 0 && p[1].revents;
+		int stop = poll(p, r->off_fd >= 0 ? 3 : 2, r->detaching ? DETACH_POLL_MS : READER_IDLE_MS) > 0 &&
+			   p[0].revents;
 		sampler_drain_ring(r->f->sampler, r->cpu, r->scratch, on_record, r);
+		if (r->off_fd >= 0)
+			sampler_drain_ring(r->f->sampler, ncpus + r->cpu, r->scratch, on_record, r);
 		if (r->detaching)
 			r->detaching = correlate_reader_poll(r->f->o.reader);
 		if (stop)
@@ -320,6 +357,7 @@ static int reader_init(struct fastlane *f, struct reader *r, int cpu, uint64_t q
 	r->f = f;
 	r->cpu = cpu;
 	r->ring_fd = sampler_ring_fd(f->sampler, cpu);
+	r->off_fd = sampler_ring_fd(f->sampler, sampler_ncpus(f->sampler) + cpu);
 	r->q.size = qsize;
 	r->stop_fd = eventfd(0, EFD_CLOEXEC);
 	r->scratch = malloc(SAMPLER_SCRATCH_SIZE);
@@ -366,7 +404,7 @@ static int make_sampler(struct fastlane *f)
 	struct sampler_options so = f->o.sampler;
 	so.low_latency = 1;
 	so.samples_only = 1;
-	so.off_cpu = 0;	/* off-CPU samples stay in the main rings: a blocked thread's context cannot change */
+	/* so.off_cpu as the main sampler's: an APM thread's switch-outs are read here, its context as it blocked. */
 	so.ring_pages = geteuid() == 0 ? RING_PAGES_ROOT : 0;
 	return sampler_new(&so, &f->sampler);
 }
@@ -513,26 +551,73 @@ struct drain_ctx {
 	void *ctx;
 };
 
+/* The pid and time of an entry's record (a sample or a switch record): 0, or -EINVAL. */
+static int entry_pid_time(const struct fastlane *f, const struct perf_event_header *rec, uint32_t *pid, uint64_t *t)
+{
+	struct perf_sample ps;
+	struct perf_switch sw;
+	if (rec->type == PERF_RECORD_SAMPLE && perf_decode_sample(sampler_layout(f->sampler), rec, &ps) == 0) {
+		*pid = ps.pid;
+		*t = ps.time;
+		return 0;
+	}
+	if (rec->type != PERF_RECORD_SAMPLE && perf_decode_switch(sampler_layout(f->sampler), rec, &sw) == 0) {
+		*pid = sw.pid;
+		*t = sw.time;
+		return 0;
+	}
+	return -EINVAL;
+}
+
 /* The fast lane's samples from before a process's start (or of a process it refused) are the main rings'. */
 static void filter_entry(void *arg, const struct fastlane_entry *e)
 {
 	struct drain_ctx *d = arg;
-	struct perf_sample ps;
-	uint64_t start;
-	if (perf_decode_sample(sampler_layout(d->f->sampler), e->rec, &ps) == 0 &&
-	    (!hindex_u32_get(&d->f->start_ns, ps.pid, &start) || ps.time < start)) {
+	uint32_t pid;
+	uint64_t start, time;
+	if (entry_pid_time(d->f, e->rec, &pid, &time) == 0 &&
+	    (!hindex_u32_get(&d->f->start_ns, pid, &start) || time < start)) {
 		d->f->before_start++;
 		return;
 	}
 	d->fn(d->ctx, e);
 }
 
+/* The queue whose next entry comes first: an entry without an order first, then the oldest off-CPU record up
+ * to cutoff_ns. NULL when none is due. */
+static struct queue *next_queue(struct fastlane *f, uint64_t cutoff_ns, struct qentry **out)
+{
+	struct queue *best = NULL;
+	for (unsigned i = 0; i < f->nreaders; i++) {
+		struct qentry *e = queue_peek(&f->readers[i].q);
+		if (!e || e->order_ns > cutoff_ns || (best && e->order_ns >= (*out)->order_ns))
+			continue;
+		best = &f->readers[i].q;
+		*out = e;
+		if (!e->order_ns)
+			break;
+	}
+	return best;
+}
+
+/*
+ * The queues merged: off-CPU records (switch-outs and switch-ins, fastlane.h) in time order across the CPUs,
+ * up to FASTLANE_ORDER_NS ago, which leaves a reader time to queue a switch-out whose switch-in another reader
+ * queued already; once stopped, everything.
+ */
 int fastlane_drain(struct fastlane *f, fastlane_fn fn, void *ctx)
 {
 	struct drain_ctx d = { f, fn, ctx };
+	uint64_t now = clock_mono_ns(), cutoff = f->stopped ? UINT64_MAX : now - FASTLANE_ORDER_NS;
+	struct qentry *e = NULL;
+	struct queue *q;
 	int n = 0;
 	for (unsigned i = 0; i < f->nreaders; i++)
-		n += queue_drain(&f->readers[i].q, filter_entry, &d);
+		f->readers[i].q.drain_head = __atomic_load_n(&f->readers[i].q.head, __ATOMIC_ACQUIRE);
+	for (; (q = next_queue(f, cutoff, &e)); n++)
+		queue_deliver(q, e, filter_entry, &d);
+	for (unsigned i = 0; i < f->nreaders; i++)
+		__atomic_store_n(&f->readers[i].q.told, 0, __ATOMIC_RELEASE);
 	return n;
 }
 
@@ -624,6 +709,7 @@ void fastlane_get_stats(const struct fastlane *f, struct fastlane_stats *out)
 		out->kernel_lost += __atomic_load_n(&r->kernel_lost, __ATOMIC_RELAXED);
 		out->go_snapshots += __atomic_load_n(&r->go_snapshots, __ATOMIC_RELAXED);
 		out->go_too_large += __atomic_load_n(&r->go_too_large, __ATOMIC_RELAXED);
+		out->off_cpu_samples += __atomic_load_n(&r->off_cpu, __ATOMIC_RELAXED);
 		uint64_t m = __atomic_load_n(&r->max_ns, __ATOMIC_RELAXED);
 		out->read_max_ns = m > out->read_max_ns ? m : out->read_max_ns;
 		for (unsigned b = 0; b < LAT_BUCKETS; b++)
@@ -639,6 +725,7 @@ void fastlane_get_stats(const struct fastlane *f, struct fastlane_stats *out)
 	out->before_start = f->before_start;
 	out->processes = hindex_count(&f->start_ns) - hindex_count(&f->end_ns);
 	out->events = f->sampler ? sampler_nevents(f->sampler) : 0;
+	out->off_cpu_lost = f->sampler ? sampler_off_cpu_lost(f->sampler) : 0;
 	out->refused = f->refused;
 	out->readers = f->nreaders;
 	for (unsigned i = 0; i < f->nreaders; i++) {

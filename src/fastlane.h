@@ -28,6 +28,16 @@
  * The process's samples still arrive in the main rings too (the main events follow it as before): from the
  * time the fast lane started (fastlane_add_process()'s start) they are dropped there (fastlane_covers()), and
  * the fast lane's own samples from before it are dropped here, so none is counted twice or lost.
+ *
+ * Off-CPU (the main sampler's off_cpu, sampler.h): the fast lane's events then carry the process's switch-outs
+ * (sched:sched_switch samples) and switch-ins (switch records) too, in off-CPU rings of their own beside each
+ * CPU's fast-lane ring, and the main rings' ones of a covered process are dropped like its CPU samples. A reader
+ * woken by a switch-out reads the thread's trace context while it is switched out: the context it blocked in,
+ * which cannot change until it runs again, so the interval off CPU that the switch-in closes is that
+ * transaction's time (session.h). A switch-out and its switch-in may be read by readers of two CPUs:
+ * fastlane_drain() hands the off-CPU records over merged in time order across the queues, up to a couple of
+ * milliseconds ago (the later ones wait for the next drain), so a switch-in never overtakes its switch-out.
+ *
  * Cost: threads × CPUs events per process (bounded by max_events; a process that would exceed it is refused
  * and read in batches as before), a second sample per period for those threads in the kernel, and a reader
  * wakeup per sample of them. With -a and in the daemon the same holds: the per-CPU events sample these
@@ -91,6 +101,8 @@ struct fastlane_stats {
 	uint64_t samples;		/* samples read by the readers */
 	uint64_t queue_full;		/* ... dropped because a queue was full (counted, not silent) */
 	uint64_t kernel_lost;		/* samples the kernel could not write into a fast-lane ring */
+	uint64_t off_cpu_samples;	/* ... of them switch-outs (off-CPU samples) */
+	uint64_t off_cpu_lost;		/* off-CPU samples the kernel could not write into its off-CPU rings */
 	uint64_t go_snapshots;		/* samples whose goroutine (Go) or stack past the copy was read */
 	uint64_t go_too_large;		/* ... left out: larger than a queue (the sample kept) */
 	uint64_t before_start;		/* fast-lane samples from before a process's start, or of a refused
@@ -129,7 +141,8 @@ void fastlane_on_exit(struct fastlane *f, pid_t pid, uint64_t time_ns);
 /* Forget processes that exited long ago (their samples are all read). Call now and then. */
 void fastlane_reap(struct fastlane *f, uint64_t now_ns);
 
-/* Hand every queued sample to fn (in each reader's order) and release it. Returns how many. */
+/* Hand every queued sample and switch-in record to fn and release it: in each reader's order, off-CPU records
+ * merged in time order across the readers (see Off-CPU above). Returns how many. */
 int fastlane_drain(struct fastlane *f, fastlane_fn fn, void *ctx);
 /* pid's walks went this far past the copy: its readers read that much (up to deep_max) from now on. */
 void fastlane_read_deeper(struct fastlane *f, pid_t pid, size_t bytes);

@@ -15,6 +15,8 @@ struct thread_state {
 	int pending, preempted;
 	uint8_t *rec;		/* the switch-out sample, rec_len bytes of rec_cap */
 	size_t rec_len, rec_cap;
+	uint8_t note[OFFCPU_NOTE_MAX];	/* offcpu_set_note()'s, note_len bytes */
+	size_t note_len;
 };
 
 struct offcpu {
@@ -100,6 +102,19 @@ int offcpu_switch_out(struct offcpu *o, pid_t pid, pid_t tid, uint64_t time_ns, 
 	t->out_ns = time_ns;
 	t->preempted = preempted;
 	t->pending = 1;
+	t->note_len = 0;
+	return 0;
+}
+
+int offcpu_set_note(struct offcpu *o, pid_t tid, const void *note, size_t len)
+{
+	struct thread_state *t = thread_get(o, tid, 0);
+	if (len > OFFCPU_NOTE_MAX)
+		return -E2BIG;
+	if (!t || !t->pending)
+		return -ENOENT;
+	memcpy(t->note, note, len);
+	t->note_len = len;
 	return 0;
 }
 
@@ -138,6 +153,8 @@ static void make_interval(struct offcpu *o, const struct thread_state *t, uint64
 		iv->rec = (const struct perf_event_header *)t->rec;
 		o->stats.with_stack++;
 	}
+	iv->note = t->note_len ? t->note : NULL;
+	iv->note_len = t->note_len;
 }
 
 int offcpu_switch_in(struct offcpu *o, pid_t tid, uint64_t time_ns, struct offcpu_interval *iv)

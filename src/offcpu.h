@@ -34,6 +34,7 @@
 #define OFFCPU_DEFAULT_THRESHOLD_US 100
 #define OFFCPU_DEFAULT_MAX_RATE 10000
 #define OFFCPU_DEFAULT_MAX_THREADS 4096
+#define OFFCPU_NOTE_MAX 256	/* bytes of a switch-out's note (offcpu_set_note()) */
 
 struct offcpu_options {
 	uint64_t threshold_ns;	/* shorter blocks keep no stack */
@@ -54,6 +55,8 @@ struct offcpu_interval {
 	int preempted;				/* still runnable when it switched out: waited for a CPU */
 	enum offcpu_nostack why;
 	const struct perf_event_header *rec;	/* the switch-out sample (why == OFFCPU_WITH_STACK), else NULL */
+	const void *note;			/* the switch-out's note (offcpu_set_note()), NULL if none */
+	size_t note_len;
 };
 
 struct offcpu_stats {
@@ -77,6 +80,10 @@ void offcpu_free(struct offcpu *o);
  * or -ENOMEM / -E2BIG when the thread is not tracked (counted). */
 int offcpu_switch_out(struct offcpu *o, pid_t pid, pid_t tid, uint64_t time_ns, int preempted,
 		      const struct perf_event_header *rec);
+/* What the caller read of tid as it switched out (the APM trace context it blocked in), kept with its pending
+ * switch-out and handed over with each interval of it (note_len bytes, a copy). 0, -ENOENT when tid has no
+ * switch-out pending, -E2BIG over OFFCPU_NOTE_MAX. */
+int offcpu_set_note(struct offcpu *o, pid_t tid, const void *note, size_t len);
 /* tid switched in at time_ns: 1 and *iv for the interval this ends, 0 when none was pending. */
 int offcpu_switch_in(struct offcpu *o, pid_t tid, uint64_t time_ns, struct offcpu_interval *iv);
 /* Hand every thread still off CPU its time up to now_ns (fn per thread); they go on from now_ns. */

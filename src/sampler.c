@@ -26,6 +26,7 @@ struct ring {
 	uint64_t size;		/* bytes of data, a power of two */
 	uint64_t head, tail;	/* during a drain: the records [tail, head) not yet delivered */
 	uint64_t next_time;	/* during a merged drain: the time of the record at tail */
+	uint64_t *lost;		/* an off-CPU ring: where its PERF_RECORD_LOST counts go (not delivered) */
 };
 
 struct sampler {
@@ -33,7 +34,9 @@ struct sampler {
 	struct perf_event_attr attr;
 	struct perf_layout layout;
 	int ncpus;
-	struct ring *rings;	/* one per CPU */
+	struct ring *rings;	/* one per CPU, then (off_cpu) one off-CPU ring per CPU */
+	int nrings;		/* ncpus, or 2 × ncpus with off_cpu */
+	uint64_t off_cpu_lost;	/* off-CPU samples the kernel could not write into an off-CPU ring */
 	int *fds;		/* sampling events (the rings' holders are in rings[]) */
 	unsigned nfds, capfds;
 	int rings_made;		/* make_rings() ran */
@@ -161,6 +164,22 @@ static unsigned default_ring_pages(uint32_t stack_size)
 	return pages;
 }
 
+/* Off-CPU samples a ring holds by default (root): a switch flood (50k/s) fills it in ~10 ms per CPU, and what the
+ * reader is too late for is lost from this ring only, counted (sampler_off_cpu_lost()). */
+#define OFF_CPU_RING_SAMPLES 512
+
+static unsigned default_off_cpu_ring_pages(const struct sampler_options *o)
+{
+	uint32_t stack = o->off_cpu_stack_size ? o->off_cpu_stack_size : o->stack_size;
+	if (geteuid() != 0)
+		return default_ring_pages(stack);
+	uint64_t want = (uint64_t)OFF_CPU_RING_SAMPLES * (stack + 1024u), page = (uint64_t)getpagesize();
+	unsigned pages = RING_PAGES_MIN;
+	while (pages < RING_PAGES_MAX && (uint64_t)pages * page < want)
+		pages *= 2;
+	return pages;
+}
+
 static void raise_fd_limit(void)
 {
 	/* -p on a process with many threads opens threads x CPUs events. */
@@ -177,7 +196,8 @@ int sampler_new(const struct sampler_options *o, struct sampler **out)
 	uint64_t config;
 	struct sampler *s;
 
-	if (o->stack_size == 0 || o->stack_size % 8 || o->stack_size > SAMPLER_MAX_STACK)
+	if (o->stack_size == 0 || o->stack_size % 8 || o->stack_size > SAMPLER_MAX_STACK ||
+	    o->off_cpu_stack_size % 8 || o->off_cpu_stack_size > SAMPLER_MAX_STACK)
 		return -EINVAL;
 	if (sampler_parse_event(o->event, &type, &config) < 0)
 		return -ENOENT;
@@ -187,15 +207,20 @@ int sampler_new(const struct sampler_options *o, struct sampler **out)
 	s->opts = *o;
 	if (!s->opts.ring_pages)
 		s->opts.ring_pages = default_ring_pages(o->stack_size);
+	if (!s->opts.off_cpu_ring_pages)
+		s->opts.off_cpu_ring_pages = default_off_cpu_ring_pages(o);
 	s->ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
-	s->rings = calloc((size_t)s->ncpus, sizeof(*s->rings));
+	s->nrings = o->off_cpu ? 2 * s->ncpus : s->ncpus;
+	s->rings = calloc((size_t)s->nrings, sizeof(*s->rings));
 	s->scratch = malloc(SCRATCH_SIZE);
 	if (!s->rings || !s->scratch) {
 		sampler_free(s);
 		return -ENOMEM;
 	}
-	for (int i = 0; i < s->ncpus; i++)
+	for (int i = 0; i < s->nrings; i++) {
 		s->rings[i].fd = -1;
+		s->rings[i].lost = i >= s->ncpus ? &s->off_cpu_lost : NULL;
+	}
 	snprintf(s->event_name, sizeof(s->event_name), "%s", o->event);
 	build_attr(s, type, config);
 	raise_fd_limit();
@@ -207,7 +232,7 @@ void sampler_free(struct sampler *s)
 {
 	if (!s)
 		return;
-	for (int i = 0; s->rings && i < s->ncpus; i++) {
+	for (int i = 0; s->rings && i < s->nrings; i++) {
 		if (s->rings[i].meta)
 			munmap(s->rings[i].meta, (s->rings[i].size + (uint64_t)getpagesize()));
 		if (s->rings[i].fd >= 0)
@@ -236,11 +261,12 @@ static int remember_fd(struct sampler *s, int fd)
 	return 0;
 }
 
-/* Map the ring of cpu on fd, halving its size while the kernel refuses (mlock budget). */
-static int ring_map(struct sampler *s, struct ring *r, int fd)
+/* Map a ring on fd, of *pages data pages, halving them while the kernel refuses (mlock budget): later rings of
+ * the kind start from what worked. */
+static int ring_map(struct sampler *s, struct ring *r, int fd, unsigned *pages_io)
 {
 	long page = getpagesize();
-	for (unsigned pages = s->opts.ring_pages; pages >= 1; pages /= 2) {
+	for (unsigned pages = *pages_io; pages >= 1; pages /= 2) {
 		size_t len = (size_t)(pages + 1) * (size_t)page;
 		void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (m != MAP_FAILED) {
@@ -248,7 +274,7 @@ static int ring_map(struct sampler *s, struct ring *r, int fd)
 			r->meta = m;
 			r->data = (uint8_t *)m + page;
 			r->size = (uint64_t)pages * (uint64_t)page;
-			s->opts.ring_pages = pages; /* later CPUs start from what worked */
+			*pages_io = pages;
 			return 0;
 		}
 		if (errno != EPERM && errno != ENOMEM)
@@ -285,33 +311,44 @@ static uint32_t small_ring_watermark(const struct sampler *s)
  * whole run. Its watermark decides when a batched ring wakes the reader: 0 lets the kernel take half of the
  * ring as mapped (halved, if the mlock budget refused the size asked for).
  */
-static int make_rings(struct sampler *s)
+/* A holder on this thread for cpu, whose buffer becomes ring r (wakeup_watermark 0: half of it). */
+static int make_ring(struct sampler *s, int cpu, struct ring *r, uint32_t wakeup_watermark, unsigned *pages)
 {
 	struct perf_event_attr h = { .size = sizeof(h), .type = PERF_TYPE_SOFTWARE, .config = PERF_COUNT_SW_DUMMY,
 				     .disabled = 1, .exclude_kernel = 1, .exclude_hv = 1, .watermark = 1,
-				     .wakeup_watermark = small_ring_watermark(s), .use_clockid = 1,
+				     .wakeup_watermark = wakeup_watermark, .use_clockid = 1,
 				     .clockid = s->attr.clockid };
+	long fd = perf_event_open(&h, 0, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0) {
+		snprintf(s->error, sizeof(s->error), "perf_event_open(ring holder): %s", strerror(errno));
+		return -errno;
+	}
+	int err = ring_map(s, r, (int)fd, pages);
+	if (err < 0)
+		close((int)fd);
+	return err;
+}
+
+static int make_rings(struct sampler *s)
+{
 	s->rings_made = 1;
 	for (int cpu = 0; cpu < s->ncpus; cpu++) {
 		if (!online_cpu(cpu))
 			continue;
-		long fd = perf_event_open(&h, 0, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-		if (fd < 0) {
-			snprintf(s->error, sizeof(s->error), "perf_event_open(ring holder): %s", strerror(errno));
-			return -errno;
-		}
-		int err = ring_map(s, &s->rings[cpu], (int)fd);
-		if (err < 0) {
-			close((int)fd);
+		int err = make_ring(s, cpu, &s->rings[cpu], small_ring_watermark(s), &s->opts.ring_pages);
+		/* Off-CPU events write into rings of their own (sampler.h): a flood of switches fills those. */
+		if (!err && s->opts.off_cpu)
+			err = make_ring(s, cpu, &s->rings[s->ncpus + cpu], 0, &s->opts.off_cpu_ring_pages);
+		if (err < 0)
 			return err;
-		}
 	}
 	return 0;
 }
 
-static int attach_to_ring(struct sampler *s, int cpu, int fd)
+static int attach_to_ring(struct sampler *s, int ring, int fd)
 {
-	struct ring *r = &s->rings[cpu];
+	int cpu = ring % s->ncpus;
+	struct ring *r = &s->rings[ring];
 	if (r->fd < 0) {
 		snprintf(s->error, sizeof(s->error), "no ring buffer for CPU %d (it came online after the start)", cpu);
 		return -ENODEV;
@@ -397,6 +434,7 @@ static void off_cpu_attr(const struct sampler *s, struct perf_event_attr *a)
 	a->exclude_callchain_kernel = s->attr.exclude_kernel;	/* kernel frames only where CPU samples have them */
 	a->mmap = a->mmap2 = a->comm = a->comm_exec = a->task = 0;	/* the sampling event has those */
 	a->context_switch = 1;
+	a->sample_stack_user = s->opts.off_cpu_stack_size ? s->opts.off_cpu_stack_size : s->opts.stack_size;
 }
 
 static void explain_off_cpu_error(struct sampler *s, int err)
@@ -434,7 +472,7 @@ static int open_off_cpu(struct sampler *s, pid_t pid, int cpu)
 		close((int)fd);
 		return err;
 	}
-	return attach_to_ring(s, cpu, (int)fd);
+	return attach_to_ring(s, s->ncpus + cpu, (int)fd);
 }
 
 static int open_one(struct sampler *s, pid_t pid, int cpu)
@@ -547,6 +585,21 @@ static void ring_begin(struct ring *r)
 	r->tail = r->meta->data_tail;
 }
 
+/* An off-CPU ring's loss record: counted apart (sampler_off_cpu_lost()), not delivered, so that the caller's
+ * count of lost samples stays that of CPU samples. 1 if h was one. */
+static int count_off_cpu_lost(struct ring *r, const struct perf_event_header *h)
+{
+	struct perf_lost l;
+	uint64_t n;
+	if (h->type == PERF_RECORD_LOST && perf_decode_lost(h, &l) == 0)
+		__atomic_fetch_add(r->lost, l.lost, __ATOMIC_RELAXED);
+	else if (h->type == PERF_RECORD_LOST_SAMPLES && perf_decode_lost_samples(h, &n) == 0)
+		__atomic_fetch_add(r->lost, n, __ATOMIC_RELAXED);
+	else
+		return 0;
+	return 1;
+}
+
 /*
  * Deliver the record at r->tail (a record that wraps the end of the ring is copied to scratch first), then hand
  * its space back to the kernel. Returns fn's result (nonzero: stop), or -1 for a corrupt ring, whose records are
@@ -563,7 +616,7 @@ static int ring_deliver(struct ring *r, uint8_t *scratch, sampler_record_fn fn, 
 			ring_copy(r, r->tail, scratch, size);
 			h = (const void *)scratch;
 		}
-		stop = fn(ctx, h);
+		stop = r->lost && count_off_cpu_lost(r, h) ? 0 : fn(ctx, h);
 		r->tail += size;
 	} else {
 		r->tail = r->head;
@@ -603,7 +656,7 @@ static void ring_peek(struct ring *r, const struct perf_layout *l)
 
 static int build_pollfds(struct sampler *s, const struct pollfd *extra, unsigned nextra, nfds_t *n)
 {
-	unsigned want = (unsigned)s->ncpus + nextra;
+	unsigned want = (unsigned)s->nrings + nextra;
 	if (want > s->cap_pollfds) {
 		struct pollfd *p = realloc(s->pollfds, want * sizeof(*p));
 		if (!p)
@@ -612,7 +665,7 @@ static int build_pollfds(struct sampler *s, const struct pollfd *extra, unsigned
 		s->cap_pollfds = want;
 	}
 	*n = 0;
-	for (int i = 0; i < s->ncpus; i++) {
+	for (int i = 0; i < s->nrings; i++) {
 		if (s->rings[i].fd < 0)
 			continue;
 		s->pollfds[*n] = (struct pollfd){ .fd = s->rings[i].fd, .events = POLLIN };
@@ -646,7 +699,7 @@ int sampler_wait(struct sampler *s, int timeout_ms, struct pollfd *extra, unsign
 static struct ring *oldest_ring(struct sampler *s)
 {
 	struct ring *oldest = NULL;
-	for (int i = 0; i < s->ncpus; i++) {
+	for (int i = 0; i < s->nrings; i++) {
 		struct ring *r = &s->rings[i];
 		if (r->meta && r->tail < r->head && (!oldest || r->next_time < oldest->next_time))
 			oldest = r;
@@ -663,7 +716,7 @@ int sampler_drain(struct sampler *s, sampler_record_fn fn, void *ctx)
 {
 	int total = 0, stop = 0;
 	struct ring *r;
-	for (int i = 0; i < s->ncpus; i++) {
+	for (int i = 0; i < s->nrings; i++) {
 		if (s->rings[i].meta) {
 			ring_begin(&s->rings[i]);
 			ring_peek(&s->rings[i], &s->layout);
@@ -694,16 +747,26 @@ int sampler_ncpus(const struct sampler *s)
 	return s->ncpus;
 }
 
-int sampler_ring_fd(const struct sampler *s, int cpu)
+int sampler_nrings(const struct sampler *s)
 {
-	return cpu >= 0 && cpu < s->ncpus ? s->rings[cpu].fd : -1;
+	return s->nrings;
 }
 
-int sampler_drain_ring(struct sampler *s, int cpu, uint8_t *scratch, sampler_record_fn fn, void *ctx)
+int sampler_ring_fd(const struct sampler *s, int ring)
 {
-	if (cpu < 0 || cpu >= s->ncpus || !s->rings[cpu].meta)
+	return ring >= 0 && ring < s->nrings ? s->rings[ring].fd : -1;
+}
+
+int sampler_drain_ring(struct sampler *s, int ring, uint8_t *scratch, sampler_record_fn fn, void *ctx)
+{
+	if (ring < 0 || ring >= s->nrings || !s->rings[ring].meta)
 		return 0;
-	return ring_drain(&s->rings[cpu], scratch, fn, ctx);
+	return ring_drain(&s->rings[ring], scratch, fn, ctx);
+}
+
+uint64_t sampler_off_cpu_lost(const struct sampler *s)
+{
+	return __atomic_load_n(&s->off_cpu_lost, __ATOMIC_RELAXED);
 }
 
 const struct perf_layout *sampler_layout(const struct sampler *s)

@@ -17,14 +17,17 @@
  * only for the APM fast lane (fastlane.h), whose trace-context read must follow the sample at once.
  *
  * Off-CPU events (off_cpu): next to each sampling event, a sched:sched_switch tracepoint event on the same
- * task or CPU writes into the same ring. Its samples are taken in the context of the task being switched out,
- * so their user registers and stack copy are that task's, as it blocks or is preempted; its switch records mark
- * when each task switches in again. Both events ask for the same sample_type (PERF_SAMPLE_RAW included: the
- * kernel gives other events' samples an empty raw record), so one layout decodes every record of a ring; an
- * off-CPU sample is the one whose raw record is the tracepoint's (sampler_sched_switch()). A tracepoint fires
- * only with kernel sampling allowed (exclude_kernel 0) and its raw data needs root or CAP_PERFMON (or
- * kernel.perf_event_paranoid -1): when refused, the first open fails and sampler_error() says what would
- * allow it.
+ * task or CPU. Its samples are taken in the context of the task being switched out, so their user registers and
+ * stack copy are that task's, as it blocks or is preempted; its switch records mark when each task switches in
+ * again. They write into off-CPU rings of their own, one per CPU beside the CPU ring (off_cpu_ring_pages): a
+ * flood of switches (tens of thousands a second) fills those and loses off-CPU samples only, which the sampler
+ * counts apart (sampler_off_cpu_lost(): the off-CPU rings' loss records are not delivered), never CPU samples.
+ * sampler_drain() merges both kinds of rings in time order. Both events ask for the same sample_type
+ * (PERF_SAMPLE_RAW included: the kernel gives other events' samples an empty raw record), so one layout decodes
+ * every record; an off-CPU sample is the one whose raw record is the tracepoint's (sampler_sched_switch()). Its
+ * stack copy may be smaller than the CPU samples' (off_cpu_stack_size). A tracepoint fires only with kernel
+ * sampling allowed (exclude_kernel 0) and its raw data needs root or CAP_PERFMON (or kernel.perf_event_paranoid
+ * -1): when refused, the first open fails and sampler_error() says what would allow it.
  *
  * Errors: negative errno, with a one-line explanation in the sampler's message buffer (sampler_error()).
  * Threads: one thread calls everything, except that once the rings exist (after the first open) another
@@ -63,6 +66,9 @@ struct sampler_options {
 				 * (sample_period 1, the same registers and stack copy, the tracepoint's raw record:
 				 * PERF_SAMPLE_RAW), with PERF_RECORD_SWITCH records (attr.context_switch) for the
 				 * switch-ins; see "Off-CPU events" above */
+	uint32_t off_cpu_stack_size;	/* bytes of user stack per off-CPU sample; 0: stack_size */
+	unsigned off_cpu_ring_pages;	/* data pages per off-CPU ring, a power of two; 0 = choose (~512 off-CPU
+					 * samples for root) */
 };
 
 /* What sampler_open_task()'s events follow besides the thread itself. */
@@ -77,8 +83,8 @@ struct sampler;
 /* Records are delivered with this callback; returning non-zero stops the current read early. */
 typedef int (*sampler_record_fn)(void *ctx, const struct perf_event_header *rec);
 
-/* o is copied; nothing is opened yet. Returns 0 and *out (free with sampler_free()), -EINVAL (stack_size 0, not a
- * multiple of 8 or over SAMPLER_MAX_STACK), -ENOENT (unknown event) or -ENOMEM; *out is set only on success. */
+/* o is copied; nothing is opened yet. Returns 0 and *out (free with sampler_free()), -EINVAL (stack_size 0, it or
+ * off_cpu_stack_size not a multiple of 8 or over SAMPLER_MAX_STACK), -ENOENT (unknown event) or -ENOMEM; *out is set only on success. */
 int sampler_new(const struct sampler_options *o, struct sampler **out);
 void sampler_free(struct sampler *s);
 
@@ -102,13 +108,17 @@ int sampler_drain(struct sampler *s, sampler_record_fn fn, void *ctx);
 /* sampler_wait() up to timeout_ms (0: not at all), then sampler_drain(). */
 int sampler_read(struct sampler *s, int timeout_ms, sampler_record_fn fn, void *ctx);
 
-/* Per-ring access for a reader on another thread (see Threads above). */
+/* Per-ring access for a reader on another thread (see Threads above). Ring cpu is that CPU's ring, ring
+ * ncpus + cpu its off-CPU ring (off_cpu only); sampler_nrings() is ncpus or 2 × ncpus. */
 int sampler_ncpus(const struct sampler *s);
-/* The pollable descriptor of cpu's ring, -1 if that CPU has none. */
-int sampler_ring_fd(const struct sampler *s, int cpu);
+int sampler_nrings(const struct sampler *s);
+/* The pollable descriptor of a ring, -1 if its CPU has none. */
+int sampler_ring_fd(const struct sampler *s, int ring);
 /* Drain one ring; scratch (SAMPLER_SCRATCH_SIZE bytes, the caller's) takes a record that wraps. */
 #define SAMPLER_SCRATCH_SIZE 65536
-int sampler_drain_ring(struct sampler *s, int cpu, uint8_t *scratch, sampler_record_fn fn, void *ctx);
+int sampler_drain_ring(struct sampler *s, int ring, uint8_t *scratch, sampler_record_fn fn, void *ctx);
+/* Off-CPU samples the kernel could not write into a full off-CPU ring (any thread may drain: atomic). */
+uint64_t sampler_off_cpu_lost(const struct sampler *s);
 
 const struct perf_layout *sampler_layout(const struct sampler *s);
 /* The event actually sampled (after any fallback) and whether kernel mode is included. */

@@ -61,6 +61,7 @@ struct session {
 	struct session_stats stats;
 	struct offcpu *offcpu;			/* NULL unless off-CPU profiling */
 	uint64_t finish_ns;			/* session_finish()'s time: threads still off CPU count up to it */
+	uint64_t off_cpu_lost_told;		/* off-CPU samples lost in full rings, as far as in profiles */
 	/* per-sample scratch, sized once by the frame bound so the hot path does not allocate */
 	unsigned max_frames;	/* user frames a walk keeps (opts.max_frames, or the default) */
 	struct unwind_frame *uframes;	/* max_frames */
@@ -501,10 +502,17 @@ void session_track_pid(struct session *s, pid_t pid)
 static int handle_sample(struct session *s, const struct perf_event_header *rec, const struct perf_layout *layout,
 			 const struct fastlane_entry *fe);
 
+static void handle_switch(struct session *s, const struct perf_event_header *rec, const struct perf_layout *layout,
+			  int fast);
+
+/* A fast-lane entry: a sample (CPU or off-CPU) with what its reader read, or a switch-in (fastlane.h). */
 static void handle_fast_sample(void *ctx, const struct fastlane_entry *e)
 {
 	struct session *s = ctx;
-	handle_sample(s, e->rec, fastlane_layout(s->fastlane), e);
+	if (e->rec->type == PERF_RECORD_SAMPLE)
+		handle_sample(s, e->rec, fastlane_layout(s->fastlane), e);
+	else
+		handle_switch(s, e->rec, fastlane_layout(s->fastlane), 1);
 }
 
 int session_wake_fd(const struct session *s)
@@ -834,7 +842,7 @@ static unsigned sample_frames(struct session *s, struct process *p, const struct
 }
 
 static int handle_off_cpu_sample(struct session *s, const struct perf_event_header *rec,
-				 const struct perf_sample *ps);
+				 const struct perf_sample *ps, const struct fastlane_entry *fe);
 
 /* A sample from the main rings, or from the fast lane (fe: with its trace context read). */
 static int handle_sample(struct session *s, const struct perf_event_header *rec, const struct perf_layout *layout,
@@ -847,12 +855,12 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec,
 	}
 	if ((pid_t)ps.pid == s->self)
 		return 0; /* hostprof's own work is not what the user asked about */
-	if (ps.raw_size > 4 && s->offcpu && !fe)
-		return handle_off_cpu_sample(s, rec, &ps);
 	if (!fe && s->fastlane && fastlane_covers(s->fastlane, (pid_t)ps.pid, ps.time)) {
-		s->stats.fast_dropped++; /* the fast lane has this process's samples */
+		s->stats.fast_dropped++; /* the fast lane has this process's samples, off-CPU ones too */
 		return 0;
 	}
+	if (ps.raw_size > 4 && s->offcpu)
+		return handle_off_cpu_sample(s, rec, &ps, fe);
 	s->stats.fast_samples += fe != NULL;
 	uint64_t t0 = clock_mono_ns();
 	struct process *p = procmgr_get(s->procs, (pid_t)ps.pid);
@@ -879,12 +887,19 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec,
 
 /* ---- off-CPU time (offcpu.h) ---- */
 
+/* What the fast lane's reader read of an APM thread as it switched out, kept with the switch-out (offcpu.h). */
+struct off_cpu_note {
+	struct correlate_read ctx;
+	uint64_t read_ns;
+};
+
 /*
  * A sched:sched_switch sample: the thread switching out (the tracepoint fires in its context), kept until its
- * switch-in. Blocked or preempted from prev_state (tracepoint.h); idle and hostprof's own threads are left out.
+ * switch-in, with the trace context the fast lane read (fe) while it was switched out. Blocked or preempted from
+ * prev_state (tracepoint.h); idle and hostprof's own threads are left out.
  */
 static int handle_off_cpu_sample(struct session *s, const struct perf_event_header *rec,
-				 const struct perf_sample *ps)
+				 const struct perf_sample *ps, const struct fastlane_entry *fe)
 {
 	const struct sched_switch_format *f = sampler_sched_switch(s->sampler);
 	uint64_t type, prev_pid, state;
@@ -896,8 +911,11 @@ static int handle_off_cpu_sample(struct session *s, const struct perf_event_head
 	}
 	if (ps->pid == 0 || (uint32_t)prev_pid != ps->tid)
 		return 0;	/* the idle task, or a sample not of the task switching out */
-	offcpu_switch_out(s->offcpu, (pid_t)ps->pid, (pid_t)ps->tid, ps->time,
-			  (state & SCHED_SWITCH_STATE_MASK) == 0, rec);
+	if (offcpu_switch_out(s->offcpu, (pid_t)ps->pid, (pid_t)ps->tid, ps->time,
+			      (state & SCHED_SWITCH_STATE_MASK) == 0, rec) == 0 && fe) {
+		struct off_cpu_note note = { .ctx = *fe->ctx, .read_ns = fe->read_ns };
+		offcpu_set_note(s->offcpu, (pid_t)ps->tid, &note, sizeof(note));
+	}
 	return 0;
 }
 
@@ -911,21 +929,12 @@ static void count_off_cpu_alone(struct session *s, struct process *p, const stru
 			   NULL);
 }
 
-/* An interval off CPU (offcpu_fn): unwound from its switch-out sample and counted, or summed per thread. */
-static void count_off_cpu(void *arg, const struct offcpu_interval *iv)
+/* The stack of an interval off CPU, unwound from its switch-out sample; its unwinding counted apart from the CPU
+ * samples'. Returns the frames in s->frames. */
+static unsigned off_cpu_frames(struct session *s, struct process *p, const struct perf_sample *ps)
 {
-	struct session *s = arg;
-	struct process *p = procmgr_get(s->procs, iv->pid);
-	struct perf_sample ps;
-	if (!iv->rec || !p || perf_decode_sample(sampler_layout(s->sampler), iv->rec, &ps) < 0) {
-		count_off_cpu_alone(s, p, iv);
-		return;
-	}
-	uint64_t t0 = clock_mono_ns();
-	p->last_sample_ns = t0;
-	/* The CPU samples' unwinding counters stay theirs: an off-CPU stack is counted apart. */
 	struct session_stats keep = s->stats;
-	unsigned n = sample_frames(s, p, &ps, NULL);
+	unsigned n = sample_frames(s, p, ps, NULL);
 	s->stats.off_cpu_stacks++;
 	s->stats.off_cpu_complete += s->stats.complete - keep.complete;
 	s->stats.complete = keep.complete;
@@ -933,30 +942,64 @@ static void count_off_cpu(void *arg, const struct offcpu_interval *iv)
 	s->stats.unknown = keep.unknown;
 	s->stats.kernel_only = keep.kernel_only;
 	s->stats.frame_limited = keep.frame_limited;
+	return n;
+}
+
+/*
+ * An interval off CPU (offcpu_fn): unwound from its switch-out sample and counted, or summed per thread. Its
+ * trace context is the one the fast lane read at the switch-out (its note), valid until the switch-in.
+ */
+static void count_off_cpu(void *arg, const struct offcpu_interval *iv)
+{
+	struct session *s = arg;
+	struct process *p = procmgr_get(s->procs, iv->pid);
+	const struct off_cpu_note *note = iv->note_len == sizeof(*note) ? iv->note : NULL;
+	const struct perf_layout *layout = note ? fastlane_layout(s->fastlane) : sampler_layout(s->sampler);
+	struct perf_sample ps;
+	if (!iv->rec || !p || perf_decode_sample(layout, iv->rec, &ps) < 0) {
+		count_off_cpu_alone(s, p, iv);
+		return;
+	}
+	uint64_t t0 = clock_mono_ns();
+	p->last_sample_ns = t0;
+	unsigned n = off_cpu_frames(s, p, &ps);
 	struct trace_id id;
 	struct trace_link link;
 	struct correlate_context ctx;
+	struct fastlane_entry fe = { .rec = iv->rec, .ctx = note ? &note->ctx : NULL, .read_ns = note ? note->read_ns : 0 };
 	traces_hash(s->traces, s->frames, n, &id);
-	int linked = s->correlate && correlated(s, p, &ps, ps.time + iv->ns, NULL, &id, &ctx, &link);
+	int linked = s->correlate && correlated(s, p, &ps, ps.time + iv->ns, note ? &fe : NULL, &id, &ctx, &link);
 	traces_add_off_cpu(s->traces, &id, iv->pid, iv->tid, p->comm, procmgr_thread_name(s->procs, p, iv->tid),
 			   s->frames, n, iv->ns, iv->preempted, linked ? &link : NULL);
 	procmgr_release_deferred(s->procs);
 	s->stats.handle_ns += clock_mono_ns() - t0;
 }
 
-/* A switch record: a switch-in ends the thread's interval off CPU (switch-outs are known by their samples). */
-static void handle_switch(struct session *s, const struct perf_event_header *rec)
+/* A switch record: a switch-in ends the thread's interval off CPU (switch-outs are known by their samples). A
+ * process the fast lane covers has its switch-ins there (fast), not from the main rings. */
+static void handle_switch(struct session *s, const struct perf_event_header *rec, const struct perf_layout *layout,
+			  int fast)
 {
 	struct perf_switch sw;
 	struct offcpu_interval iv;
 	if (!s->offcpu)
 		return;
-	if (perf_decode_switch(sampler_layout(s->sampler), rec, &sw) < 0) {
+	if (perf_decode_switch(layout, rec, &sw) < 0) {
 		s->stats.bad_records++;
 		return;
 	}
+	if (!fast && s->fastlane && fastlane_covers(s->fastlane, (pid_t)sw.pid, sw.time))
+		return;
 	if (!sw.out && offcpu_switch_in(s->offcpu, (pid_t)sw.tid, sw.time, &iv))
 		count_off_cpu(s, &iv);
+}
+
+uint64_t session_off_cpu_lost(const struct session *s)
+{
+	struct fastlane_stats fs = { 0 };
+	if (s->fastlane)
+		fastlane_get_stats(s->fastlane, &fs);
+	return sampler_off_cpu_lost(s->sampler) + fs.off_cpu_lost;
 }
 
 int session_offcpu_stats(const struct session *s, struct offcpu_stats *out)
@@ -1051,7 +1094,7 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec)
 		break;
 	case PERF_RECORD_SWITCH:
 	case PERF_RECORD_SWITCH_CPU_WIDE:
-		handle_switch(s, rec);
+		handle_switch(s, rec, sampler_layout(s->sampler), 0);
 		break;
 	default:
 		break; /* throttling and other records carry nothing hostprof uses */
@@ -1113,7 +1156,10 @@ static void off_cpu_to_profile(struct session *s, struct profile *p)
 	p->info.off_cpu_threshold_ns = s->opts.off_cpu_threshold_ns;
 	p->info.off_cpu_switches += st.switch_outs;
 	p->info.off_cpu_capped += st.capped;
-	p->info.off_cpu_lost += st.untracked;
+	/* Off-CPU samples lost in full off-CPU rings (the main ones and the fast lane's), apart from CPU samples. */
+	uint64_t lost = session_off_cpu_lost(s);
+	p->info.off_cpu_lost += st.untracked + (lost - s->off_cpu_lost_told);
+	s->off_cpu_lost_told = lost;
 }
 
 int session_build_profile(struct session *s, struct profile *p)

@@ -18,10 +18,13 @@
  * Off-CPU samples (session_options.off_cpu) are the sampler's sched:sched_switch samples: each is kept until its
  * thread's switch-in record (offcpu.h), then unwound like a CPU sample and counted as time off CPU under that
  * stack (traces_add_off_cpu()), or summed per thread without one. A thread's trace context cannot change while
- * it is off CPU: an APM thread's off-CPU time is correlated when its context is read within the staleness bound
- * after its switch-in (which a batch read often is not: those intervals stay uncorrelated, counted in
- * apm_stale). Threads still off CPU are counted up to the end of the run, or of the interval
- * (session_build_profile()).
+ * it is off CPU: for an APM process in the fast lane, the switch-outs and switch-ins come from the fast lane
+ * (those of the main rings are dropped like its CPU samples), whose reader read the context while the thread
+ * was switched out; it is kept with the switch-out (offcpu_set_note()) and the interval counts under that
+ * transaction. Before the fast lane covers a process its intervals are correlated only when a batch read comes
+ * within the staleness bound of the switch-in (else counted in apm_stale). Threads still off CPU are counted up
+ * to the end of the run, or of the interval (session_build_profile()). Off-CPU samples lost in full off-CPU
+ * rings are counted apart from CPU samples (session_off_cpu_lost(), the profile's off_cpu_lost).
  *
  * Ownership: the session owns its managers and unwinder; the sampler is borrowed. Not thread-safe (the fast
  * lane's readers are threads of their own behind the queue).
@@ -181,6 +184,9 @@ int session_stackext_stats(const struct session *s, struct stackext_stats *out);
 /* Off-CPU intervals and what became of them (offcpu.h); -ENOENT when off-CPU profiling is off. */
 struct offcpu_stats;
 int session_offcpu_stats(const struct session *s, struct offcpu_stats *out);
+/* Off-CPU samples the kernel could not write into the off-CPU rings (the sampler's and the fast lane's): lost
+ * apart from CPU samples (sampler.h), since the start. */
+uint64_t session_off_cpu_lost(const struct session *s);
 /* Processes seen (with samples or mappings) since the start. */
 unsigned session_processes(const struct session *s);
 /* Mappings and thread names not kept for lack of memory since the start (procmgr_dropped). */

@@ -41,6 +41,7 @@ struct run_settings {
 	int off_cpu;			/* off-CPU time per stack through sched:sched_switch (offcpu.h) */
 	unsigned off_cpu_threshold_us;	/* shorter blocks: summed per thread, no stack */
 	unsigned off_cpu_max_rate;	/* off-CPU stacks unwound per second at most (0: no limit) */
+	unsigned off_cpu_stack_size;	/* user stack copied per off-CPU sample */
 };
 
 struct record_options {

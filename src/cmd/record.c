@@ -348,13 +348,15 @@ static void print_off_cpu(struct record_run *r)
 	fprintf(stderr, "hostprof: off-cpu: %llu switch-outs, %llu intervals: %llu with stacks (%.1f%% unwound "
 			"completely), %llu under %u us summed "
 			"per thread, %llu over the rate cap of %u/s (%.3f s off CPU without stacks); %llu switch-outs "
-			"not tracked, %llu switch-ins without a switch-out seen\n",
+			"not tracked, %llu switch-ins without a switch-out seen, %llu off-CPU samples lost (full off-CPU "
+			"rings)\n",
 		(unsigned long long)os.switch_outs, (unsigned long long)os.intervals,
 		(unsigned long long)os.with_stack,
 		st->off_cpu_stacks ? 100.0 * (double)st->off_cpu_complete / (double)st->off_cpu_stacks : 0.0,
 		(unsigned long long)os.short_blocks,
 		r->o->opts.run.off_cpu_threshold_us, (unsigned long long)os.capped, r->o->opts.run.off_cpu_max_rate,
-		(double)os.capped_ns / 1e9, (unsigned long long)os.untracked, (unsigned long long)os.unmatched);
+		(double)os.capped_ns / 1e9, (unsigned long long)os.untracked, (unsigned long long)os.unmatched,
+		(unsigned long long)session_off_cpu_lost(r->session));
 }
 
 static void print_go_stacks(struct record_run *r)

@@ -82,6 +82,9 @@ static const struct setting run_items[] = {
 	  .def = "10000", .daemon_def = "1000",
 	  .help = "off-CPU: unwind at most N stacks a second; the time of the others is summed per thread (0: no "
 		  "limit)" },
+	{ "off-cpu-stack-size", 0, SETTING_SIZE, KEY, RUN(off_cpu_stack_size), .min = 8, .max = SAMPLER_MAX_STACK,
+	  .multiple = 8, .arg = "BYTES", .def = "8192",
+	  .help = "off-CPU: user stack copied per switch-out (a multiple of 8, at most 65528)" },
 	{ "host-id", 0, SETTING_STRING, KEY | SETTING_MAY_BE_EMPTY, RUN(host_id), .arg = "ID",
 	  .def_shown = "/etc/machine-id", .help = "host id sent to APM agents and written in profiles" },
 };
@@ -233,7 +236,8 @@ const char *run_settings_unwinder_name(const struct run_settings *r)
 void run_settings_sampler(const struct run_settings *r, struct sampler_options *out)
 {
 	*out = (struct sampler_options){ .event = r->event, .freq_hz = r->freq_hz, .stack_size = r->stack_size,
-					 .kernel = r->kernel, .fp_chain = r->fp_chain, .off_cpu = r->off_cpu };
+					 .kernel = r->kernel, .fp_chain = r->fp_chain, .off_cpu = r->off_cpu,
+					 .off_cpu_stack_size = r->off_cpu_stack_size };
 }
 
 void run_settings_session(const struct run_settings *r, struct session_options *out)

@@ -46,6 +46,41 @@ static void test_interval_with_stack(void **state)
 	offcpu_free(o);
 }
 
+static void copy_note(void *ctx, const struct offcpu_interval *iv)
+{
+	if (iv->note)
+		memcpy(ctx, iv->note, iv->note_len);
+}
+
+/* A note set at the switch-out comes back with each interval of it (a flush, then the switch-in), and goes
+ * with the next switch-out; none without a pending switch-out, none too large. */
+static void test_note(void **state)
+{
+	struct offcpu *o;
+	struct offcpu_options opts = { 0 };
+	struct offcpu_interval iv;
+	struct fake_rec r = fake(1);
+	char note[OFFCPU_NOTE_MAX + 1] = "transaction c0";
+	(void)state;
+	assert_int_equal(offcpu_new(&opts, &o), 0);
+	assert_int_equal(offcpu_set_note(o, 5, note, 15), -ENOENT);
+	offcpu_switch_out(o, 4, 5, 100 * MS, 0, &r.h);
+	assert_int_equal(offcpu_set_note(o, 5, note, sizeof(note)), -E2BIG);
+	assert_int_equal(offcpu_set_note(o, 5, note, 15), 0);
+	note[0] = 'X';	/* copied */
+	char flushed[OFFCPU_NOTE_MAX] = "";
+	offcpu_flush(o, 150 * MS, copy_note, flushed);
+	assert_string_equal(flushed, "transaction c0");
+	assert_int_equal(offcpu_switch_in(o, 5, 200 * MS, &iv), 1);
+	assert_int_equal(iv.note_len, 15);
+	assert_string_equal((const char *)iv.note, "transaction c0");
+	offcpu_switch_out(o, 4, 5, 300 * MS, 0, &r.h);
+	assert_int_equal(offcpu_switch_in(o, 5, 400 * MS, &iv), 1);
+	assert_null(iv.note);
+	assert_int_equal(iv.note_len, 0);
+	offcpu_free(o);
+}
+
 static void test_threshold_and_preempted(void **state)
 {
 	struct offcpu *o;
@@ -150,6 +185,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_interval_with_stack),
+		cmocka_unit_test(test_note),
 		cmocka_unit_test(test_threshold_and_preempted),
 		cmocka_unit_test(test_rate_cap),
 		cmocka_unit_test(test_flush_splits),

@@ -343,6 +343,84 @@ static void test_hardware_event_falls_back(void **state)
 	sampler_free(s);
 }
 
+/* Records of a flood: CPU and off-CPU samples, and loss records that reached the callback. */
+struct flood {
+	const struct perf_layout *layout;
+	unsigned cpu_samples, off_cpu_samples, lost_records;
+};
+
+static int on_flood(void *ctx, const struct perf_event_header *h)
+{
+	struct flood *f = ctx;
+	struct perf_sample ps;
+	if (h->type == PERF_RECORD_LOST || h->type == PERF_RECORD_LOST_SAMPLES)
+		f->lost_records++;
+	else if (h->type == PERF_RECORD_SAMPLE && perf_decode_sample(f->layout, h, &ps) == 0)
+		ps.raw_size > 4 ? f->off_cpu_samples++ : f->cpu_samples++;
+	return 0;
+}
+
+static void *echo_bytes(void *arg)
+{
+	int *fds = arg;
+	char c;
+	while (read(fds[0], &c, 1) == 1 && c)
+		if (write(fds[3], &c, 1) != 1)
+			break;
+	return NULL;
+}
+
+/* n round trips between this thread and another through two pipes: 4 × n switches. */
+static void ping_pong(unsigned n)
+{
+	int fds[4];
+	pthread_t t;
+	char c = 1;
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(pipe(fds + 2), 0);
+	assert_int_equal(pthread_create(&t, NULL, echo_bytes, fds), 0);
+	for (unsigned i = 0; i < n; i++)
+		if (write(fds[1], &c, 1) != 1 || read(fds[2], &c, 1) != 1)
+			break;
+	c = 0;
+	assert_int_equal(write(fds[1], &c, 1), 1);
+	pthread_join(t, NULL);
+	for (int i = 0; i < 4; i++)
+		close(fds[i]);
+}
+
+/*
+ * A flood of switches into a tiny off-CPU ring (4 pages: a sample or two) while no one reads it: off-CPU samples
+ * are lost, counted by the sampler, and no loss record reaches the caller; the CPU samples taken meanwhile, in
+ * their own ring, are all there.
+ */
+static void test_off_cpu_flood_spares_cpu_samples(void **state)
+{
+	(void)state;
+	struct sampler_options o = { .event = "cpu-clock", .freq_hz = 1000, .stack_size = 4096, .kernel = 1,
+				     .off_cpu = 1, .off_cpu_stack_size = 2048, .off_cpu_ring_pages = 4 };
+	int err;
+	struct sampler *s = open_self_with(&o, &err);
+	struct flood f = { .layout = sampler_layout(s) };
+	assert_int_equal(sampler_enable(s), 0);
+	ping_pong(2000);
+	burn_cpu(0.1);
+	/* The kernel writes what it lost when it next has room for a record: drained, a few switches more. */
+	while (sampler_read(s, 10, on_flood, &f) > 0)
+		;
+	ping_pong(10);
+	assert_int_equal(sampler_disable(s), 0);
+	while (sampler_read(s, 10, on_flood, &f) > 0)
+		;
+	fprintf(stderr, "flood: %u CPU samples, %u off-CPU samples, %llu off-CPU samples lost, %u loss records seen\n",
+		f.cpu_samples, f.off_cpu_samples, (unsigned long long)sampler_off_cpu_lost(s), f.lost_records);
+	assert_true(sampler_off_cpu_lost(s) > 1000);
+	assert_true(f.off_cpu_samples > 0);
+	assert_int_equal(f.lost_records, 0);
+	assert_true(f.cpu_samples >= 50);	/* 0.1 s at 1000 Hz, on a loaded machine */
+	sampler_free(s);
+}
+
 static void test_bad_options(void **state)
 {
 	(void)state;
@@ -352,6 +430,9 @@ static void test_bad_options(void **state)
 	o.stack_size = 65536;
 	assert_int_equal(sampler_new(&o, &s), -EINVAL);
 	o.stack_size = 8192;
+	o.off_cpu_stack_size = 100;
+	assert_int_equal(sampler_new(&o, &s), -EINVAL);
+	o.off_cpu_stack_size = 0;
 	o.event = "no-such-event";
 	assert_int_equal(sampler_new(&o, &s), -ENOENT);
 	assert_null(s);	/* *out is set only on success */
@@ -367,6 +448,7 @@ int main(void)
 		cmocka_unit_test(test_extra_descriptors),
 		cmocka_unit_test(test_no_spin_after_exit),
 		cmocka_unit_test(test_drain_in_time_order),
+		cmocka_unit_test(test_off_cpu_flood_spares_cpu_samples),
 		cmocka_unit_test(test_bad_options),
 	};
 	return cmocka_run_group_tests_name("sampler", tests, NULL, NULL);
