@@ -9,7 +9,7 @@
  * sampling on for a probabilistic-interval with probability threshold/100.
  *
  * Logs go to stderr, one line each, with a syslog level prefix ("<6>") when run under systemd (JOURNAL_STREAM)
- * so journald keeps the levels.
+ * so journald keeps the levels; strings processes supplied are escaped first (log.h, escape.h).
  */
 #include <errno.h>
 #include <poll.h>
@@ -25,6 +25,7 @@
 
 #include "src/base/clock.h"
 #include "src/base/host_id.h"
+#include "src/base/log.h"
 #include "src/cmd/commands.h"
 #include "src/cmd/daemon_config.h"
 #include "src/cmd/options.h"
@@ -59,21 +60,18 @@ struct daemon {
 	uint64_t dropped_reported;	/* session_dropped_mappings() when last logged */
 };
 
+/* Every line the daemon logs, its own and the session's: one sink (log.h) with --log-level and journald
+ * priorities, which escapes whatever a process put into the message. */
 __attribute__((format(printf, 3, 4))) static void dlog(const struct daemon *d, enum log_level level,
 						      const char *fmt, ...)
 {
-	static const int syslog_levels[] = { 3, 4, 6, 7 };
-	char msg[1024];
+	char msg[LOG_MSG_MAX];
+	struct log_stderr to = { .max_level = (enum log_level)d->cfg.log_level, .journal = d->journal };
 	va_list ap;
-	if ((int)level > d->cfg.log_level)
-		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (d->journal)
-		fprintf(stderr, "<%d>hostprof: %s\n", syslog_levels[level], msg);
-	else
-		fprintf(stderr, "hostprof: %s: %s\n", log_level_name(level), msg);
+	log_stderr_write(&to, level, msg);
 }
 
 /* The session's log sink: its lines are the daemon's (--log-level, journald priorities). */

@@ -494,13 +494,12 @@ static void reap_child(struct record_run *r)
 		r->child_exited = target_watch_child_exit(r->watch, &r->child_status, &r->child_usage);
 }
 
-/* The session's log sink: warnings and errors always, information unless --quiet. */
+/* The session's log sink (log.h): warnings and errors always, information unless --quiet, escaped. */
 static void record_log(void *ctx, enum log_level level, const char *msg)
 {
 	const struct record_options *o = ctx;
-	if (level == LOG_LEVEL_DEBUG || (o->quiet && level > LOG_LEVEL_WARN))
-		return;
-	fprintf(stderr, "hostprof: %s: %s\n", log_level_name(level), msg);
+	struct log_stderr to = { .max_level = o->quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO };
+	log_stderr_write(&to, level, msg);
 }
 
 static int record(struct record_plan *o, const struct cli_env *env)
