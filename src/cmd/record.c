@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "correlate/correlate.h"
+#include "src/base/atomic_file.h"
+#include "src/base/fallback_file.h"
 #include "src/base/proc_threads.h"
 #include "src/base/clock.h"
 #include "src/base/host_id.h"
@@ -274,18 +276,38 @@ static int fill_info(struct record_run *r, struct profile *p)
 	return 0;
 }
 
+static int write_to(void *profile, const char *path)
+{
+	return profile_write_file(profile, path);
+}
+
+/*
+ * The profile into -o; when that fails at the end (a full disk, an I/O error: -o was checked writable at the
+ * start), into a fallback place (fallback_file.h), saying where, so the run is not lost. Returns 0 when it is
+ * in -o, 1 when only in the fallback, a negative errno when nowhere.
+ */
 static int write_profile(struct record_run *r)
 {
+	const char *out = r->o->opts.output;
+	char saved[PATH_MAX];
 	struct profile *p = NULL;
 	int err = profile_new(&p);
 	if (err == 0)
 		err = fill_info(r, p);
 	if (err == 0)
 		err = session_build_profile(r->session, p);
-	if (err == 0)
-		err = profile_write_file(p, r->o->opts.output);
-	if (err < 0)
-		fprintf(stderr, "hostprof: cannot write %s: %s\n", r->o->opts.output, strerror(-err));
+	if (err < 0) {
+		fprintf(stderr, "hostprof: cannot make the profile: %s\n", strerror(-err));
+	} else if ((err = profile_write_file(p, out)) < 0) {
+		fprintf(stderr, "hostprof: cannot write %s: %s\n", out, strerror(-err));
+		int ferr = fallback_file_save(out, write_to, p, saved, sizeof(saved));
+		if (ferr == 0)
+			fprintf(stderr, "hostprof: saved the profile to %s instead\n", saved);
+		else
+			fprintf(stderr, "hostprof: cannot save the profile anywhere else either (%s): it is lost\n",
+				strerror(-ferr));
+		err = ferr == 0 ? 1 : err;
+	}
 	profile_free(p);
 	return err;
 }
@@ -536,10 +558,11 @@ static int record(struct record_plan *o, const struct cli_env *env)
 			fprintf(stderr, "hostprof: recording at %u Hz (%s)%s\n", o->sampler.freq_hz,
 				sampler_event(r.sampler), o->command ? "" : ", Ctrl-C to stop");
 		run_loop(&r);
-		err = write_profile(&r);
-		if (err == 0 && o->session.capture_path && (err = session_save_capture(r.session)) < 0)
+		int written = write_profile(&r);
+		err = written > 0 ? -EIO : written;
+		if (written >= 0 && o->session.capture_path && (err = session_save_capture(r.session)) < 0)
 			fprintf(stderr, "hostprof: cannot write %s: %s\n", o->session.capture_path, strerror(-err));
-		if (err == 0 && !o->opts.quiet)
+		if (written == 0 && err == 0 && !o->opts.quiet)
 			print_summary(&r);
 	}
 	reap_child(&r);
@@ -551,6 +574,20 @@ static int record(struct record_plan *o, const struct cli_env *env)
 	return child_exit_code(&r);
 }
 
+/* Outputs that cannot be created are refused before anything is recorded, not found out after the run. */
+static int check_outputs(const struct record_options *o)
+{
+	const char *paths[] = { o->output, o->save_samples[0] ? o->save_samples : NULL };
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		int err = paths[i] ? atomic_file_probe(paths[i]) : 0;
+		if (err < 0) {
+			fprintf(stderr, "hostprof: cannot write %s: %s (nothing recorded)\n", paths[i], strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
 int cmd_record(int argc, char **argv, const struct cli_env *env)
 {
 	struct record_plan *p = calloc(1, sizeof(*p)); /* large: the pid list and paths */
@@ -559,6 +596,8 @@ int cmd_record(int argc, char **argv, const struct cli_env *env)
 		return 1;
 	}
 	int err = parse_args(argc, argv, p);
+	if (err == 0)
+		err = check_outputs(&p->opts);
 	int status = err ? (err > 0 ? 0 : 2) : record(p, env);
 	free(p);
 	return status;
