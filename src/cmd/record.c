@@ -21,6 +21,7 @@
 
 #include "correlate/correlate.h"
 #include "src/base/atomic_file.h"
+#include "src/base/escape.h"
 #include "src/base/fallback_file.h"
 #include "src/base/proc_threads.h"
 #include "src/base/clock.h"
@@ -72,8 +73,10 @@ struct record_run {
 	struct session *session;
 	struct target_watch *watch;	/* exits of the command or the -p processes */
 	pid_t child;
+	int exec_fd;			/* exec's errno comes back on it if the command cannot run; -1 once read */
 	int child_status;
 	int child_exited;
+	int exec_error;			/* the command could not be run */
 	struct rusage child_usage;	/* the command's own CPU time, once it exited */
 	uint64_t start_unix_ns, start_mono_ns, end_mono_ns;
 	struct steady warm, end;	/* hostprof's CPU time and context switches once warmed up, and at the end */
@@ -96,31 +99,95 @@ static int parse_args(int argc, char **argv, struct record_plan *p)
 	return 0;
 }
 
-/* Fork the command stopped on a pipe, so events can be opened on it before it execs. */
+/* Fork the command stopped on a pipe, so events can be opened on it before it execs. A second pipe, closed by
+ * a successful exec, carries exec's errno back when it fails (exec_failed()). */
 static int start_command(struct record_run *r, int *go_fd)
 {
-	int pipefd[2];
+	int pipefd[2], errfd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return -errno;
+	if (pipe2(errfd, O_CLOEXEC) < 0) {
+		int err = -errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return err;
+	}
 	pid_t pid = fork();
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
 		char c;
 		close(pipefd[1]);
+		close(errfd[0]);
 		if (read(pipefd[0], &c, 1) != 1)
 			_exit(127); /* hostprof gave up before starting us */
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGPIPE, SIG_DFL);
 		execvp(r->o->command[0], r->o->command);
-		fprintf(stderr, "hostprof: cannot run '%s': %s\n", r->o->command[0], strerror(errno));
+		int e = errno;
+		if (write(errfd[1], &e, sizeof(e)) != (ssize_t)sizeof(e))
+			_exit(126);
 		_exit(127);
 	}
 	close(pipefd[0]);
+	close(errfd[1]);
 	r->child = pid;
+	r->exec_fd = errfd[0];
 	*go_fd = pipefd[1];
 	return 0;
+}
+
+/* Once the command was let go: 0 when it runs, else exec's error, said in words (no profile of nothing). */
+static int exec_failed(struct record_run *r)
+{
+	int e = 0;
+	char shown[256];
+	if (r->exec_fd < 0)
+		return 0;
+	ssize_t n;
+	while ((n = read(r->exec_fd, &e, sizeof(e))) < 0 && errno == EINTR)
+		;
+	close(r->exec_fd);
+	r->exec_fd = -1;
+	if (n != (ssize_t)sizeof(e))
+		return 0;
+	fprintf(stderr, "hostprof: cannot run '%s': %s (nothing recorded)\n",
+		escape_str(shown, sizeof(shown), r->o->command[0]), strerror(e));
+	return -e;
+}
+
+/* Why pid cannot be recorded, in words, before any event is opened: it is gone, or a zombie. */
+static int check_process(pid_t pid)
+{
+	struct proc_identity id;
+	pid_t tids[2];
+	unsigned n = 0;
+	int err = proc_read_identity(pid, &id);
+	if (err == -ENOENT || err == -ESRCH) {
+		fprintf(stderr, "hostprof: no such process %d (it has exited, or never existed)\n", (int)pid);
+		return -ESRCH;
+	}
+	/* a zombie leader with live threads is a running process: only one without them has exited */
+	if (err == 0 && (id.state == 'Z' || id.state == 'X') && proc_list_threads(pid, tids, 2, &n) == 0 && n <= 1) {
+		fprintf(stderr, "hostprof: process %d is a zombie: it has exited and waits for its parent to reap it; "
+				"there is nothing to record\n", (int)pid);
+		return -ESRCH;
+	}
+	return 0;
+}
+
+/* perf_event_open refused pid: another user's process is the usual reason, and not the paranoid setting. */
+static void explain_refusal(struct record_run *r, pid_t pid, int err)
+{
+	struct proc_identity id;
+	uid_t uid = getuid();
+	if ((err == -EACCES || err == -EPERM) && proc_read_identity(pid, &id) == 0 &&
+	    (id.ruid != uid || id.euid != uid))
+		fprintf(stderr, "hostprof: process %d runs as another user (uid %u): profiling it needs root, or "
+				"CAP_PERFMON and CAP_SYS_PTRACE\n", (int)pid, (unsigned)(id.euid != uid ? id.euid : id.ruid));
+	else
+		fprintf(stderr, "hostprof: %s\n", sampler_error(r->sampler));
 }
 
 
@@ -152,7 +219,7 @@ static int attach_process(struct record_run *r, pid_t pid)
 		}
 	}
 	if (err < 0 && err != -ENOENT)
-		fprintf(stderr, "hostprof: %s\n", sampler_error(r->sampler));
+		explain_refusal(r, pid, err);
 	free(tids);
 	free(done);
 	return err;
@@ -180,8 +247,10 @@ static int open_targets(struct record_run *r, int *go_fd)
 	}
 	for (unsigned i = 0; i < r->o->opts.pids.n; i++) {
 		pid_t pid = r->o->opts.pids.pids[i];
+		if ((err = check_process(pid)) < 0)
+			return err;
 		if ((err = target_watch_add(r->watch, pid, 0)) < 0) {
-			fprintf(stderr, "hostprof: no such process %d\n", (int)pid);
+			fprintf(stderr, "hostprof: no such process %d (it has exited)\n", (int)pid);
 			return err;
 		}
 		if ((err = attach_process(r, pid)) < 0)
@@ -526,7 +595,7 @@ static void record_log(void *ctx, enum log_level level, const char *msg)
 
 static int record(struct record_plan *o, const struct cli_env *env)
 {
-	struct record_run r = { .o = o, .env = env, .child = -1 };
+	struct record_run r = { .o = o, .env = env, .child = -1, .exec_fd = -1 };
 	int go_fd = -1;
 	int err = target_watch_new(o->command ? 1 : o->opts.pids.n, &r.watch);
 	if (err == 0)
@@ -552,7 +621,11 @@ static int record(struct record_plan *o, const struct cli_env *env)
 		if (err == 0 && write(go_fd, "g", 1) != 1)
 			err = -errno;
 		close(go_fd);
+		if (err == 0 && (err = exec_failed(&r)) < 0)
+			r.exec_error = 1;
 	}
+	if (r.exec_fd >= 0)
+		close(r.exec_fd);
 	if (err == 0) {
 		if (!o->opts.quiet)
 			fprintf(stderr, "hostprof: recording at %u Hz (%s)%s\n", o->sampler.freq_hz,
@@ -570,7 +643,7 @@ static int record(struct record_plan *o, const struct cli_env *env)
 	sampler_free(r.sampler);
 	target_watch_free(r.watch);
 	if (err < 0)
-		return 1;
+		return r.exec_error ? 127 : 1;
 	return child_exit_code(&r);
 }
 
