@@ -581,6 +581,8 @@ static int child_exit_code(const struct record_run *r)
 
 static void reap_child(struct record_run *r)
 {
+	if (r->exec_fd >= 0)	/* not read: the command was never let go */
+		close(r->exec_fd);
 	if (r->watch && target_watch_stop_child(r->watch))
 		r->child_exited = target_watch_child_exit(r->watch, &r->child_status, &r->child_usage);
 }
@@ -624,8 +626,6 @@ static int record(struct record_plan *o, const struct cli_env *env)
 		if (err == 0 && (err = exec_failed(&r)) < 0)
 			r.exec_error = 1;
 	}
-	if (r.exec_fd >= 0)
-		close(r.exec_fd);
 	if (err == 0) {
 		if (!o->opts.quiet)
 			fprintf(stderr, "hostprof: recording at %u Hz (%s)%s\n", o->sampler.freq_hz,
