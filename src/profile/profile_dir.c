@@ -91,7 +91,8 @@ static int list_profiles(DIR *d, struct entry **out, size_t *n)
 			return -ENOMEM;
 		(*out)[(*n)++].size = (uint64_t)st.st_size;
 	}
-	qsort(*out, *n, sizeof(**out), cmp_entry);
+	if (*n)	/* qsort(NULL, 0, ...) is undefined */
+		qsort(*out, *n, sizeof(**out), cmp_entry);
 	return 0;
 }
 
