@@ -180,7 +180,8 @@ check-asan: deps-auto
 	$(MAKE) check BUILD=build-asan BIN=build-asan/hostprof \
 	  OPTFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 
-# libFuzzer (clang, ASan+UBSan) on every fuzz target for FUZZ_SECONDS each, corpora kept in build-fuzz/corpus.
+# libFuzzer (clang, ASan+UBSan) on every fuzz target (FUZZ_TARGETS="fuzz_elf ...": those only) for FUZZ_SECONDS
+# each, corpora kept in build-fuzz/corpus.
 fuzz: deps-auto
 	command -v clang >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y clang; }
 	$(MAKE) $(BIN) fixtures

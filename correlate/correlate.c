@@ -27,6 +27,7 @@
 
 #include "correlate/correlate_impl.h"
 #include "src/base/clock.h"
+#include "src/base/escape.h"
 
 #define MS			1000000ull
 #define ATTACH_RETRY_NS		(200 * MS)
@@ -37,6 +38,8 @@
 #define UNRELOCATED_WARN_TRIES	50
 #define MAX_PER_TICK		64	/* forgotten processes handled per tick */
 #define LIB_PATH_MAX		512
+/* Room for a process-supplied string escaped into a log line (escape.h cuts longer ones, marked "...") */
+#define SHOWN_MAX		256
 
 enum proc_state { PS_NEW, PS_TLS_PENDING, PS_READY, PS_FAILED };
 
@@ -107,7 +110,7 @@ static void corr_log(struct correlate *c, struct corr_proc *p, uint32_t once, en
 	}
 	if (!c->opts.log)
 		return;
-	char msg[768];
+	char msg[1024];
 	int n = p ? snprintf(msg, sizeof(msg), "apm: pid %d: ", (int)p->pid) : snprintf(msg, sizeof(msg), "apm: ");
 	va_list ap;
 	va_start(ap, fmt);
@@ -270,7 +273,8 @@ int correlate_on_mapping(struct correlate *c, pid_t pid, uint64_t start, uint64_
 		free(p);
 		return err;
 	}
-	corr_log(c, p, 0, CORRELATE_LOG_DEBUG, "maps APM agent library %s", p->lib_path);
+	char shown[SHOWN_MAX];
+	corr_log(c, p, 0, CORRELATE_LOG_DEBUG, "maps APM agent library %s", escape_str(shown, sizeof(shown), p->lib_path));
 	return 1;
 }
 
@@ -383,7 +387,9 @@ static void attach_elf(struct correlate *c, struct corr_proc *p)
 	if (fd >= 0)
 		close(fd);
 	if (r < 0) {
-		corr_log(c, p, PB_ELF, CORRELATE_LOG_WARN, "APM agent library %s unusable: %s", a.path, why);
+		char shown[SHOWN_MAX];
+		corr_log(c, p, PB_ELF, CORRELATE_LOG_WARN, "APM agent library %s unusable: %s",
+			 escape_str(shown, sizeof(shown), a.path), why);
 		p->state = PS_FAILED;
 		return;
 	}
@@ -512,8 +518,10 @@ static void read_storage(struct correlate *c, struct corr_proc *p, uint64_t now)
 	p->storage_state = 1;
 	p->storage_ptr = ptr;
 	p->next_storage_ns = now + STORAGE_POLL_MAX_NS;
+	char service[SHOWN_MAX], env[SHOWN_MAX], sock[SHOWN_MAX];
 	corr_log(c, p, 0, CORRELATE_LOG_INFO, "APM agent: service '%s', environment '%s', socket '%s'",
-		 p->storage.service, p->storage.env, p->storage.socket_path);
+		 escape_str(service, sizeof(service), p->storage.service),
+		 escape_str(env, sizeof(env), p->storage.env), escape_str(sock, sizeof(sock), p->storage.socket_path));
 }
 
 /* Before a reconnection: an agent that restarted inside the process may have published a new storage. */
@@ -556,15 +564,17 @@ static void open_socket(struct correlate *c, struct corr_proc *p, uint64_t now)
 		return;
 	}
 	p->registered = 0;
-	corr_log(c, p, 0, CORRELATE_LOG_DEBUG, "connected to '%s' (inode %" PRIu64 ")", p->storage.socket_path,
-		 p->sock.ino);
+	char shown[SHOWN_MAX];
+	corr_log(c, p, 0, CORRELATE_LOG_DEBUG, "connected to '%s' (inode %" PRIu64 ")",
+		 escape_str(shown, sizeof(shown), p->storage.socket_path), p->sock.ino);
 }
 
 /* The agent's socket is gone (it restarted or exited): reconnect, which re-registers. */
 static void drop_socket(struct correlate *c, struct corr_proc *p, int err, uint64_t now)
 {
-	corr_log(c, p, 0, CORRELATE_LOG_DEBUG, "send to '%s' failed (%s): reconnecting", p->storage.socket_path,
-		 strerror(-err));
+	char shown[SHOWN_MAX];
+	corr_log(c, p, 0, CORRELATE_LOG_DEBUG, "send to '%s' failed (%s): reconnecting",
+		 escape_str(shown, sizeof(shown), p->storage.socket_path), strerror(-err));
 	c->stats.send_errors++;
 	close(p->sock.fd);
 	p->sock.fd = -1;

@@ -64,7 +64,9 @@ enum correlate_log_level {
 	CORRELATE_LOG_ERROR,	/* the library itself failed (out of memory) */
 };
 
-/* msg is a single line without a trailing newline, valid only during the call. */
+/* msg is a single line without a trailing newline, valid only during the call. Strings the process supplied
+ * (service, environment, socket and library paths) are escaped in it (src/base/escape.h); the reasons the
+ * library gives may quote more of them, so the receiver prints msg through its escaping sink (src/base/log.h). */
 typedef void (*correlate_log_fn)(void *arg, enum correlate_log_level level, const char *msg);
 
 struct correlate_options {

@@ -6,6 +6,7 @@
 #include "src/base/read_file.h"
 
 #include "src/base/atomic_file.h"
+#include "src/base/msgpack_scan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -476,8 +477,11 @@ int replay_read(const char *path, struct replay **out, char *errbuf, size_t errl
 		snprintf(errbuf, errlen, "%s: %s", path, strerror(-err));
 		return err;
 	}
+	size_t end = 0;
 	msgpack_unpacked_init(&u);
-	if (msgpack_unpack_next(&u, data, size, NULL) != MSGPACK_UNPACK_SUCCESS) {
+	/* counts bounded by the bytes left first (msgpack_scan.h): msgpack-c allocates what a header declares */
+	if (msgpack_scan_object((const uint8_t *)data, size, &end) != MSGPACK_SCAN_OK ||
+	    msgpack_unpack_next(&u, data, end, NULL) != MSGPACK_UNPACK_SUCCESS) {
 		err = -EBADMSG;
 	} else if (!(r = calloc(1, sizeof(*r)))) {
 		err = -ENOMEM;

@@ -150,12 +150,12 @@ static void load_kallsyms(struct session *s)
 		traces_set_kallsyms(s->traces, s->kallsyms);
 }
 
-/* The correlation library's log lines go to the session's sink, as "apm: ..." at their level. */
+/* The correlation library's log lines go to the session's sink at their level (they begin "apm: "). */
 static void correlate_log(void *arg, enum correlate_log_level level, const char *msg)
 {
 	const struct session *s = arg;
 	static const enum log_level levels[] = { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };
-	log_write(&s->opts.log, (unsigned)level < 4 ? levels[level] : LOG_LEVEL_ERROR, "apm: %s", msg);
+	log_write(&s->opts.log, (unsigned)level < 4 ? levels[level] : LOG_LEVEL_ERROR, "%s", msg);
 }
 
 /* The fast lane, made when a first process needs it; the eventfd it wakes the caller with comes first. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "src/base/clock.h"
@@ -150,4 +151,16 @@ int atomic_file_write(const char *path, const void *data, size_t size)
 		return err;
 	}
 	return atomic_file_commit(f);
+}
+
+int atomic_file_probe(const char *path)
+{
+	struct atomic_file *f;
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return -EISDIR;
+	int err = atomic_file_new(path, &f);
+	if (err == 0)
+		atomic_file_discard(f);
+	return err;
 }

@@ -38,4 +38,10 @@ void atomic_file_discard(struct atomic_file *f);
 /* The whole of data[0..size) as path's new contents: atomic_file_new, one write, atomic_file_commit. */
 int atomic_file_write(const char *path, const void *data, size_t size);
 
+/* Whether path could be written now, checked the way it will be: a temporary file is created in its directory
+ * and removed again; path itself is untouched. For commands that should refuse an unwritable output before
+ * hours of work rather than after. Returns 0, -EISDIR when path is a directory, or atomic_file_new()'s error.
+ * A full disk usually passes (an empty file needs no data block): the final write can still fail. */
+int atomic_file_probe(const char *path);
+
 #endif

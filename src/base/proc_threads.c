@@ -23,3 +23,25 @@ int proc_list_threads(pid_t pid, pid_t *tids, unsigned max, unsigned *n)
 	closedir(d);
 	return 0;
 }
+
+int proc_read_identity(pid_t pid, struct proc_identity *out)
+{
+	char path[64], line[256];
+	int have = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (have != 3 && fgets(line, sizeof(line), f)) {
+		unsigned r, e;
+		if (sscanf(line, "State: %c", &out->state) == 1) {
+			have |= 1;
+		} else if (sscanf(line, "Uid: %u %u", &r, &e) == 2) {
+			out->ruid = r;
+			out->euid = e;
+			have |= 2;
+		}
+	}
+	fclose(f);
+	return have == 3 ? 0 : -EINVAL;
+}

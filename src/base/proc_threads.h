@@ -4,6 +4,10 @@
  * proc_list_threads() fills tids[0..*n) with at most max ids, in the directory's order; a process with more
  * threads than max yields the first max (callers open events per thread and catch later ones by inheritance or
  * a second pass). Nothing is allocated. Errors: negative errno from opendir (-ENOENT once the process is gone).
+ *
+ * proc_read_identity() reads what a command needs to say why a process cannot be profiled: its state (a zombie
+ * has exited and only waits for its parent) and its real and effective uid, from /proc/PID/status. Errors:
+ * negative errno (-ENOENT once the process is gone, -EINVAL for a status without those lines).
  */
 #ifndef HOSTPROF_BASE_PROC_THREADS_H
 #define HOSTPROF_BASE_PROC_THREADS_H
@@ -11,5 +15,12 @@
 #include <sys/types.h>
 
 int proc_list_threads(pid_t pid, pid_t *tids, unsigned max, unsigned *n);
+
+struct proc_identity {
+	char state;		/* 'R', 'S', 'Z' (zombie), 'X' (dead), ... as in /proc/PID/status */
+	uid_t ruid, euid;
+};
+
+int proc_read_identity(pid_t pid, struct proc_identity *out);
 
 #endif

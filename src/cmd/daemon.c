@@ -9,9 +9,10 @@
  * sampling on for a probabilistic-interval with probability threshold/100.
  *
  * Logs go to stderr, one line each, with a syslog level prefix ("<6>") when run under systemd (JOURNAL_STREAM)
- * so journald keeps the levels.
+ * so journald keeps the levels; strings processes supplied are escaped first (log.h, escape.h).
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,8 +24,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/base/atomic_file.h"
 #include "src/base/clock.h"
+#include "src/base/fallback_file.h"
 #include "src/base/host_id.h"
+#include "src/base/log.h"
 #include "src/cmd/commands.h"
 #include "src/cmd/daemon_config.h"
 #include "src/cmd/options.h"
@@ -42,6 +46,19 @@
  */
 #define DAEMON_DRAIN_MS 1000
 
+/* On a full disk, at most this many old profiles are deleted per interval to make room for new ones; and at
+ * most this many profiles are held in memory (within max-unwritten bytes) until they can be written. */
+#define DAEMON_MAKE_ROOM_MAX 16
+#define DAEMON_HELD_MAX 64
+
+/* An interval's profile its file could not take yet, encoded, with the name it will be written under. */
+struct held_profile {
+	char path[4200];
+	char *data;
+	size_t size;
+	uint64_t samples;
+};
+
 struct daemon {
 	const struct cli_env *env;
 	int argc;
@@ -57,23 +74,24 @@ struct daemon {
 	unsigned seq;
 	uint64_t profiles_written;
 	uint64_t dropped_reported;	/* session_dropped_mappings() when last logged */
+	struct held_profile held[DAEMON_HELD_MAX];	/* oldest first */
+	unsigned nheld;
+	uint64_t held_bytes;
+	unsigned made_room;		/* old profiles deleted for room this interval */
 };
 
+/* Every line the daemon logs, its own and the session's: one sink (log.h) with --log-level and journald
+ * priorities, which escapes whatever a process put into the message. */
 __attribute__((format(printf, 3, 4))) static void dlog(const struct daemon *d, enum log_level level,
 						      const char *fmt, ...)
 {
-	static const int syslog_levels[] = { 3, 4, 6, 7 };
-	char msg[1024];
+	char msg[LOG_MSG_MAX];
+	struct log_stderr to = { .max_level = (enum log_level)d->cfg.log_level, .journal = d->journal };
 	va_list ap;
-	if ((int)level > d->cfg.log_level)
-		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (d->journal)
-		fprintf(stderr, "<%d>hostprof: %s\n", syslog_levels[level], msg);
-	else
-		fprintf(stderr, "hostprof: %s: %s\n", log_level_name(level), msg);
+	log_stderr_write(&to, level, msg);
 }
 
 /* The session's log sink: its lines are the daemon's (--log-level, journald priorities). */
@@ -170,7 +188,118 @@ static void log_dropped(struct daemon *d)
 	d->dropped_reported = n;
 }
 
-/* Write the interval's profile (even an empty one: it records that the host was watched) and start anew. */
+/* A disk that is full rather than broken: deleting old profiles may make room. */
+static int disk_full(int err)
+{
+	return err == -ENOSPC || err == -EDQUOT;
+}
+
+static int write_profile_to(void *profile, const char *path)
+{
+	return profile_write_file(profile, path);
+}
+
+static int write_held_to(void *held, const char *path)
+{
+	const struct held_profile *h = held;
+	return atomic_file_write(path, h->data, h->size);
+}
+
+/* write(arg, path); on a full disk, the oldest profiles of the directory are deleted (each logged, at most
+ * DAEMON_MAKE_ROOM_MAX per interval) until it fits. */
+static int write_making_room(struct daemon *d, fallback_write_fn write, void *arg, const char *path)
+{
+	char name[256];
+	int err = write(arg, path);
+	while (disk_full(err) && d->made_room < DAEMON_MAKE_ROOM_MAX &&
+	       profile_dir_remove_oldest(d->cfg.output_dir, name, sizeof(name)) == 1) {
+		d->made_room++;
+		dlog(d, LOG_LEVEL_WARN, "disk full: removed the oldest profile %s to make room", name);
+		err = write(arg, path);
+	}
+	return err;
+}
+
+static void drop_held(struct daemon *d, unsigned i, const char *why)
+{
+	struct held_profile *h = &d->held[i];
+	dlog(d, LOG_LEVEL_ERROR, "dropped the unwritten profile %s (%llu samples): %s", h->path,
+	     (unsigned long long)h->samples, why);
+	d->held_bytes -= h->size;
+	free(h->data);
+	memmove(h, h + 1, (d->nheld - i - 1) * sizeof(*h));
+	d->nheld--;
+}
+
+/* p could not be written to path (why: the error, 0 when older profiles still wait): keep it, encoded, within
+ * max-unwritten (the oldest held go first). */
+static void hold_profile(struct daemon *d, const struct profile *p, const char *path, int why)
+{
+	struct held_profile h = { .samples = p->info.samples };
+	int err = profile_encode(p, &h.data, &h.size);
+	snprintf(h.path, sizeof(h.path), "%s", path);
+	if (err == 0 && h.size > d->cfg.max_unwritten)
+		err = -EFBIG;
+	if (err == 0 && d->nheld == DAEMON_HELD_MAX)
+		drop_held(d, 0, "too many profiles held");
+	while (err == 0 && d->held_bytes + h.size > d->cfg.max_unwritten)
+		drop_held(d, 0, "max-unwritten reached");
+	if (err < 0) {
+		dlog(d, LOG_LEVEL_ERROR, "cannot write %s: %s; its %llu samples are dropped (%s)", path,
+		     strerror(-why), (unsigned long long)h.samples,
+		     err == -EFBIG ? "larger than max-unwritten" : strerror(-err));
+		free(h.data);
+		return;
+	}
+	d->held[d->nheld++] = h;
+	d->held_bytes += h.size;
+	dlog(d, LOG_LEVEL_WARN, "cannot write %s: %s; held in memory to retry (%u profiles, %llu bytes held)", path,
+	     why ? strerror(-why) : "earlier profiles wait to be written first", d->nheld,
+	     (unsigned long long)d->held_bytes);
+}
+
+/* The profiles held, oldest first, before the new one; stops at the first that still fails. */
+static void retry_held(struct daemon *d)
+{
+	while (d->nheld > 0) {
+		struct held_profile *h = &d->held[0];
+		int err = write_making_room(d, write_held_to, h, h->path);
+		if (err < 0) {
+			dlog(d, LOG_LEVEL_WARN, "still cannot write %s: %s (%u profiles held)", h->path, strerror(-err),
+			     d->nheld);
+			return;
+		}
+		d->profiles_written++;
+		dlog(d, LOG_LEVEL_INFO, "wrote %s (held in memory until now): %llu samples", h->path,
+		     (unsigned long long)h->samples);
+		d->held_bytes -= h->size;
+		free(h->data);
+		memmove(h, h + 1, (d->nheld - 1) * sizeof(*h));
+		d->nheld--;
+	}
+}
+
+/* At exit, what the directory still cannot take goes to a fallback place (fallback_file.h), said where. */
+static void save_held(struct daemon *d)
+{
+	retry_held(d);
+	while (d->nheld > 0) {
+		char saved[PATH_MAX];
+		int err = fallback_file_save(d->held[0].path, write_held_to, &d->held[0], saved, sizeof(saved));
+		if (err == 0) {
+			dlog(d, LOG_LEVEL_WARN, "saved the unwritten profile %s to %s", d->held[0].path, saved);
+			d->held_bytes -= d->held[0].size;
+			free(d->held[0].data);
+			memmove(d->held, d->held + 1, (d->nheld - 1) * sizeof(*d->held));
+			d->nheld--;
+		} else {
+			drop_held(d, 0, "no other place takes it either");
+		}
+	}
+}
+
+/* Write the interval's profile (even an empty one: it records that the host was watched) and start anew. The
+ * profiles held since earlier failures go first; one that cannot be written is held in turn. */
 static int flush_profile(struct daemon *d, const char *why)
 {
 	char path[4200];
@@ -184,11 +313,15 @@ static int flush_profile(struct daemon *d, const char *why)
 	if (err == 0)
 		err = profile_dir_name(d->cfg.output_dir, (time_t)(d->interval_start_unix_ns / 1000000000ULL),
 				       d->seq++, path, sizeof(path));
-	if (err == 0)
-		err = profile_write_file(p, path);
+	d->made_room = 0;
+	retry_held(d);
 	if (err < 0) {
-		dlog(d, LOG_LEVEL_ERROR, "cannot write a profile into %s: %s (its samples are dropped)",
+		dlog(d, LOG_LEVEL_ERROR, "cannot make a profile for %s: %s (its samples are dropped)",
 		     d->cfg.output_dir, strerror(-err));
+	} else if (d->nheld > 0) {
+		hold_profile(d, p, path, 0); /* in order, after those still waiting */
+	} else if ((err = write_making_room(d, write_profile_to, p, path)) < 0) {
+		hold_profile(d, p, path, err);
 	} else {
 		d->profiles_written++;
 		dlog(d, LOG_LEVEL_INFO, "wrote %s (%s): %llu samples, %llu lost", path, why,
@@ -326,6 +459,14 @@ static int daemon_start(struct daemon *d)
 		dlog(d, LOG_LEVEL_ERROR, "cannot use output directory %s: %s", d->cfg.output_dir, strerror(-err));
 		return err;
 	}
+	/* a read-only or foreign directory is refused now, not found out at the first interval's end */
+	char probe[4200];
+	if ((err = profile_dir_name(d->cfg.output_dir, time(NULL), 0, probe, sizeof(probe))) < 0 ||
+	    (err = atomic_file_probe(probe)) < 0) {
+		dlog(d, LOG_LEVEL_ERROR, "cannot write into output directory %s: %s", d->cfg.output_dir,
+		     strerror(-err));
+		return err;
+	}
 	if ((removed = profile_dir_clean_temporaries(d->cfg.output_dir)) > 0)
 		dlog(d, LOG_LEVEL_INFO, "removed %d partial profiles left by an earlier run", removed);
 	if ((err = start_sampling(d)) < 0)
@@ -366,6 +507,7 @@ int cmd_daemon(int argc, char **argv, const struct cli_env *env)
 		run_loop(d);
 		quiesce(d);
 		flush_profile(d, "exit");
+		save_held(d);
 		dlog(d, LOG_LEVEL_INFO, "stopped after %llu profiles", (unsigned long long)d->profiles_written);
 	}
 	stop_sampling(d);

@@ -24,6 +24,7 @@ struct daemon_config {
 	unsigned interval_s;		/* reporting interval */
 	unsigned max_files;		/* retention: profiles kept (0 = no limit) */
 	uint64_t max_bytes;		/* retention: bytes kept (0 = no limit) */
+	uint64_t max_unwritten;		/* encoded profiles held in memory while their files cannot be written */
 	unsigned prob_threshold;	/* probabilistic profiling: percent of intervals profiled (100 = always) */
 	unsigned prob_interval_s;	/* probabilistic profiling: how long each on/off decision lasts */
 	unsigned max_processes;		/* tracked at once; others count under [too many processes] */

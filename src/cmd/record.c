@@ -20,6 +20,9 @@
 #include <unistd.h>
 
 #include "correlate/correlate.h"
+#include "src/base/atomic_file.h"
+#include "src/base/escape.h"
+#include "src/base/fallback_file.h"
 #include "src/base/proc_threads.h"
 #include "src/base/clock.h"
 #include "src/base/host_id.h"
@@ -71,8 +74,10 @@ struct record_run {
 	struct session *session;
 	struct target_watch *watch;	/* exits of the command or the -p processes */
 	pid_t child;
+	int exec_fd;			/* exec's errno comes back on it if the command cannot run; -1 once read */
 	int child_status;
 	int child_exited;
+	int exec_error;			/* the command could not be run */
 	struct rusage child_usage;	/* the command's own CPU time, once it exited */
 	uint64_t start_unix_ns, start_mono_ns, end_mono_ns;
 	struct steady warm, end;	/* hostprof's CPU time and context switches once warmed up, and at the end */
@@ -95,31 +100,95 @@ static int parse_args(int argc, char **argv, struct record_plan *p)
 	return 0;
 }
 
-/* Fork the command stopped on a pipe, so events can be opened on it before it execs. */
+/* Fork the command stopped on a pipe, so events can be opened on it before it execs. A second pipe, closed by
+ * a successful exec, carries exec's errno back when it fails (exec_failed()). */
 static int start_command(struct record_run *r, int *go_fd)
 {
-	int pipefd[2];
+	int pipefd[2], errfd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return -errno;
+	if (pipe2(errfd, O_CLOEXEC) < 0) {
+		int err = -errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return err;
+	}
 	pid_t pid = fork();
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
 		char c;
 		close(pipefd[1]);
+		close(errfd[0]);
 		if (read(pipefd[0], &c, 1) != 1)
 			_exit(127); /* hostprof gave up before starting us */
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGPIPE, SIG_DFL);
 		execvp(r->o->command[0], r->o->command);
-		fprintf(stderr, "hostprof: cannot run '%s': %s\n", r->o->command[0], strerror(errno));
+		int e = errno;
+		if (write(errfd[1], &e, sizeof(e)) != (ssize_t)sizeof(e))
+			_exit(126);
 		_exit(127);
 	}
 	close(pipefd[0]);
+	close(errfd[1]);
 	r->child = pid;
+	r->exec_fd = errfd[0];
 	*go_fd = pipefd[1];
 	return 0;
+}
+
+/* Once the command was let go: 0 when it runs, else exec's error, said in words (no profile of nothing). */
+static int exec_failed(struct record_run *r)
+{
+	int e = 0;
+	char shown[256];
+	if (r->exec_fd < 0)
+		return 0;
+	ssize_t n;
+	while ((n = read(r->exec_fd, &e, sizeof(e))) < 0 && errno == EINTR)
+		;
+	close(r->exec_fd);
+	r->exec_fd = -1;
+	if (n != (ssize_t)sizeof(e))
+		return 0;
+	fprintf(stderr, "hostprof: cannot run '%s': %s (nothing recorded)\n",
+		escape_str(shown, sizeof(shown), r->o->command[0]), strerror(e));
+	return -e;
+}
+
+/* Why pid cannot be recorded, in words, before any event is opened: it is gone, or a zombie. */
+static int check_process(pid_t pid)
+{
+	struct proc_identity id;
+	pid_t tids[2];
+	unsigned n = 0;
+	int err = proc_read_identity(pid, &id);
+	if (err == -ENOENT || err == -ESRCH) {
+		fprintf(stderr, "hostprof: no such process %d (it has exited, or never existed)\n", (int)pid);
+		return -ESRCH;
+	}
+	/* a zombie leader with live threads is a running process: only one without them has exited */
+	if (err == 0 && (id.state == 'Z' || id.state == 'X') && proc_list_threads(pid, tids, 2, &n) == 0 && n <= 1) {
+		fprintf(stderr, "hostprof: process %d is a zombie: it has exited and waits for its parent to reap it; "
+				"there is nothing to record\n", (int)pid);
+		return -ESRCH;
+	}
+	return 0;
+}
+
+/* perf_event_open refused pid: another user's process is the usual reason, and not the paranoid setting. */
+static void explain_refusal(struct record_run *r, pid_t pid, int err)
+{
+	struct proc_identity id;
+	uid_t uid = getuid();
+	if ((err == -EACCES || err == -EPERM) && proc_read_identity(pid, &id) == 0 &&
+	    (id.ruid != uid || id.euid != uid))
+		fprintf(stderr, "hostprof: process %d runs as another user (uid %u): profiling it needs root, or "
+				"CAP_PERFMON and CAP_SYS_PTRACE\n", (int)pid, (unsigned)(id.euid != uid ? id.euid : id.ruid));
+	else
+		fprintf(stderr, "hostprof: %s\n", sampler_error(r->sampler));
 }
 
 
@@ -151,7 +220,7 @@ static int attach_process(struct record_run *r, pid_t pid)
 		}
 	}
 	if (err < 0 && err != -ENOENT)
-		fprintf(stderr, "hostprof: %s\n", sampler_error(r->sampler));
+		explain_refusal(r, pid, err);
 	free(tids);
 	free(done);
 	return err;
@@ -179,8 +248,10 @@ static int open_targets(struct record_run *r, int *go_fd)
 	}
 	for (unsigned i = 0; i < r->o->opts.pids.n; i++) {
 		pid_t pid = r->o->opts.pids.pids[i];
+		if ((err = check_process(pid)) < 0)
+			return err;
 		if ((err = target_watch_add(r->watch, pid, 0)) < 0) {
-			fprintf(stderr, "hostprof: no such process %d\n", (int)pid);
+			fprintf(stderr, "hostprof: no such process %d (it has exited)\n", (int)pid);
 			return err;
 		}
 		if ((err = attach_process(r, pid)) < 0)
@@ -275,18 +346,38 @@ static int fill_info(struct record_run *r, struct profile *p)
 	return 0;
 }
 
+static int write_to(void *profile, const char *path)
+{
+	return profile_write_file(profile, path);
+}
+
+/*
+ * The profile into -o; when that fails at the end (a full disk, an I/O error: -o was checked writable at the
+ * start), into a fallback place (fallback_file.h), saying where, so the run is not lost. Returns 0 when it is
+ * in -o, 1 when only in the fallback, a negative errno when nowhere.
+ */
 static int write_profile(struct record_run *r)
 {
+	const char *out = r->o->opts.output;
+	char saved[PATH_MAX];
 	struct profile *p = NULL;
 	int err = profile_new(&p);
 	if (err == 0)
 		err = fill_info(r, p);
 	if (err == 0)
 		err = session_build_profile(r->session, p);
-	if (err == 0)
-		err = profile_write_file(p, r->o->opts.output);
-	if (err < 0)
-		fprintf(stderr, "hostprof: cannot write %s: %s\n", r->o->opts.output, strerror(-err));
+	if (err < 0) {
+		fprintf(stderr, "hostprof: cannot make the profile: %s\n", strerror(-err));
+	} else if ((err = profile_write_file(p, out)) < 0) {
+		fprintf(stderr, "hostprof: cannot write %s: %s\n", out, strerror(-err));
+		int ferr = fallback_file_save(out, write_to, p, saved, sizeof(saved));
+		if (ferr == 0)
+			fprintf(stderr, "hostprof: saved the profile to %s instead\n", saved);
+		else
+			fprintf(stderr, "hostprof: cannot save the profile anywhere else either (%s): it is lost\n",
+				strerror(-ferr));
+		err = ferr == 0 ? 1 : err;
+	}
 	profile_free(p);
 	return err;
 }
@@ -512,22 +603,23 @@ static int child_exit_code(const struct record_run *r)
 
 static void reap_child(struct record_run *r)
 {
+	if (r->exec_fd >= 0)	/* not read: the command was never let go */
+		close(r->exec_fd);
 	if (r->watch && target_watch_stop_child(r->watch))
 		r->child_exited = target_watch_child_exit(r->watch, &r->child_status, &r->child_usage);
 }
 
-/* The session's log sink: warnings and errors always, information unless --quiet. */
+/* The session's log sink (log.h): warnings and errors always, information unless --quiet, escaped. */
 static void record_log(void *ctx, enum log_level level, const char *msg)
 {
 	const struct record_options *o = ctx;
-	if (level == LOG_LEVEL_DEBUG || (o->quiet && level > LOG_LEVEL_WARN))
-		return;
-	fprintf(stderr, "hostprof: %s: %s\n", log_level_name(level), msg);
+	struct log_stderr to = { .max_level = o->quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO };
+	log_stderr_write(&to, level, msg);
 }
 
 static int record(struct record_plan *o, const struct cli_env *env)
 {
-	struct record_run r = { .o = o, .env = env, .child = -1 };
+	struct record_run r = { .o = o, .env = env, .child = -1, .exec_fd = -1 };
 	int go_fd = -1;
 	int err = target_watch_new(o->command ? 1 : o->opts.pids.n, &r.watch);
 	if (err == 0)
@@ -553,16 +645,19 @@ static int record(struct record_plan *o, const struct cli_env *env)
 		if (err == 0 && write(go_fd, "g", 1) != 1)
 			err = -errno;
 		close(go_fd);
+		if (err == 0 && (err = exec_failed(&r)) < 0)
+			r.exec_error = 1;
 	}
 	if (err == 0) {
 		if (!o->opts.quiet)
 			fprintf(stderr, "hostprof: recording at %u Hz (%s)%s\n", o->sampler.freq_hz,
 				sampler_event(r.sampler), o->command ? "" : ", Ctrl-C to stop");
 		run_loop(&r);
-		err = write_profile(&r);
-		if (err == 0 && o->session.capture_path && (err = session_save_capture(r.session)) < 0)
+		int written = write_profile(&r);
+		err = written > 0 ? -EIO : written;
+		if (written >= 0 && o->session.capture_path && (err = session_save_capture(r.session)) < 0)
 			fprintf(stderr, "hostprof: cannot write %s: %s\n", o->session.capture_path, strerror(-err));
-		if (err == 0 && !o->opts.quiet)
+		if (written == 0 && err == 0 && !o->opts.quiet)
 			print_summary(&r);
 	}
 	reap_child(&r);
@@ -570,8 +665,22 @@ static int record(struct record_plan *o, const struct cli_env *env)
 	sampler_free(r.sampler);
 	target_watch_free(r.watch);
 	if (err < 0)
-		return 1;
+		return r.exec_error ? 127 : 1;
 	return child_exit_code(&r);
+}
+
+/* Outputs that cannot be created are refused before anything is recorded, not found out after the run. */
+static int check_outputs(const struct record_options *o)
+{
+	const char *paths[] = { o->output, o->save_samples[0] ? o->save_samples : NULL };
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		int err = paths[i] ? atomic_file_probe(paths[i]) : 0;
+		if (err < 0) {
+			fprintf(stderr, "hostprof: cannot write %s: %s (nothing recorded)\n", paths[i], strerror(-err));
+			return err;
+		}
+	}
+	return 0;
 }
 
 int cmd_record(int argc, char **argv, const struct cli_env *env)
@@ -582,6 +691,8 @@ int cmd_record(int argc, char **argv, const struct cli_env *env)
 		return 1;
 	}
 	int err = parse_args(argc, argv, p);
+	if (err == 0)
+		err = check_outputs(&p->opts);
 	int status = err ? (err > 0 ? 0 : 2) : record(p, env);
 	free(p);
 	return status;

@@ -131,6 +131,8 @@ static const struct setting daemon_items[] = {
 	  .help = "keep at most N profiles (0: no limit)" },
 	{ "max-bytes", 0, SETTING_SIZE, KEY, DMN(max_bytes), .max = UINT64_MAX, .arg = "SIZE", .def = "1G",
 	  .help = "keep at most SIZE bytes of profiles (0: no limit)" },
+	{ "max-unwritten", 0, SETTING_SIZE, KEY, DMN(max_unwritten), .max = UINT64_MAX, .arg = "SIZE", .def = "32M",
+	  .help = "profiles the disk cannot take yet are held in memory up to SIZE and retried (0: none held)" },
 	{ "probabilistic-threshold", 0, SETTING_UNSIGNED, KEY, DMN(prob_threshold), .min = 1, .max = 100,
 	  .arg = "PERCENT", .def = "100", .help = "profile PERCENT of probabilistic intervals" },
 	{ "probabilistic-interval", 0, SETTING_DURATION, KEY, DMN(prob_interval_s), .min = 1, .max = 86400,

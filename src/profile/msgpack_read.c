@@ -3,7 +3,7 @@
  * into the model, decoding each top-level map into a scratch profile that keeps the file's indices, checking
  * every index, then merging it into the result.
  *
- * Input is untrusted: every object is size-checked before msgpack-c sees it (scan_object), every index is
+ * Input is untrusted: every object is size-checked before msgpack-c sees it (msgpack_scan.h), every index is
  * checked against its table, and every failure is a negative errno with a one-line message. Not thread-safe.
  */
 #include "src/profile/profile.h"
@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/base/msgpack_scan.h"
 #include "src/base/read_file.h"
 #include "src/profile/msgpack_schema.h"
 #include "src/profile/profile_impl.h"
@@ -60,95 +61,6 @@ __attribute__((format(printf, 3, 4))) static int fail(struct reader *r, int err,
 		}
 	}
 	return err;
-}
-
-/* --- size check before decoding ----------------------------------------------------------------------------- */
-
-enum scan_result { SCAN_OK, SCAN_TRUNCATED, SCAN_INVALID };
-
-static bool read_be(const uint8_t *buf, size_t len, size_t *pos, int n, uint64_t *v)
-{
-	if (len - *pos < (size_t)n)
-		return false;
-	*v = 0;
-	for (int i = 0; i < n; i++)
-		*v = *v << 8 | buf[(*pos)++];
-	return true;
-}
-
-/* For one header byte: bytes of length prefix (str/bin/ext), of fixed payload, of element count. */
-static enum scan_result classify(uint8_t b, int *len_bytes, int *fixed, int *count_bytes, int *count_mult)
-{
-	static const int8_t fixed_after_c0[32] = {
-		[0x0a] = 4, [0x0b] = 8, [0x0c] = 1, [0x0d] = 2, [0x0e] = 4, [0x0f] = 8,		/* float, uint */
-		[0x10] = 1, [0x11] = 2, [0x12] = 4, [0x13] = 8,					/* int */
-		[0x14] = 2, [0x15] = 3, [0x16] = 5, [0x17] = 9, [0x18] = 17,			/* fixext */
-	};
-	*len_bytes = *fixed = *count_bytes = 0;
-	*count_mult = 1;
-	switch (b) {
-	case 0xc1:
-		return SCAN_INVALID;
-	case 0xc4: case 0xd9: *len_bytes = 1; break;
-	case 0xc5: case 0xda: *len_bytes = 2; break;
-	case 0xc6: case 0xdb: *len_bytes = 4; break;
-	case 0xc7: *len_bytes = 1; *fixed = 1; break;	/* ext: length, then a type byte */
-	case 0xc8: *len_bytes = 2; *fixed = 1; break;
-	case 0xc9: *len_bytes = 4; *fixed = 1; break;
-	case 0xdc: *count_bytes = 2; break;
-	case 0xdd: *count_bytes = 4; break;
-	case 0xde: *count_bytes = 2; *count_mult = 2; break;
-	case 0xdf: *count_bytes = 4; *count_mult = 2; break;
-	default:
-		if (b >= 0xc0 && b <= 0xdf)
-			*fixed = fixed_after_c0[b - 0xc0];
-	}
-	return SCAN_OK;
-}
-
-/*
- * Walk the msgpack object at buf[*pos] without decoding it: check that it is complete and that no array or map
- * declares more elements than bytes remain (each element takes at least one). msgpack-c allocates a container's
- * elements as soon as it reads the count, so without this a 5-byte file could make it allocate gigabytes; with
- * it, decoding allocates at most a small multiple of the file size.
- */
-static enum scan_result scan_object(const uint8_t *buf, size_t len, size_t *pos)
-{
-	uint64_t pending = 1, v;
-	size_t p = *pos;
-	while (pending) {
-		int len_bytes, fixed, count_bytes, mult;
-		uint64_t skip = 0, add = 0;
-		if (p >= len)
-			return SCAN_TRUNCATED;
-		uint8_t b = buf[p++];
-		pending--;
-		if (b >= 0x80 && b <= 0x8f) {
-			add = 2u * (b & 0x0f);
-		} else if (b >= 0x90 && b <= 0x9f) {
-			add = b & 0x0f;
-		} else if (b >= 0xa0 && b <= 0xbf) {
-			skip = b & 0x1f;
-		} else if (b >= 0xc0 && b <= 0xdf) {
-			if (classify(b, &len_bytes, &fixed, &count_bytes, &mult) != SCAN_OK)
-				return SCAN_INVALID;
-			skip = (uint64_t)fixed;
-			if (len_bytes && !read_be(buf, len, &p, len_bytes, &v))
-				return SCAN_TRUNCATED;
-			skip += len_bytes ? v : 0;
-			if (count_bytes && !read_be(buf, len, &p, count_bytes, &v))
-				return SCAN_TRUNCATED;
-			add = count_bytes ? v * (uint64_t)mult : 0;
-		}
-		if (skip > len - p)
-			return SCAN_TRUNCATED;
-		p += skip;
-		pending += add;
-		if (pending > len - p)
-			return SCAN_TRUNCATED;
-	}
-	*pos = p;
-	return SCAN_OK;
 }
 
 /* A profile written by hostprof starts with a map whose first key is 0 (the header). */
@@ -335,6 +247,60 @@ static int tmp_add_string(struct reader *r, const msgpack_object *o, uint32_t *i
 	return index_tmp_string(r, *index);
 }
 
+/* --- pieces: parts of an object decoded one at a time ------------------------------------------------------- */
+
+/* Bytes of one msgpack object, checked by msgpack_scan_object(); len 0: absent. */
+struct piece {
+	const uint8_t *data;
+	size_t len;
+};
+
+/* The values of the small integer keys keys[0..n) in the map at m, as pieces (absent ones: len 0); other keys
+ * are skipped, never decoded. false when m is not a map. */
+static bool map_pieces(const struct piece *m, const uint8_t *keys, int n, struct piece *out)
+{
+	const uint8_t *b = m->data;
+	uint64_t count = 0;
+	size_t p = b[0] >= 0x80 && b[0] <= 0x8f ? 1 : b[0] == 0xde ? 3 : b[0] == 0xdf ? 5 : 0;
+	memset(out, 0, (size_t)n * sizeof(*out));
+	if (p == 0 || m->len < p)
+		return false;
+	for (size_t i = 1; i < p; i++)
+		count = count << 8 | b[i];
+	if (p == 1)
+		count = b[0] & 0x0f;
+	for (uint64_t k = 0; k < count; k++) {
+		uint8_t key = b[p];
+		size_t start;
+		if (msgpack_scan_object(b, m->len, &p) != MSGPACK_SCAN_OK)
+			return false;
+		start = p;
+		if (msgpack_scan_object(b, m->len, &p) != MSGPACK_SCAN_OK)
+			return false;
+		for (int i = 0; i < n; i++) {
+			if (key == keys[i] && !out[i].len)
+				out[i] = (struct piece){ b + start, p - start };
+		}
+	}
+	return true;
+}
+
+/* Decode a piece into u (initialized by the caller, destroyed by the caller); an absent piece decodes to
+ * nothing. */
+static int decode_piece(struct reader *r, const struct piece *pc, msgpack_unpacked *u)
+{
+	if (!pc->len)
+		return 0;
+	switch (msgpack_unpack_next(u, (const char *)pc->data, pc->len, NULL)) {
+	case MSGPACK_UNPACK_SUCCESS:
+		return 0;
+	case MSGPACK_UNPACK_NOMEM_ERROR:	/* also what msgpack-c says when nesting exceeds its stack */
+		return fail(r, -EBADMSG, "corrupt: msgpack nested too deeply (or out of memory)");
+	default:
+		return fail(r, -EBADMSG, "corrupt: invalid msgpack");
+	}
+}
+
 /* --- header ------------------------------------------------------------------------------------------------- */
 
 static int header_string(struct reader *r, const msgpack_object *map, const char *key, char **field)
@@ -384,15 +350,21 @@ static int check_version(struct reader *r, const msgpack_object *h)
 	return 0;
 }
 
+/* A hostprof profile's header, of a version this reader knows. */
+static int check_header(struct reader *r, const msgpack_object *h)
+{
+	const msgpack_object *format = h->type == MSGPACK_OBJECT_MAP ? map_get_str(h, "format") : NULL;
+	if (!format || !str_is(format, PROFILE_FORMAT_NAME))
+		return fail(r, -EINVAL, "not a hostprof profile");
+	return check_version(r, h);
+}
+
 static int read_header(struct reader *r, const msgpack_object *h)
 {
 	struct profile_info *i = &r->tmp->info;
-	const msgpack_object *format = h->type == MSGPACK_OBJECT_MAP ? map_get_str(h, "format") : NULL;
 	const msgpack_object *host, *stats;
 	int err;
-	if (!format || !str_is(format, PROFILE_FORMAT_NAME))
-		return fail(r, -EINVAL, "not a hostprof profile");
-	if ((err = check_version(r, h)) < 0 || (err = header_string(r, h, "producer", &i->producer)) < 0)
+	if ((err = check_header(r, h)) < 0 || (err = header_string(r, h, "producer", &i->producer)) < 0)
 		return err;
 	if ((host = map_get_str(h, "host")) && host->type == MSGPACK_OBJECT_MAP &&
 	    ((err = header_string(r, host, "hostname", &i->hostname)) < 0 ||
@@ -693,26 +665,69 @@ static int read_stacks(struct reader *r, const msgpack_object_array *a)
 }
 
 /* Tables are read in dependency order: strings, attributes, mappings, functions, locations, links, stacks. */
-static int read_dictionary(struct reader *r, const msgpack_object *d)
+/* Whether the header byte b starts a map (strings: a str). */
+static bool starts_element(uint8_t b, bool str)
 {
-	static const uint8_t keys[] = { DICT_MAPPINGS, DICT_LOCATIONS, DICT_FUNCTIONS, DICT_LINKS,
-					DICT_STRINGS,  DICT_ATTRIBUTES, DICT_STACKS };
-	const msgpack_object *f[7] = { 0 };
-	const msgpack_object_array *t[7];
-	int err;
-	if (d && d->type != MSGPACK_OBJECT_MAP)
-		return fail(r, -EBADMSG, "corrupt: the dictionary is not a map");
-	if (d)
-		map_fields(d, keys, 7, f);
-	for (int k = 0; k < 7; k++) {
-		if ((err = get_array(r, f[k], "dictionary", NO_INDEX, keys[k], &t[k])) < 0)
-			return err;
+	return str ? (b >= 0xa0 && b <= 0xbf) || (b >= 0xd9 && b <= 0xdb) : (b >= 0x80 && b <= 0x8f) || b == 0xde ||
+							  b == 0xdf;
+}
+
+/*
+ * Before a table is decoded, its elements' types from their first bytes (element 0 is never read): a table
+ * of millions of elements that are not what a table holds (4 MB of empty arrays) is refused at the cost of a
+ * pass over its bytes, not of decoding them all first (24 bytes per element in msgpack-c's objects). A piece
+ * that is not an array is left to get_array() to refuse.
+ */
+static int check_table_elements(struct reader *r, const struct piece *t, bool str, const char *what)
+{
+	const uint8_t *b = t->data;
+	size_t p = b[0] >= 0x90 && b[0] <= 0x9f ? 1 : b[0] == 0xdc ? 3 : b[0] == 0xdd ? 5 : 0;
+	uint64_t n = 0;
+	char at[64];
+	if (p == 0 || t->len < p)
+		return 0;
+	for (size_t i = 1; i < p; i++)
+		n = n << 8 | b[i];
+	if (p == 1)
+		n = b[0] & 0x0f;
+	for (uint64_t i = 0; i < n; i++) {
+		if (i > 0 && !starts_element(b[p], str))
+			return fail(r, -EBADMSG, "corrupt: %s is not a %s", place(at, sizeof(at), what, (uint32_t)i),
+				    str ? "string" : "map");
+		if (msgpack_scan_object(b, t->len, &p) != MSGPACK_SCAN_OK)
+			return fail(r, -EBADMSG, "corrupt: invalid msgpack");
 	}
-	if ((err = read_strings(r, t[4])) < 0 || (err = read_attributes(r, t[5])) < 0 ||
-	    (err = read_mappings(r, t[0])) < 0 || (err = read_functions(r, t[2])) < 0 ||
-	    (err = read_locations(r, t[1])) < 0 || (err = read_links(r, t[3])) < 0 || (err = read_stacks(r, t[6])) < 0)
-		return err;
 	return 0;
+}
+
+/* Each table decoded alone (struct piece), so that decoding never holds more than the largest table. */
+static int read_dictionary(struct reader *r, const struct piece *d)
+{
+	static const uint8_t keys[] = { DICT_STRINGS, DICT_ATTRIBUTES, DICT_MAPPINGS, DICT_FUNCTIONS,
+					DICT_LOCATIONS, DICT_LINKS, DICT_STACKS };
+	static int (*const readers[])(struct reader *, const msgpack_object_array *) = {
+		read_strings, read_attributes, read_mappings, read_functions, read_locations, read_links, read_stacks,
+	};
+	static const char *const names[] = { "string", "attribute", "mapping", "function", "location", "link",
+					     "stack" };
+	struct piece t[7];
+	int err = 0;
+	if (d->len && !map_pieces(d, keys, 7, t))
+		return fail(r, -EBADMSG, "corrupt: the dictionary is not a map");
+	if (!d->len)
+		memset(t, 0, sizeof(t));
+	for (int k = 0; k < 7 && err == 0; k++) {
+		msgpack_unpacked u;
+		const msgpack_object_array *a;
+		if (t[k].len && (err = check_table_elements(r, &t[k], k == 0, names[k])) < 0)
+			break;
+		msgpack_unpacked_init(&u);
+		if ((err = decode_piece(r, &t[k], &u)) == 0 &&
+		    (err = get_array(r, t[k].len ? &u.data : NULL, "dictionary", NO_INDEX, keys[k], &a)) == 0)
+			err = readers[k](r, a);
+		msgpack_unpacked_destroy(&u);
+	}
+	return err;
 }
 
 /* --- resource profiles -------------------------------------------------------------------------------------- */
@@ -846,18 +861,33 @@ static int read_resource_profiles(struct reader *r, const msgpack_object *o)
 
 /* --- top level ---------------------------------------------------------------------------------------------- */
 
-static int read_top_map(struct reader *r, const msgpack_object *root)
+/* A piece decoded and handed to read (header, resource profiles), then freed. */
+static int read_piece(struct reader *r, const struct piece *pc, int (*read)(struct reader *, const msgpack_object *))
+{
+	msgpack_unpacked u;
+	msgpack_unpacked_init(&u);
+	int err = decode_piece(r, pc, &u);
+	if (err == 0)
+		err = read(r, pc->len ? &u.data : NULL);
+	msgpack_unpacked_destroy(&u);
+	return err;
+}
+
+/*
+ * One top-level map, decoded a part at a time: the header first, so that what is not a hostprof profile of a
+ * known version is refused for the cost of its header; then each dictionary table and the resource profiles,
+ * each freed before the next; keys hostprof does not know are never decoded. Memory stays proportional to what
+ * the file holds that a profile uses, not to everything it declares.
+ */
+static int read_top_map(struct reader *r, const struct piece *root)
 {
 	static const uint8_t keys[] = { KEY_HEADER, KEY_RESOURCE_PROFILES, KEY_DICTIONARY };
-	const msgpack_object *f[3];
+	struct piece f[3];
 	int err;
-	if (root->type != MSGPACK_OBJECT_MAP)
+	if (!map_pieces(root, keys, 3, f) || !f[0].len)
 		return fail(r, -EINVAL, "not a hostprof profile");
-	map_fields(root, keys, 3, f);
-	if (!f[0])
-		return fail(r, -EINVAL, "not a hostprof profile");
-	if ((err = read_header(r, f[0])) < 0 || (err = read_dictionary(r, f[2])) < 0 ||
-	    (err = read_resource_profiles(r, f[1])) < 0)
+	if ((err = read_piece(r, &f[0], read_header)) < 0 || (err = read_dictionary(r, &f[2])) < 0 ||
+	    (err = read_piece(r, &f[1], read_resource_profiles)) < 0)
 		return err;
 	if ((err = profile_merge(r->out, r->tmp)) < 0)
 		return fail(r, err, "%s", strerror(-err));
@@ -866,25 +896,12 @@ static int read_top_map(struct reader *r, const msgpack_object *root)
 
 static int decode_object(struct reader *r, const uint8_t *data, size_t len)
 {
-	msgpack_unpacked u;
-	size_t off = 0;
+	struct piece root = { data, len };
 	int err;
-	msgpack_unpacked_init(&u);
-	switch (msgpack_unpack_next(&u, (const char *)data, len, &off)) {
-	case MSGPACK_UNPACK_SUCCESS:
-		if (!(r->tmp = calloc(1, sizeof(*r->tmp))))
-			err = fail(r, -ENOMEM, "%s", strerror(ENOMEM));
-		else
-			err = read_top_map(r, &u.data);
-		break;
-	case MSGPACK_UNPACK_NOMEM_ERROR:	/* also what msgpack-c says when nesting exceeds its stack */
-		err = fail(r, -EBADMSG, "corrupt: msgpack nested too deeply (or out of memory)");
-		break;
-	default:
-		err = fail(r, -EBADMSG, "corrupt: invalid msgpack");
-		break;
-	}
-	msgpack_unpacked_destroy(&u);
+	if (!(r->tmp = calloc(1, sizeof(*r->tmp))))
+		err = fail(r, -ENOMEM, "%s", strerror(ENOMEM));
+	else
+		err = read_top_map(r, &root);
 	profile_free(r->tmp);
 	r->tmp = NULL;
 	free(r->attrs);
@@ -902,12 +919,12 @@ static int read_buffer(struct reader *r, const uint8_t *buf, size_t len)
 		return fail(r, -EINVAL, "not a hostprof profile (empty file)");
 	while (pos < len) {
 		size_t start = pos;
-		enum scan_result s = scan_object(buf, len, &pos);
-		if (s != SCAN_OK && start == 0 && !looks_like_profile(buf, len))
+		enum msgpack_scan_result s = msgpack_scan_object(buf, len, &pos);
+		if (s != MSGPACK_SCAN_OK && start == 0 && !looks_like_profile(buf, len))
 			return fail(r, -EINVAL, "not a hostprof profile");
-		if (s == SCAN_TRUNCATED)
+		if (s == MSGPACK_SCAN_TRUNCATED)
 			return fail(r, -EBADMSG, "truncated: the profile ends before its data does (%zu bytes)", len);
-		if (s == SCAN_INVALID)
+		if (s == MSGPACK_SCAN_INVALID)
 			return fail(r, -EBADMSG, "corrupt: invalid msgpack after byte %zu", start);
 		int err = decode_object(r, buf + start, pos - start);
 		if (err < 0)

@@ -592,3 +592,27 @@ int profile_write_file(const struct profile *p, const char *path)
 	return err;
 }
 
+
+int profile_encode(const struct profile *p, char **data, size_t *size)
+{
+	struct writer w = { .p = p };
+	char *buf = NULL;
+	size_t len = 0;
+	int err = writer_prepare(&w);
+	if (err == 0 && !(w.f = open_memstream(&buf, &len)))
+		err = -errno;
+	if (err == 0) {
+		pack_file(&w);
+		err = w.err;
+		if (fclose(w.f) != 0 && err == 0)
+			err = -ENOMEM;
+	}
+	writer_free(&w);
+	if (err < 0) {
+		free(buf);
+		return err;
+	}
+	*data = buf;
+	*size = len;
+	return 0;
+}

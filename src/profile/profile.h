@@ -177,6 +177,10 @@ int profile_find_string(const struct profile *p, const char *s, uint32_t *index)
  */
 int profile_write_file(const struct profile *p, const char *path);
 
+/* p encoded as profile_write_file() writes it, into a new buffer of the caller's (free()): *data, *size. For a
+ * profile that has to wait in memory for its file (a daemon on a full disk). Returns 0 or a negative errno. */
+int profile_encode(const struct profile *p, char **data, size_t *size);
+
 /*
  * Read path into a new profile (several top-level maps are merged into one). On failure returns a negative
  * errno and writes a one-line reason into errbuf ("bad.msgpack: not a hostprof profile", ...): -EINVAL for a

@@ -91,7 +91,8 @@ static int list_profiles(DIR *d, struct entry **out, size_t *n)
 			return -ENOMEM;
 		(*out)[(*n)++].size = (uint64_t)st.st_size;
 	}
-	qsort(*out, *n, sizeof(**out), cmp_entry);
+	if (*n)	/* qsort(NULL, 0, ...) is undefined */
+		qsort(*out, *n, sizeof(**out), cmp_entry);
 	return 0;
 }
 
@@ -125,4 +126,23 @@ int profile_dir_retain(const char *dir, unsigned max_files, uint64_t max_bytes)
 	free(e);
 	closedir(d);
 	return err < 0 ? err : deleted;
+}
+
+int profile_dir_remove_oldest(const char *dir, char *name, size_t len)
+{
+	DIR *d = opendir(dir);
+	struct entry *e = NULL;
+	size_t n = 0;
+	if (!d)
+		return -errno;
+	int err = list_profiles(d, &e, &n);
+	if (err == 0 && n > 0) {
+		snprintf(name, len, "%s", e[0].name);
+		err = unlinkat(dirfd(d), e[0].name, 0) < 0 ? -errno : 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(e[i].name);
+	free(e);
+	closedir(d);
+	return err;
 }

@@ -25,4 +25,9 @@ int profile_dir_clean_temporaries(const char *dir);
 /* Apply retention (0 = no limit for either). Returns files deleted, or a negative errno. */
 int profile_dir_retain(const char *dir, unsigned max_files, uint64_t max_bytes);
 
+/* Delete the oldest profile, to make room on a full disk for a newer one (the newest may go too: what waits
+ * to be written is newer still). Returns 1 with its file name in name[0..len), 0 when there is none, or a
+ * negative errno. */
+int profile_dir_remove_oldest(const char *dir, char *name, size_t len);
+
 #endif

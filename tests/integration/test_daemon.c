@@ -200,6 +200,68 @@ static void test_host_id_same_as_record(void **state)
 	free(dir);
 }
 
+/* The whole log, read into memory (NUL-terminated, its length in *len). */
+static char *read_log(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = calloc(1, 1 << 20);
+	assert_non_null(f);
+	assert_non_null(buf);
+	*len = fread(buf, 1, (1 << 20) - 1, f);
+	fclose(f);
+	return buf;
+}
+
+/*
+ * A hostile service name (a newline, a forged journald priority, terminal escapes) published by an APM process
+ * reaches the daemon's journald-formatted log as one line at the daemon's own info priority, escaped; no line
+ * begins with the forged "<0>" and no ESC byte gets through.
+ */
+static void test_daemon_log_escapes_process_strings(void **state)
+{
+	(void)state;
+	test_require_root("the daemon samples every CPU and reads the APM process's memory");
+	char *dir = test_mkdtemp(), out[512], log[512], app[256], lib[256], sock[512];
+	snprintf(out, sizeof(out), "%s/profiles", dir);
+	snprintf(log, sizeof(log), "%s/daemon.log", dir);
+	snprintf(sock, sizeof(sock), "%s/apm.sock", dir);
+	test_fixture_path("apm_app", app, sizeof(app));
+	test_fixture_path("elastic-jvmti-linux-x86_64.so", lib, sizeof(lib));
+	char *abs_lib = realpath(lib, NULL);
+	assert_non_null(abs_lib);
+
+	setenv("JOURNAL_STREAM", "8:12345", 1); /* the daemon writes journald priorities */
+	char *dargv[] = { (char *)test_hostprof(), "daemon", "-o", out, "-F", "99", "--interval", "2",
+			  "--log-level", "info", NULL };
+	pid_t d = start(dargv, log);
+	unsetenv("JOURNAL_STREAM");
+	char *aargv[] = { app, "--lib", abs_lib, "--socket", sock, "--log", dir, "--threads", "2", "--seconds", "5",
+			  "--service", "svc\n<0>hostprof: emerg: x\033[2J\033]0;title\007", NULL };
+	pid_t a = start(aargv, NULL);
+	assert_int_equal(wait_exit(a), 0);
+	kill(d, SIGTERM);
+	assert_int_equal(wait_exit(d), 0);
+
+	size_t len;
+	char *text = read_log(log, &len);
+	fprintf(stderr, "%s", text);
+	assert_null(memchr(text, '\033', len));
+	assert_null(memchr(text, '\007', len));
+	/* every line is the daemon's, with one of its priorities */
+	for (char *line = text; line < text + len; line = strchr(line, '\n') + 1) {
+		assert_true(!strncmp(line, "<3>hostprof: ", 13) || !strncmp(line, "<4>hostprof: ", 13) ||
+			    !strncmp(line, "<6>hostprof: ", 13));
+		assert_non_null(strchr(line, '\n'));
+	}
+	assert_non_null(strstr(text, "<6>hostprof: apm: pid "));
+	assert_non_null(strstr(text, ": APM agent: service 'svc\\n<0>hostprof: emerg: x\\x1b[2J\\x1b]0;title\\x07', "
+				     "environment 'test-env'"));
+	free(text);
+	free(abs_lib);
+	test_rmdir_rf(dir);
+	free(dir);
+}
+
 static void test_daemon_bad_config(void **state)
 {
 	(void)state;
@@ -218,6 +280,7 @@ int main(void)
 		cmocka_unit_test(test_daemon_lifecycle),
 		cmocka_unit_test(test_host_id_same_as_record),
 		cmocka_unit_test(test_daemon_bad_config),
+		cmocka_unit_test(test_daemon_log_escapes_process_strings),
 	};
 	return cmocka_run_group_tests_name("daemon (integration)", tests, NULL, NULL);
 }

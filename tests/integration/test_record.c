@@ -425,6 +425,51 @@ static void test_tables_from_cache(void **state)
 	test_run("rm -f '%s'/%s.*.sdt", dir, id);
 }
 
+/*
+ * Targets that cannot be recorded get words, at once, and leave no profile: a command that does not exist, a
+ * zombie, a pid that is gone, another user's process (not blamed on perf_event_paranoid).
+ */
+static void test_unrecordable_targets(void **state)
+{
+	struct test_workdir *f = *state;
+	char fixture[256];
+	test_require_perf();
+	/* a missing command: exit 127, the reason, and no empty profile */
+	assert_int_equal(test_run("\"$HOSTPROF\" record -o %s -- /nonexistent/cmd 2>%s/err", f->out, f->dir), 127);
+	assert_int_equal(test_run("grep -qx \"hostprof: cannot run '/nonexistent/cmd': No such file or directory "
+				  "(nothing recorded)\" %s/err", f->dir), 0);
+	assert_int_equal(test_run("test $(wc -l < %s/err) -eq 1", f->dir), 0);
+	assert_int_not_equal(test_run("test -e %s", f->out), 0);
+	/* a zombie: a child that exited, its parent never reaps it; refused at once, not recorded until -d */
+	assert_int_equal(test_run("python3 -c 'import os, sys, time\npid = os.fork()\nif pid == 0: os._exit(0)\n"
+				  "print(pid, flush=True); time.sleep(5)' > %s/zombie & sleep 0.5", f->dir), 0);
+	assert_int_equal(test_run("grep -q '^State:.*Z' /proc/$(cat %s/zombie)/status", f->dir), 0);
+	assert_int_equal(test_run("timeout 2 \"$HOSTPROF\" record -d 10 -o %s -p $(cat %s/zombie) 2>%s/err", f->out,
+				  f->dir, f->dir), 1);
+	assert_int_equal(test_run("grep -q 'process [0-9]* is a zombie: it has exited' %s/err", f->dir), 0);
+	assert_int_not_equal(test_run("test -e %s", f->out), 0);
+	/* a pid that is gone */
+	assert_int_equal(test_run("sh -c 'echo $$' > %s/gone", f->dir), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -o %s -p $(cat %s/gone) 2>%s/err", f->out, f->dir, f->dir), 1);
+	assert_int_equal(test_run("grep -q 'no such process [0-9]* (it has exited, or never existed)' %s/err",
+				  f->dir), 0);
+	/* another user's process, from an unprivileged hostprof */
+	test_require_root("to run hostprof as an unprivileged user next to root's process");
+	test_require_tool("command -v setpriv", "setpriv");
+	char *argv[] = { (char *)test_fixture_path("split_paths", fixture, sizeof(fixture)), "3", NULL };
+	pid_t pid = spawn_fixture(argv);
+	assert_int_equal(test_run("chmod 777 %s", f->dir), 0);
+	int rc = test_run("setpriv --reuid=65534 --regid=65534 --clear-groups \"$HOSTPROF\" record -d 1 -o %s -p %d "
+			  "2>%s/err", f->out, (int)pid, f->dir);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	test_run("cat %s/err", f->dir);
+	assert_int_equal(rc, 1);
+	assert_int_equal(test_run("grep -q 'process %d runs as another user (uid 0): profiling it needs root' %s/err",
+				  (int)pid, f->dir), 0);
+	assert_int_not_equal(test_run("grep -q paranoid %s/err", f->dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -440,6 +485,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_batched_reads, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_errors_are_one_line, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_tables_from_cache, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_unrecordable_targets, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests_name("record (integration)", tests, NULL, NULL);
 }

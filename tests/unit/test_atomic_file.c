@@ -129,6 +129,31 @@ static void test_failures_leave_nothing(void **state)
 	assert_int_equal(temps, 0);
 }
 
+/* The probe says what a write would meet, and leaves nothing behind: neither a file nor a temporary. */
+static void test_probe(void **state)
+{
+	struct test_workdir *w = *state;
+	char path[600];
+	int temps;
+	snprintf(path, sizeof(path), "%s/f", w->dir);
+	assert_int_equal(atomic_file_probe(path), 0);
+	assert_int_equal(count_entries(w->dir, &temps), 0);
+	assert_int_equal(atomic_file_write(path, "old", 3), 0);
+	assert_int_equal(atomic_file_probe(path), 0);
+	assert_contents(path, "old");
+	assert_int_equal(atomic_file_probe(w->dir), -EISDIR);
+	snprintf(path, sizeof(path), "%s/missing/f", w->dir);
+	assert_int_equal(atomic_file_probe(path), -ENOENT);
+	if (geteuid() != 0) { /* root writes into a read-only directory all the same */
+		snprintf(path, sizeof(path), "%s/ro", w->dir);
+		assert_int_equal(mkdir(path, 0555), 0);
+		strcat(path, "/f");
+		assert_int_equal(atomic_file_probe(path), -EACCES);
+	}
+	assert_int_equal(count_entries(w->dir, &temps), geteuid() != 0 ? 2 : 1);
+	assert_int_equal(temps, 0);
+}
+
 /* Many handles open at once on one path get distinct temporary files; the last commit wins. */
 static void test_distinct_temporaries(void **state)
 {
@@ -156,6 +181,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stream_then_discard, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_failures_leave_nothing, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_distinct_temporaries, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_probe, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests_name("atomic_file", tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "src/profile/ids.h"
@@ -1023,6 +1024,96 @@ static void test_write_replaces_with_umask_mode(void **state)
 	tmpdir_remove(&d);
 }
 
+/* A /proc/self/status field, KiB. */
+static long status_kib(const char *field)
+{
+	char line[256];
+	long v = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, strlen(field)))
+			v = strtol(line + strlen(field), NULL, 10);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* How much reading path (whose result must be expect) grows a fresh child's peak RSS, KiB: its peak, reset at
+ * its start, less what it had from the parent then. */
+static long read_growth_kib(const char *path, int expect)
+{
+	int fds[2], status;
+	long growth = -1;
+	assert_int_equal(pipe(fds), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct profile *p = NULL;
+		char err[256];
+		FILE *clear = fopen("/proc/self/clear_refs", "w");	/* "5": the peak starts again from now */
+		if (!clear || fputs("5", clear) < 0 || fclose(clear) != 0)
+			_exit(2);
+		long base = status_kib("VmRSS:");
+		int rc = profile_read_file(path, &p, err, sizeof(err));
+		profile_free(p);
+		long g = status_kib("VmHWM:") - base;
+		_exit(write(fds[1], &g, sizeof(g)) == sizeof(g) && rc == expect ? 0 : 1);
+	}
+	assert_true(pid > 0);
+	close(fds[1]);
+	assert_int_equal(read(fds[0], &growth, sizeof(growth)), sizeof(growth));
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	return growth;
+}
+
+/*
+ * 4 MB of empty arrays — as the whole file, in a key the reader does not know, as a dictionary table — is
+ * refused (or read as an empty profile) in memory proportional to what a profile uses of it: the file's bytes,
+ * not msgpack-c's 24 bytes per declared element (over 100 MB before). Measured as the growth of a fresh child's
+ * peak RSS, so that what the test process (and a sanitizer) held before does not count.
+ */
+static void test_empty_arrays_bounded(void **state)
+{
+	(void)state;
+	static const uint8_t header[] = "\x82\xa6" "format\xa8" "hostprof\xa7" "version\x01";
+	const uint32_t n = 4u << 20;
+	const struct { uint8_t prefix[64]; size_t len; int expect; } shapes[] = {
+		{ "", 0, -EINVAL },			/* [[], [], ...] */
+		{ "\x83\x00", 2, 0 },			/* {0: header, 1: [], 2: {0: [[], ...]}}: an unknown table */
+		{ "\x83\x00", 2, -EBADMSG },		/* ... 2: {7: [[], ...]}: the stacks */
+	};
+	struct tmpdir d;
+	char path[128];
+	uint8_t *buf = malloc(n + 128);
+	assert_non_null(buf);
+	tmpdir_make(&d);
+	tmpdir_file(&d, "empty-arrays.msgpack", path, sizeof(path));
+	for (int k = 0; k < 3; k++) {
+		size_t len = 0;
+		if (k > 0) {
+			memcpy(buf, shapes[k].prefix, shapes[k].len);
+			len = shapes[k].len;
+			memcpy(buf + len, header, sizeof(header) - 1);
+			len += sizeof(header) - 1;
+			memcpy(buf + len, k == 1 ? "\x01\x90\x02\x81\x00" : "\x01\x90\x02\x81\x07", 5);
+			len += 5;
+		}
+		buf[len++] = 0xdd;
+		for (int i = 3; i >= 0; i--)
+			buf[len++] = (uint8_t)(n >> (8 * i));
+		memset(buf + len, 0x90, n);
+		write_bytes(path, buf, len + n);
+		long kib = read_growth_kib(path, shapes[k].expect);
+		fprintf(stderr, "%zu bytes of empty arrays, shape %d: peak RSS grew %ld KiB\n", len + n, k, kib);
+		if (kib >= 48 * 1024)
+			free(buf);
+		assert_true(kib < 48 * 1024);	/* the file's 4 MB and the reader's own: 100 MB and more before */
+	}
+	free(buf);
+	tmpdir_remove(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1038,6 +1129,7 @@ int main(void)
 		cmocka_unit_test(test_truncated_file),
 		cmocka_unit_test(test_corrupted_bytes),
 		cmocka_unit_test(test_garbage),
+		cmocka_unit_test(test_empty_arrays_bounded),
 		cmocka_unit_test(test_crafted_good_and_unknown_keys),
 		cmocka_unit_test(test_crafted_bad_indices),
 		cmocka_unit_test(test_unknown_major_rejected),

@@ -551,6 +551,68 @@ static void test_relocatable_is_enoexec(void **state)
 	assert_int_equal(open_err(obj), -ENOEXEC);
 }
 
+/* A copy of src at dst whose section name's header points past the end of the file: its offset (field 0) or
+ * its size (field 1). The header is found with libelf and rewritten in place, nothing else moves. */
+static void corrupt_section(const char *src, const char *dst, const char *name, int field)
+{
+	size_t len, shstrndx;
+	char *bytes = read_file(src, &len);
+	write_file(dst, bytes, len);
+	free(bytes);
+	int fd = open(dst, O_RDWR);
+	assert_true(fd >= 0);
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	GElf_Ehdr eh;
+	assert_non_null(e);
+	assert_non_null(gelf_getehdr(e, &eh));
+	assert_int_equal(elf_getshdrstrndx(e, &shstrndx), 0);
+	bool done = false;
+	for (Elf_Scn *scn = elf_nextscn(e, NULL); scn && !done; scn = elf_nextscn(e, scn)) {
+		GElf_Shdr sh;
+		Elf64_Shdr raw;
+		assert_non_null(gelf_getshdr(scn, &sh));
+		const char *n = elf_strptr(e, shstrndx, sh.sh_name);
+		if (!n || strcmp(n, name))
+			continue;
+		off_t at = (off_t)(eh.e_shoff + elf_ndxscn(scn) * eh.e_shentsize);
+		assert_int_equal(pread(fd, &raw, sizeof(raw), at), sizeof(raw));
+		if (field == 0)
+			raw.sh_offset = len + 4096;
+		else
+			raw.sh_size = len * 4;
+		assert_int_equal(pwrite(fd, &raw, sizeof(raw), at), sizeof(raw));
+		done = true;
+	}
+	elf_end(e);
+	close(fd);
+	assert_true(done);
+}
+
+/*
+ * One section whose header points past the end of the file costs that section, not the file's names: with
+ * .comment, .debug_str (DWARF's names) or .eh_frame corrupt, the symbol table still names every function.
+ */
+static void test_bad_section_costs_only_itself(void **state)
+{
+	struct fixture *f = *state;
+	const char *sections[] = { ".comment", ".debug_str", ".eh_frame" };
+	struct symbol_frame fr[8];
+	char path[256];
+	path_in(f, path, sizeof(path), "bad-section");
+	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
+		for (int field = 0; field < 2; field++) {
+			corrupt_section(f->prog, path, sections[i], field);
+			struct symbolizer *s = open_ok(path);
+			assert_int_equal(symbolizer_lookup(s, f->leaf.addr, fr, 8), 1);
+			assert_string_equal(fr[0].function, "exported_leaf");
+			assert_true(symbolizer_lookup(s, f->hidden.addr, fr, 8) >= 1);
+			assert_string_equal(fr[0].function, "hidden_static");
+			symbolizer_free(s);
+		}
+	}
+}
+
 /* Corrupted copies must fail or work, never crash (most useful under the sanitizers). */
 static void test_corrupt_copies_do_not_crash(void **state)
 {
@@ -1045,6 +1107,7 @@ int main(void)
 		cmocka_unit_test(test_not_elf_is_enoexec),
 		cmocka_unit_test(test_relocatable_is_enoexec),
 		cmocka_unit_test(test_corrupt_copies_do_not_crash),
+		cmocka_unit_test(test_bad_section_costs_only_itself),
 		cmocka_unit_test(test_libc_malloc),
 		cmocka_unit_test(test_cxx_demangled),
 		cmocka_unit_test(test_index_matches_dwfl_on_libc),
