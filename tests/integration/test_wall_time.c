@@ -189,6 +189,26 @@ static void test_pprof_off_cpu(void **state)
 				  "'main;wait_sleep;.*__schedule_\\[k\\] (9[5-9][0-9]{4}|10[0-4][0-9]{4})$'", f->out), 0);
 }
 
+/*
+ * A user the tracepoint is not permitted to: one line that says what would allow it (root, or CAP_PERFMON with
+ * tracefs read access and perf_event_paranoid <= -1), a failing exit, and no profile.
+ */
+static void test_unprivileged_told_why(void **state)
+{
+	struct test_workdir *f = *state;
+	require_off_cpu(f);
+	test_require_root("to run hostprof as an unprivileged user");
+	test_require_tool("command -v setpriv", "setpriv");
+	assert_int_equal(test_run("chmod 777 %s", f->dir), 0);
+	int rc = test_run("setpriv --reuid=65534 --regid=65534 --clear-groups \"$HOSTPROF\" record --off-cpu "
+			  "-o %s/np.msgpack -- sleep 0.1 2>%s/np.err", f->dir, f->dir);
+	test_run("cat %s/np.err >&2", f->dir);
+	assert_int_not_equal(rc, 0);
+	assert_int_equal(test_run("grep -q 'off-CPU profiling needs root, or CAP_PERFMON' %s/np.err", f->dir), 0);
+	assert_int_equal(test_run("test $(wc -l < %s/np.err) -eq 1", f->dir), 0);
+	assert_int_not_equal(test_run("test -e %s/np.msgpack", f->dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -197,6 +217,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_mutex_waiter, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_preempted_not_blocked, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_pprof_off_cpu, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_unprivileged_told_why, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests_name("off-CPU (integration)", tests, NULL, NULL);
 }
