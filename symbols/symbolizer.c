@@ -113,6 +113,8 @@ struct symbolizer {
 	Dwfl_Module *mod;
 	Elf *elf;			/* the main file, until libdwfl takes it over (find_main_elf) */
 	int fd;				/* its descriptor, likewise */
+	int bytes_fd;			/* the main file again, ours to pread a few bytes from (stub_is_sigreturn):
+					 * libdwfl owns fd and reads, not maps, the file */
 	dev_t dev;			/* identity of the main file, which is never its own debug file */
 	ino_t ino;
 	GElf_Addr start, end;		/* the span of its PT_LOAD segments */
@@ -759,6 +761,9 @@ static int open_main(struct symbolizer *s, const char *path, int fd)
 	s->dev = st.st_dev;
 	s->ino = st.st_ino;
 	elf_version(EV_CURRENT);
+	s->bytes_fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+	if (s->bytes_fd < 0)
+		return -errno;
 	s->elf = elf_begin(s->fd, ELF_C_READ, NULL);
 	return s->elf ? check_elf(s, (uint64_t)st.st_size) : -ENOEXEC;
 }
@@ -944,6 +949,7 @@ int symbolizer_open(const char *path, int fd, struct symbolizer **out)
 	if (!s)
 		return -ENOMEM;
 	s->fd = -1;
+	s->bytes_fd = -1;
 	int e = open_main(s, path, fd);
 	if (e == 0) {
 		s->dir = main_dir(path);
@@ -969,6 +975,8 @@ void symbolizer_free(struct symbolizer *s)
 		elf_end(s->elf);
 	if (s->fd >= 0)
 		close(s->fd);
+	if (s->bytes_fd >= 0)
+		close(s->bytes_fd);
 	strtab_free(&s->strings);
 	cache_free(&s->cache);
 	index_free(&s->index);
@@ -1274,7 +1282,7 @@ static int stub_frame(struct symbolizer *s, GElf_Addr va, enum evidence evidence
 {
 	const char *name = plt_stub_name(s, va);
 	Elf *elf;
-	if (!name && evidence != COVERING_SYMBOL && (elf = main_elf(s)) && stub_is_sigreturn(elf, s->fd, va))
+	if (!name && evidence != COVERING_SYMBOL && (elf = main_elf(s)) && stub_is_sigreturn(elf, s->bytes_fd, va))
 		name = intern(&s->strings, "__restore_rt");
 	if (!name)
 		return 0;
