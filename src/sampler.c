@@ -145,12 +145,13 @@ static void build_attr(struct sampler *s, uint32_t type, uint64_t config)
 #define RING_PAGES_MIN 512	/* 2 MiB */
 #define RING_PAGES_MAX 2048	/* 8 MiB */
 
-static unsigned default_ring_pages(uint32_t stack_size)
+/* Pages of a ring for samples samples of stack_size bytes of stack each. */
+static unsigned default_ring_pages(uint32_t stack_size, unsigned samples)
 {
 	/* Unprivileged users share perf_event_mlock_kb (516 KiB by default) across CPUs; root is not limited. A
 	 * sample is its stack copy plus ~1 KiB (registers, frame-pointer chain): 16 KiB stacks take 4 MiB rings. */
 	if (geteuid() == 0) {
-		uint64_t want = (uint64_t)RING_SAMPLES * (stack_size + 1024u), page = (uint64_t)getpagesize();
+		uint64_t want = (uint64_t)samples * (stack_size + 1024u), page = (uint64_t)getpagesize();
 		unsigned pages = RING_PAGES_MIN;
 		while (pages < RING_PAGES_MAX && (uint64_t)pages * page < want)
 			pages *= 2;
@@ -171,13 +172,7 @@ static unsigned default_ring_pages(uint32_t stack_size)
 static unsigned default_off_cpu_ring_pages(const struct sampler_options *o)
 {
 	uint32_t stack = o->off_cpu_stack_size ? o->off_cpu_stack_size : o->stack_size;
-	if (geteuid() != 0)
-		return default_ring_pages(stack);
-	uint64_t want = (uint64_t)OFF_CPU_RING_SAMPLES * (stack + 1024u), page = (uint64_t)getpagesize();
-	unsigned pages = RING_PAGES_MIN;
-	while (pages < RING_PAGES_MAX && (uint64_t)pages * page < want)
-		pages *= 2;
-	return pages;
+	return default_ring_pages(stack, OFF_CPU_RING_SAMPLES);
 }
 
 static void raise_fd_limit(void)
@@ -206,7 +201,7 @@ int sampler_new(const struct sampler_options *o, struct sampler **out)
 		return -ENOMEM;
 	s->opts = *o;
 	if (!s->opts.ring_pages)
-		s->opts.ring_pages = default_ring_pages(o->stack_size);
+		s->opts.ring_pages = default_ring_pages(o->stack_size, RING_SAMPLES);
 	if (!s->opts.off_cpu_ring_pages)
 		s->opts.off_cpu_ring_pages = default_off_cpu_ring_pages(o);
 	s->ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
