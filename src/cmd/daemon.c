@@ -220,15 +220,20 @@ static int write_making_room(struct daemon *d, fallback_write_fn write, void *ar
 	return err;
 }
 
-static void drop_held(struct daemon *d, unsigned i, const char *why)
+/* The oldest profile held, written or given up: out of the queue. */
+static void forget_oldest_held(struct daemon *d)
 {
-	struct held_profile *h = &d->held[i];
-	dlog(d, LOG_LEVEL_ERROR, "dropped the unwritten profile %s (%llu samples): %s", h->path,
-	     (unsigned long long)h->samples, why);
-	d->held_bytes -= h->size;
-	free(h->data);
-	memmove(h, h + 1, (d->nheld - i - 1) * sizeof(*h));
+	d->held_bytes -= d->held[0].size;
+	free(d->held[0].data);
+	memmove(d->held, d->held + 1, (d->nheld - 1) * sizeof(*d->held));
 	d->nheld--;
+}
+
+static void drop_oldest_held(struct daemon *d, const char *why)
+{
+	dlog(d, LOG_LEVEL_ERROR, "dropped the unwritten profile %s (%llu samples): %s", d->held[0].path,
+	     (unsigned long long)d->held[0].samples, why);
+	forget_oldest_held(d);
 }
 
 /* p could not be written to path (why: the error, 0 when older profiles still wait): keep it, encoded, within
@@ -241,9 +246,9 @@ static void hold_profile(struct daemon *d, const struct profile *p, const char *
 	if (err == 0 && h.size > d->cfg.max_unwritten)
 		err = -EFBIG;
 	if (err == 0 && d->nheld == DAEMON_HELD_MAX)
-		drop_held(d, 0, "too many profiles held");
+		drop_oldest_held(d, "too many profiles held");
 	while (err == 0 && d->held_bytes + h.size > d->cfg.max_unwritten)
-		drop_held(d, 0, "max-unwritten reached");
+		drop_oldest_held(d, "max-unwritten reached");
 	if (err < 0) {
 		dlog(d, LOG_LEVEL_ERROR, "cannot write %s: %s; its %llu samples are dropped (%s)", path,
 		     strerror(-why), (unsigned long long)h.samples,
@@ -272,10 +277,7 @@ static void retry_held(struct daemon *d)
 		d->profiles_written++;
 		dlog(d, LOG_LEVEL_INFO, "wrote %s (held in memory until now): %llu samples", h->path,
 		     (unsigned long long)h->samples);
-		d->held_bytes -= h->size;
-		free(h->data);
-		memmove(h, h + 1, (d->nheld - 1) * sizeof(*h));
-		d->nheld--;
+		forget_oldest_held(d);
 	}
 }
 
@@ -288,12 +290,9 @@ static void save_held(struct daemon *d)
 		int err = fallback_file_save(d->held[0].path, write_held_to, &d->held[0], saved, sizeof(saved));
 		if (err == 0) {
 			dlog(d, LOG_LEVEL_WARN, "saved the unwritten profile %s to %s", d->held[0].path, saved);
-			d->held_bytes -= d->held[0].size;
-			free(d->held[0].data);
-			memmove(d->held, d->held + 1, (d->nheld - 1) * sizeof(*d->held));
-			d->nheld--;
+			forget_oldest_held(d);
 		} else {
-			drop_held(d, 0, "no other place takes it either");
+			drop_oldest_held(d, "no other place takes it either");
 		}
 	}
 }
