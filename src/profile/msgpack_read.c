@@ -255,20 +255,33 @@ struct piece {
 	size_t len;
 };
 
+/* The header of the container at pc (fix: the first byte of its fix form, 0x80 map or 0x90 array; op16: that
+ * of its 16-bit form, op16 + 1 the 32-bit one): its length, and its element count in *count; 0 when pc is not
+ * one. */
+static size_t container_head(const struct piece *pc, uint8_t fix, uint8_t op16, uint64_t *count)
+{
+	const uint8_t *b = pc->data;
+	size_t p = b[0] >= fix && b[0] <= fix + 0x0f ? 1 : b[0] == op16 ? 3 : b[0] == op16 + 1 ? 5 : 0;
+	*count = 0;
+	if (p == 0 || pc->len < p)
+		return 0;
+	for (size_t i = 1; i < p; i++)
+		*count = *count << 8 | b[i];
+	if (p == 1)
+		*count = b[0] & 0x0f;
+	return p;
+}
+
 /* The values of the small integer keys keys[0..n) in the map at m, as pieces (absent ones: len 0); other keys
  * are skipped, never decoded. false when m is not a map. */
 static bool map_pieces(const struct piece *m, const uint8_t *keys, int n, struct piece *out)
 {
 	const uint8_t *b = m->data;
-	uint64_t count = 0;
-	size_t p = b[0] >= 0x80 && b[0] <= 0x8f ? 1 : b[0] == 0xde ? 3 : b[0] == 0xdf ? 5 : 0;
+	uint64_t count;
+	size_t p = container_head(m, 0x80, 0xde, &count);
 	memset(out, 0, (size_t)n * sizeof(*out));
-	if (p == 0 || m->len < p)
+	if (p == 0)
 		return false;
-	for (size_t i = 1; i < p; i++)
-		count = count << 8 | b[i];
-	if (p == 1)
-		count = b[0] & 0x0f;
 	for (uint64_t k = 0; k < count; k++) {
 		uint8_t key = b[p];
 		size_t start;
@@ -681,15 +694,11 @@ static bool starts_element(uint8_t b, bool str)
 static int check_table_elements(struct reader *r, const struct piece *t, bool str, const char *what)
 {
 	const uint8_t *b = t->data;
-	size_t p = b[0] >= 0x90 && b[0] <= 0x9f ? 1 : b[0] == 0xdc ? 3 : b[0] == 0xdd ? 5 : 0;
-	uint64_t n = 0;
+	uint64_t n;
+	size_t p = container_head(t, 0x90, 0xdc, &n);
 	char at[64];
-	if (p == 0 || t->len < p)
+	if (p == 0)
 		return 0;
-	for (size_t i = 1; i < p; i++)
-		n = n << 8 | b[i];
-	if (p == 1)
-		n = b[0] & 0x0f;
 	for (uint64_t i = 0; i < n; i++) {
 		if (i > 0 && !starts_element(b[p], str))
 			return fail(r, -EBADMSG, "corrupt: %s is not a %s", place(at, sizeof(at), what, (uint32_t)i),
