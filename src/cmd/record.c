@@ -114,8 +114,14 @@ static int start_command(struct record_run *r, int *go_fd)
 		return err;
 	}
 	pid_t pid = fork();
-	if (pid < 0)
-		return -errno;
+	if (pid < 0) {
+		int err = -errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		close(errfd[0]);
+		close(errfd[1]);
+		return err;
+	}
 	if (pid == 0) {
 		char c;
 		close(pipefd[1]);
