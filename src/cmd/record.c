@@ -623,6 +623,17 @@ static void record_log(void *ctx, enum log_level level, const char *msg)
 	log_stderr_write(&to, level, msg);
 }
 
+/* The forked command started (err 0) or told to give up (closing go_fd without a byte); then exec's error. */
+static int let_command_go(struct record_run *r, int go_fd, int err)
+{
+	if (err == 0 && write(go_fd, "g", 1) != 1)
+		err = -errno;
+	close(go_fd);
+	if (err == 0 && (err = exec_failed(r)) < 0)
+		r->exec_error = 1;
+	return err;
+}
+
 static int record(struct record_plan *o, const struct cli_env *env)
 {
 	struct record_run r = { .o = o, .env = env, .child = -1, .exec_fd = -1 };
@@ -646,14 +657,8 @@ static int record(struct record_plan *o, const struct cli_env *env)
 		err = sampler_enable(r.sampler);
 	r.start_unix_ns = clock_ns(CLOCK_REALTIME);
 	r.start_mono_ns = clock_ns(CLOCK_MONOTONIC);
-	if (go_fd >= 0) {
-		/* Closing without a byte tells the child to give up; one byte starts it. */
-		if (err == 0 && write(go_fd, "g", 1) != 1)
-			err = -errno;
-		close(go_fd);
-		if (err == 0 && (err = exec_failed(&r)) < 0)
-			r.exec_error = 1;
-	}
+	if (go_fd >= 0)
+		err = let_command_go(&r, go_fd, err);
 	if (err == 0) {
 		if (!o->opts.quiet)
 			fprintf(stderr, "hostprof: recording at %u Hz (%s)%s\n", o->sampler.freq_hz,
