@@ -40,6 +40,16 @@ struct traces {
 	struct trace_kernel kernel;
 	struct hindex traces;	/* by stack-trace ID: struct trace * */
 	struct hindex by_frames; /* by frames_hash() of its frames: struct trace * (traces without JIT frames) */
+	/* What the latest traces_hash() found, for the traces_add_linked() of the same sample that follows it:
+	 * the trace itself (NULL: a new one), or the frames' hash to index the new trace under. */
+	struct {
+		const struct trace_frame *frames;
+		unsigned n;
+		bool has_jit;
+		uint64_t frames_hash;
+		struct trace_id id;
+		struct trace *found;
+	} last;
 	struct hindex keys;	/* by (trace, pid, tid, APM link): struct count_key * */
 };
 
@@ -80,6 +90,8 @@ void traces_reset(struct traces *t)
 	hindex_clear(&t->keys);
 	hindex_clear(&t->traces);
 	hindex_clear(&t->by_frames);
+	t->last.frames = NULL;
+	t->last.found = NULL;
 }
 
 void traces_free(struct traces *t)
@@ -176,16 +188,31 @@ static bool trace_has_frames(const void *ctx, uint64_t value, const void *key)
 	return true;
 }
 
-void traces_hash(const struct traces *t, const struct trace_frame *frames, unsigned n, struct trace_id *out)
+void traces_hash(struct traces *t, const struct trace_frame *frames, unsigned n, struct trace_id *out)
 {
 	bool has_jit;
 	uint64_t h = frames_hash(frames, n, &has_jit), v;
 	struct frames_key key = { frames, n };
+	struct trace *found = NULL;
 	if (!has_jit && hindex_find(&t->by_frames, h, trace_has_frames, NULL, &key, &v)) {
-		*out = ((const struct trace *)(uintptr_t)v)->id;
-		return;
+		found = (struct trace *)(uintptr_t)v;
+		*out = found->id;
+	} else {
+		hash_frames(t, frames, n, out);
 	}
-	hash_frames(t, frames, n, out);
+	t->last.frames = frames;
+	t->last.n = n;
+	t->last.has_jit = has_jit;
+	t->last.frames_hash = h;
+	t->last.id = *out;
+	t->last.found = found;
+}
+
+/* Whether the latest traces_hash() was of these frames, with this ID. */
+static bool last_hashed(const struct traces *t, const struct trace_id *id, const struct trace_frame *frames,
+			unsigned n)
+{
+	return t->last.frames == frames && t->last.n == n && memcmp(t->last.id.bytes, id->bytes, 16) == 0;
 }
 
 /* A stack-trace ID is a hash already: its first 8 bytes are the index's hash. */
@@ -206,6 +233,9 @@ static struct trace *trace_intern(struct traces *t, const struct trace_id *id, c
 				  unsigned n)
 {
 	uint64_t v;
+	bool hashed = last_hashed(t, id, frames, n);
+	if (hashed && t->last.found)
+		return t->last.found;
 	if (hindex_find(&t->traces, id_hash(id), trace_has_id, NULL, id->bytes, &v))
 		return (struct trace *)(uintptr_t)v;
 	struct trace *tr = malloc(sizeof(*tr) + n * sizeof(*frames));
@@ -224,11 +254,11 @@ static struct trace *trace_intern(struct traces *t, const struct trace_id *id, c
 		trace_free(t, tr);
 		return NULL;
 	}
-	bool has_jit;
-	uint64_t fh = frames_hash(frames, n, &has_jit);
+	bool has_jit = hashed ? t->last.has_jit : false;
+	uint64_t fh = hashed ? t->last.frames_hash : frames_hash(frames, n, &has_jit);
 	/* Out of memory here only costs the next sample of this stack the full hash. */
-	if (!has_jit)
-		(void)hindex_insert(&t->by_frames, fh, (uintptr_t)tr);
+	if (!has_jit && hindex_insert(&t->by_frames, fh, (uintptr_t)tr) == 0 && hashed)
+		t->last.found = tr;
 	return tr;
 }
 

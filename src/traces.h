@@ -62,7 +62,7 @@ void traces_free(struct traces *t);
 void traces_reset(struct traces *t);
 
 /* Compute the stack-trace ID of n frames. */
-void traces_hash(const struct traces *t, const struct trace_frame *frames, unsigned n, struct trace_id *out);
+void traces_hash(struct traces *t, const struct trace_frame *frames, unsigned n, struct trace_id *out);
 
 /* APM trace context of a correlated sample (correlate.h): counted apart, written as the sample's link. */
 struct trace_link {
