@@ -417,6 +417,7 @@ void procmgr_on_comm(struct procmgr *pm, const struct perf_comm *c)
 		p->nthreads = 0;
 		p->last_resync_ns = 0;
 		p->apm_checked = 0;
+		p->lane_checked = 0;
 	}
 	if (c->pid == c->tid)
 		snprintf(p->comm, sizeof(p->comm), "%s", c->comm);

@@ -52,6 +52,7 @@ struct process {
 	uint64_t last_resync_ns;
 	uint64_t last_sample_ns;	/* monotonic time of the latest sample, for forgetting idle processes */
 	int apm_checked;	/* the session looked for an APM agent among the mappings (cleared by exec) */
+	int lane_checked;	/* the session looked its program up among those that took the fast lane (likewise) */
 	int exited;		/* reap generations left: 0 while alive */
 };
 

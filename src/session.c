@@ -33,6 +33,17 @@
 #include "unwind/unwind_deltas.h"
 #include "unwind/unwind_libunwind.h"
 
+/*
+ * Programs (by the FileID of the file the sample's IP was in) one of whose processes took the fast lane for its
+ * stacks: their later processes take it from their first sample handled, instead of after a batch's reads came
+ * too late. Short-lived processes of one program (a build tool run per file) would otherwise exit before.
+ */
+#define LANE_PROGRAMS 64
+struct lane_program {
+	struct file_id file;
+	unsigned kinds;		/* FASTLANE_GO, FASTLANE_DEEP */
+};
+
 struct session {
 	struct sampler *sampler;
 	struct execinfo_mgr *execinfo;
@@ -50,6 +61,8 @@ struct session {
 	size_t go_max_stack;			/* most goroutine stack read per sample */
 	int paused;				/* the caller's sampler is off (session_pause()) */
 	struct hindex live_reads;		/* pid → its reads of the live process so far (live_read()) */
+	struct lane_program lane_programs[LANE_PROGRAMS];	/* programs whose stacks took the fast lane */
+	unsigned nlane_programs;		/* entries used, then the next one replaced (oldest first) */
 	int kernel_frames;			/* a sample had kernel frames: kallsyms is needed to name them */
 	struct go_stack *go_stack;		/* NULL when not following goroutines from g0 */
 	struct stackext *stackext;		/* NULL when walks see only the kernel's stack copy */
@@ -218,9 +231,53 @@ static void count_live_sample(struct session *s, pid_t pid)
  * samples (deep recursion, busy Go code), or found LIVE_LATE_FOR_FAST_LANE of them stale, takes the fast lane,
  * whose readers read them while they hold the thread; programs that seldom need them stay in the batches.
  */
-static void live_read(struct session *s, pid_t pid, unsigned kind, int rc)
+/* The FileID of p's program (its lowest file mapping: the executable, below its libraries), for lane_programs;
+ * false when unknown. */
+static bool process_program(struct session *s, struct process *p, struct file_id *out)
+{
+	for (unsigned i = 0; i < p->nmaps && i < 4; i++) {
+		struct execinfo *e = procmgr_mapping_exe(s->procs, p, &p->maps[i]);
+		if (e) {
+			*out = *execinfo_file_id(e);
+			return true;
+		}
+	}
+	return false;
+}
+
+static void learn_lane_program(struct session *s, const struct find_ctx *c, unsigned kind)
+{
+	struct file_id id;
+	if (!process_program(s, c->proc, &id))
+		return;
+	for (unsigned i = 0; i < s->nlane_programs && i < LANE_PROGRAMS; i++)
+		if (!memcmp(s->lane_programs[i].file.bytes, id.bytes, sizeof(id.bytes))) {
+			s->lane_programs[i].kinds |= kind;
+			return;
+		}
+	s->lane_programs[s->nlane_programs++ % LANE_PROGRAMS] = (struct lane_program){ id, kind };
+}
+
+/* A process's first sample: if its program took the fast lane for its stacks before, so does it, at once. */
+static void lane_by_program(struct session *s, struct process *p)
+{
+	struct file_id id;
+	if (p->lane_checked || !s->nlane_programs || !(s->opts.fast_lane & SESSION_FAST_LANE_STACKS) ||
+	    !process_program(s, p, &id))
+		return;
+	p->lane_checked = 1;
+	for (unsigned i = 0; i < s->nlane_programs && i < LANE_PROGRAMS; i++)
+		if (!memcmp(s->lane_programs[i].file.bytes, id.bytes, sizeof(id.bytes))) {
+			fast_lane_for(s, p->pid, s->lane_programs[i].kinds, "for their stacks to be read as the sample "
+				      "saw them");
+			return;
+		}
+}
+
+static void live_read(struct session *s, const struct find_ctx *c, unsigned kind, int rc)
 {
 	uint64_t v = 0;
+	pid_t pid = c->proc->pid;
 	if (s->fast)
 		return;
 	hindex_u32_get(&s->live_reads, (uint32_t)pid, &v);
@@ -230,8 +287,10 @@ static void live_read(struct session *s, pid_t pid, unsigned kind, int rc)
 		v += 1ull << 44;
 	hindex_u32_put(&s->live_reads, (uint32_t)pid, v);
 	int busy = LIVE_READS(v) == LIVE_READS_FOR_FAST_LANE && LIVE_READS(v) * LIVE_SHARE_FOR_FAST_LANE >= LIVE_SAMPLES(v);
-	if (busy || (rc == -ESTALE && LIVE_LATE(v) == LIVE_LATE_FOR_FAST_LANE))
+	if (busy || (rc == -ESTALE && LIVE_LATE(v) == LIVE_LATE_FOR_FAST_LANE)) {
 		fast_lane_for(s, pid, kind, "for their stacks to be read as the sample saw them");
+		learn_lane_program(s, c, kind);
+	}
 }
 
 static int setup_correlation(struct session *s)
@@ -275,7 +334,7 @@ static void followed_goroutine(void *ctx, const struct unwind_process *proc, enu
 	if (source == GO_STACK_HELD)
 		s->stats.fast_goroutines++;
 	else
-		live_read(s, c->proc->pid, FASTLANE_GO, rc);
+		live_read(s, c, FASTLANE_GO, rc);
 }
 
 /*
@@ -344,7 +403,7 @@ static int extend_stack(void *ctx, const struct unwind_process *proc, const stru
 	int rc = stackext_read(s->stackext, proc->memory, &have, addr, &got);
 	/* A walk's reads count once for the fast lane's decision (a deep one takes several), and each time late. */
 	if (first || rc == -ESTALE)
-		live_read(s, c->proc->pid, go ? FASTLANE_GO : FASTLANE_DEEP, rc);
+		live_read(s, c, go ? FASTLANE_GO : FASTLANE_DEEP, rc);
 	if (rc < 0)
 		return rc;
 	longer->regs[UNWIND_REG_SP] = got.sp;
@@ -867,8 +926,10 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec,
 	if (!p)
 		return count_untracked(s, &ps);
 	p->last_sample_ns = t0;
-	if (!fe)
+	if (!fe) {
 		count_live_sample(s, p->pid);
+		lane_by_program(s, p);
+	}
 	unsigned n = sample_frames(s, p, &ps, fe);
 	const char *tname = ps.pid ? procmgr_thread_name(s->procs, p, (pid_t)ps.tid) : "swapper";
 	struct trace_id id;
