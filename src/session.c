@@ -245,17 +245,24 @@ static bool process_program(struct session *s, struct process *p, struct file_id
 	return false;
 }
 
+static struct lane_program *find_lane_program(struct session *s, const struct file_id *id)
+{
+	for (unsigned i = 0; i < s->nlane_programs && i < LANE_PROGRAMS; i++)
+		if (!memcmp(s->lane_programs[i].file.bytes, id->bytes, sizeof(id->bytes)))
+			return &s->lane_programs[i];
+	return NULL;
+}
+
 static void learn_lane_program(struct session *s, const struct find_ctx *c, unsigned kind)
 {
 	struct file_id id;
+	struct lane_program *known;
 	if (!process_program(s, c->proc, &id))
 		return;
-	for (unsigned i = 0; i < s->nlane_programs && i < LANE_PROGRAMS; i++)
-		if (!memcmp(s->lane_programs[i].file.bytes, id.bytes, sizeof(id.bytes))) {
-			s->lane_programs[i].kinds |= kind;
-			return;
-		}
-	s->lane_programs[s->nlane_programs++ % LANE_PROGRAMS] = (struct lane_program){ id, kind };
+	if ((known = find_lane_program(s, &id)))
+		known->kinds |= kind;
+	else
+		s->lane_programs[s->nlane_programs++ % LANE_PROGRAMS] = (struct lane_program){ id, kind };
 }
 
 /* A process's first sample: if its program took the fast lane for its stacks before, so does it, at once. */
@@ -266,12 +273,9 @@ static void lane_by_program(struct session *s, struct process *p)
 	    !process_program(s, p, &id))
 		return;
 	p->lane_checked = 1;
-	for (unsigned i = 0; i < s->nlane_programs && i < LANE_PROGRAMS; i++)
-		if (!memcmp(s->lane_programs[i].file.bytes, id.bytes, sizeof(id.bytes))) {
-			fast_lane_for(s, p->pid, s->lane_programs[i].kinds, "for their stacks to be read as the sample "
-				      "saw them");
-			return;
-		}
+	const struct lane_program *known = find_lane_program(s, &id);
+	if (known)
+		fast_lane_for(s, p->pid, known->kinds, "for their stacks to be read as the sample saw them");
 }
 
 static void live_read(struct session *s, const struct find_ctx *c, unsigned kind, int rc)
