@@ -9,9 +9,10 @@
  *
  * Files that only root can write are mmap'd; any other file is read with pread, so that a user truncating it
  * cannot turn hostprof's next read into SIGBUS (a truncated file is then a read error, e.g. no delta table).
+ * Large tables are built by a worker thread (execinfo_mgr_start_worker()), so that the caller never waits for one.
  *
  * The manager never calls into the process manager. Release hooks let other caches keyed on an entry (the
- * unwinders' per-file tables) drop their data before the entry is freed. Not thread-safe.
+ * unwinders' per-file tables) drop their data before the entry is freed. Not thread-safe: one thread calls it (the worker's thread touches no entry).
  */
 #ifndef HOSTPROF_EXECINFO_H
 #define HOSTPROF_EXECINFO_H
@@ -74,8 +75,30 @@ int execinfo_contains_va(const struct execinfo *e, uint64_t va);
 struct symbolizer *execinfo_symbolizer(struct execinfo *e);
 
 /* The file's stack-delta table, built on first use (once per file, shared by every process), or loaded from
- * the table cache when the manager has a cache directory; NULL if the file has no usable unwind information. */
+ * the table cache when the manager has a cache directory; NULL if the file has no usable unwind information.
+ * With a worker, waits for its build. */
 const struct stack_deltas *execinfo_deltas(struct execinfo *e);
+
+/*
+ * Table building off the caller's thread. After execinfo_mgr_start_worker(), a table that is neither built nor in
+ * the table cache is built by a worker thread (src/table_worker.h) on an Elf handle of its own: the entry's own
+ * handle stays the caller's alone. The worker holds a reference on the entry until its job is collected.
+ * wake_fd: an eventfd the worker writes when a table is ready (or -1). Returns 0, -EINVAL (started already),
+ * -ENOMEM.
+ */
+int execinfo_mgr_start_worker(struct execinfo_mgr *m, int wake_fd);
+/* The table if it is ready (built, or loaded now from the cache: cheap); else NULL, with *pending true while the
+ * worker builds it (started now if needed). In-memory images and managers without a worker build at once. */
+const struct stack_deltas *execinfo_deltas_nowait(struct execinfo *e, bool *pending);
+/* Install the tables the worker finished (releasing its references: entries may be freed). Returns how many. */
+unsigned execinfo_mgr_collect(struct execinfo_mgr *m);
+/* The same, after waiting for every build submitted. */
+unsigned execinfo_mgr_wait(struct execinfo_mgr *m);
+/* Builds submitted and not yet collected. */
+unsigned execinfo_mgr_pending(const struct execinfo_mgr *m);
+/* Cancel the builds not started, wait for the running one and collect all: call before releasing the last
+ * entries, and before execinfo_mgr_free(). */
+void execinfo_mgr_stop(struct execinfo_mgr *m);
 
 /* What the entry knows of its file; the strings and the FileID live as long as the entry. */
 const struct file_id *execinfo_file_id(const struct execinfo *e);

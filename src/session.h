@@ -61,6 +61,10 @@ struct session_stats {
 	uint64_t fast_dropped;	/* samples of the main rings left to the fast lane (it has them) */
 	uint64_t fast_goroutines;	/* Go samples on g0 followed with the goroutine the fast lane read */
 	uint64_t fast_extensions;	/* walks past the copy that went on with the stack the fast lane read */
+	uint64_t held;		/* samples held while a table their walk needs was built (each time held) */
+	uint64_t replayed;	/* held samples handled again once the tables were ready */
+	uint64_t table_pending;	/* samples walked without a table being built: no room to hold them, or the
+				 * fast lane's (the module was walked with the fallback unwinder) */
 };
 
 
