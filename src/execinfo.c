@@ -37,6 +37,7 @@ struct execinfo {
 	Elf_Cmd elf_cmd;		/* how e->elf reads the file: the worker's handle reads it the same way */
 	struct stack_deltas_stats deltas_stats;
 	unsigned refs;
+	uint32_t used_gen;		/* the manager's generation when its table or symbolizer was last asked for */
 	dev_t dev;
 	ino_t ino;
 	off_t size;
@@ -59,6 +60,7 @@ struct execinfo_mgr {
 	struct stack_deltas_cache *tables;	/* in cache_dir, opened on the first table (table_cache()) */
 	int tables_failed;
 	struct table_worker *worker;	/* execinfo_mgr_start_worker(); NULL: tables are built when asked */
+	uint32_t gen;			/* execinfo_mgr_evict() calls so far */
 };
 
 int execinfo_mgr_new(struct execinfo_mgr **out)
@@ -379,6 +381,7 @@ int execinfo_contains_va(const struct execinfo *e, uint64_t va)
 
 struct symbolizer *execinfo_symbolizer(struct execinfo *e)
 {
+	e->used_gen = e->mgr->gen;
 	if (e->symbolizer || e->symbolizer_failed)
 		return e->symbolizer;
 	int fd = e->fd;
@@ -448,6 +451,7 @@ static int submit_build(struct execinfo *e)
 const struct stack_deltas *execinfo_deltas_nowait(struct execinfo *e, bool *pending)
 {
 	*pending = e->deltas_pending;
+	e->used_gen = e->mgr->gen;
 	if (e->deltas || e->deltas_failed || e->deltas_pending)
 		return e->deltas;
 	struct stack_deltas_key key;
@@ -521,6 +525,36 @@ const struct stack_deltas *execinfo_deltas(struct execinfo *e)
 	while (e->deltas_pending)
 		execinfo_mgr_wait(e->mgr);
 	return e->deltas;
+}
+
+/* Drop e's table and symbolizer (asked again, they come back: from the table cache, or built). */
+static void evict(struct execinfo *e, struct execinfo_evicted *out)
+{
+	if (e->deltas && !e->deltas_pending) {
+		out->tables++;
+		out->table_bytes += e->deltas_stats.bytes;
+		out->tables_cached += e->deltas_cacheable;
+		stack_deltas_free(e->deltas);
+		e->deltas = NULL;
+		memset(&e->deltas_stats, 0, sizeof(e->deltas_stats));
+	}
+	if (e->symbolizer) {
+		out->symbolizers++;
+		symbolizer_free(e->symbolizer);
+		e->symbolizer = NULL;
+	}
+}
+
+void execinfo_mgr_evict(struct execinfo_mgr *m, bool all, struct execinfo_evicted *out)
+{
+	uint64_t v;
+	memset(out, 0, sizeof(*out));
+	for (uint32_t pos = 0; hindex_next(&m->by_id, &pos, &v);) {
+		struct execinfo *e = (struct execinfo *)(uintptr_t)v;
+		if (all || e->used_gen != m->gen)
+			evict(e, out);
+	}
+	m->gen++;
 }
 
 void execinfo_mgr_totals(const struct execinfo_mgr *m, struct execinfo_totals *t)

@@ -100,6 +100,18 @@ unsigned execinfo_mgr_pending(const struct execinfo_mgr *m);
  * entries, and before execinfo_mgr_free(). */
 void execinfo_mgr_stop(struct execinfo_mgr *m);
 
+/*
+ * The memory budget's lever: drop the delta tables and symbolizers of the entries whose table or symbolizer was
+ * not asked for since the previous call (all: of every entry). Entries stay (their processes still map them); a
+ * table or symbolizer asked for again comes back, from the table cache (cheap) or built by the worker. Tables being
+ * built are left alone. out gets what was dropped.
+ */
+struct execinfo_evicted {
+	unsigned tables, tables_cached, symbolizers;	/* tables_cached: of the tables, those the cache holds */
+	uint64_t table_bytes;
+};
+void execinfo_mgr_evict(struct execinfo_mgr *m, bool all, struct execinfo_evicted *out);
+
 /* What the entry knows of its file; the strings and the FileID live as long as the entry. */
 const struct file_id *execinfo_file_id(const struct execinfo *e);
 const char *execinfo_build_id(const struct execinfo *e);	/* lowercase hex GNU build-id, "" if none */

@@ -4,6 +4,7 @@
 #include "src/session.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <sys/eventfd.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "correlate/correlate.h"
 #include "src/base/clock.h"
 #include "src/base/hindex.h"
+#include "src/base/mem_usage.h"
 #include "src/base/host_id.h"
 #include "src/execinfo.h"
 #include "src/fastlane.h"
@@ -1135,4 +1137,35 @@ void session_reset_counts(struct session *s)
 {
 	traces_reset(s->traces);
 	memset(&s->stats, 0, sizeof(s->stats));
+}
+
+/* Give the heap's free pages back to the kernel, and read what is left of ours. */
+static uint64_t trimmed_rss(void)
+{
+	struct mem_usage u;
+	malloc_trim(0);
+	return mem_usage_read(0, &u) == 0 ? u.rss_anon : 0;
+}
+
+static void add_evicted(struct session_memory *out, const struct execinfo_evicted *ev)
+{
+	out->tables += ev->tables;
+	out->table_bytes += ev->table_bytes;
+	out->symbolizers += ev->symbolizers;
+}
+
+void session_enforce_budget(struct session *s, uint64_t budget, struct session_memory *out)
+{
+	struct execinfo_evicted ev;
+	memset(out, 0, sizeof(*out));
+	execinfo_mgr_evict(s->execinfo, false, &ev);
+	add_evicted(out, &ev);
+	out->rss_anon = trimmed_rss();
+	if (budget && out->rss_anon > budget) {
+		/* Still over: the files in use give up their tables and symbolizers too (back when asked). */
+		out->over = true;
+		execinfo_mgr_evict(s->execinfo, true, &ev);
+		add_evicted(out, &ev);
+		out->rss_anon = trimmed_rss();
+	}
 }

@@ -190,4 +190,18 @@ unsigned session_forget_idle(struct session *s, uint64_t idle_ns);
 /* Start a new reporting interval: forget the traces, counts and counters already put into a profile. */
 void session_reset_counts(struct session *s);
 
+/*
+ * The memory budget (the daemon's, after each profile): the delta tables and symbolizers of files not used since the
+ * last call are dropped (they come back when needed: from the table cache, or built by the worker), the heap's
+ * free pages go back to the kernel (malloc_trim), and if hostprof's anonymous memory (RssAnon) is still over budget
+ * (bytes, 0: none), the files in use drop theirs too. out says what was dropped and what is left.
+ */
+struct session_memory {
+	unsigned tables, symbolizers;	/* dropped */
+	uint64_t table_bytes;		/* of the tables dropped */
+	uint64_t rss_anon;		/* after */
+	bool over;			/* the budget was exceeded after the idle files' state was dropped */
+};
+void session_enforce_budget(struct session *s, uint64_t budget, struct session_memory *out);
+
 #endif
