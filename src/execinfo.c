@@ -551,8 +551,12 @@ void execinfo_mgr_evict(struct execinfo_mgr *m, bool all, struct execinfo_evicte
 	memset(out, 0, sizeof(*out));
 	for (uint32_t pos = 0; hindex_next(&m->by_id, &pos, &v);) {
 		struct execinfo *e = (struct execinfo *)(uintptr_t)v;
-		if (all || e->used_gen != m->gen)
-			evict(e, out);
+		if (!(all || e->used_gen != m->gen))
+			continue;
+		evict(e, out);
+		/* The unwinders' per-file caches (libunwind's tables, checked call sites) go too. */
+		for (unsigned i = 0; i < m->nhooks; i++)
+			m->hooks[i].fn(m->hooks[i].ctx, e);
 	}
 	m->gen++;
 }

@@ -46,7 +46,8 @@ void execinfo_mgr_free(struct execinfo_mgr *m);
  * Without it, neither is read nor written. Set it once, before the first entry is acquired. Returns 0, -EINVAL
  * (already set, or dir NULL), -ENOMEM. */
 int execinfo_mgr_set_cache_dir(struct execinfo_mgr *m, const char *dir);
-/* Called with each entry just before it is freed. At most 4 hooks. */
+/* Called with each entry just before it is freed, and when its per-file state is dropped (execinfo_mgr_evict()):
+ * drop what is kept for it. At most 4 hooks. */
 int execinfo_mgr_add_release_hook(struct execinfo_mgr *m, execinfo_release_fn fn, void *ctx);
 
 /*
@@ -104,10 +105,11 @@ void execinfo_mgr_stop(struct execinfo_mgr *m);
  * The memory budget's lever: drop the delta tables and symbolizers of the entries whose table or symbolizer was
  * not asked for since the previous call (all: of every entry). Entries stay (their processes still map them); a
  * table or symbolizer asked for again comes back, from the table cache (cheap) or built by the worker. Tables being
- * built are left alone. out gets what was dropped.
+ * built are left alone. The release hooks are called for each entry dropped. out gets what was dropped.
  */
 struct execinfo_evicted {
-	unsigned tables, tables_cached, symbolizers;	/* tables_cached: of the tables, those the cache holds */
+	unsigned tables, tables_cached, symbolizers;	/* tables_cached: of the tables, those of files the table
+							 * cache may hold (cheap to load again) */
 	uint64_t table_bytes;
 };
 void execinfo_mgr_evict(struct execinfo_mgr *m, bool all, struct execinfo_evicted *out);

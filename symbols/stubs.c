@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define STUB_MAX_SECTIONS 4	/* .plt, .plt.sec, .plt.got (and one spare) */
 
@@ -220,7 +221,7 @@ const char *stub_names_plt(struct stub_names *p, uint64_t va)
 	return NULL;
 }
 
-bool stub_is_sigreturn(Elf *elf, uint64_t va)
+bool stub_is_sigreturn(Elf *elf, int fd, uint64_t va)
 {
 	size_t nph;
 	if (elf_getphdrnum(elf, &nph) != 0)
@@ -230,19 +231,27 @@ bool stub_is_sigreturn(Elf *elf, uint64_t va)
 		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) ||
 		    va < ph.p_vaddr || va - ph.p_vaddr >= ph.p_filesz)
 			continue;
-		/* The file's image in place (libelf maps or reads it once): a raw chunk per address would be
-		 * allocated and kept in a search tree for every address looked up without a symbol. */
-		size_t file_len;
-		const uint8_t *file = (const uint8_t *)elf_rawfile(elf, &file_len);
-		uint64_t off = ph.p_offset + (va - ph.p_vaddr), want = STACK_DELTA_SIGRETURN_LEN + 1;
-		if (!file || off >= file_len || off < ph.p_offset)
+		uint8_t buf[STACK_DELTA_SIGRETURN_LEN + 1];
+		uint64_t off = ph.p_offset + (va - ph.p_vaddr), avail = ph.p_filesz - (va - ph.p_vaddr);
+		size_t want = avail < sizeof(buf) ? (size_t)avail : sizeof(buf);
+		ssize_t n;
+		if (off < ph.p_offset || off > (uint64_t)INT64_MAX)
 			return false;
-		uint64_t avail = ph.p_filesz - (va - ph.p_vaddr);
-		if (avail > file_len - off)
-			avail = file_len - off;
-		size_t n = (size_t)(avail < want ? avail : want);
-		return stack_delta_is_sigreturn(file + off, n) ||
-		       (n > 1 && stack_delta_is_sigreturn(file + off + 1, n - 1));
+		if (fd >= 0) {
+			/* Ten bytes from the file: elf_rawfile() on a handle that reads (not maps) the file would
+			 * read all of it into memory, 100 MB for a large library, kept as long as the handle. */
+			n = pread(fd, buf, want, (off_t)off);
+		} else {
+			/* An image in memory: its raw file is that memory, nothing is copied. A raw chunk per address
+			 * would be allocated and kept in a search tree for every address looked up. */
+			size_t file_len;
+			const uint8_t *file = (const uint8_t *)elf_rawfile(elf, &file_len);
+			n = file && off < file_len ? (ssize_t)(want < file_len - off ? want : file_len - off) : -1;
+			if (n > 0)
+				memcpy(buf, file + off, (size_t)n);
+		}
+		return n > 0 && (stack_delta_is_sigreturn(buf, (size_t)n) ||
+				 (n > 1 && stack_delta_is_sigreturn(buf + 1, (size_t)n - 1)));
 	}
 	return false;
 }

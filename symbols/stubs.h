@@ -39,7 +39,8 @@ void stub_names_free(struct stub_names *p);
 const char *stub_names_plt(struct stub_names *p, uint64_t va);
 
 /* Whether the rt_sigreturn trampoline starts at ELF address va, or at va + 1 (where a return address into it,
- * minus 1, points), in an executable segment of elf. */
-bool stub_is_sigreturn(Elf *elf, uint64_t va);
+ * minus 1, points), in an executable segment of elf. fd: the file elf reads, whose bytes there are read (-1: elf
+ * is an image in memory, elf_memory()). */
+bool stub_is_sigreturn(Elf *elf, int fd, uint64_t va);
 
 #endif

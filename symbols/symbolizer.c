@@ -1274,7 +1274,7 @@ static int stub_frame(struct symbolizer *s, GElf_Addr va, enum evidence evidence
 {
 	const char *name = plt_stub_name(s, va);
 	Elf *elf;
-	if (!name && evidence != COVERING_SYMBOL && (elf = main_elf(s)) && stub_is_sigreturn(elf, va))
+	if (!name && evidence != COVERING_SYMBOL && (elf = main_elf(s)) && stub_is_sigreturn(elf, s->fd, va))
 		name = intern(&s->strings, "__restore_rt");
 	if (!name)
 		return 0;

@@ -69,7 +69,7 @@ static void fuzz_code_checks(Elf *elf)
 	}
 	for (uint64_t va = 0; va < 0x4000 && calls; va += 16) {
 		call_site_follows_call(calls, elf, NULL, va);
-		stub_is_sigreturn(elf, va);
+		stub_is_sigreturn(elf, -1, va);
 	}
 	call_site_free(calls);
 }

@@ -176,12 +176,16 @@ static void test_sigreturn_trampoline(void **state)
 	int fd;
 	Elf *elf = open_elf(f, "tramp.so", &fd);
 	uint64_t tramp = sym(elf, "tramp");
-	assert_true(stub_is_sigreturn(elf, tramp));
-	assert_true(stub_is_sigreturn(elf, tramp - 1));	/* a return address into it, minus 1 */
-	assert_false(stub_is_sigreturn(elf, tramp + 1));
-	assert_false(stub_is_sigreturn(elf, sym(elf, "f")));
-	assert_false(stub_is_sigreturn(elf, sym(elf, "after")));
-	assert_false(stub_is_sigreturn(elf, UINT64_MAX - 4));
+	/* Read from the file (as the symbolizer does), and from libelf's image of it: the same answers. */
+	int fds[2] = { fd, -1 };
+	for (int i = 0; i < 2; i++) {
+		assert_true(stub_is_sigreturn(elf, fds[i], tramp));
+		assert_true(stub_is_sigreturn(elf, fds[i], tramp - 1));	/* a return address into it, minus 1 */
+		assert_false(stub_is_sigreturn(elf, fds[i], tramp + 1));
+		assert_false(stub_is_sigreturn(elf, fds[i], sym(elf, "f")));
+		assert_false(stub_is_sigreturn(elf, fds[i], sym(elf, "after")));
+		assert_false(stub_is_sigreturn(elf, fds[i], UINT64_MAX - 4));
+	}
 	elf_end(elf);
 	close(fd);
 }
