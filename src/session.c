@@ -1168,4 +1168,5 @@ void session_enforce_budget(struct session *s, uint64_t budget, struct session_m
 		add_evicted(out, &ev);
 		out->rss_anon = trimmed_rss();
 	}
+	out->files = execinfo_mgr_count(s->execinfo);
 }

@@ -198,6 +198,8 @@ void session_reset_counts(struct session *s);
  */
 struct session_memory {
 	unsigned tables, symbolizers;	/* dropped */
+	unsigned files;			/* executable files still known (their processes map them, or samples of
+					 * the interval being built hold them) */
 	uint64_t table_bytes;		/* of the tables dropped */
 	uint64_t rss_anon;		/* after */
 	bool over;			/* the budget was exceeded after the idle files' state was dropped */

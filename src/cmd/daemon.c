@@ -320,9 +320,9 @@ static void forget_and_budget(struct daemon *d)
 	session_forget_idle(d->session, (uint64_t)d->cfg.forget_idle_s * 1000000000ULL);
 	session_enforce_budget(d->session, d->cfg.memory_budget, &mem);
 	dlog(d, mem.over ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
-	     "memory: dropped %u stack-delta tables (%.1f MiB) and %u symbolizers%s; %.1f MiB of anonymous memory "
-	     "(budget %.0f MiB)", mem.tables, mem.table_bytes / 1048576.0, mem.symbolizers,
-	     mem.over ? " (over budget: of files in use too)" : " of idle files", mem.rss_anon / 1048576.0,
+	     "memory: dropped %u stack-delta tables (%.1f MiB) and %u symbolizers%s; %u files known, %.1f MiB of "
+	     "anonymous memory (budget %.0f MiB)", mem.tables, mem.table_bytes / 1048576.0, mem.symbolizers,
+	     mem.over ? " (over budget: of files in use too)" : " of idle files", mem.files, mem.rss_anon / 1048576.0,
 	     d->cfg.memory_budget / 1048576.0);
 }
 
