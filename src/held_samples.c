@@ -37,7 +37,7 @@ int held_samples_add(struct held_samples *h, const struct perf_event_header *rec
 {
 	size_t size = (rec->size + 7u) & ~(size_t)7;	/* records stay 8-byte aligned for the decoder */
 	struct held_batch *b = &h->cur;
-	if (size < sizeof(*rec) || b->count >= h->max_count || b->len + size > h->max_bytes)
+	if (rec->size < sizeof(*rec) || b->count >= h->max_count || b->len + size > h->max_bytes)
 		return -ENOSPC;
 	if (!b->base) {
 		/* Reserved, not committed: only the pages records are written to count. */

@@ -37,7 +37,8 @@ struct held_samples;
 int held_samples_new(unsigned max_count, size_t max_bytes, struct held_samples **out);
 void held_samples_free(struct held_samples *h);
 
-/* Copy rec (rec->size bytes) in. Returns 0, -ENOSPC (over a bound: not held), -ENOMEM (no mapping). */
+/* Copy rec (rec->size bytes) in. Returns 0, -ENOSPC (over a bound, or shorter than its header: not held),
+ * -ENOMEM (no mapping). */
 int held_samples_add(struct held_samples *h, const struct perf_event_header *rec);
 /* Records held now. */
 unsigned held_samples_count(const struct held_samples *h);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "symbols/stubs.h"
@@ -176,16 +177,27 @@ static void test_sigreturn_trampoline(void **state)
 	int fd;
 	Elf *elf = open_elf(f, "tramp.so", &fd);
 	uint64_t tramp = sym(elf, "tramp");
-	/* Read from the file (as the symbolizer does), and from libelf's image of it: the same answers. */
+	/* Read from the file (as the symbolizer does), and from an image of it in memory (elf_memory(), fd -1): the
+	 * same answers. (elf_rawfile() on a handle that reads the file loses the section data read before it.) */
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	char *image = malloc((size_t)st.st_size);
+	assert_non_null(image);
+	assert_int_equal(pread(fd, image, (size_t)st.st_size, 0), st.st_size);
+	Elf *mem = elf_memory(image, (size_t)st.st_size);
+	assert_non_null(mem);
+	Elf *elfs[2] = { elf, mem };
 	int fds[2] = { fd, -1 };
 	for (int i = 0; i < 2; i++) {
-		assert_true(stub_is_sigreturn(elf, fds[i], tramp));
-		assert_true(stub_is_sigreturn(elf, fds[i], tramp - 1));	/* a return address into it, minus 1 */
-		assert_false(stub_is_sigreturn(elf, fds[i], tramp + 1));
-		assert_false(stub_is_sigreturn(elf, fds[i], sym(elf, "f")));
-		assert_false(stub_is_sigreturn(elf, fds[i], sym(elf, "after")));
-		assert_false(stub_is_sigreturn(elf, fds[i], UINT64_MAX - 4));
+		assert_true(stub_is_sigreturn(elfs[i], fds[i], tramp));
+		assert_true(stub_is_sigreturn(elfs[i], fds[i], tramp - 1));	/* a return address into it, minus 1 */
+		assert_false(stub_is_sigreturn(elfs[i], fds[i], tramp + 1));
+		assert_false(stub_is_sigreturn(elfs[i], fds[i], sym(elf, "f")));
+		assert_false(stub_is_sigreturn(elfs[i], fds[i], sym(elf, "after")));
+		assert_false(stub_is_sigreturn(elfs[i], fds[i], UINT64_MAX - 4));
 	}
+	elf_end(mem);
+	free(image);
 	elf_end(elf);
 	close(fd);
 }
