@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "src/base/hindex.h"
+#include "src/table_worker.h"
 #include "unwind/stack_deltas_cache.h"
 
 struct execinfo {
@@ -32,8 +33,11 @@ struct execinfo {
 	struct stack_deltas *deltas;	/* lazily built, see execinfo_deltas() */
 	int deltas_failed;
 	bool deltas_cacheable;		/* see table_cacheable() */
+	bool deltas_pending;		/* its table is being built by the worker (which holds a reference) */
+	Elf_Cmd elf_cmd;		/* how e->elf reads the file: the worker's handle reads it the same way */
 	struct stack_deltas_stats deltas_stats;
 	unsigned refs;
+	uint32_t used_gen;		/* the manager's generation when its table or symbolizer was last asked for */
 	dev_t dev;
 	ino_t ino;
 	off_t size;
@@ -55,6 +59,8 @@ struct execinfo_mgr {
 	char *cache_dir;	/* execinfo_mgr_set_cache_dir(); NULL: none */
 	struct stack_deltas_cache *tables;	/* in cache_dir, opened on the first table (table_cache()) */
 	int tables_failed;
+	struct table_worker *worker;	/* execinfo_mgr_start_worker(); NULL: tables are built when asked */
+	uint32_t gen;			/* execinfo_mgr_evict() calls so far */
 };
 
 int execinfo_mgr_new(struct execinfo_mgr **out)
@@ -72,6 +78,7 @@ void execinfo_mgr_free(struct execinfo_mgr *m)
 {
 	if (!m)
 		return;
+	table_worker_free(m->worker);
 	hindex_free(&m->by_id);
 	hindex_free(&m->by_stat);
 	stack_deltas_cache_free(m->tables);
@@ -237,6 +244,7 @@ static int entry_load(struct execinfo *e, const char *path, Elf_Cmd cmd)
 		return -ENOMEM;
 	const char *slash = strrchr(e->path, '/');
 	e->name = slash ? (char *)slash + 1 : e->path;
+	e->elf_cmd = cmd;
 	e->elf = e->image ? elf_memory(e->image, e->image_size) : elf_begin(e->fd, cmd, NULL);
 	if (!e->elf || elf_kind(e->elf) != ELF_K_ELF)
 		return -ENOEXEC;
@@ -373,6 +381,7 @@ int execinfo_contains_va(const struct execinfo *e, uint64_t va)
 
 struct symbolizer *execinfo_symbolizer(struct execinfo *e)
 {
+	e->used_gen = e->mgr->gen;
 	if (e->symbolizer || e->symbolizer_failed)
 		return e->symbolizer;
 	int fd = e->fd;
@@ -406,18 +415,150 @@ static struct stack_deltas_cache *table_cache(struct execinfo_mgr *m)
 	return m->tables;
 }
 
-const struct stack_deltas *execinfo_deltas(struct execinfo *e)
+int execinfo_mgr_start_worker(struct execinfo_mgr *m, int wake_fd)
 {
-	if (e->deltas || e->deltas_failed)
+	return m->worker ? -EINVAL : table_worker_new(wake_fd, &m->worker);
+}
+
+static void table_key(const struct execinfo *e, struct stack_deltas_key *key)
+{
+	key->build_id = e->build_id;
+	memcpy(key->file, e->file_id.bytes, sizeof(key->file));
+}
+
+/* Hand e's table to the worker, which holds a reference on e until the job comes back. 0 or -errno. */
+static int submit_build(struct execinfo *e)
+{
+	struct table_job *job = calloc(1, sizeof(*job));
+	if (!job)
+		return -ENOMEM;
+	job->fd = e->fd;
+	job->cmd = e->elf_cmd;
+	job->cache = e->deltas_cacheable ? table_cache(e->mgr) : NULL;
+	memcpy(job->build_id, e->build_id, sizeof(e->build_id));
+	memcpy(job->file, e->file_id.bytes, sizeof(job->file));
+	job->owner = e;
+	int err = table_worker_submit(e->mgr->worker, job);
+	if (err < 0) {
+		free(job);
+		return err;
+	}
+	e->refs++;
+	e->deltas_pending = true;
+	return 0;
+}
+
+const struct stack_deltas *execinfo_deltas_nowait(struct execinfo *e, bool *pending)
+{
+	*pending = e->deltas_pending;
+	e->used_gen = e->mgr->gen;
+	if (e->deltas || e->deltas_failed || e->deltas_pending)
 		return e->deltas;
-	struct stack_deltas_key key = { .build_id = e->build_id };
+	struct stack_deltas_key key;
 	struct stack_deltas_cache *c = e->deltas_cacheable ? table_cache(e->mgr) : NULL;
-	memcpy(key.file, e->file_id.bytes, sizeof(key.file));
+	table_key(e, &key);
+	/* A table from the cache is mapped and checked in well under a millisecond: no need to wait for it. */
+	if (c && stack_deltas_cache_load(c, &key, &e->deltas, &e->deltas_stats) == 0)
+		return e->deltas;
+	e->deltas = NULL;
+	if (e->mgr->worker && e->fd >= 0 && submit_build(e) == 0) {
+		*pending = true;
+		return NULL;
+	}
 	if (stack_deltas_cache_get(c, c ? &key : NULL, e->elf, &e->deltas, &e->deltas_stats) < 0) {
 		e->deltas = NULL;
 		e->deltas_failed = 1;
 	}
 	return e->deltas;
+}
+
+/* Install the tables of the jobs in list (built, failed or cancelled) and drop the worker's references. */
+static unsigned install(struct execinfo_mgr *m, struct table_job *list)
+{
+	unsigned n = 0;
+	for (struct table_job *job = list, *next; job; job = next, n++) {
+		struct execinfo *e = job->owner;
+		next = job->next;
+		e->deltas_pending = false;
+		if (job->err == 0) {
+			e->deltas = job->table;
+			e->deltas_stats = job->stats;
+		} else if (job->err != -ECANCELED) {	/* a cancelled build is not a failed one: asked again */
+			e->deltas_failed = 1;
+		}
+		free(job);
+		execinfo_release(m, e);
+	}
+	return n;
+}
+
+unsigned execinfo_mgr_collect(struct execinfo_mgr *m)
+{
+	return m->worker ? install(m, table_worker_done(m->worker, false)) : 0;
+}
+
+unsigned execinfo_mgr_pending(const struct execinfo_mgr *m)
+{
+	return m->worker ? table_worker_outstanding(m->worker) : 0;
+}
+
+unsigned execinfo_mgr_wait(struct execinfo_mgr *m)
+{
+	return m->worker ? install(m, table_worker_done(m->worker, true)) : 0;
+}
+
+void execinfo_mgr_stop(struct execinfo_mgr *m)
+{
+	if (!m->worker)
+		return;
+	table_worker_cancel(m->worker);
+	execinfo_mgr_wait(m);
+}
+
+const struct stack_deltas *execinfo_deltas(struct execinfo *e)
+{
+	bool pending;
+	const struct stack_deltas *t = execinfo_deltas_nowait(e, &pending);
+	if (!pending)
+		return t;
+	/* e stays alive through the wait: the caller holds a reference and so does the job. */
+	while (e->deltas_pending)
+		execinfo_mgr_wait(e->mgr);
+	return e->deltas;
+}
+
+/* Drop e's table and symbolizer (asked again, they come back: from the table cache, or built). */
+static void evict(struct execinfo *e, struct execinfo_evicted *out)
+{
+	if (e->deltas && !e->deltas_pending) {
+		out->tables++;
+		out->table_bytes += e->deltas_stats.bytes;
+		out->tables_cached += e->deltas_cacheable;
+		stack_deltas_free(e->deltas);
+		e->deltas = NULL;
+		memset(&e->deltas_stats, 0, sizeof(e->deltas_stats));
+	}
+	if (e->symbolizer) {
+		out->symbolizers++;
+		symbolizer_free(e->symbolizer);
+		e->symbolizer = NULL;
+	}
+}
+
+void execinfo_mgr_evict(struct execinfo_mgr *m, bool all, struct execinfo_evicted *out)
+{
+	uint64_t v;
+	memset(out, 0, sizeof(*out));
+	for (uint32_t pos = 0; hindex_next(&m->by_id, &pos, &v);) {
+		struct execinfo *e = (struct execinfo *)(uintptr_t)v;
+		if (!(all || e->used_gen != m->gen))
+			continue;
+		evict(e, out);
+		/* The unwinders' per-file caches (libunwind's tables, checked call sites) go too. */
+		for (unsigned i = 0; i < m->nhooks; i++)
+			m->hooks[i].fn(m->hooks[i].ctx, e);
+	}
+	m->gen++;
 }
 
 void execinfo_mgr_totals(const struct execinfo_mgr *m, struct execinfo_totals *t)

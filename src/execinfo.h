@@ -9,9 +9,10 @@
  *
  * Files that only root can write are mmap'd; any other file is read with pread, so that a user truncating it
  * cannot turn hostprof's next read into SIGBUS (a truncated file is then a read error, e.g. no delta table).
+ * Large tables are built by a worker thread (execinfo_mgr_start_worker()), so that the caller never waits for one.
  *
  * The manager never calls into the process manager. Release hooks let other caches keyed on an entry (the
- * unwinders' per-file tables) drop their data before the entry is freed. Not thread-safe.
+ * unwinders' per-file tables) drop their data before the entry is freed. Not thread-safe: one thread calls it (the worker's thread touches no entry).
  */
 #ifndef HOSTPROF_EXECINFO_H
 #define HOSTPROF_EXECINFO_H
@@ -45,7 +46,8 @@ void execinfo_mgr_free(struct execinfo_mgr *m);
  * Without it, neither is read nor written. Set it once, before the first entry is acquired. Returns 0, -EINVAL
  * (already set, or dir NULL), -ENOMEM. */
 int execinfo_mgr_set_cache_dir(struct execinfo_mgr *m, const char *dir);
-/* Called with each entry just before it is freed. At most 4 hooks. */
+/* Called with each entry just before it is freed, and when its per-file state is dropped (execinfo_mgr_evict()):
+ * drop what is kept for it. At most 4 hooks. */
 int execinfo_mgr_add_release_hook(struct execinfo_mgr *m, execinfo_release_fn fn, void *ctx);
 
 /*
@@ -74,8 +76,43 @@ int execinfo_contains_va(const struct execinfo *e, uint64_t va);
 struct symbolizer *execinfo_symbolizer(struct execinfo *e);
 
 /* The file's stack-delta table, built on first use (once per file, shared by every process), or loaded from
- * the table cache when the manager has a cache directory; NULL if the file has no usable unwind information. */
+ * the table cache when the manager has a cache directory; NULL if the file has no usable unwind information.
+ * With a worker, waits for its build. */
 const struct stack_deltas *execinfo_deltas(struct execinfo *e);
+
+/*
+ * Table building off the caller's thread. After execinfo_mgr_start_worker(), a table that is neither built nor in
+ * the table cache is built by a worker thread (src/table_worker.h) on an Elf handle of its own: the entry's own
+ * handle stays the caller's alone. The worker holds a reference on the entry until its job is collected.
+ * wake_fd: an eventfd the worker writes when a table is ready (or -1). Returns 0, -EINVAL (started already),
+ * -ENOMEM.
+ */
+int execinfo_mgr_start_worker(struct execinfo_mgr *m, int wake_fd);
+/* The table if it is ready (built, or loaded now from the cache: cheap); else NULL, with *pending true while the
+ * worker builds it (started now if needed). In-memory images and managers without a worker build at once. */
+const struct stack_deltas *execinfo_deltas_nowait(struct execinfo *e, bool *pending);
+/* Install the tables the worker finished (releasing its references: entries may be freed). Returns how many. */
+unsigned execinfo_mgr_collect(struct execinfo_mgr *m);
+/* The same, after waiting for every build submitted. */
+unsigned execinfo_mgr_wait(struct execinfo_mgr *m);
+/* Builds submitted and not yet collected. */
+unsigned execinfo_mgr_pending(const struct execinfo_mgr *m);
+/* Cancel the builds not started, wait for the running one and collect all: call before releasing the last
+ * entries, and before execinfo_mgr_free(). */
+void execinfo_mgr_stop(struct execinfo_mgr *m);
+
+/*
+ * The memory budget's lever: drop the delta tables and symbolizers of the entries whose table or symbolizer was
+ * not asked for since the previous call (all: of every entry). Entries stay (their processes still map them); a
+ * table or symbolizer asked for again comes back, from the table cache (cheap) or built by the worker. Tables being
+ * built are left alone. The release hooks are called for each entry dropped. out gets what was dropped.
+ */
+struct execinfo_evicted {
+	unsigned tables, tables_cached, symbolizers;	/* tables_cached: of the tables, those of files the table
+							 * cache may hold (cheap to load again) */
+	uint64_t table_bytes;
+};
+void execinfo_mgr_evict(struct execinfo_mgr *m, bool all, struct execinfo_evicted *out);
 
 /* What the entry knows of its file; the strings and the FileID live as long as the entry. */
 const struct file_id *execinfo_file_id(const struct execinfo *e);

@@ -4,6 +4,7 @@
 #include "src/session.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <sys/eventfd.h>
 #include <stdlib.h>
@@ -15,9 +16,11 @@
 #include "correlate/correlate.h"
 #include "src/base/clock.h"
 #include "src/base/hindex.h"
+#include "src/base/mem_usage.h"
 #include "src/base/host_id.h"
 #include "src/execinfo.h"
 #include "src/fastlane.h"
+#include "src/held_samples.h"
 #include "src/jitinfo.h"
 #include "src/offcpu.h"
 #include "src/tracepoint.h"
@@ -55,7 +58,7 @@ struct session {
 	struct replay_writer *capture;
 	struct correlate *correlate;		/* NULL when APM correlation is off */
 	struct fastlane *fastlane;		/* APM samples read at once; NULL until a process is ready */
-	int wake_fd;				/* eventfd the fast lane writes; -1 without it */
+	int wake_fd;				/* eventfd the fast lane and the table worker write */
 	const struct fastlane_entry *fast;	/* the fast-lane sample being handled, or NULL */
 	uint8_t *fast_ext;			/* a stack copy and the fast lane's rest of it, joined */
 	size_t go_max_stack;			/* most goroutine stack read per sample */
@@ -75,6 +78,13 @@ struct session {
 	struct offcpu *offcpu;			/* NULL unless off-CPU profiling */
 	uint64_t finish_ns;			/* session_finish()'s time: threads still off CPU count up to it */
 	uint64_t off_cpu_lost_told;		/* off-CPU samples lost in full rings, as far as in profiles */
+	/* Samples whose walk needs a table the worker is building (execinfo_deltas_nowait()) are held until it is
+	 * ready, then handled again (replay_held()). */
+	struct held_samples *held;		/* NULL without a worker (the reference unwinder needs no table) */
+	bool may_hold;				/* the sample being handled may be held (room, not the fast lane's) */
+	bool walk_pending;			/* its walk met a table being built */
+	bool replaying;				/* handling held samples */
+	uint64_t last_reap_ns;			/* exited processes are kept a while for held samples */
 	/* per-sample scratch, sized once by the frame bound so the hot path does not allocate */
 	unsigned max_frames;	/* user frames a walk keeps (opts.max_frames, or the default) */
 	struct unwind_frame *uframes;	/* max_frames */
@@ -317,7 +327,8 @@ static bool rule_at(void *ctx, const struct unwind_process *proc, uint64_t addr,
 	const struct find_ctx *c = proc->ctx;
 	struct mapping *m = procmgr_lookup_mapping(c->proc, addr);
 	struct execinfo *e = m ? procmgr_mapping_exe(c->s->procs, c->proc, m) : NULL;
-	const struct stack_deltas *t = e ? execinfo_deltas(e) : NULL;
+	bool pending;	/* a guess, not a walk: a table not ready yet is no reason to hold the sample */
+	const struct stack_deltas *t = e ? execinfo_deltas_nowait(e, &pending) : NULL;
 	(void)ctx;
 	return t && addr >= m->bias && stack_deltas_lookup(t, addr - m->bias, rule) == 0;
 }
@@ -442,6 +453,20 @@ int session_go_stack_stats(const struct session *s, struct go_stack_stats *out)
  * by libunwind, for that frame only; Go samples on g0 go on with their goroutine (go_stack.h), walks past the copy
  * with the stack read on (stackext.h).
  */
+/*
+ * Tables are built by a worker and the samples that wait for one held, so that sampling never waits for a build;
+ * the worker wakes the caller's poll through the session's eventfd. The reference unwinder needs no table.
+ */
+static int setup_worker(struct session *s)
+{
+	if (s->opts.unwinder != SESSION_UNWIND_DELTAS || !s->execinfo || !s->sampler)
+		return 0;
+	if ((s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+		return -errno;
+	int err = held_samples_new(0, 0, &s->held);
+	return err < 0 ? err : execinfo_mgr_start_worker(s->execinfo, s->wake_fd);
+}
+
 static int setup_unwinders(struct session *s)
 {
 	struct go_stack_options go = { .rule_at = rule_at, .held = held_goroutine, .followed = followed_goroutine,
@@ -493,6 +518,8 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 				     .max_rate = s->opts.off_cpu_max_rate };
 	if (err == 0 && s->opts.off_cpu)
 		err = offcpu_new(&oo, &s->offcpu);
+	if (err == 0)
+		err = setup_worker(s);
 	if (err == 0 && (!s->procs || !s->traces || !s->jit || !s->uframes || !s->frames ||
 			 (s->opts.capture_path && !s->capture) || setup_correlation(s) < 0 ||
 			 execinfo_mgr_add_release_hook(s->execinfo, forget_in_unwinders, s) < 0))
@@ -512,6 +539,10 @@ void session_free(struct session *s)
 	/* The fast lane's readers use the correlation's reader. */
 	fastlane_free(s->fastlane);
 	offcpu_free(s->offcpu);
+	/* The worker's references go before the entries' last holders do. */
+	if (s->execinfo)
+		execinfo_mgr_stop(s->execinfo);
+	held_samples_free(s->held);
 	/* Traces and mappings hold execinfo references; the unwinder must outlive their release hooks. Traces hold
 	 * jitinfo references too: the manager goes after them. */
 	traces_free(s->traces);
@@ -583,14 +614,43 @@ int session_wake_fd(const struct session *s)
 	return s->wake_fd;
 }
 
+/* Handle the held samples again, now that tables they waited for are ready (some may be held again). */
+static void replay_held(struct session *s, struct held_samples *h)
+{
+	struct held_batch b;
+	const struct perf_event_header *rec;
+	held_samples_take(h, &b);
+	s->replaying = true;
+	while ((rec = held_batch_next(&b))) {
+		s->stats.replayed++;
+		handle_sample(s, rec, sampler_layout(s->sampler), NULL);
+	}
+	s->replaying = false;
+	held_batch_free(&b);
+}
+
+/* Exited processes are forgotten a few ticks after their exit, but not while samples of theirs may be held, for
+ * at most SESSION_HOLD_REAP_NS: held samples are walked against the mappings the process had. */
+#define SESSION_HOLD_REAP_NS 2000000000ull
+
+static void reap(struct session *s, uint64_t now)
+{
+	if (s->held && held_samples_count(s->held) && now - s->last_reap_ns < SESSION_HOLD_REAP_NS)
+		return;
+	s->last_reap_ns = now;
+	procmgr_reap(s->procs);
+}
+
 int session_tick(struct session *s)
 {
 	int ms = CORRELATE_IDLE_MS;
 	uint64_t now = clock_mono_ns(), n;
+	/* The fast lane and the table worker write the eventfd: read it (reset) before looking at their work. */
+	if (s->wake_fd >= 0 && read(s->wake_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		n = 0;
+	if (s->held && execinfo_mgr_collect(s->execinfo) && held_samples_count(s->held))
+		replay_held(s, s->held);
 	if (s->fastlane) {
-		/* Only the fast lane writes the eventfd: read it (reset) only when there is one. */
-		if (read(s->wake_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-			n = 0;
 		fastlane_drain(s->fastlane, handle_fast_sample, s);
 		fastlane_reap(s->fastlane, now);
 	}
@@ -601,9 +661,25 @@ int session_tick(struct session *s)
 		ms = CORRELATE_DEFAULT_FLUSH_MS;
 	/* A capture records every process's mappings at the end: keep exited processes until then. */
 	if (!s->capture)
-		procmgr_reap(s->procs);
+		reap(s, now);
 	jitinfo_mgr_reap(s->jit);
 	return ms < 0 ? CORRELATE_DEFAULT_FLUSH_MS : ms;
+}
+
+/* Wait for every table the held samples need and handle them; a few rounds, as a replayed walk may meet another
+ * new file, then whatever is left is walked with what exists. */
+static void finish_held(struct session *s)
+{
+	for (int round = 0; s->held && held_samples_count(s->held) && round < 8; round++) {
+		execinfo_mgr_wait(s->execinfo);
+		replay_held(s, s->held);
+	}
+	struct held_samples *h = s->held;
+	if (h && held_samples_count(h)) {
+		s->held = NULL;	/* no more holding */
+		replay_held(s, h);
+		s->held = h;
+	}
 }
 
 void session_finish(struct session *s)
@@ -612,6 +688,7 @@ void session_finish(struct session *s)
 		fastlane_stop(s->fastlane);
 		fastlane_drain(s->fastlane, handle_fast_sample, s);
 	}
+	finish_held(s);
 	if (s->correlate) {
 		correlate_tick(s->correlate, clock_mono_ns());
 		correlate_finish(s->correlate, correlate_delay_ms(s->correlate));
@@ -636,8 +713,7 @@ int session_fastlane_stats(const struct session *s, struct fastlane_stats *out)
 	return 0;
 }
 
-static void fill_module(const struct session *s, const struct mapping *m, struct execinfo *e,
-			struct unwind_module *mod)
+static void fill_module(struct session *s, const struct mapping *m, struct execinfo *e, struct unwind_module *mod)
 {
 	mod->start = m->start;
 	mod->end = m->end;
@@ -645,8 +721,12 @@ static void fill_module(const struct session *s, const struct mapping *m, struct
 	mod->bias = m->bias;
 	mod->elf = execinfo_elf(e);
 	mod->cache_key = e;
-	/* Built once per file, on the first sample that needs it; the reference unwinder has no use for it. */
-	mod->deltas = s->opts.unwinder == SESSION_UNWIND_DELTAS ? execinfo_deltas(e) : NULL;
+	/* Built once per file, on the first sample that needs it, by the worker; the reference unwinder has no use
+	 * for it. While it is built, the sample is held (handle_sample()), or walked with the fallback. */
+	bool pending = false;
+	mod->deltas = s->opts.unwinder == SESSION_UNWIND_DELTAS ? execinfo_deltas_nowait(e, &pending) : NULL;
+	mod->table_pending = pending;
+	s->walk_pending |= pending;
 }
 
 /*
@@ -741,6 +821,8 @@ static int find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 	if (!e)
 		return find_in_neighbour(c, addr, mod);
 	fill_module(c->s, m, e, mod);
+	if (c->s->walk_pending && c->s->may_hold)
+		return -EAGAIN;	/* the sample will be held and walked again: the walk need not go on */
 	jit_in_file(c, addr, mod);
 	return 0;
 }
@@ -807,6 +889,9 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 			 unwind_deltas_unwind(s->deltas, &up, &us, s->uframes, s->max_frames, &st) :
 			 unwind_libunwind_unwind(s->unwinder, &up, &us, s->uframes, s->max_frames, &st);
 	s->stats.unwind_ns += clock_mono_ns() - t0;
+	if (s->walk_pending && s->may_hold)
+		return 0;	/* held: counted when it is walked again */
+	s->stats.table_pending += s->walk_pending;
 	if (s->capture && replay_writer_add_sample(s->capture, p->pid, (pid_t)ps->tid, &us) < 0)
 		s->stats.capture_errors++;
 	for (int i = 0; i < nu; i++) {
@@ -889,11 +974,26 @@ static int count_untracked(struct session *s, const struct perf_sample *ps)
 	return 0;
 }
 
-/* A sample's frames into s->frames: kernel frames, then the user stack unwound (fe: what the fast lane read).
- * Returns how many. */
+/* Count a walked sample's frames into the traces, with its trace context when it has one. */
+static void add_trace(struct session *s, struct process *p, const struct perf_sample *ps,
+		      const struct fastlane_entry *fe, unsigned n)
+{
+	const char *tname = ps->pid ? procmgr_thread_name(s->procs, p, (pid_t)ps->tid) : "swapper";
+	struct trace_id id;
+	struct trace_link link;
+	struct correlate_context ctx;
+	traces_hash(s->traces, s->frames, n, &id);
+	int linked = s->correlate && ps->pid && correlated(s, p, ps, ps->time, fe, &id, &ctx, &link);
+	if (traces_add_linked(s->traces, &id, (pid_t)ps->pid, (pid_t)ps->tid, ps->pid ? p->comm : "swapper", tname,
+			      s->frames, n, ps->period, linked ? &link : NULL) == 0)
+		s->stats.samples++;
+}
+
+/* The sample's kernel and user frames into s->frames; s->walk_pending tells whether a table was not ready. */
 static unsigned sample_frames(struct session *s, struct process *p, const struct perf_sample *ps,
 			      const struct fastlane_entry *fe)
 {
+	s->walk_pending = false;
 	unsigned n = add_kernel_frames(s, ps, s->frames);
 	s->fast = fe; /* for the walk's hooks: what the fast lane read of this sample's process */
 	if (ps->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && ps->pid != 0)
@@ -906,19 +1006,40 @@ static unsigned sample_frames(struct session *s, struct process *p, const struct
 
 static int handle_off_cpu_sample(struct session *s, const struct perf_event_header *rec,
 				 const struct perf_sample *ps, const struct fastlane_entry *fe);
+/*
+ * The frames of a sample, or true when it was held because a table its walk needs is being built. A sample the
+ * queue has no room for (or a fast-lane sample, whose trace context is read for now) is walked at once with what
+ * exists: the fallback unwinder through the module without a table (counted: table_pending).
+ */
+static bool walk_or_hold(struct session *s, struct process *p, const struct perf_sample *ps,
+			 const struct perf_event_header *rec, const struct fastlane_entry *fe, unsigned *n)
+{
+	s->may_hold = !fe && s->held;
+	*n = sample_frames(s, p, ps, fe);
+	if (!s->walk_pending || !s->may_hold)
+		return false;
+	if (held_samples_add(s->held, rec) == 0) {
+		s->stats.held++;
+		return true;
+	}
+	s->may_hold = false;
+	*n = sample_frames(s, p, ps, fe);
+	return false;
+}
 
 /* A sample from the main rings, or from the fast lane (fe: with its trace context read). */
 static int handle_sample(struct session *s, const struct perf_event_header *rec, const struct perf_layout *layout,
 			 const struct fastlane_entry *fe)
 {
 	struct perf_sample ps;
+	unsigned n;
 	if (perf_decode_sample(layout, rec, &ps) < 0) {
 		s->stats.bad_records++;
 		return 0;
 	}
 	if ((pid_t)ps.pid == s->self)
 		return 0; /* hostprof's own work is not what the user asked about */
-	if (!fe && s->fastlane && fastlane_covers(s->fastlane, (pid_t)ps.pid, ps.time)) {
+	if (!fe && !s->replaying && s->fastlane && fastlane_covers(s->fastlane, (pid_t)ps.pid, ps.time)) {
 		s->stats.fast_dropped++; /* the fast lane has this process's samples, off-CPU ones too */
 		return 0;
 	}
@@ -930,20 +1051,12 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec,
 	if (!p)
 		return count_untracked(s, &ps);
 	p->last_sample_ns = t0;
-	if (!fe) {
+	if (!fe && !s->replaying) {
 		count_live_sample(s, p->pid);
 		lane_by_program(s, p);
 	}
-	unsigned n = sample_frames(s, p, &ps, fe);
-	const char *tname = ps.pid ? procmgr_thread_name(s->procs, p, (pid_t)ps.tid) : "swapper";
-	struct trace_id id;
-	struct trace_link link;
-	struct correlate_context ctx;
-	traces_hash(s->traces, s->frames, n, &id);
-	int linked = s->correlate && ps.pid && correlated(s, p, &ps, ps.time, fe, &id, &ctx, &link);
-	if (traces_add_linked(s->traces, &id, (pid_t)ps.pid, (pid_t)ps.tid, ps.pid ? p->comm : "swapper", tname,
-			      s->frames, n, ps.period, linked ? &link : NULL) == 0)
-		s->stats.samples++;
+	if (!walk_or_hold(s, p, &ps, rec, fe, &n))
+		add_trace(s, p, &ps, fe, n);
 	/* The sample's frames hold their own references now: files its walk found replaced can go. */
 	procmgr_release_deferred(s->procs);
 	s->stats.handle_ns += clock_mono_ns() - t0;
@@ -999,6 +1112,7 @@ static void count_off_cpu_alone(struct session *s, struct process *p, const stru
 static unsigned off_cpu_frames(struct session *s, struct process *p, const struct perf_sample *ps)
 {
 	struct session_stats keep = s->stats;
+	s->may_hold = false; /* its record is the off-CPU tracker's copy, walked now with what exists */
 	unsigned n = sample_frames(s, p, ps, NULL);
 	s->stats.off_cpu_stacks++;
 	s->stats.off_cpu_complete += s->stats.complete - keep.complete;
@@ -1265,4 +1379,36 @@ void session_reset_counts(struct session *s)
 	memset(&s->stats, 0, sizeof(s->stats));
 	if (s->offcpu)
 		offcpu_reset_stats(s->offcpu);
+}
+
+/* Give the heap's free pages back to the kernel, and read what is left of ours. */
+static uint64_t trimmed_rss(void)
+{
+	struct mem_usage u;
+	malloc_trim(0);
+	return mem_usage_read(0, &u) == 0 ? u.rss_anon : 0;
+}
+
+static void add_evicted(struct session_memory *out, const struct execinfo_evicted *ev)
+{
+	out->tables += ev->tables;
+	out->table_bytes += ev->table_bytes;
+	out->symbolizers += ev->symbolizers;
+}
+
+void session_enforce_budget(struct session *s, uint64_t budget, struct session_memory *out)
+{
+	struct execinfo_evicted ev;
+	memset(out, 0, sizeof(*out));
+	execinfo_mgr_evict(s->execinfo, false, &ev);
+	add_evicted(out, &ev);
+	out->rss_anon = trimmed_rss();
+	if (budget && out->rss_anon > budget) {
+		/* Still over: the files in use give up their tables and symbolizers too (back when asked). */
+		out->over = true;
+		execinfo_mgr_evict(s->execinfo, true, &ev);
+		add_evicted(out, &ev);
+		out->rss_anon = trimmed_rss();
+	}
+	out->files = execinfo_mgr_count(s->execinfo);
 }

@@ -74,6 +74,10 @@ struct session_stats {
 	uint64_t fast_extensions;	/* walks past the copy that went on with the stack the fast lane read */
 	uint64_t off_cpu_stacks;	/* off-CPU stacks unwound (not counted in samples, complete, ...) */
 	uint64_t off_cpu_complete;	/* ... of them unwound to their outermost frame */
+	uint64_t held;		/* samples held while a table their walk needs was built (each time held) */
+	uint64_t replayed;	/* held samples handled again once the tables were ready */
+	uint64_t table_pending;	/* samples walked without a table being built: no room to hold them, or the
+				 * fast lane's (the module was walked with the fallback unwinder) */
 };
 
 
@@ -210,5 +214,21 @@ unsigned session_forget_idle(struct session *s, uint64_t idle_ns);
 
 /* Start a new reporting interval: forget the traces, counts and counters already put into a profile. */
 void session_reset_counts(struct session *s);
+
+/*
+ * The memory budget (the daemon's, after each profile): the delta tables and symbolizers of files not used since the
+ * last call are dropped (they come back when needed: from the table cache, or built by the worker), the heap's
+ * free pages go back to the kernel (malloc_trim), and if hostprof's anonymous memory (RssAnon) is still over budget
+ * (bytes, 0: none), the files in use drop theirs too. out says what was dropped and what is left.
+ */
+struct session_memory {
+	unsigned tables, symbolizers;	/* dropped */
+	unsigned files;			/* executable files still known (their processes map them, or samples of
+					 * the interval being built hold them) */
+	uint64_t table_bytes;		/* of the tables dropped */
+	uint64_t rss_anon;		/* after */
+	bool over;			/* the budget was exceeded after the idle files' state was dropped */
+};
+void session_enforce_budget(struct session *s, uint64_t budget, struct session_memory *out);
 
 #endif

@@ -69,6 +69,8 @@ struct stack_deltas {
 					 * it owns, unmapped by stack_deltas_free; NULL for a built table (one
 					 * allocation) */
 	size_t map_len;
+	size_t own_len;			/* a built table in a mapping of its own (sd_alloc()): its length;
+					 * 0: malloc'd */
 };
 
 _Static_assert(sizeof(struct stack_delta_rule) == 12, "rules are stored packed, 12 bytes each");
@@ -1044,6 +1046,29 @@ static size_t sd_arrays_size(uint32_t nrows, uint32_t npages, uint32_t nrules)
 	       (size_t)nrows * (sizeof(uint32_t) + sizeof(uint16_t));
 }
 
+/*
+ * Tables of at least SD_OWN_MAPPING_MIN bytes get a mapping of their own: freed, their pages go back to the
+ * kernel at once. From the heap, a freed table of many MB leaves a hole that malloc seldom returns (glibc raises
+ * its mmap threshold after the first large free), and a daemon that built tables for fresh copies of LLVM kept
+ * 100 MB more after they were gone.
+ */
+#define SD_OWN_MAPPING_MIN (64u << 10)
+
+static struct stack_deltas *sd_alloc(size_t sz)
+{
+	if (sz < SD_OWN_MAPPING_MIN) {
+		struct stack_deltas *t = malloc(sz);
+		if (t)
+			t->own_len = 0;
+		return t;
+	}
+	void *p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	((struct stack_deltas *)p)->own_len = sz;
+	return p;
+}
+
 /* Pack rows[0..n) into one allocation. Rows beyond 4 GiB of the first are dropped (u32 offsets). */
 static struct stack_deltas *sd_pack(struct sd_builder *b, size_t n)
 {
@@ -1053,9 +1078,10 @@ static struct stack_deltas *sd_pack(struct sd_builder *b, size_t n)
 	uint64_t last = n ? b->rows[n - 1].addr - base : 0;
 	uint32_t npages = (uint32_t)(last >> SD_PAGE_BITS) + 1;
 	size_t sz = sizeof(struct stack_deltas) + sd_arrays_size((uint32_t)n, npages, b->nrules);
-	struct stack_deltas *t = malloc(sz);
+	struct stack_deltas *t = sd_alloc(sz);
 	if (!t)
 		return NULL;
+	size_t own_len = t->own_len;
 	struct stack_delta_rule *rules = (struct stack_delta_rule *)(t + 1);
 	uint32_t *page = (uint32_t *)(rules + b->nrules);
 	uint32_t *addr = page + npages + 1;
@@ -1071,7 +1097,8 @@ static struct stack_deltas *sd_pack(struct sd_builder *b, size_t n)
 	while (p <= npages)
 		page[p++] = (uint32_t)n;
 	*t = (struct stack_deltas){ .base = base, .nrows = (uint32_t)n, .npages = npages, .nrules = b->nrules,
-				    .addr = addr, .rule = rule, .page = page, .rules = rules, .bytes = sz };
+				    .addr = addr, .rule = rule, .page = page, .rules = rules, .bytes = sz,
+				    .own_len = own_len };
 	return t;
 }
 
@@ -1217,7 +1244,10 @@ void stack_deltas_free(struct stack_deltas *t)
 {
 	if (t && t->map)
 		munmap(t->map, t->map_len);
-	free(t);
+	if (t && t->own_len)
+		munmap(t, t->own_len);
+	else
+		free(t);
 }
 
 /* ---- the packed form, for the table cache ---------------------------------------------------------------- */

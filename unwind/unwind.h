@@ -61,6 +61,9 @@ struct unwind_module {
 				 * per-file caches on it until unwind_*_forget(key) is called */
 	const struct stack_deltas *deltas; /* the file's stack-delta table (unwind/stack_deltas.h), built once
 				 * per file and owned by the caller; NULL lets unwind_deltas build its own */
+	bool table_pending;	/* deltas is NULL because the caller's table is still being built elsewhere:
+				 * unwind_deltas builds none of its own (that is the wait the caller avoids) and
+				 * steps through the module with its fallback */
 	bool jit;		/* JIT code: executable memory no file backs (elf, deltas and cache_key NULL) whose
 				 * runtime keeps frame pointers in it; unwind_deltas walks it by them, checking each
 				 * step, the other unwinders treat it as code without unwind information */

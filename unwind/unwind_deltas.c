@@ -182,7 +182,7 @@ static bool ud_rule(struct ud_walk *w, uint64_t va, struct stack_delta_rule *rul
 	}
 	w->u->stats.cache_misses++;
 	const struct stack_deltas *t = w->mod.deltas;
-	if (!t && key)
+	if (!t && key && !w->mod.table_pending)
 		t = ud_own_table(w);
 	if (!t)
 		return false;

@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -297,6 +298,20 @@ static void save_held(struct daemon *d)
 	}
 }
 
+/* The per-file state the session holds, said at debug level once per profile. */
+static void log_memory(struct daemon *d)
+{
+	unsigned tables, cached;
+	uint64_t rows, bytes, build_ns;
+	if (!d->session)
+		return;
+	session_table_totals(d->session, &tables, &cached, &rows, &bytes, &build_ns);
+	const struct session_stats *st = session_stats(d->session);
+	dlog(d, LOG_LEVEL_DEBUG, "%u stack-delta tables in memory (%.1f MiB); %llu samples held while tables were "
+	     "built, %llu walked without one", tables, bytes / 1048576.0, (unsigned long long)st->held,
+	     (unsigned long long)st->table_pending);
+}
+
 /* Write the interval's profile (even an empty one: it records that the host was watched) and start anew. The
  * profiles held since earlier failures go first; one that cannot be written is held in turn. */
 static int flush_profile(struct daemon *d, const char *why)
@@ -328,6 +343,7 @@ static int flush_profile(struct daemon *d, const char *why)
 	}
 	profile_free(p);
 	log_dropped(d);
+	log_memory(d);
 	if (d->session)
 		session_reset_counts(d->session);
 	int deleted = profile_dir_retain(d->cfg.output_dir, d->cfg.max_files, d->cfg.max_bytes);
@@ -425,6 +441,23 @@ static void wait_and_drain(struct daemon *d, int *session_ms)
 	*session_ms = session_tick(d->session);
 }
 
+/* After a profile: forget idle processes, then idle files' tables and symbols, and hold the memory budget. */
+static void forget_and_budget(struct daemon *d)
+{
+	struct session_memory mem;
+	if (!d->session) {
+		malloc_trim(0);
+		return;
+	}
+	session_forget_idle(d->session, (uint64_t)d->cfg.forget_idle_s * 1000000000ULL);
+	session_enforce_budget(d->session, d->cfg.memory_budget, &mem);
+	dlog(d, mem.over ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
+	     "memory: dropped %u stack-delta tables (%.1f MiB) and %u symbolizers%s; %u files known, %.1f MiB of "
+	     "anonymous memory (budget %.0f MiB)", mem.tables, mem.table_bytes / 1048576.0, mem.symbolizers,
+	     mem.over ? " (over budget: of files in use too)" : " of idle files", mem.files, mem.rss_anon / 1048576.0,
+	     d->cfg.memory_budget / 1048576.0);
+}
+
 static void run_loop(struct daemon *d)
 {
 	const struct cli_env *env = d->env;
@@ -441,8 +474,7 @@ static void run_loop(struct daemon *d)
 			flush_profile(d, "SIGUSR1");
 		} else if (now >= d->next_flush_ns) {
 			flush_profile(d, "interval");
-			if (d->session)
-				session_forget_idle(d->session, (uint64_t)d->cfg.forget_idle_s * 1000000000ULL);
+			forget_and_budget(d);
 		}
 		if (now >= d->next_decision_ns)
 			decide_sampling(d, now);
@@ -480,8 +512,22 @@ static int daemon_start(struct daemon *d)
 	return 0;
 }
 
+/*
+ * A daemon's memory must come back after a burst (a user loading fresh copies of large libraries, thousands of short
+ * processes). glibc's malloc raises its mmap threshold up to 32 MiB after the first large block is freed, after
+ * which the table builder's multi-MB temporaries and symbol indexes come from the heap and leave holes it seldom
+ * returns: fixed at 128 KiB, large blocks keep mappings of their own. The heap's free top goes back past 1 MiB,
+ * and after each profile malloc_trim() returns the free pages inside it (session_enforce_budget()).
+ */
+static void allocator_setup(void)
+{
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
+}
+
 int cmd_daemon(int argc, char **argv, const struct cli_env *env)
 {
+	allocator_setup();
 	struct daemon *d = calloc(1, sizeof(*d));
 	if (!d) {
 		fprintf(stderr, "hostprof: out of memory\n");

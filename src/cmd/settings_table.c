@@ -141,6 +141,9 @@ static const struct setting daemon_items[] = {
 	  .help = "processes tracked at once (0: no limit)" },
 	{ "forget-idle", 0, SETTING_DURATION, KEY, DMN(forget_idle_s), .min = 1, .max = 7 * 86400,
 	  .arg = "DURATION", .def = "300s", .help = "forget processes without samples this long" },
+	{ "memory-budget", 0, SETTING_SIZE, KEY, DMN(memory_budget), .max = UINT64_MAX, .arg = "SIZE", .def = "128M",
+	  .help = "after each profile, drop the tables and symbols of files in use too while memory is over SIZE "
+		  "(0: only those of idle files)" },
 	{ "log-level", 0, SETTING_ENUM, KEY, DMN(log_level), .names = log_level_names, .arg = "LEVEL", .def = "info",
 	  .help = "error, warn, info or debug" },
 };
