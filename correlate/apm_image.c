@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "correlate/correlate_impl.h"
+#include "src/base/proc_threads.h"
 
 int corr_image_capture(pid_t pid, struct corr_image *out)
 {
@@ -72,22 +73,12 @@ int corr_image_check(pid_t pid, const struct corr_image *img)
 
 int corr_proc_creds(pid_t pid, struct corr_creds *out)
 {
-	char name[64], line[256];
-	snprintf(name, sizeof(name), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(name, "re");
-	if (!f)
-		return errno == ENOENT ? -ESRCH : -errno;
-	int ret = -ENOENT;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned r, e, s, fs;
-		if (sscanf(line, "Uid: %u %u %u %u", &r, &e, &s, &fs) == 4) {
-			*out = (struct corr_creds){ .ruid = r, .euid = e, .suid = s, .fsuid = fs };
-			ret = 0;
-			break;
-		}
-	}
-	fclose(f);
-	return ret;
+	struct proc_identity id;
+	int err = proc_read_identity(pid, &id);
+	if (err < 0)
+		return err == -ENOENT || err == -EINVAL ? -ESRCH : err;	/* gone, or no uids: not a live process */
+	*out = (struct corr_creds){ .ruid = id.ruid, .euid = id.euid, .suid = id.suid, .fsuid = id.fsuid };
+	return 0;
 }
 
 int corr_creds_equal(const struct corr_creds *a, const struct corr_creds *b)

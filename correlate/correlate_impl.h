@@ -209,7 +209,7 @@ struct corr_creds {
 int corr_image_capture(pid_t pid, struct corr_image *out);
 /* 0 if pid still runs the image img, -ESTALE if it exec'd since, or corr_image_capture()'s error. */
 int corr_image_check(pid_t pid, const struct corr_image *img);
-/* 0, -ESRCH, -ENOENT (no Uid line), or fopen()'s error. */
+/* proc_read_identity()'s uids: 0, -ESRCH (gone, or a status without uids), or fopen()'s error. */
 int corr_proc_creds(pid_t pid, struct corr_creds *out);
 /* 1 if all four ids are equal. */
 int corr_creds_equal(const struct corr_creds *a, const struct corr_creds *b);

@@ -143,6 +143,10 @@ static void make_head(const struct stack_deltas_cache *c, const struct stack_del
 		h->analysed_ranges = st->analysed_ranges;
 		h->fp_ranges = st->fp_ranges;
 		h->go_rows = st->go_rows;
+		h->fallback_rows = st->fallback_rows;
+		h->plt_rows = st->plt_rows;
+		h->signal_rows = st->signal_rows;
+		h->stop_rows = st->stop_rows;
 	}
 	h->crc = file_crc(h, img->data, img->size);
 }
@@ -169,8 +173,10 @@ static void stats_from_head(const struct stack_deltas_cache_head *h, const struc
 {
 	*st = (struct stack_deltas_stats){ .from_cache = true, .fdes_eh = h->fdes_eh, .fdes_debug = h->fdes_debug,
 					   .fdes_skipped = h->fdes_skipped, .analysed_ranges = h->analysed_ranges,
-					   .fp_ranges = h->fp_ranges, .go_rows = h->go_rows };
-	stack_deltas_count(t, st);
+					   .fp_ranges = h->fp_ranges, .go_rows = h->go_rows,
+					   .fallback_rows = h->fallback_rows, .plt_rows = h->plt_rows,
+					   .signal_rows = h->signal_rows, .stop_rows = h->stop_rows, .rows = h->nrows,
+					   .rules = h->nrules, .bytes = stack_deltas_bytes(t) };
 }
 
 /* The whole file, mapped read-only if it is private to us and of a plausible size; fd stays open (*fd). */

@@ -57,7 +57,7 @@
  * order and layout (the tables are x86_64 only). Described here for tests and tools; only this module writes it.
  */
 #define STACK_DELTAS_CACHE_MAGIC "HPSDTAB\n"
-#define STACK_DELTAS_CACHE_FORMAT 1	/* the layout of the head and of the arrays: bumped with any change */
+#define STACK_DELTAS_CACHE_FORMAT 2	/* the layout of the head and of the arrays: bumped with any change */
 #define STACK_DELTAS_CACHE_BUILDER_MAX 64
 struct stack_deltas_cache_head {
 	char magic[8];
@@ -69,8 +69,10 @@ struct stack_deltas_cache_head {
 	uint32_t nrows, npages, nrules;
 	uint32_t crc;		/* CRC-32 (zlib's) of the whole file, this field taken as 0 */
 	uint64_t data_size;
-	/* The counts of the build that made the table (stack_deltas_stats), for summaries. */
+	/* The counts of the build that made the table (stack_deltas_stats), for summaries: a load does not count
+	 * the rows' kinds again. */
 	uint64_t fdes_eh, fdes_debug, fdes_skipped, analysed_ranges, fp_ranges, go_rows;
+	uint64_t fallback_rows, plt_rows, signal_rows, stop_rows;
 };
 
 /* Which file a table is of. */

@@ -91,7 +91,46 @@ static int by_use(const void *a, const void *b)
 	return x->used.tv_nsec < y->used.tv_nsec ? -1 : x->used.tv_nsec > y->used.tv_nsec;
 }
 
-/* The regular files of dirfd named *suffix, up to max, and their total size. */
+/* The root of heap[0..n) is its most recently used file: the one to give up when an older one comes. */
+static void sift_down(struct cached_file *heap, size_t n, size_t i)
+{
+	for (size_t top = i;; i = top) {
+		size_t l = 2 * i + 1, r = l + 1;
+		if (l < n && by_use(&heap[l], &heap[top]) > 0)
+			top = l;
+		if (r < n && by_use(&heap[r], &heap[top]) > 0)
+			top = r;
+		if (top == i)
+			return;
+		struct cached_file tmp = heap[i];
+		heap[i] = heap[top];
+		heap[top] = tmp;
+	}
+}
+
+static void sift_up(struct cached_file *heap, size_t i)
+{
+	while (i > 0 && by_use(&heap[i], &heap[(i - 1) / 2]) > 0) {
+		struct cached_file tmp = heap[i];
+		heap[i] = heap[(i - 1) / 2];
+		heap[(i - 1) / 2] = tmp;
+		i = (i - 1) / 2;
+	}
+}
+
+/* Keep f among the max least recently used files seen so far (a heap of n). */
+static void keep_oldest(struct cached_file *heap, size_t *n, size_t max, const struct cached_file *f)
+{
+	if (*n < max) {
+		heap[*n] = *f;
+		sift_up(heap, (*n)++);
+	} else if (by_use(f, &heap[0]) < 0) {
+		heap[0] = *f;
+		sift_down(heap, *n, 0);
+	}
+}
+
+/* The max least recently used regular files of dirfd named *suffix, and the total size of all of them. */
 static size_t list_files(int dirfd, const char *suffix, struct cached_file *out, size_t max,
 			 unsigned long long *total)
 {
@@ -106,32 +145,46 @@ static size_t list_files(int dirfd, const char *suffix, struct cached_file *out,
 		return 0;
 	}
 	rewinddir(d);	/* the duplicate shares dirfd's position */
-	while (n < max && (e = readdir(d))) {
+	while ((e = readdir(d))) {
 		struct stat st;
+		struct cached_file f;
 		size_t len = strlen(e->d_name);
-		if (len <= slen || len >= sizeof(out->name) || strcmp(e->d_name + len - slen, suffix) != 0 ||
+		if (len <= slen || len >= sizeof(f.name) || strcmp(e->d_name + len - slen, suffix) != 0 ||
 		    fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
 			continue;
-		memcpy(out[n].name, e->d_name, len + 1);
-		out[n].size = st.st_size;
-		out[n].used = st.st_mtim;
+		memcpy(f.name, e->d_name, len + 1);
+		f.size = st.st_size;
+		f.used = st.st_mtim;
 		*total += (unsigned long long)st.st_size;
-		n++;
+		keep_oldest(out, &n, max, &f);
 	}
 	closedir(d);
 	return n;
 }
 
-void cache_dir_make_room(int dirfd, const char *suffix, unsigned long long max_bytes, unsigned long long need)
+/* One pass: the oldest files (at most CACHE_DIR_EVICT_MAX_FILES) removed until need fits. Returns how many. */
+static size_t evict_oldest(int dirfd, const char *suffix, struct cached_file *c, unsigned long long max_bytes,
+			   unsigned long long need, bool *fits)
 {
 	unsigned long long total;
-	struct cached_file *c = malloc(CACHE_DIR_EVICT_MAX_FILES * sizeof(*c));
-	size_t n = c ? list_files(dirfd, suffix, c, CACHE_DIR_EVICT_MAX_FILES, &total) : 0;
-	if (n > 1)
-		qsort(c, n, sizeof(*c), by_use);
+	size_t n = list_files(dirfd, suffix, c, CACHE_DIR_EVICT_MAX_FILES, &total), removed = 0;
+	qsort(c, n, sizeof(*c), by_use);
 	for (size_t i = 0; i < n && total + need > max_bytes; i++) {
-		if (unlinkat(dirfd, c[i].name, 0) == 0)
+		if (unlinkat(dirfd, c[i].name, 0) == 0) {
 			total -= (unsigned long long)c[i].size;
+			removed++;
+		}
 	}
+	*fits = total + need <= max_bytes;
+	return removed;
+}
+
+void cache_dir_make_room(int dirfd, const char *suffix, unsigned long long max_bytes, unsigned long long need)
+{
+	struct cached_file *c = malloc(CACHE_DIR_EVICT_MAX_FILES * sizeof(*c));
+	bool fits = false;
+	/* A directory of more files than one pass weighs takes more passes, each the oldest of those left. */
+	while (c && !fits && evict_oldest(dirfd, suffix, c, max_bytes, need, &fits) > 0)
+		;
 	free(c);
 }

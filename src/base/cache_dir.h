@@ -30,7 +30,8 @@ int cache_dir_open(const char *path);
  * anything but a regular file private to the effective user, -ELOOP for a symlink, or open(2)'s error. */
 int cache_dir_open_file(int dirfd, const char *name, struct stat *st);
 
-/* Files of one cache weighed by cache_dir_make_room(); any more are left alone. */
+/* Files cache_dir_make_room() removes per listing of the directory (the least recently used); a directory of
+ * more takes more listings. */
 #define CACHE_DIR_EVICT_MAX_FILES 4096
 
 /* Remove the least recently used regular files of dirfd whose names end in suffix until need more bytes fit in

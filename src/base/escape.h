@@ -40,4 +40,7 @@ const char *escape_str(char *buf, size_t size, const char *s);
 /* Room for a string of up to n bytes escaped whole: the worst case is 4 output bytes per input byte. */
 #define ESCAPE_SIZE(n) (4 * (n) + 1)
 
+/* A buffer for one short string escaped to be shown (a thread or host name): longer ones end in "...". */
+#define ESCAPE_SHOWN_MAX 1024
+
 #endif

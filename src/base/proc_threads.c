@@ -33,12 +33,14 @@ int proc_read_identity(pid_t pid, struct proc_identity *out)
 	if (!f)
 		return -errno;
 	while (have != 3 && fgets(line, sizeof(line), f)) {
-		unsigned r, e;
+		unsigned r, e, s, fs;
 		if (sscanf(line, "State: %c", &out->state) == 1) {
 			have |= 1;
-		} else if (sscanf(line, "Uid: %u %u", &r, &e) == 2) {
+		} else if (sscanf(line, "Uid: %u %u %u %u", &r, &e, &s, &fs) == 4) {
 			out->ruid = r;
 			out->euid = e;
+			out->suid = s;
+			out->fsuid = fs;
 			have |= 2;
 		}
 	}

@@ -195,11 +195,6 @@ static int disk_full(int err)
 	return err == -ENOSPC || err == -EDQUOT;
 }
 
-static int write_profile_to(void *profile, const char *path)
-{
-	return profile_write_file(profile, path);
-}
-
 static int write_held_to(void *held, const char *path)
 {
 	const struct held_profile *h = held;
@@ -334,7 +329,7 @@ static int flush_profile(struct daemon *d, const char *why)
 		     d->cfg.output_dir, strerror(-err));
 	} else if (d->nheld > 0) {
 		hold_profile(d, p, path, 0); /* in order, after those still waiting */
-	} else if ((err = write_making_room(d, write_profile_to, p, path)) < 0) {
+	} else if ((err = write_making_room(d, profile_write_file_fn, p, path)) < 0) {
 		hold_profile(d, p, path, err);
 	} else {
 		d->profiles_written++;

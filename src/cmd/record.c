@@ -352,11 +352,6 @@ static int fill_info(struct record_run *r, struct profile *p)
 	return 0;
 }
 
-static int write_to(void *profile, const char *path)
-{
-	return profile_write_file(profile, path);
-}
-
 /*
  * The profile into -o; when that fails at the end (a full disk, an I/O error: -o was checked writable at the
  * start), into a fallback place (fallback_file.h), saying where, so the run is not lost. Returns 0 when it is
@@ -376,7 +371,7 @@ static int write_profile(struct record_run *r)
 		fprintf(stderr, "hostprof: cannot make the profile: %s\n", strerror(-err));
 	} else if ((err = profile_write_file(p, out)) < 0) {
 		fprintf(stderr, "hostprof: cannot write %s: %s\n", out, strerror(-err));
-		int ferr = fallback_file_save(out, write_to, p, saved, sizeof(saved));
+		int ferr = fallback_file_save(out, profile_write_file_fn, p, saved, sizeof(saved));
 		if (ferr == 0)
 			fprintf(stderr, "hostprof: saved the profile to %s instead\n", saved);
 		else

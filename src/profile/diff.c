@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/base/escape.h"
+
 /* Deltas under half the printed precision read as 0.00: such rows are not changes worth a line. */
 #define DIFF_EPSILON 0.005
 /* Names listed in the verdict line before "...". */
@@ -134,17 +136,18 @@ static bool changed(const struct diff_row *r)
 static void print_header(const struct diff *d, FILE *out, const struct diff_options *o)
 {
 	static const char *const what[] = { "samples", "CPU", "off CPU", "wall" };
+	char base[ESCAPE_SHOWN_MAX], new[ESCAPE_SHOWN_MAX];	/* file names: any bytes */
+	escape_str(base, sizeof(base), o->base_name ? o->base_name : "base");
+	escape_str(new, sizeof(new), o->new_name ? o->new_name : "new");
 	if (d->value != PROFILE_VALUE_SAMPLES) {
-		fprintf(out, "Base: %s, %.1f ms %s\n", o->base_name ? o->base_name : "base", d->base_samples / 1e6,
-			what[d->value & 3]);
-		fprintf(out, "New:  %s, %.1f ms %s\n", o->new_name ? o->new_name : "new", d->new_samples / 1e6,
-			what[d->value & 3]);
+		fprintf(out, "Base: %s, %.1f ms %s\n", base, d->base_samples / 1e6, what[d->value & 3]);
+		fprintf(out, "New:  %s, %.1f ms %s\n", new, d->new_samples / 1e6, what[d->value & 3]);
 		fprintf(out, "Shares are percent of each profile's %s time; deltas are new - base, in points.\n\n",
 			what[d->value & 3]);
 		return;
 	}
-	fprintf(out, "Base: %s, %" PRIu64 " samples\n", o->base_name ? o->base_name : "base", d->base_samples);
-	fprintf(out, "New:  %s, %" PRIu64 " samples\n", o->new_name ? o->new_name : "new", d->new_samples);
+	fprintf(out, "Base: %s, %" PRIu64 " samples\n", base, d->base_samples);
+	fprintf(out, "New:  %s, %" PRIu64 " samples\n", new, d->new_samples);
 	fprintf(out, "Shares are percent of each profile's samples; deltas are new - base, in points "
 		     "(sampling noise up to %.2f).\n\n", diff_noise(d->base_samples, d->new_samples));
 }

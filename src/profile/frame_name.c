@@ -9,18 +9,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/base/escape.h"
+
+/* Room for n more bytes and the NUL. */
+static int frame_buf_reserve(struct frame_buf *b, size_t n)
+{
+	if (b->len + n + 1 <= b->cap)
+		return 0;
+	size_t cap = b->cap ? b->cap : 64;
+	while (cap < b->len + n + 1)
+		cap *= 2;
+	char *ns = realloc(b->s, cap);
+	if (!ns)
+		return -ENOMEM;
+	b->s = ns;
+	b->cap = cap;
+	return 0;
+}
+
 int frame_buf_append(struct frame_buf *b, const char *s, size_t n)
 {
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *ns = realloc(b->s, cap);
-		if (!ns)
-			return -ENOMEM;
-		b->s = ns;
-		b->cap = cap;
-	}
+	int err = frame_buf_reserve(b, n);
+	if (err < 0)
+		return err;
 	memcpy(b->s + b->len, s, n);
 	b->len += n;
 	b->s[b->len] = '\0';
@@ -39,11 +50,20 @@ const char *frame_basename(const char *path)
 	return slash ? slash + 1 : path;
 }
 
+/* s escaped (escape.h) at the end of b: room for the worst case is made first, so nothing is cut. */
+static int append_escaped(struct frame_buf *b, const char *s, size_t n)
+{
+	int err = frame_buf_reserve(b, ESCAPE_SIZE(n));
+	if (err == 0)
+		b->len += escape_bytes(b->s + b->len, b->cap - b->len, s, n, 0);
+	return err;
+}
+
 /* ';' separates frames and '\n' ends the line in collapsed stacks. */
 int frame_text_append(struct frame_buf *b, const char *s, unsigned flags)
 {
 	size_t start = b->len;
-	int err = frame_buf_append(b, s, strlen(s));
+	int err = flags & FRAME_NAME_ESCAPED ? append_escaped(b, s, strlen(s)) : frame_buf_append(b, s, strlen(s));
 	if (err < 0 || !(flags & FRAME_NAME_COLLAPSED))
 		return err;
 	size_t out = start;
@@ -113,7 +133,8 @@ int frame_name_append(const struct profile *p, const struct profile_location *l,
 	return 0;
 }
 
-int frame_library_append(const struct profile *p, const struct profile_location *l, struct frame_buf *b)
+int frame_library_append(const struct profile *p, const struct profile_location *l, unsigned flags,
+			 struct frame_buf *b)
 {
 	int err;
 	if (l->frame_kind & PROFILE_FRAME_ERROR)
@@ -125,13 +146,13 @@ int frame_library_append(const struct profile *p, const struct profile_location 
 		if (!*module)
 			return frame_buf_append(b, "[kernel]", 8);
 		if (module[0] == '[')
-			return frame_buf_append(b, module, strlen(module));
-		if ((err = frame_buf_append(b, "[", 1)) < 0 || (err = frame_buf_append(b, module, strlen(module))) < 0)
+			return frame_text_append(b, module, flags);
+		if ((err = frame_buf_append(b, "[", 1)) < 0 || (err = frame_text_append(b, module, flags)) < 0)
 			return err;
 		return frame_buf_append(b, "]", 1);
 	}
 	if (!l->mapping || l->mapping >= p->mappings.count)
 		return frame_buf_append(b, "", 0);
 	const char *file = frame_basename(profile_string(p, p->mappings.items[l->mapping].filename));
-	return frame_buf_append(b, file, strlen(file));
+	return frame_text_append(b, file, flags);
 }

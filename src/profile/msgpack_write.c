@@ -592,6 +592,11 @@ int profile_write_file(const struct profile *p, const char *path)
 	return err;
 }
 
+int profile_write_file_fn(void *profile, const char *path)
+{
+	return profile_write_file(profile, path);
+}
+
 
 int profile_encode(const struct profile *p, char **data, size_t *size)
 {

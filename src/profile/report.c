@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "src/base/escape.h"
 #include "src/profile/frame_name.h"
 #include "src/profile/name_pairs.h"
 #include "src/profile/profile_impl.h"
@@ -81,7 +82,7 @@ static int append_function_file(const struct profile *p, const struct profile_lo
 	int err;
 	if (!*file || !*profile_string(p, f->name))
 		return 0;
-	if ((err = frame_buf_append(b, " (", 2)) < 0 || (err = frame_buf_append(b, file, strlen(file))) < 0)
+	if ((err = frame_buf_append(b, " (", 2)) < 0 || (err = frame_text_append(b, file, FRAME_NAME_ESCAPED)) < 0)
 		return err;
 	if (with_line && l->lines[line].line > 0) {
 		char num[24];
@@ -99,11 +100,11 @@ static int location_rows(struct report *rp, uint32_t loc, uint32_t *out, struct 
 	uint32_t n = l->nlines ? l->nlines : 1;
 	int err;
 	lib->len = 0;
-	if ((err = frame_library_append(rp->p, l, lib)) < 0)
+	if ((err = frame_library_append(rp->p, l, FRAME_NAME_ESCAPED, lib)) < 0)
 		return err;
 	for (uint32_t j = 0; j < n; j++) {
 		name->len = 0;
-		if ((err = frame_name_append(rp->p, l, j, 0, name)) < 0 ||
+		if ((err = frame_name_append(rp->p, l, j, FRAME_NAME_ESCAPED, name)) < 0 ||
 		    (err = append_function_file(rp->p, l, j, rp->lines, name)) < 0 ||
 		    (err = intern_row(rp, &(struct row_key){ name->s, lib->s }, &out[j])) < 0)
 			return err;
@@ -256,10 +257,11 @@ static int count_processes(const struct profile *p, uint32_t *n)
 /* Where and when, for profiles that say (hand-built ones in tests do not). */
 static void print_origin(const struct profile_info *i, FILE *out)
 {
+	char buf[ESCAPE_SHOWN_MAX];
 	if (i->hostname && *i->hostname) {
-		fprintf(out, "Host:               %s", i->hostname);
+		fprintf(out, "Host:               %s", escape_str(buf, sizeof(buf), i->hostname));
 		if (i->kernel && *i->kernel)
-			fprintf(out, " (Linux %s)", i->kernel);
+			fprintf(out, " (Linux %s)", escape_str(buf, sizeof(buf), i->kernel));
 		fputc('\n', out);
 	}
 	if (i->start_unix_ns) {
@@ -276,16 +278,18 @@ static int print_summary(const struct profile *p, uint64_t total, FILE *out)
 	const struct profile_info *i = &p->info;
 	uint64_t samples = i->samples ? i->samples : total;
 	uint32_t processes;
+	char buf[ESCAPE_SHOWN_MAX];
 	int err = count_processes(p, &processes);
 	if (err < 0)
 		return err;
 	print_origin(i, out);
 	fprintf(out, "Duration:           %.2f s\n", (double)i->duration_ns / 1e9);
 	fprintf(out, "Samples:            %" PRIu64 " (lost %" PRIu64 ")\n", samples, i->lost);
-	fprintf(out, "Event:              %s", i->event && *i->event ? i->event : "unknown");
+	fprintf(out, "Event:              %s", escape_str(buf, sizeof(buf), i->event && *i->event ? i->event : "unknown"));
 	if (i->frequency_hz)
 		fprintf(out, " at %" PRIu64 " Hz", i->frequency_hz);
-	fprintf(out, "\nUnwinder:           %s\n", i->unwinder && *i->unwinder ? i->unwinder : "unknown");
+	fprintf(out, "\nUnwinder:           %s\n",
+		escape_str(buf, sizeof(buf), i->unwinder && *i->unwinder ? i->unwinder : "unknown"));
 	fprintf(out, "Processes:          %u\n", processes);
 	fprintf(out, "Unwound completely: %.2f%%\n", pct(i->unwound_complete, samples));
 	fprintf(out, "Truncated:          %" PRIu64 " (%.2f%%)\n", i->truncated, pct(i->truncated, samples));
@@ -471,8 +475,10 @@ static int print_subtree(struct tree_print *tp, uint32_t node, bool last)
 	size_t mark = tp->prefix.len;
 	uint32_t *children, nchildren;
 	int err;
+	char comm[ESCAPE_SHOWN_MAX];	/* a root's name is a process's; the others' rows are escaped already */
 	fprintf(tp->out, "%6.2f%% %6.2f%%  %s%s%s\n", pct(n->total, tp->total), pct(n->self, tp->total),
-		tp->prefix.s ? tp->prefix.s : "", top ? "" : last ? "`- " : "|- ", node_name(tp, node));
+		tp->prefix.s ? tp->prefix.s : "", top ? "" : last ? "`- " : "|- ",
+		top ? escape_str(comm, sizeof(comm), node_name(tp, node)) : node_name(tp, node));
 	if (!top && (err = frame_buf_append(&tp->prefix, last ? "   " : "|  ", 3)) < 0)
 		return err;
 	if ((err = visible_children(tp, node, &children, &nchildren)) < 0)
@@ -572,8 +578,10 @@ static void print_amount(FILE *out, uint64_t v, enum profile_value value)
 static void print_thread_header(const struct report *rp, const struct profile_sample *s, uint64_t count,
 				uint64_t all, FILE *out)
 {
-	const char *name = profile_string(rp->p, s->thread_name), *comm = profile_string(rp->p, s->comm);
-	fprintf(out, "\nThread %" PRId32 " \"%s\" of process %" PRId32 " \"%s\": ", s->tid, name, s->pid, comm);
+	char name[ESCAPE_SHOWN_MAX], comm[ESCAPE_SHOWN_MAX];
+	fprintf(out, "\nThread %" PRId32 " \"%s\" of process %" PRId32 " \"%s\": ", s->tid,
+		escape_str(name, sizeof(name), profile_string(rp->p, s->thread_name)), s->pid,
+		escape_str(comm, sizeof(comm), profile_string(rp->p, s->comm)));
 	print_amount(out, count, rp->value);
 	fprintf(out, " (%.2f%%)\n", pct(count, all));
 }

@@ -54,7 +54,9 @@ struct report_options {
 /* o may be NULL for the defaults (20 rows, by self, all samples, no tree). */
 int report_print(const struct profile *p, FILE *out, const struct report_options *o);
 
-/* One function of a profile with its sample counts, as a row of the top-functions table. */
+/* One function of a profile with its sample counts, as a row of the top-functions table. Names and libraries are
+ * escaped for a terminal (escape.h), as everything report_print() shows of a profile's strings is: they come
+ * from the processes profiled. */
 struct report_function {
 	char *name;		/* "function (file.c)", or a frame name such as "libc.so.6+0x1234" */
 	char *library;		/* basename of the file, "[kernel]", or "" */

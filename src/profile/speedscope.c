@@ -54,7 +54,7 @@ static int frame_file(struct exporter *e, const struct profile_location *l, uint
 		if (*src)
 			return frame_buf_append(&e->file, src, strlen(src));
 	}
-	return frame_library_append(p, l, &e->file);
+	return frame_library_append(p, l, 0, &e->file);
 }
 
 static int line_frame(struct exporter *e, uint32_t loc, uint32_t line, uint32_t *frame)

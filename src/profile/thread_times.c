@@ -7,6 +7,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "src/base/escape.h"
+
 static int compare_by_thread(const void *a, const void *b)
 {
 	const struct thread_time *x = a, *y = b;
@@ -67,12 +69,14 @@ int thread_times_print(const struct profile *p, const struct thread_time *t, uin
 {
 	fprintf(out, "Wall time per thread (on CPU + off CPU):\n");
 	fprintf(out, "     Wall ms     CPU%%  Blocked%%  Preempted%%  Thread\n");
+	char name[ESCAPE_SHOWN_MAX], comm[ESCAPE_SHOWN_MAX];
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t wall = t[i].cpu_ns + t[i].off_cpu_ns, blocked = t[i].off_cpu_ns - t[i].preempted_ns;
 		fprintf(out, "%12.1f  %6.2f%%   %6.2f%%     %6.2f%%  %" PRId32 " \"%s\" of process %" PRId32 " \"%s\"\n",
 			(double)wall / 1e6, share(t[i].cpu_ns, wall), share(blocked, wall),
-			share(t[i].preempted_ns, wall), t[i].tid, profile_string(p, t[i].thread_name), t[i].pid,
-			profile_string(p, t[i].comm));
+			share(t[i].preempted_ns, wall), t[i].tid,
+			escape_str(name, sizeof(name), profile_string(p, t[i].thread_name)), t[i].pid,
+			escape_str(comm, sizeof(comm), profile_string(p, t[i].comm)));
 	}
 	return ferror(out) ? -EIO : 0;
 }

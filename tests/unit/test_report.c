@@ -162,7 +162,7 @@ static void assert_name(const struct profile *p, uint32_t l, uint32_t line, unsi
 static void assert_library(const struct profile *p, uint32_t l, const char *expect)
 {
 	struct frame_buf b = { 0 };
-	assert_int_equal(frame_library_append(p, &p->locations.items[l], &b), 0);
+	assert_int_equal(frame_library_append(p, &p->locations.items[l], 0, &b), 0);
 	assert_string_equal(b.s, expect);
 	frame_buf_free(&b);
 }

@@ -15,6 +15,7 @@
 #include "src/profile/profile.h"
 #include "tests/lib/profile_builder.h"
 #include "src/profile/report.h"
+#include "src/profile/diff.h"
 
 
 
@@ -268,6 +269,89 @@ static void test_functions_get(void **state)
 	profile_free(p);
 }
 
+/*
+ * A profile is a file anyone may hand over, and its strings come from the processes profiled: a comm, thread,
+ * function, source-file or library name, a host name or an event name holding an ESC sequence, a line break,
+ * a C1 control, a bidi override or invalid UTF-8 reaches the terminal escaped, in every view and in diff.
+ */
+#define HOSTILE "x\033[2J\n\r\302\233\342\200\256\377y"
+
+static struct profile *build_hostile(void)
+{
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
+	assert_int_equal(profile_set_info_string(p, &p->info.hostname, "host" HOSTILE), 0);
+	assert_int_equal(profile_set_info_string(p, &p->info.kernel, "6" HOSTILE), 0);
+	assert_int_equal(profile_set_info_string(p, &p->info.event, "ev" HOSTILE), 0);
+	struct profile_mapping m = { .filename = tp_string(p, "/opt/lib" HOSTILE ".so") };
+	uint32_t lib;
+	assert_int_equal(profile_add_mapping(p, &m, &lib), 0);
+	uint32_t f = tp_function(p, "fn" HOSTILE, "/src/file" HOSTILE ".c");
+	struct profile_line line[] = { { f, 7 } };
+	uint32_t named = loc(p, lib, 0x1000, line, 1), bare = loc(p, lib, 0x2000, NULL, 0);
+	struct profile_sample s = { .stack = tp_stack(p, 1, (uint32_t[]){ bare, named }, 2), .pid = 5, .tid = 6,
+				    .comm = tp_string(p, "comm" HOSTILE), .thread_name = tp_string(p, "th" HOSTILE),
+				    .count = 3, .cpu_ns = 3000000, .off_cpu_ns = 1000000 };
+	assert_int_equal(profile_add_sample(p, &s), 0);
+	return p;
+}
+
+/* No byte of text drives a terminal, and every line break is one the view drew itself (lines: how many). */
+static void assert_escaped(const char *text, unsigned lines)
+{
+	unsigned breaks = 0;
+	for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+		breaks += *c == '\n';
+		assert_true(*c == '\n' || (*c >= 0x20 && *c < 0x7f));	/* the only non-ASCII bytes were hostile */
+	}
+	assert_int_equal(breaks, lines);
+	assert_non_null(strstr(text, "fnx\\x1b[2J\\n\\r\\xc2\\x9b\\xe2\\x80\\xae\\xffy (filex"));
+}
+
+static void test_hostile_strings_escaped(void **state)
+{
+	(void)state;
+	struct profile *p = build_hostile();
+	struct report_options table = { .limit = 5 }, tree = { .tree = true, .percent_limit = 0 };
+	struct report_options threads = { .per_thread = true, .tree = true }, wall = { .wall = true };
+	char *text = run_report(p, &table, 0);
+	assert_escaped(text, 10 + 4);	/* the summary (with its off-CPU line), a blank, the table's head, two rows */
+	assert_non_null(strstr(text, "Host:               hostx\\x1b[2J"));
+	assert_non_null(strstr(text, "(Linux 6x\\x1b"));
+	assert_non_null(strstr(text, "Event:              evx\\x1b"));
+	assert_non_null(strstr(text, "libx\\x1b[2J\\n\\r\\xc2\\x9b\\xe2\\x80\\xae\\xffy.so+0x2000"));
+	free(text);
+	text = run_report(p, &tree, 0);
+	assert_escaped(text, 10 + 5);	/* the summary, a blank, the tree's head, three nodes */
+	assert_non_null(strstr(text, "commx\\x1b[2J"));
+	free(text);
+	text = run_report(p, &threads, 0);
+	assert_non_null(strstr(text, "Thread 6 \"thx\\x1b[2J\\n\\r\\xc2\\x9b\\xe2\\x80\\xae\\xffy\" of process 5 \"commx\\x1b"));
+	assert_escaped(text, 10 + 6);	/* the summary, a blank, the thread's line, the tree's head, three nodes */
+	free(text);
+	text = run_report(p, &wall, 0);
+	assert_non_null(strstr(text, "6 \"thx\\x1b[2J"));
+	free(text);
+
+	struct diff d;
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	struct profile *base = build();
+	assert_non_null(f);
+	assert_int_equal(diff_compute(base, p, &d), 0);
+	struct diff_options o = { .threshold = 1, .base_name = "a\033]0;title\007.msgpack", .new_name = "b" };
+	assert_int_equal(diff_print(&d, f, &o), 0);
+	assert_int_equal(diff_regressions(&d, 1), 2);	/* fn and the library frame, new */
+	assert_int_equal(fclose(f), 0);
+	assert_escaped(out, 4 + 8 + 2);	/* the header and a blank, the table (two heads, six rows), a blank, the verdict */
+	assert_non_null(strstr(out, "Base: a\\x1b]0;title\\x07.msgpack"));
+	free(out);
+	diff_free(&d);
+	profile_free(base);
+	profile_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -280,6 +364,7 @@ int main(void)
 		cmocka_unit_test(test_default_view),
 		cmocka_unit_test(test_empty_tree),
 		cmocka_unit_test(test_functions_get),
+		cmocka_unit_test(test_hostile_strings_escaped),
 	};
 	return cmocka_run_group_tests_name("report views", tests, NULL, NULL);
 }
