@@ -860,18 +860,18 @@ static int user_frame(struct find_ctx *c, const struct unwind_frame *uf, int is_
 	return 1;
 }
 
-static void count_status(struct session *s, enum unwind_status st)
+static void count_status(struct session_walks *w, enum unwind_status st)
 {
 	if (st == UNWIND_COMPLETE)
-		s->stats.complete++;
+		w->complete++;
 	else if (st == UNWIND_UNKNOWN_LEAF)
-		s->stats.unknown++;
+		w->unknown++;
 	else
-		s->stats.truncated++;
+		w->truncated++;
 }
 
 static unsigned add_user_frames(struct session *s, struct process *p, const struct perf_sample *ps,
-				struct trace_frame *out)
+				struct session_walks *w, struct trace_frame *out)
 {
 	struct unwind_sample us;
 	struct find_ctx c = { .s = s, .proc = p, .sample = &us, .now = ps->time, .pid = p->pid };
@@ -910,8 +910,8 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 		st = UNWIND_TRUNCATED;	/* a leaf in JIT code no unwinder could walk: known, not followed */
 	/* Cut by the frame bound: every frame the walk could keep was taken and named. */
 	if (nu == (int)s->max_frames && n == (unsigned)nu && st == UNWIND_TRUNCATED)
-		s->stats.frame_limited++;
-	count_status(s, st);
+		w->frame_limited++;
+	count_status(w, st);
 	if (st != UNWIND_COMPLETE) {
 		out[n].exe = NULL;
 		out[n].kind = PROFILE_FRAME_ERROR;
@@ -989,17 +989,18 @@ static void add_trace(struct session *s, struct process *p, const struct perf_sa
 		s->stats.samples++;
 }
 
-/* The sample's kernel and user frames into s->frames; s->walk_pending tells whether a table was not ready. */
+/* The sample's kernel and user frames into s->frames, how its walk ended counted in w; s->walk_pending tells
+ * whether a table was not ready. */
 static unsigned sample_frames(struct session *s, struct process *p, const struct perf_sample *ps,
-			      const struct fastlane_entry *fe)
+			      const struct fastlane_entry *fe, struct session_walks *w)
 {
 	s->walk_pending = false;
 	unsigned n = add_kernel_frames(s, ps, s->frames);
 	s->fast = fe; /* for the walk's hooks: what the fast lane read of this sample's process */
 	if (ps->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && ps->pid != 0)
-		n += add_user_frames(s, p, ps, s->frames + n);
+		n += add_user_frames(s, p, ps, w, s->frames + n);
 	else
-		s->stats.kernel_only++;
+		w->kernel_only++;
 	s->fast = NULL;
 	return n;
 }
@@ -1015,7 +1016,7 @@ static bool walk_or_hold(struct session *s, struct process *p, const struct perf
 			 const struct perf_event_header *rec, const struct fastlane_entry *fe, unsigned *n)
 {
 	s->may_hold = !fe && s->held;
-	*n = sample_frames(s, p, ps, fe);
+	*n = sample_frames(s, p, ps, fe, &s->stats.walks);
 	if (!s->walk_pending || !s->may_hold)
 		return false;
 	if (held_samples_add(s->held, rec) == 0) {
@@ -1023,7 +1024,7 @@ static bool walk_or_hold(struct session *s, struct process *p, const struct perf
 		return true;
 	}
 	s->may_hold = false;
-	*n = sample_frames(s, p, ps, fe);
+	*n = sample_frames(s, p, ps, fe, &s->stats.walks);
 	return false;
 }
 
@@ -1111,17 +1112,9 @@ static void count_off_cpu_alone(struct session *s, struct process *p, const stru
  * samples'. Returns the frames in s->frames. */
 static unsigned off_cpu_frames(struct session *s, struct process *p, const struct perf_sample *ps)
 {
-	struct session_stats keep = s->stats;
 	s->may_hold = false; /* its record is the off-CPU tracker's copy, walked now with what exists */
-	unsigned n = sample_frames(s, p, ps, NULL);
 	s->stats.off_cpu_stacks++;
-	s->stats.off_cpu_complete += s->stats.complete - keep.complete;
-	s->stats.complete = keep.complete;
-	s->stats.truncated = keep.truncated;
-	s->stats.unknown = keep.unknown;
-	s->stats.kernel_only = keep.kernel_only;
-	s->stats.frame_limited = keep.frame_limited;
-	return n;
+	return sample_frames(s, p, ps, NULL, &s->stats.off_cpu_walks);
 }
 
 /*
@@ -1346,9 +1339,9 @@ int session_build_profile(struct session *s, struct profile *p)
 	off_cpu_to_profile(s, p);
 	p->info.samples += s->stats.samples;
 	p->info.lost += s->stats.lost;
-	p->info.unwound_complete += s->stats.complete;
-	p->info.truncated += s->stats.truncated;
-	p->info.unknown += s->stats.unknown;
+	p->info.unwound_complete += s->stats.walks.complete;
+	p->info.truncated += s->stats.walks.truncated;
+	p->info.unknown += s->stats.walks.unknown;
 	/* A map written since the last read, even as its process exited, names the JIT frames. */
 	jitinfo_mgr_refresh(s->jit);
 	load_kallsyms(s);

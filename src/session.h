@@ -52,14 +52,19 @@
  */
 #define SESSION_APM_MAX_STALENESS_US 1000
 
-struct session_stats {
-	uint64_t samples;	/* samples counted into traces */
-	uint64_t lost;		/* samples the kernel dropped */
+/* How walks of stacks ended: each walk counts in exactly one of complete, truncated, unknown, kernel_only. */
+struct session_walks {
 	uint64_t complete;	/* user stacks unwound to their outermost frame */
 	uint64_t truncated;	/* user stacks that ended early */
 	uint64_t frame_limited;	/* ... of them: cut at the frame bound (session_options.max_frames) */
 	uint64_t unknown;	/* samples whose user IP was in no known mapping */
 	uint64_t kernel_only;	/* samples without user registers (kernel threads, idle) */
+};
+
+struct session_stats {
+	uint64_t samples;	/* samples counted into traces */
+	uint64_t lost;		/* samples the kernel dropped */
+	struct session_walks walks;	/* how the CPU samples' stacks ended */
 	uint64_t bad_records;	/* records that failed to decode */
 	uint64_t unwind_ns;	/* time spent unwinding user stacks */
 	uint64_t handle_ns;	/* time spent handling samples in total */
@@ -73,7 +78,7 @@ struct session_stats {
 	uint64_t fast_goroutines;	/* Go samples on g0 followed with the goroutine the fast lane read */
 	uint64_t fast_extensions;	/* walks past the copy that went on with the stack the fast lane read */
 	uint64_t off_cpu_stacks;	/* off-CPU stacks unwound (not counted in samples, complete, ...) */
-	uint64_t off_cpu_complete;	/* ... of them unwound to their outermost frame */
+	struct session_walks off_cpu_walks;	/* ... how their stacks ended, apart from the CPU samples' */
 	uint64_t held;		/* samples held while a table their walk needs was built (each time held) */
 	uint64_t replayed;	/* held samples handled again once the tables were ready */
 	uint64_t table_pending;	/* samples walked without a table being built: no room to hold them, or the

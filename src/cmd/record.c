@@ -444,7 +444,7 @@ static void print_off_cpu(struct record_run *r)
 			"rings)\n",
 		(unsigned long long)os.switch_outs, (unsigned long long)os.intervals,
 		(unsigned long long)os.with_stack,
-		st->off_cpu_stacks ? 100.0 * (double)st->off_cpu_complete / (double)st->off_cpu_stacks : 0.0,
+		st->off_cpu_stacks ? 100.0 * (double)st->off_cpu_walks.complete / (double)st->off_cpu_stacks : 0.0,
 		(unsigned long long)os.short_blocks,
 		r->o->opts.run.off_cpu_threshold_us, (unsigned long long)os.capped, r->o->opts.run.off_cpu_max_rate,
 		(double)os.capped_ns / 1e9, (unsigned long long)os.untracked, (unsigned long long)os.unmatched,
@@ -492,9 +492,9 @@ static void print_stack_extensions(struct record_run *r)
 static void print_frame_limit(struct record_run *r)
 {
 	const struct session_stats *st = session_stats(r->session);
-	if (st->frame_limited)
+	if (st->walks.frame_limited)
 		fprintf(stderr, "hostprof: stack: %llu samples deeper than --max-frames (%u) end in [truncated]\n",
-			(unsigned long long)st->frame_limited,
+			(unsigned long long)st->walks.frame_limited,
 			r->o->session.max_frames ? r->o->session.max_frames : SESSION_DEFAULT_MAX_FRAMES);
 }
 
@@ -564,7 +564,7 @@ static void print_summary(struct record_run *r)
 		"hostprof: %llu samples in %.2f s (%llu lost), %u processes, %.1f%% unwound completely; "
 		"unwinding %.2f us/sample, handling %.2f us/sample, hostprof CPU %.3f s, %ld context switches",
 		(unsigned long long)st->samples, secs, (unsigned long long)st->lost, session_processes(r->session),
-		100.0 * (double)st->complete / n, (double)unwind_ns / 1e3 / n,
+		100.0 * (double)st->walks.complete / n, (double)unwind_ns / 1e3 / n,
 		(double)st->handle_ns / 1e3 / n, cpu_seconds(&self),
 		self.ru_nvcsw + self.ru_nivcsw);
 	if (r->child_exited)
