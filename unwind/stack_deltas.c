@@ -294,12 +294,16 @@ static Elf_Scn *sd_find_section(struct sd_builder *b, const char *name, GElf_Shd
 	return NULL;
 }
 
-/* Bytes of the file backing ELF address va through a PT_LOAD, or NULL; *avail is how many follow. */
+/*
+ * Bytes of the file backing ELF address va through a PT_LOAD, or NULL; *avail is how many follow. Read as a raw
+ * chunk, not through elf_rawfile(): on a handle that reads (ELF_C_READ, files others may write) that would copy
+ * the whole file into memory, and libelf then loses track of section data read before. A chunk lives as long as
+ * the handle (the worker's ends with the build); on a mapped handle it points into the mapping.
+ */
 static const uint8_t *sd_segment_bytes(struct sd_builder *b, uint64_t va, size_t *avail)
 {
-	size_t n, fsize;
-	const uint8_t *raw = (const uint8_t *)elf_rawfile(b->elf, &fsize);
-	if (!raw || elf_getphdrnum(b->elf, &n) != 0)
+	size_t n;
+	if (elf_getphdrnum(b->elf, &n) != 0)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
 		GElf_Phdr ph;
@@ -307,12 +311,14 @@ static const uint8_t *sd_segment_bytes(struct sd_builder *b, uint64_t va, size_t
 			continue;
 		if (va < ph.p_vaddr || va - ph.p_vaddr >= ph.p_filesz)
 			continue;
-		uint64_t off = ph.p_offset + (va - ph.p_vaddr);
-		if (off < ph.p_offset || off >= fsize)
+		uint64_t off = ph.p_offset + (va - ph.p_vaddr), len = ph.p_filesz - (va - ph.p_vaddr);
+		/* libelf refuses a chunk past the end of the file (a truncated one: no bytes, less analysis) */
+		Elf_Data *d = off < ph.p_offset || off > INT64_MAX || len > SIZE_MAX ? NULL :
+			      elf_getdata_rawchunk(b->elf, (int64_t)off, (size_t)len, ELF_T_BYTE);
+		if (!d || !d->d_buf)
 			return NULL;
-		uint64_t len = ph.p_filesz - (va - ph.p_vaddr);
-		*avail = (size_t)(len < fsize - off ? len : fsize - off);
-		return raw + off;
+		*avail = d->d_size;
+		return d->d_buf;
 	}
 	return NULL;
 }
