@@ -461,9 +461,15 @@ const struct stack_deltas *execinfo_deltas_nowait(struct execinfo *e, bool *pend
 	if (c && stack_deltas_cache_load(c, &key, &e->deltas, &e->deltas_stats) == 0)
 		return e->deltas;
 	e->deltas = NULL;
-	if (e->mgr->worker && e->fd >= 0 && submit_build(e) == 0) {
-		*pending = true;
-		return NULL;
+	if (e->mgr->worker && e->fd >= 0) {
+		/* A bound on the builds queued: each keeps its file open and its entry alive, and the queue is worked
+		 * in order. Past it the walk goes on without this table for now; a later sample asks again. */
+		if (table_worker_outstanding(e->mgr->worker) >= EXECINFO_MAX_BUILDS)
+			return NULL;
+		if (submit_build(e) == 0) {
+			*pending = true;
+			return NULL;
+		}
 	}
 	if (stack_deltas_cache_get(c, c ? &key : NULL, e->elf, &e->deltas, &e->deltas_stats) < 0) {
 		e->deltas = NULL;

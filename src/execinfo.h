@@ -89,8 +89,10 @@ const struct stack_deltas *execinfo_deltas(struct execinfo *e);
  */
 int execinfo_mgr_start_worker(struct execinfo_mgr *m, int wake_fd);
 /* The table if it is ready (built, or loaded now from the cache: cheap); else NULL, with *pending true while the
- * worker builds it (started now if needed). In-memory images and managers without a worker build at once. */
+ * worker builds it (started now if needed), false when EXECINFO_MAX_BUILDS are queued already (asked again
+ * later). In-memory images and managers without a worker build at once. */
 const struct stack_deltas *execinfo_deltas_nowait(struct execinfo *e, bool *pending);
+#define EXECINFO_MAX_BUILDS 32
 /* Install the tables the worker finished (releasing its references: entries may be freed). Returns how many. */
 unsigned execinfo_mgr_collect(struct execinfo_mgr *m);
 /* The same, after waiting for every build submitted. */

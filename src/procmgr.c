@@ -286,6 +286,37 @@ static int mapping_wanted(struct mapping *m, const char **path, int exec)
 	return (*path)[0] == '/' && m->ino != 0;
 }
 
+/* The file of p's program as the records told it: its lowest mapping of a file (ino 0: none known yet). */
+static const struct mapping *program_mapping(const struct process *p)
+{
+	for (unsigned i = 0; i < p->nmaps; i++)
+		if (!p->maps[i].anon && p->maps[i].ino > 1 && p->maps[i].path && p->maps[i].path[0] == '/')
+			return &p->maps[i];
+	return NULL;
+}
+
+/*
+ * Whether the maps file f (opened before: it reads the address space the process had then) is of the image
+ * whose records were handled so far, that is, whether it still maps the file of p's program. If not, the
+ * process exec'd and its exec record still waits in a ring: samples taken before must not meet the new
+ * image's mappings (they come with that record). Rewinds f.
+ */
+static bool same_image(const struct process *p, FILE *f)
+{
+	const struct mapping *prog = program_mapping(p);
+	char line[4096 + 128];
+	bool found = !prog;
+	while (!found && fgets(line, sizeof(line), f)) {
+		struct mapping m;
+		int exec;
+		const char *path;
+		found = procmgr_parse_maps_line(line, &m, &exec, &path) == 0 && m.ino == prog->ino &&
+			(!prog->dev || m.dev == prog->dev);
+	}
+	rewind(f);
+	return found;
+}
+
 static int seed_from_proc(struct procmgr *pm, struct process *p)
 {
 	char fname[64], line[4096 + 128];
@@ -293,6 +324,10 @@ static int seed_from_proc(struct procmgr *pm, struct process *p)
 	FILE *f = fopen(fname, "re");
 	if (!f)
 		return -errno;
+	if (!same_image(p, f)) {
+		fclose(f);
+		return -ESTALE;
+	}
 	/* A walk may be using the files of the mappings being replaced: they stay open until it is over. */
 	if (process_clear_maps_deferred(pm, p) < 0) {
 		fclose(f);
@@ -347,6 +382,24 @@ static struct process *process_new(struct procmgr *pm, pid_t pid)
 	}
 	pm->seen++;
 	return p;
+}
+
+struct process *procmgr_find(struct procmgr *pm, pid_t pid)
+{
+	return find_process(pm, pid);
+}
+
+bool procmgr_overlaps(const struct process *p, uint64_t start, uint64_t end)
+{
+	unsigned lo = 0, hi = p->nmaps;
+	while (lo < hi) {	/* the first mapping that ends past start */
+		unsigned mid = lo + (hi - lo) / 2;
+		if (p->maps[mid].end <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < p->nmaps && p->maps[lo].start < end;
 }
 
 struct process *procmgr_get(struct procmgr *pm, pid_t pid)
@@ -468,7 +521,7 @@ unsigned procmgr_forget_idle(struct procmgr *pm, uint64_t cutoff_ns)
 	uint64_t v;
 	for (uint32_t pos = 0; hindex_next(&pm->by_pid, &pos, &v);) {
 		struct process *p = (struct process *)(uintptr_t)v;
-		if (!p->exited && p->last_sample_ns < cutoff_ns) {
+		if (!p->exited && !p->held && p->last_sample_ns < cutoff_ns) {
 			process_forget(pm, p);
 			forgotten++;
 		}
@@ -481,7 +534,7 @@ void procmgr_reap(struct procmgr *pm)
 	uint64_t v;
 	for (uint32_t pos = 0; hindex_next(&pm->by_pid, &pos, &v);) {
 		struct process *p = (struct process *)(uintptr_t)v;
-		if (p->exited && --p->exited == 0)
+		if (p->exited && !p->held && --p->exited == 0)	/* held samples are walked in its mappings */
 			process_forget(pm, p);
 	}
 }

@@ -15,6 +15,7 @@
 #ifndef HOSTPROF_PROCMGR_H
 #define HOSTPROF_PROCMGR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -54,6 +55,9 @@ struct process {
 	int apm_checked;	/* the session looked for an APM agent among the mappings (cleared by exec) */
 	int lane_checked;	/* the session looked its program up among those that took the fast lane (likewise) */
 	int exited;		/* reap generations left: 0 while alive */
+	unsigned held;		/* samples of its held while tables they need are built (the session's): they are
+				 * walked before anything changes its address space, and it is neither forgotten
+				 * nor reaped until then */
 };
 
 struct procmgr;
@@ -67,17 +71,22 @@ void procmgr_free(struct procmgr *pm);
  * set by procmgr_set_limit() is reached. */
 struct process *procmgr_get(struct procmgr *pm, pid_t pid);
 
+/* The process if tracked, else NULL: never created, nothing read from /proc. */
+struct process *procmgr_find(struct procmgr *pm, pid_t pid);
+/* Whether a mapping of p overlaps [start, end): a new mapping there replaces it. */
+bool procmgr_overlaps(const struct process *p, uint64_t start, uint64_t end);
+
 /* Track at most max processes (0: no limit). Memory stays bounded on hosts with very many processes. */
 void procmgr_set_limit(struct procmgr *pm, unsigned max);
-/* Forget processes with no sample since before cutoff_ns (they are re-read from /proc if sampled again).
- * Returns how many were forgotten. */
+/* Forget processes with no sample since before cutoff_ns and none held (they are re-read from /proc if sampled
+ * again). Returns how many were forgotten. */
 unsigned procmgr_forget_idle(struct procmgr *pm, uint64_t cutoff_ns);
 
 void procmgr_on_mmap2(struct procmgr *pm, const struct perf_mmap2 *m);
 void procmgr_on_comm(struct procmgr *pm, const struct perf_comm *c);
 void procmgr_on_fork(struct procmgr *pm, const struct perf_task *t);
 void procmgr_on_exit(struct procmgr *pm, const struct perf_task *t);
-/* Free processes that exited two reaps ago. */
+/* Free processes that exited two reaps ago and have no samples held. */
 void procmgr_reap(struct procmgr *pm);
 
 /*

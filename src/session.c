@@ -84,7 +84,6 @@ struct session {
 	bool may_hold;				/* the sample being handled may be held (room, not the fast lane's) */
 	bool walk_pending;			/* its walk met a table being built */
 	bool replaying;				/* handling held samples */
-	uint64_t last_reap_ns;			/* exited processes are kept a while for held samples */
 	/* per-sample scratch, sized once by the frame bound so the hot path does not allocate */
 	unsigned max_frames;	/* user frames a walk keeps (opts.max_frames, or the default) */
 	struct unwind_frame *uframes;	/* max_frames */
@@ -292,8 +291,8 @@ static void live_read(struct session *s, const struct find_ctx *c, unsigned kind
 {
 	uint64_t v = 0;
 	pid_t pid = c->proc->pid;
-	if (s->fast)
-		return;
+	if (s->fast || s->replaying)
+		return;	/* a held sample's late read is hostprof's delay, not the program's */
 	hindex_u32_get(&s->live_reads, (uint32_t)pid, &v);
 	if (LIVE_READS(v) < 0xfffff)
 		v += 1ull << 24;
@@ -621,24 +620,38 @@ static void replay_held(struct session *s, struct held_samples *h)
 	const struct perf_event_header *rec;
 	held_samples_take(h, &b);
 	s->replaying = true;
-	while ((rec = held_batch_next(&b))) {
-		s->stats.replayed++;
+	while ((rec = held_batch_next(&b)))
 		handle_sample(s, rec, sampler_layout(s->sampler), NULL);
-	}
 	s->replaying = false;
 	held_batch_free(&b);
 }
 
-/* Exited processes are forgotten a few ticks after their exit, but not while samples of theirs may be held, for
- * at most SESSION_HOLD_REAP_NS: held samples are walked against the mappings the process had. */
-#define SESSION_HOLD_REAP_NS 2000000000ull
-
-static void reap(struct session *s, uint64_t now)
+/*
+ * Walk now, with what exists, the held samples of pid, before a record changes its address space (an exec, a
+ * mapping over one it had, a new process under its pid): walked later, they would meet the new one. The others
+ * stay held, in order. An exit changes nothing: the process is kept until its held samples are walked.
+ */
+static void settle_held(struct session *s, pid_t pid)
 {
-	if (s->held && held_samples_count(s->held) && now - s->last_reap_ns < SESSION_HOLD_REAP_NS)
+	struct process *p = procmgr_find(s->procs, pid);
+	struct held_samples *h = s->held;
+	struct held_batch b;
+	const struct perf_event_header *rec;
+	struct perf_sample ps;
+	if (!h || !p || !p->held)
 		return;
-	s->last_reap_ns = now;
-	procmgr_reap(s->procs);
+	held_samples_take(h, &b);
+	s->replaying = true;
+	while ((rec = held_batch_next(&b))) {
+		if (perf_decode_sample(sampler_layout(s->sampler), rec, &ps) == 0 && (pid_t)ps.pid != pid &&
+		    held_samples_add(h, rec) == 0)
+			continue;
+		s->held = NULL;	/* walked without waiting */
+		handle_sample(s, rec, sampler_layout(s->sampler), NULL);
+		s->held = h;
+	}
+	s->replaying = false;
+	held_batch_free(&b);
 }
 
 int session_tick(struct session *s)
@@ -661,8 +674,9 @@ int session_tick(struct session *s)
 		ms = CORRELATE_DEFAULT_FLUSH_MS;
 	/* A capture records every process's mappings at the end: keep exited processes until then. */
 	if (!s->capture)
-		reap(s, now);
-	jitinfo_mgr_reap(s->jit);
+		procmgr_reap(s->procs);
+	if (!s->held || !held_samples_count(s->held))
+		jitinfo_mgr_reap(s->jit);	/* held samples may be in the JIT code of a process that exited */
 	return ms < 0 ? CORRELATE_DEFAULT_FLUSH_MS : ms;
 }
 
@@ -891,7 +905,7 @@ static unsigned add_user_frames(struct session *s, struct process *p, const stru
 	s->stats.unwind_ns += clock_mono_ns() - t0;
 	if (s->walk_pending && s->may_hold)
 		return 0;	/* held: counted when it is walked again */
-	s->stats.table_pending += s->walk_pending;
+	s->stats.table_pending += s->walk_pending && !s->replaying;	/* a held one is counted as settled */
 	if (s->capture && replay_writer_add_sample(s->capture, p->pid, (pid_t)ps->tid, &us) < 0)
 		s->stats.capture_errors++;
 	for (int i = 0; i < nu; i++) {
@@ -1017,14 +1031,24 @@ static bool walk_or_hold(struct session *s, struct process *p, const struct perf
 {
 	s->may_hold = !fe && s->held;
 	*n = sample_frames(s, p, ps, fe, &s->stats.walks);
-	if (!s->walk_pending || !s->may_hold)
-		return false;
-	if (held_samples_add(s->held, rec) == 0) {
-		s->stats.held++;
+	if (s->walk_pending && s->may_hold && held_samples_add(s->held, rec) == 0) {
+		if (!s->replaying) {	/* held again while replayed: still the same one */
+			s->stats.held++;
+			p->held++;
+		}
 		return true;
 	}
-	s->may_hold = false;
-	*n = sample_frames(s, p, ps, fe, &s->stats.walks);
+	if (s->walk_pending && s->may_hold) {
+		s->may_hold = false;
+		*n = sample_frames(s, p, ps, fe, &s->stats.walks);
+	}
+	if (s->replaying) {	/* a held sample walked at last: with its table, or settled without */
+		p->held -= p->held > 0;
+		if (s->walk_pending)
+			s->stats.settled++;
+		else
+			s->stats.replayed++;
+	}
 	return false;
 }
 
@@ -1200,6 +1224,9 @@ static void handle_mmap2(struct session *s, const struct perf_event_header *rec)
 	struct perf_mmap2 m;
 	if (perf_decode_mmap2(rec, &m) < 0)
 		return;
+	struct process *p = s->held ? procmgr_find(s->procs, (pid_t)m.pid) : NULL;
+	if (p && p->held && procmgr_overlaps(p, m.addr, m.addr + m.len))
+		settle_held(s, (pid_t)m.pid);
 	procmgr_on_mmap2(s->procs, &m);
 	jitinfo_mgr_on_mapping(s->jit, (pid_t)m.pid, m.filename);
 	if (s->correlate && m.filename && correlate_is_apm_library(m.filename))
@@ -1211,6 +1238,8 @@ static void handle_comm(struct session *s, const struct perf_event_header *rec)
 	struct perf_comm c;
 	if (perf_decode_comm(rec, &c) < 0)
 		return;
+	if (c.exec)
+		settle_held(s, (pid_t)c.pid);
 	procmgr_on_comm(s->procs, &c);
 	if (c.exec)
 		jitinfo_mgr_on_exec(s->jit, (pid_t)c.pid, clock_mono_ns());
@@ -1226,12 +1255,14 @@ static void handle_task(struct session *s, const struct perf_event_header *rec)
 		return;
 	bool process = t.pid == t.tid;
 	if (rec->type == PERF_RECORD_FORK) {
+		if (process)
+			settle_held(s, (pid_t)t.pid);	/* a pid reused: the exited one's held samples first */
 		procmgr_on_fork(s->procs, &t);
 		if (process && t.pid != t.ppid)
 			jitinfo_mgr_on_fork(s->jit, (pid_t)t.ppid, (pid_t)t.pid, clock_mono_ns());
 		return;
 	}
-	procmgr_on_exit(s->procs, &t);
+	procmgr_on_exit(s->procs, &t);	/* kept, mappings and all, while samples of its are held */
 	if (s->offcpu)
 		offcpu_forget(s->offcpu, (pid_t)t.tid);
 	if (process)

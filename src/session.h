@@ -79,10 +79,14 @@ struct session_stats {
 	uint64_t fast_extensions;	/* walks past the copy that went on with the stack the fast lane read */
 	uint64_t off_cpu_stacks;	/* off-CPU stacks unwound (not counted in samples, complete, ...) */
 	struct session_walks off_cpu_walks;	/* ... how their stacks ended, apart from the CPU samples' */
-	uint64_t held;		/* samples held while a table their walk needs was built (each time held) */
-	uint64_t replayed;	/* held samples handled again once the tables were ready */
-	uint64_t table_pending;	/* samples walked without a table being built: no room to hold them, or the
-				 * fast lane's (the module was walked with the fallback unwinder) */
+	/* Held samples (each counted once; in the daemon per profile, so one held across a profile's end counts
+	 * in the next): */
+	uint64_t held;		/* samples held while a table their walk needs was built */
+	uint64_t replayed;	/* ... walked with it once it was ready */
+	uint64_t settled;	/* ... walked without it (the fallback unwinder through that module): their process
+				 * exec'd, exited or mapped over the file first, or the run ended */
+	uint64_t table_pending;	/* samples walked without a table being built, never held: no room to hold them,
+				 * the fast lane's, and off-CPU stacks */
 };
 
 

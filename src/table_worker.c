@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -93,7 +94,13 @@ static void *worker_main(void *arg)
 int table_worker_submit(struct table_worker *w, struct table_job *job)
 {
 	if (!w->started) {
+		/* Signals (SIGTERM, SIGHUP, SIGUSR1) are the caller's to take: they must interrupt its poll, and
+		 * would make the worker's writes fail with EINTR. */
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
 		int err = pthread_create(&w->thread, NULL, worker_main, w);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (err)
 			return -err;
 		w->started = true;

@@ -303,8 +303,9 @@ static void log_memory(struct daemon *d)
 	session_table_totals(d->session, &tables, &cached, &rows, &bytes, &build_ns);
 	const struct session_stats *st = session_stats(d->session);
 	dlog(d, LOG_LEVEL_DEBUG, "%u stack-delta tables in memory (%.1f MiB); %llu samples held while tables were "
-	     "built, %llu walked without one", tables, bytes / 1048576.0, (unsigned long long)st->held,
-	     (unsigned long long)st->table_pending);
+	     "built (%llu walked once ready, %llu without), %llu walked without one, never held", tables,
+	     bytes / 1048576.0, (unsigned long long)st->held, (unsigned long long)st->replayed,
+	     (unsigned long long)st->settled, (unsigned long long)st->table_pending);
 }
 
 /* Write the interval's profile (even an empty one: it records that the host was watched) and start anew. The

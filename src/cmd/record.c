@@ -541,10 +541,14 @@ static void print_steady_state(const struct record_run *r)
 
 static void print_held(const struct session_stats *st)
 {
-	if (st->held || st->table_pending)
-		fprintf(stderr, "hostprof: tables: %llu samples held while the tables they need were built, %llu of them "
-				"walked again once ready; %llu walked without a table being built (no room to hold them, or read by the fast lane)\n",
+	if (st->held)
+		fprintf(stderr, "hostprof: tables: %llu samples held while the tables they need were built: %llu walked "
+				"once ready, %llu without (their process exec'd or was remapped first, or the run ended)\n",
 			(unsigned long long)st->held, (unsigned long long)st->replayed,
+			(unsigned long long)st->settled);
+	if (st->table_pending)
+		fprintf(stderr, "hostprof: tables: %llu samples walked while a table they need was built, without it "
+				"(no room to hold them, read by the fast lane, or off CPU)\n",
 			(unsigned long long)st->table_pending);
 }
 
