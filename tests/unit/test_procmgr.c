@@ -191,6 +191,40 @@ static void test_resync_keeps_files_until_released(void **state)
 	procmgr_release_deferred(s->pm);
 }
 
+/*
+ * A re-read of /proc/PID/maps that no longer maps the program's file comes from a later image (the process exec'd
+ * and its exec record waits in a ring): it is refused and the mappings the records gave stay. Here the records
+ * say the program is a file at 0x10000 that this process does not map; a re-read that maps it is taken.
+ */
+static void test_resync_refused_after_unseen_exec(void **state)
+{
+	struct pm_state *s = *state;
+	struct process *p = procmgr_get(s->pm, getpid());
+	uint64_t code = (uint64_t)(uintptr_t)&marker_function;
+	assert_non_null(p);
+	assert_non_null(procmgr_find_mapping(s->pm, p, code, 1));
+	/* The lowest file mapping: the program, to hostprof. */
+	struct perf_mmap2 m = { .pid = (uint32_t)getpid(), .tid = (uint32_t)getpid(), .addr = 0x10000, .len = 0x1000,
+				.ino = 987654321, .maj = 8, .filename = "/gone/program" };
+	procmgr_on_mmap2(s->pm, &m);
+	assert_true(procmgr_overlaps(p, 0x10fff, 0x20000));
+	assert_false(procmgr_overlaps(p, 0x11000, 0x20000));
+	assert_false(procmgr_overlaps(p, 0x1000, 0x10000));
+	unsigned nmaps = p->nmaps;
+	/* A miss long after the last re-read: the maps are read again, and refused. */
+	assert_null(procmgr_find_mapping(s->pm, p, 8, 1 + 2 * PROCMGR_RESYNC_NS));
+	assert_int_equal(p->nmaps, nmaps);
+	assert_non_null(procmgr_lookup_mapping(p, 0x10000));
+	procmgr_release_deferred(s->pm);
+	/* After the exec record, the maps come from the new image's records, and re-reads are taken again. */
+	struct perf_comm c = { .pid = (uint32_t)getpid(), .tid = (uint32_t)getpid(), .comm = "test", .exec = 1 };
+	procmgr_on_comm(s->pm, &c);
+	assert_int_equal(p->nmaps, 0);
+	assert_non_null(procmgr_find_mapping(s->pm, p, code, 1 + 4 * PROCMGR_RESYNC_NS));
+	assert_null(procmgr_lookup_mapping(p, 0x10000));
+	procmgr_release_deferred(s->pm);
+}
+
 static void test_vdso_image(void **state)
 {
 	struct pm_state *s = *state;
@@ -311,6 +345,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fork_exec_exit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_self_mapping_and_bias, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_resync_keeps_files_until_released, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_resync_refused_after_unseen_exec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vdso_image, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_writable_file_truncated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anonymous_code, setup, teardown),
