@@ -81,16 +81,22 @@ static void fresh_copy(const char *src, const char *dst)
 	close(fd);
 }
 
+/* The text of the file at path (its first 64 KiB) in buf[65536]. */
+static const char *slurp(const char *path, char *buf)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, 65535, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
 /* The number after "needle" in the file at path, or -1. */
 static long long number_after(const char *path, const char *needle)
 {
 	char buf[65536];
-	FILE *f = fopen(path, "r");
-	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-	if (f)
-		fclose(f);
-	buf[n] = '\0';
-	const char *p = strstr(buf, needle);
+	const char *p = strstr(slurp(path, buf), needle);
 	return p ? strtoll(p + strlen(needle), NULL, 10) : -1;
 }
 
@@ -98,12 +104,7 @@ static long long number_after(const char *path, const char *needle)
 static long long number_before(const char *path, const char *needle)
 {
 	char buf[65536];
-	FILE *f = fopen(path, "r");
-	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-	if (f)
-		fclose(f);
-	buf[n] = '\0';
-	const char *p = strstr(buf, needle);
+	const char *p = strstr(slurp(path, buf), needle);
 	if (!p)
 		return -1;
 	while (p > buf && p[-1] >= '0' && p[-1] <= '9')
