@@ -457,19 +457,20 @@ const struct stack_deltas *execinfo_deltas_nowait(struct execinfo *e, bool *pend
 	struct stack_deltas_key key;
 	struct stack_deltas_cache *c = e->deltas_cacheable ? table_cache(e->mgr) : NULL;
 	table_key(e, &key);
-	/* A table from the cache is mapped and checked in well under a millisecond: no need to wait for it. */
-	if (c && stack_deltas_cache_load(c, &key, &e->deltas, &e->deltas_stats) == 0)
-		return e->deltas;
-	e->deltas = NULL;
 	if (e->mgr->worker && e->fd >= 0) {
-		/* A bound on the builds queued: each keeps its file open and its entry alive, and the queue is worked
-		 * in order. Past it the walk goes on without this table for now; a later sample asks again. */
-		if (table_worker_outstanding(e->mgr->worker) >= EXECINFO_MAX_BUILDS)
+		/* A small table from the cache is mapped and checked in well under a millisecond: no need to wait
+		 * for it. A larger one is loaded by the worker, like a table it builds. */
+		if (c && stack_deltas_cache_load_upto(c, &key, EXECINFO_LOAD_NOW_BYTES, &e->deltas,
+						      &e->deltas_stats) == 0)
+			return e->deltas;
+		e->deltas = NULL;
+		/* At most EXECINFO_MAX_BUILDS jobs queued: each keeps its file open and its entry alive, and the queue
+		 * is worked in order. Past the bound the sample waits as if its job were queued; asked again once
+		 * another is done, the table gets one. */
+		*pending = true;
+		if (table_worker_outstanding(e->mgr->worker) >= EXECINFO_MAX_BUILDS || submit_build(e) == 0)
 			return NULL;
-		if (submit_build(e) == 0) {
-			*pending = true;
-			return NULL;
-		}
+		*pending = false;	/* the worker cannot take it: built here */
 	}
 	if (stack_deltas_cache_get(c, c ? &key : NULL, e->elf, &e->deltas, &e->deltas_stats) < 0) {
 		e->deltas = NULL;
@@ -503,11 +504,6 @@ unsigned execinfo_mgr_collect(struct execinfo_mgr *m)
 	return m->worker ? install(m, table_worker_done(m->worker, false)) : 0;
 }
 
-unsigned execinfo_mgr_pending(const struct execinfo_mgr *m)
-{
-	return m->worker ? table_worker_outstanding(m->worker) : 0;
-}
-
 unsigned execinfo_mgr_wait(struct execinfo_mgr *m)
 {
 	return m->worker ? install(m, table_worker_done(m->worker, true)) : 0;
@@ -539,7 +535,6 @@ static void evict(struct execinfo *e, struct execinfo_evicted *out)
 	if (e->deltas && !e->deltas_pending) {
 		out->tables++;
 		out->table_bytes += e->deltas_stats.bytes;
-		out->tables_cached += e->deltas_cacheable;
 		stack_deltas_free(e->deltas);
 		e->deltas = NULL;
 		memset(&e->deltas_stats, 0, sizeof(e->deltas_stats));

@@ -88,17 +88,16 @@ const struct stack_deltas *execinfo_deltas(struct execinfo *e);
  * -ENOMEM.
  */
 int execinfo_mgr_start_worker(struct execinfo_mgr *m, int wake_fd);
-/* The table if it is ready (built, or loaded now from the cache: cheap); else NULL, with *pending true while the
- * worker builds it (started now if needed), false when EXECINFO_MAX_BUILDS are queued already (asked again
- * later). In-memory images and managers without a worker build at once. */
+/* The table if it is ready (built, or loaded now from the cache: a file of up to EXECINFO_LOAD_NOW_BYTES); else
+ * NULL, with *pending true while the worker loads or builds it (asked now if needed; when EXECINFO_MAX_BUILDS jobs
+ * are queued already, once one of them is done). In-memory images and managers without a worker build at once. */
 const struct stack_deltas *execinfo_deltas_nowait(struct execinfo *e, bool *pending);
 #define EXECINFO_MAX_BUILDS 32
+#define EXECINFO_LOAD_NOW_BYTES (1u << 20)
 /* Install the tables the worker finished (releasing its references: entries may be freed). Returns how many. */
 unsigned execinfo_mgr_collect(struct execinfo_mgr *m);
 /* The same, after waiting for every build submitted. */
 unsigned execinfo_mgr_wait(struct execinfo_mgr *m);
-/* Builds submitted and not yet collected. */
-unsigned execinfo_mgr_pending(const struct execinfo_mgr *m);
 /* Cancel the builds not started, wait for the running one and collect all: call before releasing the last
  * entries, and before execinfo_mgr_free(). */
 void execinfo_mgr_stop(struct execinfo_mgr *m);
@@ -110,8 +109,7 @@ void execinfo_mgr_stop(struct execinfo_mgr *m);
  * built are left alone. The release hooks are called for each entry dropped. out gets what was dropped.
  */
 struct execinfo_evicted {
-	unsigned tables, tables_cached, symbolizers;	/* tables_cached: of the tables, those of files the table
-							 * cache may hold (cheap to load again) */
+	unsigned tables, symbolizers;
 	uint64_t table_bytes;
 };
 void execinfo_mgr_evict(struct execinfo_mgr *m, bool all, struct execinfo_evicted *out);

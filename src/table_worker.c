@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/base/clock.h"
 
 struct table_worker {
 	pthread_mutex_t lock;
@@ -38,20 +37,17 @@ int table_worker_new(int wake_fd, struct table_worker **out)
 	return 0;
 }
 
-/* Build job's table with an Elf handle of the worker's own, and store it in the cache. */
+/* Job's table, from the cache or built with an Elf handle of the worker's own (and stored in the cache). */
 static void build(struct table_job *job)
 {
-	uint64_t t0 = clock_mono_ns();
+	struct stack_deltas_key key = { .build_id = job->build_id };
+	memcpy(key.file, job->file, sizeof(key.file));
 	Elf *elf = elf_begin(job->fd, job->cmd, NULL);
-	job->err = elf && elf_kind(elf) == ELF_K_ELF ? stack_deltas_build(elf, &job->table, &job->stats) : -ENOEXEC;
+	job->err = elf && elf_kind(elf) == ELF_K_ELF ?
+			   stack_deltas_cache_get(job->cache, job->cache ? &key : NULL, elf, &job->table, &job->stats) :
+			   -ENOEXEC;
 	if (elf)
 		elf_end(elf);
-	if (job->err == 0 && job->cache) {
-		struct stack_deltas_key key = { .build_id = job->build_id };
-		memcpy(key.file, job->file, sizeof(key.file));
-		stack_deltas_cache_store(job->cache, &key, job->table, &job->stats);	/* failed: built again next run */
-	}
-	job->stats.build_ns = clock_mono_ns() - t0;
 }
 
 static void push(struct table_job **head, struct table_job **tail, struct table_job *job)

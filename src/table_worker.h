@@ -4,8 +4,9 @@
  * Building a large file's table (stack_deltas.h: libLLVM, libclang-cpp) takes 100 ms and more of CPU; done in the
  * loop that drains the sampling rings, the rings overflow meanwhile and samples are lost, and any user who can run
  * a fresh copy of a large library can make that happen at will. The caller submits a job per file that needs a
- * table; one worker thread builds the tables in submission order, stores each in the table cache
- * (stack_deltas_cache.h) when the job names one, and hands the jobs back through table_worker_done().
+ * table; one worker thread, in submission order, loads each from the table cache (stack_deltas_cache.h) when the
+ * job names one and it holds the table (a large file's load is work too), else builds it and stores it there, and
+ * hands the jobs back through table_worker_done().
  *
  * Elf handles. libelf/libdw handles are not thread-safe, and a build uses its handle (it decompresses a compressed
  * .debug_frame into it): the worker opens an Elf handle of its own on the job's file descriptor (pread, or its
@@ -30,7 +31,7 @@ struct table_job {
 	/* in */
 	int fd;			/* the file; the caller keeps it open */
 	Elf_Cmd cmd;		/* how to read it (ELF_C_READ_MMAP only for files no one but root can write) */
-	const struct stack_deltas_cache *cache;	/* store the built table there; NULL: do not */
+	const struct stack_deltas_cache *cache;	/* load the table from there, or store it there; NULL: build */
 	char build_id[STACK_DELTAS_CACHE_BUILD_ID_MAX + 1];	/* the cache key's */
 	uint8_t file[16];
 	void *owner;		/* the caller's */

@@ -179,8 +179,10 @@ static void stats_from_head(const struct stack_deltas_cache_head *h, const struc
 					   .rules = h->nrules, .bytes = stack_deltas_bytes(t) };
 }
 
-/* The whole file, mapped read-only if it is private to us and of a plausible size; fd stays open (*fd). */
-static int map_file(const struct stack_deltas_cache *c, const char *name, int *fd, void **map, size_t *len)
+/* The whole file, mapped read-only if it is private to us and of a plausible size (at most max_bytes: else
+ * -EFBIG); fd stays open (*fd). */
+static int map_file(const struct stack_deltas_cache *c, const char *name, size_t max_bytes, int *fd, void **map,
+		    size_t *len)
 {
 	struct stat st;
 	*fd = cache_dir_open_file(c->dirfd, name, &st);
@@ -189,6 +191,8 @@ static int map_file(const struct stack_deltas_cache *c, const char *name, int *f
 	if (st.st_size < (off_t)sizeof(struct stack_deltas_cache_head) ||
 	    (unsigned long long)st.st_size > STACK_DELTAS_CACHE_MAX_BYTES)
 		return -EINVAL;
+	if ((unsigned long long)st.st_size > max_bytes)
+		return -EFBIG;
 	/* Populated at once: the checks read every page anyway. */
 	*map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, *fd, 0);
 	if (*map == MAP_FAILED)
@@ -216,8 +220,8 @@ static int adopt_file(const struct stack_deltas_cache *c, const struct stack_del
 	return err;
 }
 
-int stack_deltas_cache_load(const struct stack_deltas_cache *c, const struct stack_deltas_key *key,
-			    struct stack_deltas **out, struct stack_deltas_stats *stats)
+int stack_deltas_cache_load_upto(const struct stack_deltas_cache *c, const struct stack_deltas_key *key,
+				 size_t max_bytes, struct stack_deltas **out, struct stack_deltas_stats *stats)
 {
 	char name[STACK_DELTAS_CACHE_BUILD_ID_MAX + 32];
 	uint64_t t0 = clock_mono_ns();
@@ -227,7 +231,7 @@ int stack_deltas_cache_load(const struct stack_deltas_cache *c, const struct sta
 	*out = NULL;
 	int err = stack_deltas_cache_file_name(c, key, name, sizeof(name));
 	if (err == 0)
-		err = map_file(c, name, &fd, &map, &len);
+		err = map_file(c, name, max_bytes, &fd, &map, &len);
 	if (err == 0)
 		err = adopt_file(c, key, map, len, out, stats);
 	if (err == 0)
@@ -239,6 +243,12 @@ int stack_deltas_cache_load(const struct stack_deltas_cache *c, const struct sta
 	if (err == 0 && stats)
 		stats->build_ns = clock_mono_ns() - t0;
 	return err;
+}
+
+int stack_deltas_cache_load(const struct stack_deltas_cache *c, const struct stack_deltas_key *key,
+			    struct stack_deltas **out, struct stack_deltas_stats *stats)
+{
+	return stack_deltas_cache_load_upto(c, key, SIZE_MAX, out, stats);
 }
 
 int stack_deltas_cache_store(const struct stack_deltas_cache *c, const struct stack_deltas_key *key,

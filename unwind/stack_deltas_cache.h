@@ -108,6 +108,10 @@ int stack_deltas_cache_file_name(const struct stack_deltas_cache *c, const struc
  */
 int stack_deltas_cache_load(const struct stack_deltas_cache *c, const struct stack_deltas_key *key,
 			    struct stack_deltas **out, struct stack_deltas_stats *stats);
+/* The same for a file of at most max_bytes (a load costs in proportion: mapped, checked whole); -EFBIG, nothing
+ * read, for a larger one. */
+int stack_deltas_cache_load_upto(const struct stack_deltas_cache *c, const struct stack_deltas_key *key,
+				 size_t max_bytes, struct stack_deltas **out, struct stack_deltas_stats *stats);
 
 /* Store t, built for key with the counts stats (may be NULL), making room first. Returns 0, -EINVAL (bad key),
  * -EFBIG (larger than the whole cache), or the write's error. */
