@@ -426,6 +426,7 @@ struct tree_print {
 	uint64_t total;
 	double limit;		/* percent */
 	struct frame_buf prefix;	/* the guide lines drawn left of a node's children */
+	char root[ESCAPE_SHOWN_MAX];	/* a root's name (a process's) escaped: the others' rows are already */
 };
 
 static const char *node_name(const struct tree_print *tp, uint32_t node)
@@ -475,10 +476,9 @@ static int print_subtree(struct tree_print *tp, uint32_t node, bool last)
 	size_t mark = tp->prefix.len;
 	uint32_t *children, nchildren;
 	int err;
-	char comm[ESCAPE_SHOWN_MAX];	/* a root's name is a process's; the others' rows are escaped already */
 	fprintf(tp->out, "%6.2f%% %6.2f%%  %s%s%s\n", pct(n->total, tp->total), pct(n->self, tp->total),
 		tp->prefix.s ? tp->prefix.s : "", top ? "" : last ? "`- " : "|- ",
-		top ? escape_str(comm, sizeof(comm), node_name(tp, node)) : node_name(tp, node));
+		top ? escape_str(tp->root, sizeof(tp->root), node_name(tp, node)) : node_name(tp, node));
 	if (!top && (err = frame_buf_append(&tp->prefix, last ? "   " : "|  ", 3)) < 0)
 		return err;
 	if ((err = visible_children(tp, node, &children, &nchildren)) < 0)
