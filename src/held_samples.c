@@ -33,11 +33,23 @@ void held_samples_free(struct held_samples *h)
 	free(h);
 }
 
+/* Bytes a record takes: records stay 8-byte aligned for the decoder. */
+static size_t held_size(const struct perf_event_header *rec)
+{
+	return (rec->size + 7u) & ~(size_t)7;
+}
+
+bool held_samples_room(const struct held_samples *h, const struct perf_event_header *rec)
+{
+	const struct held_batch *b = &h->cur;
+	return rec->size >= sizeof(*rec) && b->count < h->max_count && b->len + held_size(rec) <= h->max_bytes;
+}
+
 int held_samples_add(struct held_samples *h, const struct perf_event_header *rec)
 {
-	size_t size = (rec->size + 7u) & ~(size_t)7;	/* records stay 8-byte aligned for the decoder */
+	size_t size = held_size(rec);
 	struct held_batch *b = &h->cur;
-	if (rec->size < sizeof(*rec) || b->count >= h->max_count || b->len + size > h->max_bytes)
+	if (!held_samples_room(h, rec))
 		return -ENOSPC;
 	if (!b->base) {
 		/* Reserved, not committed: only the pages records are written to count. */

@@ -17,6 +17,7 @@
 #define HOSTPROF_HELD_SAMPLES_H
 
 #include <linux/perf_event.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,8 @@ void held_samples_free(struct held_samples *h);
 /* Copy rec (rec->size bytes) in. Returns 0, -ENOSPC (over a bound, or shorter than its header: not held),
  * -ENOMEM (no mapping). */
 int held_samples_add(struct held_samples *h, const struct perf_event_header *rec);
+/* Whether rec would be held now (within the bounds); a walk that could not be held need not stop short. */
+bool held_samples_room(const struct held_samples *h, const struct perf_event_header *rec);
 /* Records held now. */
 unsigned held_samples_count(const struct held_samples *h);
 /* Take every record held now; the queue starts empty again. */

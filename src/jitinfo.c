@@ -17,6 +17,7 @@
 
 #include "src/base/clock.h"
 #include "src/base/hindex.h"
+#include "src/base/proc_threads.h"
 #include "src/procmem.h"
 #include "symbols/jitdump.h"
 #include "symbols/perfmap.h"
@@ -120,23 +121,11 @@ static ssize_t read_proc(pid_t pid, const char *name, char *buf, size_t max)
 /* Effective uid and innermost pid (NSpid) from /proc/PID/status. */
 static int read_status(struct jitinfo *j)
 {
-	char buf[8192];
-	unsigned ruid, euid;
-	if (read_proc(j->pid, "status", buf, sizeof(buf)) < 0)
+	struct proc_identity id;
+	if (proc_read_identity(j->pid, &id) < 0)
 		return -1;
-	const char *uid = strstr(buf, "\nUid:"), *ns = strstr(buf, "\nNSpid:");
-	if (!uid || sscanf(uid + 5, "%u %u", &ruid, &euid) != 2)
-		return -1;
-	j->uid = (uid_t)euid;
-	j->nspid = j->pid;
-	for (const char *p = ns ? ns + 7 : NULL; p && *p && *p != '\n';) {
-		char *end;
-		long v = strtol(p, &end, 10);
-		if (end == p)
-			break;
-		j->nspid = (pid_t)v;
-		p = end;
-	}
+	j->uid = id.euid;
+	j->nspid = id.nspid;
 	return 0;
 }
 
@@ -567,14 +556,19 @@ void jitinfo_mgr_on_exit(struct jitinfo_mgr *m, pid_t pid)
 		j->exited = 3;
 }
 
-void jitinfo_mgr_reap(struct jitinfo_mgr *m)
+void jitinfo_mgr_reap_but(struct jitinfo_mgr *m, bool (*keep)(void *ctx, pid_t pid), void *ctx)
 {
 	uint64_t v;
 	for (uint32_t pos = 0; hindex_next(&m->attached, &pos, &v);) {
 		struct jitinfo *j = (struct jitinfo *)(uintptr_t)v;
-		if (j->exited && --j->exited == 0)
+		if (j->exited && !(keep && keep(ctx, j->pid)) && --j->exited == 0)
 			jitinfo_mgr_detach(m, j->pid);
 	}
+}
+
+void jitinfo_mgr_reap(struct jitinfo_mgr *m)
+{
+	jitinfo_mgr_reap_but(m, NULL, NULL);
 }
 
 unsigned jitinfo_mgr_forget_idle(struct jitinfo_mgr *m, uint64_t cutoff_ns)

@@ -116,6 +116,9 @@ void jitinfo_mgr_detach(struct jitinfo_mgr *m, pid_t pid);
  * the other: a sample of the process may come after its exit record). */
 void jitinfo_mgr_on_exit(struct jitinfo_mgr *m, pid_t pid);
 void jitinfo_mgr_reap(struct jitinfo_mgr *m);
+/* The same, but an exited pid for which keep(ctx, pid) is true stays attached (its reap count paused): samples of
+ * it are still to be named. */
+void jitinfo_mgr_reap_but(struct jitinfo_mgr *m, bool (*keep)(void *ctx, pid_t pid), void *ctx);
 /* Detach entries not used since before cutoff_ns; returns how many. */
 unsigned jitinfo_mgr_forget_idle(struct jitinfo_mgr *m, uint64_t cutoff_ns);
 /* Read what the files of every entry gained since they were last read (before building a profile). */

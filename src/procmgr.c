@@ -384,6 +384,20 @@ static struct process *process_new(struct procmgr *pm, pid_t pid)
 	return p;
 }
 
+/* The first of p's mappings (sorted, non-overlapping) that ends past addr; p->nmaps if none. */
+static unsigned first_ending_after(const struct process *p, uint64_t addr)
+{
+	unsigned lo = 0, hi = p->nmaps;
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (p->maps[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 struct process *procmgr_find(struct procmgr *pm, pid_t pid)
 {
 	return find_process(pm, pid);
@@ -391,15 +405,8 @@ struct process *procmgr_find(struct procmgr *pm, pid_t pid)
 
 bool procmgr_overlaps(const struct process *p, uint64_t start, uint64_t end)
 {
-	unsigned lo = 0, hi = p->nmaps;
-	while (lo < hi) {	/* the first mapping that ends past start */
-		unsigned mid = lo + (hi - lo) / 2;
-		if (p->maps[mid].end <= start)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < p->nmaps && p->maps[lo].start < end;
+	unsigned i = first_ending_after(p, start);
+	return i < p->nmaps && p->maps[i].start < end;
 }
 
 struct process *procmgr_get(struct procmgr *pm, pid_t pid)
@@ -541,17 +548,8 @@ void procmgr_reap(struct procmgr *pm)
 
 static struct mapping *lookup(struct process *p, uint64_t addr)
 {
-	unsigned lo = 0, hi = p->nmaps;
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo) / 2;
-		if (p->maps[mid].end <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo < p->nmaps && p->maps[lo].start <= addr)
-		return &p->maps[lo];
-	return NULL;
+	unsigned i = first_ending_after(p, addr);
+	return i < p->nmaps && p->maps[i].start <= addr ? &p->maps[i] : NULL;
 }
 
 struct mapping *procmgr_lookup_mapping(struct process *p, uint64_t addr)

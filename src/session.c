@@ -79,11 +79,12 @@ struct session {
 	uint64_t finish_ns;			/* session_finish()'s time: threads still off CPU count up to it */
 	uint64_t off_cpu_lost_told;		/* off-CPU samples lost in full rings, as far as in profiles */
 	/* Samples whose walk needs a table the worker is building (execinfo_deltas_nowait()) are held until it is
-	 * ready, then handled again (replay_held()). */
+	 * ready, then handled again (rehandle_held()). */
 	struct held_samples *held;		/* NULL without a worker (the reference unwinder needs no table) */
 	bool may_hold;				/* the sample being handled may be held (room, not the fast lane's) */
 	bool walk_pending;			/* its walk met a table being built */
 	bool replaying;				/* handling held samples */
+	bool hold_off;				/* ... walked with what exists, none held again */
 	/* per-sample scratch, sized once by the frame bound so the hot path does not allocate */
 	unsigned max_frames;	/* user frames a walk keeps (opts.max_frames, or the default) */
 	struct unwind_frame *uframes;	/* max_frames */
@@ -180,20 +181,29 @@ static void correlate_log(void *arg, enum correlate_log_level level, const char 
 	log_write(&s->opts.log, (unsigned)level < 4 ? levels[level] : LOG_LEVEL_ERROR, "%s", msg);
 }
 
-/* The fast lane, made when a first process needs it; the eventfd it wakes the caller with comes first. */
+/* The eventfd the fast lane and the table worker wake the caller's poll with: made once, for whichever comes first. */
+static int make_wake_fd(struct session *s)
+{
+	if (s->wake_fd < 0 && (s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+		return -errno;
+	return 0;
+}
+
+/* The fast lane, made when a first process needs it. */
 static int make_fastlane(struct session *s)
 {
 	if (s->fastlane)
 		return 0;
-	if (s->wake_fd < 0 && (s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
-		return -errno;
+	int err = make_wake_fd(s);
+	if (err < 0)
+		return err;
 	struct fastlane_options fo = { .reader = s->correlate ? correlate_get_reader(s->correlate) : NULL,
 				       .wake_fd = s->wake_fd, .realtime = s->opts.fast_lane_realtime,
 				       .max_events = s->opts.fast_lane_max_events,
 				       .go_max_stack = s->go_stack ? s->go_max_stack : 0,
 				       .deep_max = s->opts.max_stack_bytes };
 	sampler_get_options(s->sampler, &fo.sampler);
-	int err = fastlane_new(&fo, &s->fastlane);
+	err = fastlane_new(&fo, &s->fastlane);
 	if (err == 0 && s->paused)
 		fastlane_pause(s->fastlane, 1);
 	return err;
@@ -460,9 +470,9 @@ static int setup_worker(struct session *s)
 {
 	if (s->opts.unwinder != SESSION_UNWIND_DELTAS || !s->execinfo || !s->sampler)
 		return 0;
-	if ((s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
-		return -errno;
-	int err = held_samples_new(0, 0, &s->held);
+	int err = make_wake_fd(s);
+	if (err == 0)
+		err = held_samples_new(0, 0, &s->held);
 	return err < 0 ? err : execinfo_mgr_start_worker(s->execinfo, s->wake_fd);
 }
 
@@ -613,15 +623,26 @@ int session_wake_fd(const struct session *s)
 	return s->wake_fd;
 }
 
-/* Handle the held samples again, now that tables they waited for are ready (some may be held again). */
-static void replay_held(struct session *s, struct held_samples *h)
+/*
+ * Handle the held samples again: those of pid only (0: every one; the others are held again, in order). hold: a
+ * walk that meets a table still being built holds its sample again; else it walks on with what exists.
+ */
+static void rehandle_held(struct session *s, pid_t pid, bool hold)
 {
-	struct held_batch b;
+	const struct perf_layout *layout = sampler_layout(s->sampler);
 	const struct perf_event_header *rec;
-	held_samples_take(h, &b);
+	struct perf_sample ps;
+	struct held_batch b;
+	held_samples_take(s->held, &b);
 	s->replaying = true;
-	while ((rec = held_batch_next(&b)))
-		handle_sample(s, rec, sampler_layout(s->sampler), NULL);
+	s->hold_off = !hold;
+	while ((rec = held_batch_next(&b))) {
+		if (pid && perf_decode_sample(layout, rec, &ps) == 0 && (pid_t)ps.pid != pid &&
+		    held_samples_add(s->held, rec) == 0)
+			continue;
+		handle_sample(s, rec, layout, NULL);
+	}
+	s->hold_off = false;
 	s->replaying = false;
 	held_batch_free(&b);
 }
@@ -631,27 +652,18 @@ static void replay_held(struct session *s, struct held_samples *h)
  * mapping over one it had, a new process under its pid): walked later, they would meet the new one. The others
  * stay held, in order. An exit changes nothing: the process is kept until its held samples are walked.
  */
+/* Whether samples of pid are held (jitinfo_mgr_reap_but()'s keep). */
+static bool has_held(void *ctx, pid_t pid)
+{
+	struct session *s = ctx;
+	struct process *p = s->held ? procmgr_find(s->procs, pid) : NULL;
+	return p && p->held;
+}
+
 static void settle_held(struct session *s, pid_t pid)
 {
-	struct process *p = procmgr_find(s->procs, pid);
-	struct held_samples *h = s->held;
-	struct held_batch b;
-	const struct perf_event_header *rec;
-	struct perf_sample ps;
-	if (!h || !p || !p->held)
-		return;
-	held_samples_take(h, &b);
-	s->replaying = true;
-	while ((rec = held_batch_next(&b))) {
-		if (perf_decode_sample(sampler_layout(s->sampler), rec, &ps) == 0 && (pid_t)ps.pid != pid &&
-		    held_samples_add(h, rec) == 0)
-			continue;
-		s->held = NULL;	/* walked without waiting */
-		handle_sample(s, rec, sampler_layout(s->sampler), NULL);
-		s->held = h;
-	}
-	s->replaying = false;
-	held_batch_free(&b);
+	if (has_held(s, pid))
+		rehandle_held(s, pid, false);
 }
 
 int session_tick(struct session *s)
@@ -662,7 +674,7 @@ int session_tick(struct session *s)
 	if (s->wake_fd >= 0 && read(s->wake_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 		n = 0;
 	if (s->held && execinfo_mgr_collect(s->execinfo) && held_samples_count(s->held))
-		replay_held(s, s->held);
+		rehandle_held(s, 0, true);	/* tables they waited for are ready (some may be held again) */
 	if (s->fastlane) {
 		fastlane_drain(s->fastlane, handle_fast_sample, s);
 		fastlane_reap(s->fastlane, now);
@@ -675,8 +687,7 @@ int session_tick(struct session *s)
 	/* A capture records every process's mappings at the end: keep exited processes until then. */
 	if (!s->capture)
 		procmgr_reap(s->procs);
-	if (!s->held || !held_samples_count(s->held))
-		jitinfo_mgr_reap(s->jit);	/* held samples may be in the JIT code of a process that exited */
+	jitinfo_mgr_reap_but(s->jit, has_held, s);	/* held samples may be in an exited process's JIT code */
 	return ms < 0 ? CORRELATE_DEFAULT_FLUSH_MS : ms;
 }
 
@@ -686,14 +697,10 @@ static void finish_held(struct session *s)
 {
 	for (int round = 0; s->held && held_samples_count(s->held) && round < 8; round++) {
 		execinfo_mgr_wait(s->execinfo);
-		replay_held(s, s->held);
+		rehandle_held(s, 0, true);
 	}
-	struct held_samples *h = s->held;
-	if (h && held_samples_count(h)) {
-		s->held = NULL;	/* no more holding */
-		replay_held(s, h);
-		s->held = h;
-	}
+	if (s->held && held_samples_count(s->held))
+		rehandle_held(s, 0, false);
 }
 
 void session_finish(struct session *s)
@@ -1029,7 +1036,7 @@ static int handle_off_cpu_sample(struct session *s, const struct perf_event_head
 static bool walk_or_hold(struct session *s, struct process *p, const struct perf_sample *ps,
 			 const struct perf_event_header *rec, const struct fastlane_entry *fe, unsigned *n)
 {
-	s->may_hold = !fe && s->held;
+	s->may_hold = !fe && s->held && !s->hold_off && held_samples_room(s->held, rec);
 	*n = sample_frames(s, p, ps, fe, &s->stats.walks);
 	if (s->walk_pending && s->may_hold && held_samples_add(s->held, rec) == 0) {
 		if (!s->replaying) {	/* held again while replayed: still the same one */

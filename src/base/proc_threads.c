@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 int proc_list_threads(pid_t pid, pid_t *tids, unsigned max, unsigned *n)
@@ -24,6 +25,21 @@ int proc_list_threads(pid_t pid, pid_t *tids, unsigned max, unsigned *n)
 	return 0;
 }
 
+/* The last pid of an "NSpid:" line's list (the innermost namespace's), or fallback. */
+static pid_t innermost_pid(const char *list, pid_t fallback)
+{
+	pid_t last = fallback;
+	for (const char *p = list; *p && *p != '\n';) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		last = (pid_t)v;
+		p = end;
+	}
+	return last;
+}
+
 int proc_read_identity(pid_t pid, struct proc_identity *out)
 {
 	char path[64], line[256];
@@ -32,7 +48,8 @@ int proc_read_identity(pid_t pid, struct proc_identity *out)
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return -errno;
-	while (have != 3 && fgets(line, sizeof(line), f)) {
+	out->nspid = pid;	/* kernels before 4.1 have no NSpid line */
+	while (have != 7 && fgets(line, sizeof(line), f)) {
 		unsigned r, e, s, fs;
 		if (sscanf(line, "State: %c", &out->state) == 1) {
 			have |= 1;
@@ -42,8 +59,11 @@ int proc_read_identity(pid_t pid, struct proc_identity *out)
 			out->suid = s;
 			out->fsuid = fs;
 			have |= 2;
+		} else if (strncmp(line, "NSpid:", 6) == 0) {
+			out->nspid = innermost_pid(line + 6, pid);
+			have |= 4;
 		}
 	}
 	fclose(f);
-	return have == 3 ? 0 : -EINVAL;
+	return (have & 3) == 3 ? 0 : -EINVAL;
 }

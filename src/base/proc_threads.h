@@ -6,8 +6,9 @@
  * a second pass). Nothing is allocated. Errors: negative errno from opendir (-ENOENT once the process is gone).
  *
  * proc_read_identity() reads what a command needs to say why a process cannot be profiled: its state (a zombie
- * has exited and only waits for its parent) and its four uids, from /proc/PID/status: one parser for the
- * commands' words and the APM correlation's owner checks. Errors: negative errno (-ENOENT once the process is
+ * has exited and only waits for its parent), its four uids and its pid in its own namespace, from
+ * /proc/PID/status: one parser for the commands' words, the APM correlation's owner checks and the JIT files'
+ * names. Errors: negative errno (-ENOENT once the process is
  * gone, -EINVAL for a status without those lines).
  */
 #ifndef HOSTPROF_BASE_PROC_THREADS_H
@@ -20,6 +21,7 @@ int proc_list_threads(pid_t pid, pid_t *tids, unsigned max, unsigned *n);
 struct proc_identity {
 	char state;		/* 'R', 'S', 'Z' (zombie), 'X' (dead), ... as in /proc/PID/status */
 	uid_t ruid, euid, suid, fsuid;	/* real, effective, saved set, filesystem */
+	pid_t nspid;		/* its pid in its own pid namespace (the last of NSpid), or pid */
 };
 
 int proc_read_identity(pid_t pid, struct proc_identity *out);
