@@ -174,7 +174,7 @@ static void queue_deliver(struct queue *q, struct qentry *e, fastlane_fn fn, voi
 {
 	e->go.bytes = (const uint8_t *)(e + 1) + e->rec_len;
 	struct fastlane_entry fe = { .rec = (const void *)(e + 1), .ctx = &e->ctx, .read_ns = e->read_ns,
-				     .go = &e->go };
+				     .go = &e->go, .off_cpu = e->order_ns != 0 };
 	uint32_t len = e->len;
 	fn(ctx, &fe);
 	__atomic_store_n(&q->tail, q->tail + len, __ATOMIC_RELEASE);
@@ -256,7 +256,7 @@ static void count_read(struct reader *r, uint64_t lat)
  * An off-CPU sample (a switch-out: fastlane.h) has the thread switched out already: its trace context is read
  * as it blocked, and only that (a blocked goroutine's stack does not move).
  */
-static int on_sample(struct reader *r, const struct perf_event_header *rec)
+static int on_sample(struct reader *r, const struct perf_event_header *rec, int off_cpu)
 {
 	struct perf_sample ps;
 	struct correlate_read ctx = { .status = CORRELATE_READ_NOT_APM };
@@ -265,7 +265,6 @@ static int on_sample(struct reader *r, const struct perf_event_header *rec)
 		return 0;
 	size_t deep;
 	unsigned kinds = kinds_of(r->f, (pid_t)ps.pid, &deep);
-	int off_cpu = ps.raw_size > 4;	/* the tracepoint's raw record (sampler.h) */
 	if (kinds & FASTLANE_APM)
 		correlate_reader_read(r->f->o.reader, (pid_t)ps.pid, (pid_t)ps.tid, &ctx);
 	uint64_t now = clock_mono_ns(), lat = now > ps.time ? now - ps.time : 0;
@@ -285,14 +284,14 @@ static int on_sample(struct reader *r, const struct perf_event_header *rec)
 	return 0;
 }
 
-/* A switch-in ends an interval off CPU (switch-outs are known by their samples): handed over in time order. */
+/* A switch record: a switch-out says whether its sample's thread was preempted, a switch-in ends an interval off
+ * CPU; handed over in time order. */
 static int on_switch(struct reader *r, const struct perf_event_header *rec)
 {
 	struct perf_switch sw;
 	struct correlate_read ctx = { .status = CORRELATE_READ_NOT_APM };
 	struct go_stack_snapshot go = { .kind = GO_STACK_SNAPSHOT_NONE };
-	if ((rec->misc & PERF_RECORD_MISC_SWITCH_OUT) ||
-	    perf_decode_switch(sampler_layout(r->f->sampler), rec, &sw) < 0)
+	if (perf_decode_switch(sampler_layout(r->f->sampler), rec, &sw) < 0)
 		return 0;
 	if (queue_push(&r->q, rec, &ctx, sw.time, sw.time, &go) < 0)
 		count(&r->queue_full, 1);
@@ -300,13 +299,13 @@ static int on_switch(struct reader *r, const struct perf_event_header *rec)
 	return 0;
 }
 
-static int on_record(void *arg, const struct perf_event_header *rec)
+static int on_record(void *arg, const struct perf_event_header *rec, enum sampler_ring_kind kind)
 {
 	struct reader *r = arg;
 	struct perf_lost l;
 	uint64_t n;
 	if (rec->type == PERF_RECORD_SAMPLE)
-		return on_sample(r, rec);
+		return on_sample(r, rec, kind == SAMPLER_OFF_CPU_RING);
 	if (rec->type == PERF_RECORD_SWITCH || rec->type == PERF_RECORD_SWITCH_CPU_WIDE)
 		return on_switch(r, rec);
 	if (rec->type == PERF_RECORD_LOST && perf_decode_lost(rec, &l) == 0)

@@ -30,7 +30,7 @@
  * the fast lane's own samples from before it are dropped here, so none is counted twice or lost.
  *
  * Off-CPU (the main sampler's off_cpu, sampler.h): the fast lane's events then carry the process's switch-outs
- * (sched:sched_switch samples) and switch-ins (switch records) too, in off-CPU rings of their own beside each
+ * (their samples and switch records) and switch-ins (switch records) too, in off-CPU rings of their own beside each
  * CPU's fast-lane ring, and the main rings' ones of a covered process are dropped like its CPU samples. A reader
  * woken by a switch-out reads the thread's trace context while it is switched out: the context it blocked in,
  * which cannot change until it runs again, so the interval off CPU that the switch-in closes is that
@@ -93,6 +93,7 @@ struct fastlane_entry {
 	uint64_t read_ns;			/* when (CLOCK_MONOTONIC, as the sample's time) */
 	const struct go_stack_snapshot *go;	/* the goroutine, or the stack past the copy, read (kind NONE if
 						 * nothing; EXTENSION also for FASTLANE_DEEP) */
+	int off_cpu;				/* a sample: a switch-out (from an off-CPU ring) */
 };
 
 typedef void (*fastlane_fn)(void *ctx, const struct fastlane_entry *e);
@@ -141,7 +142,7 @@ void fastlane_on_exit(struct fastlane *f, pid_t pid, uint64_t time_ns);
 /* Forget processes that exited long ago (their samples are all read). Call now and then. */
 void fastlane_reap(struct fastlane *f, uint64_t now_ns);
 
-/* Hand every queued sample and switch-in record to fn and release it: in each reader's order, off-CPU records
+/* Hand every queued sample and switch record to fn and release it: in each reader's order, off-CPU records
  * merged in time order across the readers (see Off-CPU above). Returns how many. */
 int fastlane_drain(struct fastlane *f, fastlane_fn fn, void *ctx);
 /* pid's walks went this far past the copy: its readers read that much (up to deep_max) from now on. */

@@ -13,7 +13,12 @@ struct thread_state {
 	pid_t pid, tid;
 	uint64_t out_ns;	/* when it switched out (pending) */
 	int pending, preempted;
-	uint8_t *rec;		/* the switch-out sample, rec_len bytes of rec_cap */
+	enum { STACK_NONE, STACK_SAMPLE, STACK_LIVE } stack;	/* what rec holds for the pending switch-out */
+	int out_seen;		/* its switch-out record came */
+	int live_tried;		/* its stack was offered for a live read (offcpu_want_live()) */
+	uint8_t *rec;		/* the switch-out sample or the live stack's bytes, rec_len bytes of rec_cap */
+	struct offcpu_live live;	/* STACK_LIVE: the registers read (live.bytes is rec) */
+	uint64_t live_done_ns;	/* ... and when the read ended */
 	size_t rec_len, rec_cap;
 	uint8_t note[OFFCPU_NOTE_MAX];	/* offcpu_set_note()'s, note_len bytes */
 	size_t note_len;
@@ -74,35 +79,66 @@ static struct thread_state *thread_get(struct offcpu *o, pid_t tid, int make)
 	return t;
 }
 
-static int keep_record(struct thread_state *t, const struct perf_event_header *rec)
+/* len bytes into t's buffer. */
+static int keep_bytes(struct thread_state *t, const void *bytes, size_t len)
 {
-	if (rec->size > t->rec_cap) {
-		uint8_t *b = realloc(t->rec, rec->size);
+	if (len > t->rec_cap) {
+		uint8_t *b = realloc(t->rec, len);
 		if (!b)
 			return -ENOMEM;
 		t->rec = b;
-		t->rec_cap = rec->size;
+		t->rec_cap = len;
 	}
-	memcpy(t->rec, rec, rec->size);
-	t->rec_len = rec->size;
+	memcpy(t->rec, bytes, len);
+	t->rec_len = len;
 	return 0;
 }
 
-int offcpu_switch_out(struct offcpu *o, pid_t pid, pid_t tid, uint64_t time_ns, int preempted,
-		      const struct perf_event_header *rec)
+/* A new pending switch-out of tid at time_ns; NULL (counted) when the thread cannot be tracked. */
+static struct thread_state *begin(struct offcpu *o, pid_t pid, pid_t tid, uint64_t time_ns)
 {
 	struct thread_state *t = thread_get(o, tid, 1);
 	o->stats.switch_outs++;
-	if (!t || keep_record(t, rec) < 0) {
+	if (!t) {
 		o->stats.untracked++;
-		return t ? -ENOMEM : -E2BIG;
+		return NULL;
 	}
 	t->pid = pid;
 	t->tid = tid;
 	t->out_ns = time_ns;
-	t->preempted = preempted;
+	t->preempted = 0;
 	t->pending = 1;
+	t->stack = STACK_NONE;
+	t->out_seen = t->live_tried = 0;
 	t->note_len = 0;
+	return t;
+}
+
+int offcpu_sample_out(struct offcpu *o, pid_t pid, pid_t tid, uint64_t time_ns, const struct perf_event_header *rec)
+{
+	struct thread_state *t = begin(o, pid, tid, time_ns);
+	if (!t)
+		return -E2BIG;
+	if (keep_bytes(t, rec, rec->size) < 0) {
+		t->pending = 0;
+		o->stats.untracked++;
+		return -ENOMEM;
+	}
+	t->stack = STACK_SAMPLE;
+	return 0;
+}
+
+int offcpu_switch_out(struct offcpu *o, pid_t pid, pid_t tid, uint64_t time_ns, int preempted)
+{
+	struct thread_state *t = thread_get(o, tid, 0);
+	if (!t || !t->pending || t->stack != STACK_SAMPLE || t->out_seen || time_ns < t->out_ns) {
+		/* No sample before it: switch records only, or the sample was lost. */
+		if (!(t = begin(o, pid, tid, time_ns)))
+			return -E2BIG;
+		o->stats.without_sample++;
+	}
+	t->preempted = preempted;
+	t->out_seen = 1;
 	return 0;
 }
 
@@ -138,12 +174,21 @@ static int take_token(struct offcpu *o, uint64_t now_ns)
 /* The interval of t from its switch-out to end_ns, decided: with its record, short, or capped. */
 static void make_interval(struct offcpu *o, const struct thread_state *t, uint64_t end_ns, struct offcpu_interval *iv)
 {
-	*iv = (struct offcpu_interval){ .pid = t->pid, .tid = t->tid, .preempted = t->preempted,
+	*iv = (struct offcpu_interval){ .pid = t->pid, .tid = t->tid, .preempted = t->preempted, .start_ns = t->out_ns,
 					.ns = end_ns > t->out_ns ? end_ns - t->out_ns : 0 };
 	o->stats.intervals++;
 	if (iv->ns < o->o.threshold_ns) {
 		iv->why = OFFCPU_SHORT;
 		o->stats.short_blocks++;
+	} else if (t->stack == STACK_LIVE && t->live_done_ns < end_ns) {
+		/* Read while it waited in this interval (its token was taken for the read). */
+		iv->why = OFFCPU_WITH_STACK;
+		iv->live = &t->live;
+		o->stats.with_stack++;
+		o->stats.live_stacks++;
+	} else if (t->stack != STACK_SAMPLE) {
+		iv->why = OFFCPU_NO_SAMPLE;
+		o->stats.no_sample++;
 	} else if (!take_token(o, end_ns)) {
 		iv->why = OFFCPU_CAPPED;
 		o->stats.capped++;
@@ -155,6 +200,37 @@ static void make_interval(struct offcpu *o, const struct thread_state *t, uint64
 	}
 	iv->note = t->note_len ? t->note : NULL;
 	iv->note_len = t->note_len;
+}
+
+void offcpu_want_live(struct offcpu *o, uint64_t now_ns, offcpu_read_fn fn, void *ctx)
+{
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&o->threads, &pos, &v);) {
+		struct thread_state *t = (struct thread_state *)(uintptr_t)v;
+		/* A preempted thread is runnable: the kernel gives no registers of it (blocked_stack.h). */
+		if (!t->pending || t->stack != STACK_NONE || t->live_tried || t->preempted ||
+		    now_ns < t->out_ns + o->o.threshold_ns)
+			continue;
+		if (!take_token(o, now_ns))
+			return;
+		t->live_tried = 1;
+		o->stats.live_tries++;
+		fn(ctx, t->pid, t->tid);
+	}
+}
+
+int offcpu_set_live(struct offcpu *o, pid_t tid, const struct offcpu_live *live, uint64_t done_ns)
+{
+	struct thread_state *t = thread_get(o, tid, 0);
+	if (!t || !t->pending || t->stack == STACK_SAMPLE)
+		return -ENOENT;
+	if (keep_bytes(t, live->bytes, live->size) < 0)
+		return -ENOMEM;
+	t->stack = STACK_LIVE;
+	t->live = (struct offcpu_live){ .ip = live->ip, .sp = live->sp, .bytes = t->rec, .size = live->size };
+	t->live_done_ns = done_ns;
+	o->stats.live_reads++;
+	return 0;
 }
 
 int offcpu_switch_in(struct offcpu *o, pid_t tid, uint64_t time_ns, struct offcpu_interval *iv)

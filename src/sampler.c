@@ -15,8 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "src/tracepoint.h"
-
 #define SCRATCH_SIZE SAMPLER_SCRATCH_SIZE /* a perf record's size is a u16 */
 
 struct ring {
@@ -27,6 +25,7 @@ struct ring {
 	uint64_t head, tail;	/* during a drain: the records [tail, head) not yet delivered */
 	uint64_t next_time;	/* during a merged drain: the time of the record at tail */
 	uint64_t *lost;		/* an off-CPU ring: where its PERF_RECORD_LOST counts go (not delivered) */
+	enum sampler_ring_kind kind;
 };
 
 struct sampler {
@@ -47,8 +46,7 @@ struct sampler {
 	char error[256];
 	char note[256];
 	int attr_settled;	/* the first successful open fixed the attr (event, kernel) */
-	struct sched_switch_format sched_switch;	/* off_cpu: the tracepoint, once read (have_sched_switch) */
-	int have_sched_switch;
+	int off_cpu_records_only;	/* off_cpu: kernel sampling refused, switch records only (sampler.h) */
 };
 
 static const struct {
@@ -106,8 +104,6 @@ static void build_attr(struct sampler *s, uint32_t type, uint64_t config)
 			 PERF_SAMPLE_PERIOD | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
 	if (s->opts.kernel || s->opts.fp_chain)
 		a->sample_type |= PERF_SAMPLE_CALLCHAIN;
-	if (s->opts.off_cpu)
-		a->sample_type |= PERF_SAMPLE_RAW;	/* one layout for both events of a ring (sampler.h) */
 	a->sample_regs_user = UNWIND_SAMPLE_REGS_MASK;
 	a->sample_stack_user = s->opts.stack_size;
 	a->exclude_kernel = !s->opts.kernel;
@@ -215,6 +211,7 @@ int sampler_new(const struct sampler_options *o, struct sampler **out)
 	for (int i = 0; i < s->nrings; i++) {
 		s->rings[i].fd = -1;
 		s->rings[i].lost = i >= s->ncpus ? &s->off_cpu_lost : NULL;
+		s->rings[i].kind = i >= s->ncpus ? SAMPLER_OFF_CPU_RING : SAMPLER_CPU_RING;
 	}
 	snprintf(s->event_name, sizeof(s->event_name), "%s", o->event);
 	build_attr(s, type, config);
@@ -417,49 +414,55 @@ static int open_settling(struct sampler *s, pid_t pid, int cpu)
 	}
 }
 
-/* The off-CPU event beside the sampling event attr: the tracepoint at every switch, with switch records. */
+/*
+ * The off-CPU event beside the sampling event attr: a sample at every switch, with switch records. The kernel
+ * takes the sample with its own registers (in the scheduler): exclude_kernel would drop every one (sampler.h).
+ * Records only: a dummy event that asks for the switch records alone.
+ */
 static void off_cpu_attr(const struct sampler *s, struct perf_event_attr *a)
 {
 	*a = s->attr;
-	a->type = PERF_TYPE_TRACEPOINT;
-	a->config = s->sched_switch.id;
+	a->type = PERF_TYPE_SOFTWARE;
+	a->config = s->off_cpu_records_only ? PERF_COUNT_SW_DUMMY : PERF_COUNT_SW_CONTEXT_SWITCHES;
 	a->freq = 0;
 	a->sample_period = 1;
-	a->exclude_kernel = 0;	/* a tracepoint fires in the kernel: excluding it would never sample */
+	a->exclude_kernel = s->off_cpu_records_only;
 	a->exclude_callchain_kernel = s->attr.exclude_kernel;	/* kernel frames only where CPU samples have them */
 	a->mmap = a->mmap2 = a->comm = a->comm_exec = a->task = 0;	/* the sampling event has those */
 	a->context_switch = 1;
 	a->sample_stack_user = s->opts.off_cpu_stack_size ? s->opts.off_cpu_stack_size : s->opts.stack_size;
 }
 
-static void explain_off_cpu_error(struct sampler *s, int err)
+/* The first off-CPU open refused for want of kernel sampling: switch records only from then on, noted. */
+static int off_cpu_records_only(struct sampler *s, int err)
 {
-	if (err == EACCES || err == EPERM)
-		snprintf(s->error, sizeof(s->error),
-			 "perf_event_open(sched:sched_switch): permission denied: off-CPU profiling needs root or "
-			 "CAP_PERFMON, or kernel.perf_event_paranoid <= -1 (it is %d) for a tracepoint's raw data",
-			 paranoid_level());
-	else
-		snprintf(s->error, sizeof(s->error), "perf_event_open(sched:sched_switch): %s", strerror(err));
+	if ((err != EACCES && err != EPERM) || s->off_cpu_records_only)
+		return 0;
+	s->off_cpu_records_only = 1;
+	size_t len = strlen(s->note);
+	snprintf(s->note + len, sizeof(s->note) - len,
+		 "%soff-CPU: switch records without samples (the kernel takes switch-out samples in kernel mode, "
+		 "which kernel.perf_event_paranoid %d refuses this user): stacks are read as threads wait",
+		 len ? "; " : "", paranoid_level());
+	return 1;
 }
 
 static int open_off_cpu(struct sampler *s, pid_t pid, int cpu)
 {
 	struct perf_event_attr a;
-	if (!s->have_sched_switch) {
-		int err = sched_switch_format_read(&s->sched_switch, s->error, sizeof(s->error));
-		if (err < 0)
-			return err;
-		s->have_sched_switch = 1;
-	}
-	off_cpu_attr(s, &a);
-	long fd = perf_event_open(&a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-	if (fd < 0) {
+	long fd;
+	for (;;) {
+		off_cpu_attr(s, &a);
+		if ((fd = perf_event_open(&a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC)) >= 0)
+			break;
 		int err = errno;
+		if (off_cpu_records_only(s, err))
+			continue;
 		if (err == ESRCH)
 			explain_open_error(s, err, pid);
 		else
-			explain_off_cpu_error(s, err);
+			snprintf(s->error, sizeof(s->error), "perf_event_open(off-CPU, context-switches): %s",
+				 strerror(err));
 		return -err;
 	}
 	int err = remember_fd(s, (int)fd);
@@ -611,7 +614,7 @@ static int ring_deliver(struct ring *r, uint8_t *scratch, sampler_record_fn fn, 
 			ring_copy(r, r->tail, scratch, size);
 			h = (const void *)scratch;
 		}
-		stop = r->lost && count_off_cpu_lost(r, h) ? 0 : fn(ctx, h);
+		stop = r->lost && count_off_cpu_lost(r, h) ? 0 : fn(ctx, h, r->kind);
 		r->tail += size;
 	} else {
 		r->tail = r->head;
@@ -804,9 +807,9 @@ uint64_t sampler_ring_bytes(const struct sampler *s)
 	return 0;
 }
 
-const struct sched_switch_format *sampler_sched_switch(const struct sampler *s)
+int sampler_off_cpu_samples(const struct sampler *s)
 {
-	return s->have_sched_switch ? &s->sched_switch : NULL;
+	return s->opts.off_cpu && !s->off_cpu_records_only;
 }
 
 unsigned sampler_nevents(const struct sampler *s)

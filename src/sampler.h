@@ -16,18 +16,25 @@
  * is room for a burst while the reader gets scheduled. low_latency wakes the reader at every sample instead:
  * only for the APM fast lane (fastlane.h), whose trace-context read must follow the sample at once.
  *
- * Off-CPU events (off_cpu): next to each sampling event, a sched:sched_switch tracepoint event on the same
- * task or CPU. Its samples are taken in the context of the task being switched out, so their user registers and
- * stack copy are that task's, as it blocks or is preempted; its switch records mark when each task switches in
- * again. They write into off-CPU rings of their own, one per CPU beside the CPU ring (off_cpu_ring_pages): a
- * flood of switches (tens of thousands a second) fills those and loses off-CPU samples only, which the sampler
- * counts apart (sampler_off_cpu_lost(): the off-CPU rings' loss records are not delivered), never CPU samples.
- * sampler_drain() merges both kinds of rings in time order. Both events ask for the same sample_type
- * (PERF_SAMPLE_RAW included: the kernel gives other events' samples an empty raw record), so one layout decodes
- * every record; an off-CPU sample is the one whose raw record is the tracepoint's (sampler_sched_switch()). Its
- * stack copy may be smaller than the CPU samples' (off_cpu_stack_size). A tracepoint fires only with kernel
- * sampling allowed (exclude_kernel 0) and its raw data needs root or CAP_PERFMON (or kernel.perf_event_paranoid
- * -1): when refused, the first open fails and sampler_error() says what would allow it.
+ * Off-CPU events (off_cpu): next to each sampling event, a software context-switches event on the same task or
+ * CPU, sampling every switch (period 1). The kernel takes that sample as the task that is switching out leaves
+ * the CPU, so its user registers and stack copy are that task's, as it blocks or is preempted, and its kernel
+ * call chain is the path into the scheduler (futex_wait, do_nanosleep, ...: why it waits). The same event asks
+ * for switch records (attr.context_switch): the switch-out record follows its sample and says whether the task
+ * was preempted (PERF_RECORD_MISC_SWITCH_OUT_PREEMPT: still runnable) or blocked, the switch-in record when it
+ * runs again. No tracefs, no tracepoint: what sched:sched_switch would add (prev_state's sleep kind) is
+ * covered by the kernel frames. The events write into off-CPU rings of their own, one per CPU beside the CPU
+ * ring (off_cpu_ring_pages): a flood of switches (tens of thousands a second) fills those and loses off-CPU
+ * samples only, which the sampler counts apart (sampler_off_cpu_lost(): the off-CPU rings' loss records are not
+ * delivered), never CPU samples. sampler_drain() merges both kinds of rings in time order and tells the callback
+ * which kind each record came from: an off-CPU ring's samples are switch-outs. Both events ask for the same
+ * sample_type, so one layout decodes every record; the off-CPU stack copy may be smaller
+ * (off_cpu_stack_size).
+ * The kernel takes a switch's sample with its own registers (in the scheduler), so exclude_kernel would drop
+ * every one: the off-CPU event needs kernel sampling, which root has, and other users where
+ * kernel.perf_event_paranoid is 1 or less. Where it is refused (paranoid 2), the off-CPU event is a dummy event
+ * that asks only for the switch records: every interval off CPU is still seen and timed, without the kernel's
+ * sample of it (sampler_off_cpu_samples() says which; sampler_note() tells the user).
  *
  * Errors: negative errno, with a one-line explanation in the sampler's message buffer (sampler_error()).
  * Threads: one thread calls everything, except that once the rings exist (after the first open) another
@@ -62,10 +69,10 @@ struct sampler_options {
 				 * read at once, at the cost of a wakeup per sample */
 	int samples_only;	/* no side-band records (mmap, comm, fork/exit): another sampler that follows
 				 * the same threads already has them */
-	int off_cpu;		/* also sample sched:sched_switch at every switch-out of the followed tasks
-				 * (sample_period 1, the same registers and stack copy, the tracepoint's raw record:
-				 * PERF_SAMPLE_RAW), with PERF_RECORD_SWITCH records (attr.context_switch) for the
-				 * switch-ins; see "Off-CPU events" above */
+	int off_cpu;		/* also sample every switch-out of the followed tasks (context-switches, period 1:
+				 * the same registers and stack copy), with PERF_RECORD_SWITCH records
+				 * (attr.context_switch) for preempted or blocked and the switch-ins; see "Off-CPU
+				 * events" above */
 	uint32_t off_cpu_stack_size;	/* bytes of user stack per off-CPU sample; 0: stack_size */
 	unsigned off_cpu_ring_pages;	/* data pages per off-CPU ring, a power of two; 0 = choose (~512 off-CPU
 					 * samples for root) */
@@ -80,8 +87,14 @@ enum sampler_inherit {
 
 struct sampler;
 
+/* The kind of ring a record comes from: an off-CPU ring's samples are switch-outs (see Off-CPU events above). */
+enum sampler_ring_kind {
+	SAMPLER_CPU_RING,
+	SAMPLER_OFF_CPU_RING,
+};
+
 /* Records are delivered with this callback; returning non-zero stops the current read early. */
-typedef int (*sampler_record_fn)(void *ctx, const struct perf_event_header *rec);
+typedef int (*sampler_record_fn)(void *ctx, const struct perf_event_header *rec, enum sampler_ring_kind kind);
 
 /* o is copied; nothing is opened yet. Returns 0 and *out (free with sampler_free()), -EINVAL (stack_size 0, it or
  * off_cpu_stack_size not a multiple of 8 or over SAMPLER_MAX_STACK), -ENOENT (unknown event) or -ENOMEM; *out is set only on success. */
@@ -135,9 +148,9 @@ uint64_t sampler_ring_bytes(const struct sampler *s);
 /* Number of open sampling events (ring holders not counted). */
 unsigned sampler_nevents(const struct sampler *s);
 
-/* The tracepoint layout off-CPU samples are read with; NULL without off_cpu or before the first open. */
-struct sched_switch_format;
-const struct sched_switch_format *sampler_sched_switch(const struct sampler *s);
+/* With off_cpu, after the first open: 1 if switch-outs come with their sample (registers and stack copy), 0 if
+ * kernel sampling was refused and only their switch records come (see Off-CPU events above). */
+int sampler_off_cpu_samples(const struct sampler *s);
 
 /* Parse an event name; returns 0 and the attr type/config, or -ENOENT. */
 int sampler_parse_event(const char *name, uint32_t *type, uint64_t *config);

@@ -22,8 +22,8 @@
 #include "src/fastlane.h"
 #include "src/held_samples.h"
 #include "src/jitinfo.h"
+#include "src/blocked_stack.h"
 #include "src/offcpu.h"
-#include "src/tracepoint.h"
 #include "src/procmem.h"
 #include "src/procmgr.h"
 #include "src/replay.h"
@@ -76,6 +76,8 @@ struct session {
 	pid_t self;
 	struct session_stats stats;
 	struct offcpu *offcpu;			/* NULL unless off-CPU profiling */
+	uint8_t *blocked_stack;			/* off-CPU without samples: a waiting thread's stack read live */
+	size_t blocked_stack_size;		/* ... up to this (the off-CPU stack copy's size) */
 	uint64_t finish_ns;			/* session_finish()'s time: threads still off CPU count up to it */
 	uint64_t off_cpu_lost_told;		/* off-CPU samples lost in full rings, as far as in profiles */
 	/* Samples whose walk needs a table the worker is building (execinfo_deltas_nowait()) are held until it is
@@ -548,6 +550,7 @@ void session_free(struct session *s)
 	/* The fast lane's readers use the correlation's reader. */
 	fastlane_free(s->fastlane);
 	offcpu_free(s->offcpu);
+	free(s->blocked_stack);
 	/* The worker's references go before the entries' last holders do. */
 	if (s->execinfo)
 		execinfo_mgr_stop(s->execinfo);
@@ -603,17 +606,18 @@ void session_track_pid(struct session *s, pid_t pid)
 }
 
 static int handle_sample(struct session *s, const struct perf_event_header *rec, const struct perf_layout *layout,
-			 const struct fastlane_entry *fe);
+			 const struct fastlane_entry *fe, enum sampler_ring_kind kind);
 
 static void handle_switch(struct session *s, const struct perf_event_header *rec, const struct perf_layout *layout,
 			  int fast);
 
-/* A fast-lane entry: a sample (CPU or off-CPU) with what its reader read, or a switch-in (fastlane.h). */
+/* A fast-lane entry: a sample (CPU or off-CPU) with what its reader read, or a switch record (fastlane.h). */
 static void handle_fast_sample(void *ctx, const struct fastlane_entry *e)
 {
 	struct session *s = ctx;
 	if (e->rec->type == PERF_RECORD_SAMPLE)
-		handle_sample(s, e->rec, fastlane_layout(s->fastlane), e);
+		handle_sample(s, e->rec, fastlane_layout(s->fastlane), e,
+			      e->off_cpu ? SAMPLER_OFF_CPU_RING : SAMPLER_CPU_RING);
 	else
 		handle_switch(s, e->rec, fastlane_layout(s->fastlane), 1);
 }
@@ -640,7 +644,7 @@ static void rehandle_held(struct session *s, pid_t pid, bool hold)
 		if (pid && perf_decode_sample(layout, rec, &ps) == 0 && (pid_t)ps.pid != pid &&
 		    held_samples_add(s->held, rec) == 0)
 			continue;
-		handle_sample(s, rec, layout, NULL);
+		handle_sample(s, rec, layout, NULL, SAMPLER_CPU_RING);	/* only CPU samples are held */
 	}
 	s->hold_off = false;
 	s->replaying = false;
@@ -666,6 +670,37 @@ static void settle_held(struct session *s, pid_t pid)
 		rehandle_held(s, pid, false);
 }
 
+/* Where switch-outs come without samples, the stacks of threads that have waited long enough are read live, as
+ * they wait, every tick this long at most (blocked_stack.h): blocks this long and longer all get their stack. */
+#define OFF_CPU_LIVE_TICK_MS 2
+
+/* offcpu_read_fn: tid's stack, read while it waits. */
+static void read_blocked(void *ctx, pid_t pid, pid_t tid)
+{
+	struct session *s = ctx;
+	struct blocked_stack bs;
+	if (blocked_stack_read(pid, tid, s->blocked_stack, s->blocked_stack_size, &bs) < 0)
+		return;	/* running again, gone, or not permitted: the interval stays without a stack (counted) */
+	struct offcpu_live live = { .ip = bs.ip, .sp = bs.sp, .bytes = s->blocked_stack, .size = bs.size };
+	offcpu_set_live(s->offcpu, tid, &live, bs.done_ns);
+}
+
+/* The live reads of waiting threads, where the sampler's switch-outs come without samples. 1 if it does them. */
+static int read_blocked_stacks(struct session *s, uint64_t now)
+{
+	if (!s->offcpu || sampler_off_cpu_samples(s->sampler))
+		return 0;
+	if (!s->blocked_stack) {
+		struct sampler_options so;
+		sampler_get_options(s->sampler, &so);
+		s->blocked_stack_size = so.off_cpu_stack_size ? so.off_cpu_stack_size : so.stack_size;
+		if (!(s->blocked_stack = malloc(s->blocked_stack_size)))
+			return 0;
+	}
+	offcpu_want_live(s->offcpu, now, read_blocked, s);
+	return 1;
+}
+
 int session_tick(struct session *s)
 {
 	int ms = CORRELATE_IDLE_MS;
@@ -688,7 +723,9 @@ int session_tick(struct session *s)
 	if (!s->capture)
 		procmgr_reap(s->procs);
 	jitinfo_mgr_reap_but(s->jit, has_held, s);	/* held samples may be in an exited process's JIT code */
-	return ms < 0 ? CORRELATE_DEFAULT_FLUSH_MS : ms;
+	if (ms < 0)
+		ms = CORRELATE_DEFAULT_FLUSH_MS;
+	return read_blocked_stacks(s, now) && ms > OFF_CPU_LIVE_TICK_MS ? OFF_CPU_LIVE_TICK_MS : ms;
 }
 
 /* Wait for every table the held samples need and handle them; a few rounds, as a replayed walk may meet another
@@ -1059,9 +1096,10 @@ static bool walk_or_hold(struct session *s, struct process *p, const struct perf
 	return false;
 }
 
-/* A sample from the main rings, or from the fast lane (fe: with its trace context read). */
+/* A sample from the main rings, or from the fast lane (fe: with its trace context read); from an off-CPU ring, a
+ * switch-out. */
 static int handle_sample(struct session *s, const struct perf_event_header *rec, const struct perf_layout *layout,
-			 const struct fastlane_entry *fe)
+			 const struct fastlane_entry *fe, enum sampler_ring_kind kind)
 {
 	struct perf_sample ps;
 	unsigned n;
@@ -1075,8 +1113,8 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec,
 		s->stats.fast_dropped++; /* the fast lane has this process's samples, off-CPU ones too */
 		return 0;
 	}
-	if (ps.raw_size > 4 && s->offcpu)
-		return handle_off_cpu_sample(s, rec, &ps, fe);
+	if (kind == SAMPLER_OFF_CPU_RING)
+		return s->offcpu ? handle_off_cpu_sample(s, rec, &ps, fe) : 0;
 	s->stats.fast_samples += fe != NULL;
 	uint64_t t0 = clock_mono_ns();
 	struct process *p = procmgr_get(s->procs, (pid_t)ps.pid);
@@ -1104,36 +1142,28 @@ struct off_cpu_note {
 };
 
 /*
- * A sched:sched_switch sample: the thread switching out (the tracepoint fires in its context), kept until its
- * switch-in, with the trace context the fast lane read (fe) while it was switched out. Blocked or preempted from
- * prev_state (tracepoint.h); idle and hostprof's own threads are left out.
+ * A switch-out's sample: the thread switching out (the kernel takes it in that thread), kept until its switch-in,
+ * with the trace context the fast lane read (fe) while it was switched out. Its switch record, which follows,
+ * says whether it was preempted. Idle and hostprof's own threads are left out.
  */
 static int handle_off_cpu_sample(struct session *s, const struct perf_event_header *rec,
 				 const struct perf_sample *ps, const struct fastlane_entry *fe)
 {
-	const struct sched_switch_format *f = sampler_sched_switch(s->sampler);
-	uint64_t type, prev_pid, state;
-	if (!f || !tracepoint_field_get(ps->raw, ps->raw_size, f->common_type, &type) || type != f->id ||
-	    !tracepoint_field_get(ps->raw, ps->raw_size, f->prev_pid, &prev_pid) ||
-	    !tracepoint_field_get(ps->raw, ps->raw_size, f->prev_state, &state)) {
-		s->stats.bad_records++;
-		return 0;
-	}
-	if (ps->pid == 0 || (uint32_t)prev_pid != ps->tid)
-		return 0;	/* the idle task, or a sample not of the task switching out */
-	if (offcpu_switch_out(s->offcpu, (pid_t)ps->pid, (pid_t)ps->tid, ps->time,
-			      (state & SCHED_SWITCH_STATE_MASK) == 0, rec) == 0 && fe) {
+	if (ps->pid == 0)
+		return 0;	/* the idle task */
+	if (offcpu_sample_out(s->offcpu, (pid_t)ps->pid, (pid_t)ps->tid, ps->time, rec) == 0 && fe) {
 		struct off_cpu_note note = { .ctx = *fe->ctx, .read_ns = fe->read_ns };
 		offcpu_set_note(s->offcpu, (pid_t)ps->tid, &note, sizeof(note));
 	}
 	return 0;
 }
 
-/* Time off CPU without a stack (a short block, or over the rate cap): summed per thread under one frame. */
+/* Time off CPU without a stack (a short block, over the rate cap, or no sample): summed per thread under one frame. */
 static void count_off_cpu_alone(struct session *s, struct process *p, const struct offcpu_interval *iv)
 {
 	struct trace_frame f = { .kind = PROFILE_FRAME_ERROR, .address = iv->why == OFFCPU_SHORT ?
-				 TRACE_ERROR_OFFCPU_SHORT : TRACE_ERROR_OFFCPU_CAPPED };
+				 TRACE_ERROR_OFFCPU_SHORT : iv->why == OFFCPU_CAPPED ? TRACE_ERROR_OFFCPU_CAPPED :
+				 TRACE_ERROR_OFFCPU_NO_SAMPLE };
 	const char *tname = p ? procmgr_thread_name(s->procs, p, iv->tid) : "";
 	traces_add_off_cpu(s->traces, NULL, iv->pid, iv->tid, p ? p->comm : "", tname, &f, 1, iv->ns, iv->preempted,
 			   NULL);
@@ -1148,9 +1178,24 @@ static unsigned off_cpu_frames(struct session *s, struct process *p, const struc
 	return sample_frames(s, p, ps, NULL, &s->stats.off_cpu_walks);
 }
 
+/* The sample an interval's stack is unwound from: its switch-out sample decoded, or the registers and stack read
+ * live as it waited (blocked_stack.h), which are IP and SP only. 0, or -EBADMSG. */
+static int off_cpu_sample(const struct offcpu_interval *iv, const struct perf_layout *layout, struct perf_sample *ps)
+{
+	if (iv->rec)
+		return perf_decode_sample(layout, iv->rec, ps);
+	*ps = (struct perf_sample){ .pid = (uint32_t)iv->pid, .tid = (uint32_t)iv->tid, .time = iv->start_ns,
+				    .regs_abi = PERF_SAMPLE_REGS_ABI_64, .stack = iv->live->bytes,
+				    .stack_size = iv->live->size, .misc = PERF_RECORD_MISC_USER };
+	ps->ip = ps->regs[UNWIND_REG_IP] = iv->live->ip;
+	ps->regs[UNWIND_REG_SP] = iv->live->sp;
+	return 0;
+}
+
 /*
- * An interval off CPU (offcpu_fn): unwound from its switch-out sample and counted, or summed per thread. Its
- * trace context is the one the fast lane read at the switch-out (its note), valid until the switch-in.
+ * An interval off CPU (offcpu_fn): unwound from its switch-out sample (or the stack read as it waited) and
+ * counted, or summed per thread. Its trace context is the one the fast lane read at the switch-out (its note),
+ * valid until the switch-in.
  */
 static void count_off_cpu(void *arg, const struct offcpu_interval *iv)
 {
@@ -1159,7 +1204,7 @@ static void count_off_cpu(void *arg, const struct offcpu_interval *iv)
 	const struct off_cpu_note *note = iv->note_len == sizeof(*note) ? iv->note : NULL;
 	const struct perf_layout *layout = note ? fastlane_layout(s->fastlane) : sampler_layout(s->sampler);
 	struct perf_sample ps;
-	if (!iv->rec || !p || perf_decode_sample(layout, iv->rec, &ps) < 0) {
+	if ((!iv->rec && !iv->live) || !p || off_cpu_sample(iv, layout, &ps) < 0) {
 		count_off_cpu_alone(s, p, iv);
 		return;
 	}
@@ -1178,8 +1223,9 @@ static void count_off_cpu(void *arg, const struct offcpu_interval *iv)
 	s->stats.handle_ns += clock_mono_ns() - t0;
 }
 
-/* A switch record: a switch-in ends the thread's interval off CPU (switch-outs are known by their samples). A
- * process the fast lane covers has its switch-ins there (fast), not from the main rings. */
+/* A switch record: a switch-out completes its sample (preempted or blocked), or starts an interval without one; a
+ * switch-in ends the thread's interval off CPU. A process the fast lane covers has its switch records there
+ * (fast), not from the main rings. The idle task and hostprof's own threads are left out. */
 static void handle_switch(struct session *s, const struct perf_event_header *rec, const struct perf_layout *layout,
 			  int fast)
 {
@@ -1191,9 +1237,13 @@ static void handle_switch(struct session *s, const struct perf_event_header *rec
 		s->stats.bad_records++;
 		return;
 	}
+	if (sw.pid == 0 || (pid_t)sw.pid == s->self)
+		return;
 	if (!fast && s->fastlane && fastlane_covers(s->fastlane, (pid_t)sw.pid, sw.time))
 		return;
-	if (!sw.out && offcpu_switch_in(s->offcpu, (pid_t)sw.tid, sw.time, &iv))
+	if (sw.out)
+		offcpu_switch_out(s->offcpu, (pid_t)sw.pid, (pid_t)sw.tid, sw.time, sw.preempted);
+	else if (offcpu_switch_in(s->offcpu, (pid_t)sw.tid, sw.time, &iv))
 		count_off_cpu(s, &iv);
 }
 
@@ -1282,12 +1332,12 @@ static void handle_task(struct session *s, const struct perf_event_header *rec)
 		correlate_on_thread_exit(s->correlate, (pid_t)t.pid, (pid_t)t.tid);
 }
 
-int session_handle_record(void *ctx, const struct perf_event_header *rec)
+int session_handle_record(void *ctx, const struct perf_event_header *rec, enum sampler_ring_kind kind)
 {
 	struct session *s = ctx;
 	switch (rec->type) {
 	case PERF_RECORD_SAMPLE:
-		return handle_sample(s, rec, sampler_layout(s->sampler), NULL);
+		return handle_sample(s, rec, sampler_layout(s->sampler), NULL, kind);
 	case PERF_RECORD_MMAP2:
 		handle_mmap2(s, rec);
 		break;
@@ -1366,6 +1416,7 @@ static void off_cpu_to_profile(struct session *s, struct profile *p)
 	p->info.off_cpu_threshold_ns = s->opts.off_cpu_threshold_ns;
 	p->info.off_cpu_switches += st.switch_outs;
 	p->info.off_cpu_capped += st.capped;
+	p->info.off_cpu_no_stack += st.no_sample;
 	/* Off-CPU samples lost in full off-CPU rings (the main ones and the fast lane's), apart from CPU samples. */
 	uint64_t lost = session_off_cpu_lost(s);
 	p->info.off_cpu_lost += st.untracked + (lost - s->off_cpu_lost_told);

@@ -15,9 +15,10 @@
  * queue drained in session_tick(), and the same process's samples in the main rings are dropped from then on. The caller polls session_wake_fd()
  * with the rings and calls session_tick() after each drain, at least every session_tick()'s return.
  *
- * Off-CPU samples (session_options.off_cpu) are the sampler's sched:sched_switch samples: each is kept until its
- * thread's switch-in record (offcpu.h), then unwound like a CPU sample and counted as time off CPU under that
- * stack (traces_add_off_cpu()), or summed per thread without one. A thread's trace context cannot change while
+ * Off-CPU samples (session_options.off_cpu) are the samples of the sampler's off-CPU rings, one per switch-out:
+ * each is kept until its thread's switch-in record (offcpu.h), then unwound like a CPU sample and counted as time
+ * off CPU under that stack (traces_add_off_cpu()), or summed per thread without one (a short block, over the rate
+ * cap, or a switch-out record that came without its sample). A thread's trace context cannot change while
  * it is off CPU: for an APM process in the fast lane, the switch-outs and switch-ins come from the fast lane
  * (those of the main rings are dropped like its CPU samples), whose reader read the context while the thread
  * was switched out; it is kept with the switch-out (offcpu_set_note()) and the interval counts under that
@@ -151,7 +152,7 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 void session_free(struct session *s);
 
 /* A sampler_record_fn: ctx is the session. */
-int session_handle_record(void *ctx, const struct perf_event_header *rec);
+int session_handle_record(void *ctx, const struct perf_event_header *rec, enum sampler_ring_kind kind);
 
 /* Register a process started or attached to by hostprof, so its /proc state is read while it exists (and, for the
  * JIT maps it and its children write, their roots: jitinfo.h). */

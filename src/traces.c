@@ -474,6 +474,8 @@ static const char *error_name(uint64_t code)
 		return "[off-cpu below threshold]";
 	if (code == TRACE_ERROR_OFFCPU_CAPPED)
 		return "[off-cpu over rate cap]";
+	if (code == TRACE_ERROR_OFFCPU_NO_SAMPLE)
+		return "[off-cpu without stack]";
 	return code == TRACE_ERROR_UNKNOWN ? "[unknown]" : "[truncated]";
 }
 

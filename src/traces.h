@@ -34,6 +34,7 @@ enum trace_error {
 	TRACE_ERROR_TOO_MANY = 3,	/* the process was not tracked: too many processes */
 	TRACE_ERROR_OFFCPU_SHORT = 4,	/* off-CPU time of blocks under the threshold, summed per thread (offcpu.h) */
 	TRACE_ERROR_OFFCPU_CAPPED = 5,	/* off-CPU time whose stacks the rate cap left out, summed per thread */
+	TRACE_ERROR_OFFCPU_NO_SAMPLE = 6,	/* off-CPU time of switch-outs without a sample, summed per thread */
 };
 
 struct trace_frame {

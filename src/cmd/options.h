@@ -38,7 +38,7 @@ struct run_settings {
 	int fast_lane;			/* which processes the fast lane reads: 0 APM and live stacks, 1 APM only */
 	int use_cache;			/* kernel symbols, debug files and stack-delta tables from hostprof's
 					 * private cache */
-	int off_cpu;			/* off-CPU time per stack through sched:sched_switch (offcpu.h) */
+	int off_cpu;			/* off-CPU time per stack, sampled at every switch-out (offcpu.h) */
 	unsigned off_cpu_threshold_us;	/* shorter blocks: summed per thread, no stack */
 	unsigned off_cpu_max_rate;	/* off-CPU stacks unwound per second at most (0: no limit) */
 	unsigned off_cpu_stack_size;	/* user stack copied per off-CPU sample */

@@ -431,15 +431,30 @@ static void print_correlation(struct record_run *r)
 		r->o->session.apm_max_staleness_us ? r->o->session.apm_max_staleness_us : SESSION_APM_MAX_STALENESS_US);
 }
 
+/* The part of the off-CPU line about switch-outs that came without a sample (switch records only, or lost), "" if
+ * none did. */
+static void format_no_sample(const struct offcpu_stats *os, char *out, size_t len)
+{
+	out[0] = '\0';
+	if (!os->without_sample)
+		return;
+	snprintf(out, len, "; %llu switch-outs without a sample, %llu of their stacks read live as the thread waited "
+		 "(%llu tried), %llu intervals left without a stack", (unsigned long long)os->without_sample,
+		 (unsigned long long)os->live_stacks, (unsigned long long)os->live_tries,
+		 (unsigned long long)os->no_sample);
+}
+
 static void print_off_cpu(struct record_run *r)
 {
 	struct offcpu_stats os;
+	char no_sample[256];
 	if (session_offcpu_stats(r->session, &os) < 0)
 		return;
 	const struct session_stats *st = session_stats(r->session);
+	format_no_sample(&os, no_sample, sizeof(no_sample));
 	fprintf(stderr, "hostprof: off-cpu: %llu switch-outs, %llu intervals: %llu with stacks (%.1f%% unwound "
 			"completely), %llu under %u us summed "
-			"per thread, %llu over the rate cap of %u/s (%.3f s off CPU without stacks); %llu switch-outs "
+			"per thread, %llu over the rate cap of %u/s (%.3f s off CPU without stacks)%s; %llu switch-outs "
 			"not tracked, %llu switch-ins without a switch-out seen, %llu off-CPU samples lost (full off-CPU "
 			"rings)\n",
 		(unsigned long long)os.switch_outs, (unsigned long long)os.intervals,
@@ -447,8 +462,8 @@ static void print_off_cpu(struct record_run *r)
 		st->off_cpu_stacks ? 100.0 * (double)st->off_cpu_walks.complete / (double)st->off_cpu_stacks : 0.0,
 		(unsigned long long)os.short_blocks,
 		r->o->opts.run.off_cpu_threshold_us, (unsigned long long)os.capped, r->o->opts.run.off_cpu_max_rate,
-		(double)os.capped_ns / 1e9, (unsigned long long)os.untracked, (unsigned long long)os.unmatched,
-		(unsigned long long)session_off_cpu_lost(r->session));
+		(double)os.capped_ns / 1e9, no_sample, (unsigned long long)os.untracked,
+		(unsigned long long)os.unmatched, (unsigned long long)session_off_cpu_lost(r->session));
 }
 
 static void print_go_stacks(struct record_run *r)

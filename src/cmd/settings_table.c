@@ -75,7 +75,7 @@ static const struct setting run_items[] = {
 	{ "no-cache", 0, SETTING_FLAG, KEY | SETTING_NEGATE, RUN(use_cache), .def = "false",
 	  .help = "no cached kernel symbols, debug files or stack-delta tables: read and build them" },
 	{ "off-cpu", 0, SETTING_FLAG, KEY, RUN(off_cpu), .def = "false",
-	  .help = "also record where threads wait: time off CPU per stack (sched:sched_switch; root or CAP_PERFMON)" },
+	  .help = "also record where threads wait: time off CPU per stack (a sample at every switch-out)" },
 	{ "off-cpu-threshold-us", 0, SETTING_UNSIGNED, KEY, RUN(off_cpu_threshold_us), .max = 60000000, .arg = "US",
 	  .def = "100", .help = "off-CPU: blocks shorter than US microseconds are summed per thread, without a stack" },
 	{ "off-cpu-max-rate", 0, SETTING_UNSIGNED, KEY, RUN(off_cpu_max_rate), .max = 10000000, .arg = "N",

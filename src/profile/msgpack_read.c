@@ -400,6 +400,7 @@ static int read_header(struct reader *r, const msgpack_object *h)
 	    (err = header_uint(r, stats, "off_cpu_switches", &i->off_cpu_switches)) < 0 ||
 	    (err = header_uint(r, stats, "off_cpu_threshold_ns", &i->off_cpu_threshold_ns)) < 0 ||
 	    (err = header_uint(r, stats, "off_cpu_capped", &i->off_cpu_capped)) < 0 ||
+	    (err = header_uint(r, stats, "off_cpu_no_stack", &i->off_cpu_no_stack)) < 0 ||
 	    (err = header_uint(r, stats, "off_cpu_lost", &i->off_cpu_lost)) < 0)
 		return err;
 	return 0;

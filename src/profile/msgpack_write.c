@@ -278,11 +278,12 @@ static void pack_header(struct writer *w)
 	pack_skey_str(pk, "host.id", i->host_id);
 	pack_skey_str(pk, "kernel", i->kernel);
 	pack_str(pk, "stats");
-	msgpack_pack_map(pk, 11 + (i->off_cpu_switches ? 4 : 0));
+	msgpack_pack_map(pk, 11 + (i->off_cpu_switches ? 5 : 0));
 	if (i->off_cpu_switches) {
 		pack_skey_uint(pk, "off_cpu_switches", i->off_cpu_switches);
 		pack_skey_uint(pk, "off_cpu_threshold_ns", i->off_cpu_threshold_ns);
 		pack_skey_uint(pk, "off_cpu_capped", i->off_cpu_capped);
+		pack_skey_uint(pk, "off_cpu_no_stack", i->off_cpu_no_stack);
 		pack_skey_uint(pk, "off_cpu_lost", i->off_cpu_lost);
 	}
 	pack_skey_uint(pk, "samples", i->samples);

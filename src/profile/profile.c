@@ -585,6 +585,7 @@ static int merge_info(struct profile *dst, const struct profile_info *s)
 	d->off_cpu_threshold_ns = d->off_cpu_threshold_ns ? d->off_cpu_threshold_ns : s->off_cpu_threshold_ns;
 	d->off_cpu_switches += s->off_cpu_switches;
 	d->off_cpu_capped += s->off_cpu_capped;
+	d->off_cpu_no_stack += s->off_cpu_no_stack;
 	d->off_cpu_lost += s->off_cpu_lost;
 	if ((err = merge_info_string(dst, &d->producer, s->producer)) < 0 ||
 	    (err = merge_info_string(dst, &d->hostname, s->hostname)) < 0 ||

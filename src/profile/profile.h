@@ -111,6 +111,7 @@ struct profile_info {
 	uint64_t off_cpu_threshold_ns;	/* blocks shorter than this were summed per thread, without stacks */
 	uint64_t off_cpu_switches;	/* switch-outs seen */
 	uint64_t off_cpu_capped;	/* off-CPU intervals whose stacks the rate cap left out */
+	uint64_t off_cpu_no_stack;	/* off-CPU intervals without a switch-out sample or a stack read live */
 	uint64_t off_cpu_lost;		/* switch-outs not tracked (too many threads) or unmatched switch-ins */
 };
 

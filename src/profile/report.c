@@ -646,9 +646,11 @@ static void print_off_cpu_summary(const struct profile *p, FILE *out)
 		preempted += p->samples.items[i].preempted_ns;
 	}
 	fprintf(out, "Off CPU:            %.3f s (blocked %.3f s, preempted %.3f s); %" PRIu64 " switches, blocks "
-		"under %" PRIu64 " us without stacks, %" PRIu64 " stacks over the rate cap, %" PRIu64 " lost\n",
+		"under %" PRIu64 " us without stacks, %" PRIu64 " stacks over the rate cap, %" PRIu64 " without a "
+		"stack, %" PRIu64 " lost\n",
 		(double)off / 1e9, (double)(off - preempted) / 1e9, (double)preempted / 1e9, p->info.off_cpu_switches,
-		p->info.off_cpu_threshold_ns / 1000, p->info.off_cpu_capped, p->info.off_cpu_lost);
+		p->info.off_cpu_threshold_ns / 1000, p->info.off_cpu_capped, p->info.off_cpu_no_stack,
+		p->info.off_cpu_lost);
 }
 
 static int print_wall_table(const struct report *rp, const struct report_options *o, FILE *out)

@@ -383,7 +383,7 @@ static void off_cpu_split(const struct profile *p, struct off_cpu_split *o)
 static void test_off_cpu_correlated(void **state)
 {
 	(void)state;
-	test_require_root("reading another process's TLS needs ptrace and /proc/PID/mem; off-CPU needs the tracepoint");
+	test_require_root("reading another process's TLS needs ptrace and /proc/PID/mem");
 	struct apm_run r;
 	apm_run_setup(&r);
 	int rc = test_run("\"$HOSTPROF\" record --off-cpu -o %s -- %s --lib %s --socket %s --log %s --threads 2 "

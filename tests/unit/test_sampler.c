@@ -30,9 +30,10 @@ struct seen {
 	int saw_marker_mmap;
 };
 
-static int on_record(void *ctx, const struct perf_event_header *h)
+static int on_record(void *ctx, const struct perf_event_header *h, enum sampler_ring_kind kind)
 {
 	struct seen *s = ctx;
+	(void)kind;	/* no off-CPU events here */
 	if (h->type == PERF_RECORD_SAMPLE) {
 		struct perf_sample ps;
 		if (perf_decode_sample(s->layout, h, &ps) < 0) {
@@ -271,9 +272,10 @@ struct order {
 	unsigned cpus_seen;	/* bit per CPU < 32 */
 };
 
-static int on_ordered(void *ctx, const struct perf_event_header *h)
+static int on_ordered(void *ctx, const struct perf_event_header *h, enum sampler_ring_kind kind)
 {
 	struct order *o = ctx;
+	(void)kind;	/* both kinds of ring, merged */
 	int off = perf_record_time_offset(o->layout, h->type, h->size);
 	if (off < 0)
 		return 0;
@@ -349,14 +351,14 @@ struct flood {
 	unsigned cpu_samples, off_cpu_samples, lost_records;
 };
 
-static int on_flood(void *ctx, const struct perf_event_header *h)
+static int on_flood(void *ctx, const struct perf_event_header *h, enum sampler_ring_kind kind)
 {
 	struct flood *f = ctx;
 	struct perf_sample ps;
 	if (h->type == PERF_RECORD_LOST || h->type == PERF_RECORD_LOST_SAMPLES)
 		f->lost_records++;
 	else if (h->type == PERF_RECORD_SAMPLE && perf_decode_sample(f->layout, h, &ps) == 0)
-		ps.raw_size > 4 ? f->off_cpu_samples++ : f->cpu_samples++;
+		kind == SAMPLER_OFF_CPU_RING ? f->off_cpu_samples++ : f->cpu_samples++;
 	return 0;
 }
 
