@@ -21,24 +21,25 @@
 
 #define MAX_FIELDS 9
 
-/* The next space-separated token of [*p, end) as a number in base; 0 when there is none or it is not one. */
+/* The next space-separated token of [*p, end) as a number in base (16: with 0x): 1, 0 at the end of the text, or
+ * -1 for a token that is no such number. */
 static int next_number(const char **p, const char *end, int base, uint64_t *out)
 {
 	char tok[32];
 	size_t n = 0;
 	while (*p < end && (**p == ' ' || **p == '\n'))
 		(*p)++;
+	if (*p == end)
+		return 0;
 	while (*p < end && **p != ' ' && **p != '\n' && n < sizeof(tok) - 1)
 		tok[n++] = *(*p)++;
-	if (n == 0 || n == sizeof(tok) - 1)
-		return 0;
 	tok[n] = '\0';
+	if (n == sizeof(tok) - 1 || (base == 16 && (n < 3 || tok[0] != '0' || tok[1] != 'x')))
+		return -1;
 	char *stop;
 	errno = 0;
-	if (base == 16 && (n < 3 || tok[0] != '0' || tok[1] != 'x'))
-		return 0;
 	*out = base == 16 ? strtoull(tok, &stop, 16) : (uint64_t)strtoll(tok, &stop, 10);
-	return errno == 0 && *stop == '\0';
+	return errno == 0 && *stop == '\0' ? 1 : -1;
 }
 
 int blocked_stack_parse(const char *text, size_t len, uint64_t *sp, uint64_t *ip)
@@ -46,16 +47,15 @@ int blocked_stack_parse(const char *text, size_t len, uint64_t *sp, uint64_t *ip
 	const char *p = text, *end = text + (len < BLOCKED_STACK_TEXT_MAX ? len : BLOCKED_STACK_TEXT_MAX);
 	uint64_t v[MAX_FIELDS], nr;
 	unsigned n = 0;
+	int r = 1;
 	if ((size_t)(end - p) >= 7 && memcmp(p, "running", 7) == 0)
 		return -EAGAIN;
-	if (!next_number(&p, end, 10, &nr))
+	if (next_number(&p, end, 10, &nr) != 1)
 		return -EBADMSG;
-	while (n < MAX_FIELDS && next_number(&p, end, 16, &v[n]))
+	while (n < MAX_FIELDS && (r = next_number(&p, end, 16, &v[n])) == 1)
 		n++;
-	while (p < end && (*p == ' ' || *p == '\n'))
-		p++;
-	/* Two numbers after a negative one (no system call), eight after a system call's number. */
-	if (p != end || n != ((int64_t)nr < 0 ? 2u : 8u))
+	/* Two numbers after a negative one (no system call), eight after a system call's number; then the end. */
+	if (r < 0 || n != ((int64_t)nr < 0 ? 2u : 8u) || next_number(&p, end, 16, &nr) != 0)
 		return -EBADMSG;
 	*sp = v[n - 2];
 	*ip = v[n - 1];
