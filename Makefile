@@ -14,10 +14,14 @@ LDFLAGS  ?=
 DEP_MODULES := libdw:libdw-dev libelf:libelf-dev libunwind-generic:libunwind-dev \
                capstone:libcapstone-dev msgpack:libmsgpack-dev cmocka:libcmocka-dev \
                libcrypto:libssl-dev libprotobuf-c:libprotobuf-c-dev json-c:libjson-c-dev zlib:zlib1g-dev
-# Tools: protoc-c generates the pprof encoder; the rest are what the tests profile or check against (node and
-# a JDK for JIT code: about 130 MB to download).
-DEB_PACKAGES := pkg-config protobuf-c-compiler libiberty-dev $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d)))) \
-                xz-utils sqlite3 python3-minimal golang-go clang lld nodejs default-jdk-headless
+# Tools: protoc-c generates the pprof encoder.
+DEB_PACKAGES := pkg-config protobuf-c-compiler libiberty-dev $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d))))
+# What the tests run, profile or compare against, as command:Debian package (node and a JDK for JIT code: about
+# 130 MB to download; perf is the oracle many tests compare with). npm and rustc are installed only where no other
+# install provides them (nodesource's nodejs bundles npm, rustup's rustc is in ~/.cargo/bin).
+TEST_TOOLS   := perf:linux-perf go:golang-go node:nodejs javac:default-jdk-headless clang:clang ld.lld:lld \
+                sqlite3:sqlite3 xz:xz-utils python3:python3-minimal g++:g++ objdump:binutils addr2line:binutils \
+                setpriv:util-linux npm:npm rustc:rustc
 PKG_MODULES  := $(foreach d,$(DEP_MODULES),$(word 1,$(subst :, ,$(d))))
 LIB_MODULES  := $(filter-out cmocka,$(PKG_MODULES))
 
@@ -30,6 +34,10 @@ MISSING := $(strip $(foreach d,$(DEP_MODULES),$(if $(shell pkg-config --exists $
 else
 MISSING := pkg-config:pkg-config
 endif
+
+# Test tools missing here (rustc counts as there when rustup's is).
+tool_missing = $(if $(shell command -v $(1) 2>/dev/null || { [ $(1) = rustc ] && [ -x "$$HOME/.cargo/bin/rustc" ] && echo ok; }),,$(2))
+MISSING_TOOLS := $(sort $(foreach t,$(TEST_TOOLS),$(call tool_missing,$(word 1,$(subst :, ,$(t))),$(word 2,$(subst :, ,$(t))))))
 
 ifeq ($(MISSING),)
 DEP_CFLAGS := $(shell pkg-config --cflags $(LIB_MODULES))
@@ -68,7 +76,8 @@ FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
 FIXTURE_BINS := $(filter-out $(BUILD)/fixtures/libfixture_shared,$(FIXTURE_SRCS:tests/fixtures/%.c=$(BUILD)/fixtures/%))
 WORKLOAD_BINS := $(patsubst bench/workloads/%.c,$(BUILD)/workloads/%,$(wildcard bench/workloads/*.c))
 
-.PHONY: all deps deps-check deps-auto run check check-asan test fixtures bench clean install fuzz fuzz-engines
+.PHONY: all deps deps-check deps-auto test-deps-auto run check check-asan test fixtures bench clean install fuzz \
+        fuzz-engines
 
 all: deps-check $(BIN)
 
@@ -79,14 +88,22 @@ ifneq ($(MISSING),)
 	done; exit 1
 endif
 
-# Installs what is missing; `apt-get update` first, as a fresh machine has no package lists.
+# Installs what is missing: the build's packages and every test tool; `apt-get update` first, as a fresh machine
+# has no package lists.
 deps:
 	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y $(DEB_PACKAGES)
+	DEBIAN_FRONTEND=noninteractive apt-get install -y $(DEB_PACKAGES) $(MISSING_TOOLS)
 
 deps-auto:
 ifneq ($(MISSING),)
 	$(MAKE) deps
+endif
+
+# The tests' tools, installed where missing (make check, make bench).
+test-deps-auto: deps-auto
+ifneq ($(MISSING_TOOLS),)
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y $(MISSING_TOOLS)
 endif
 
 $(BIN): $(MAIN_OBJ) $(LIB_OBJS)
@@ -168,7 +185,7 @@ run: deps-auto
 
 # The layering rule first (tests/check-layers); with CI=true a skipped test fails unless tests/allowed-skips
 # lists its reason (tests/run-tests).
-check: deps-auto
+check: test-deps-auto
 	tests/check-layers
 	$(MAKE) $(BIN) $(UNIT_BINS) $(INTEG_BINS) $(FUZZ_RUNNERS) fixtures
 	BUILD=$(BUILD) HOSTPROF=./$(BIN) tests/run-tests $(UNIT_BINS) $(INTEG_BINS)
@@ -176,7 +193,7 @@ check: deps-auto
 test: check
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build tree.
-check-asan: deps-auto
+check-asan: test-deps-auto
 	$(MAKE) check BUILD=build-asan BIN=build-asan/hostprof \
 	  OPTFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 
@@ -191,7 +208,7 @@ fuzz: deps-auto
 
 fuzz-engines: $(FUZZ_ENGINES)
 
-bench: deps-auto
+bench: test-deps-auto
 	$(MAKE) $(BIN) $(WORKLOAD_BINS) fixtures $(BUILD)/tests/test_apm
 	BUILD=$(BUILD) HOSTPROF=./$(BIN) bench/run-bench
 
