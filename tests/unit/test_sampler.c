@@ -362,6 +362,77 @@ static int on_flood(void *ctx, const struct perf_event_header *h, enum sampler_r
 	return 0;
 }
 
+/* Switch-outs of this thread as its off-CPU ring delivers them: samples, then their switch-out records. */
+struct switches {
+	const struct perf_layout *layout;
+	pid_t tid;
+	unsigned samples, in_syscall, records_out, preempted, records_in, sample_then_record, cpu_ring_switches;
+	int last_was_sample;
+};
+
+static int on_switch_rec(void *ctx, const struct perf_event_header *h, enum sampler_ring_kind kind)
+{
+	struct switches *w = ctx;
+	struct perf_sample ps;
+	struct perf_switch sw;
+	if (h->type == PERF_RECORD_SAMPLE && kind == SAMPLER_OFF_CPU_RING &&
+	    perf_decode_sample(w->layout, h, &ps) == 0 && (pid_t)ps.tid == w->tid) {
+		w->samples++;
+		/* The user registers are the thread's own as it left the CPU: in nanosleep, right after the
+		 * syscall instruction (0f 05) of this very process, whose code is readable here. */
+		const uint8_t *pc = (const uint8_t *)(uintptr_t)ps.regs[UNWIND_REG_IP];
+		w->in_syscall += ps.stack_size > 0 && pc && pc[-2] == 0x0f && pc[-1] == 0x05;
+		w->last_was_sample = 1;
+		return 0;
+	}
+	if ((h->type == PERF_RECORD_SWITCH || h->type == PERF_RECORD_SWITCH_CPU_WIDE) &&
+	    perf_decode_switch(w->layout, h, &sw) == 0 && (pid_t)sw.tid == w->tid) {
+		w->cpu_ring_switches += kind != SAMPLER_OFF_CPU_RING;
+		if (sw.out) {
+			w->records_out++;
+			w->preempted += sw.preempted;
+			w->sample_then_record += w->last_was_sample;
+		} else {
+			w->records_in++;
+		}
+	}
+	w->last_was_sample = 0;
+	return 0;
+}
+
+/*
+ * Off-CPU events: every switch-out of this thread comes as a sample in the off-CPU ring, with the thread's own
+ * user registers and stack (it sleeps: its IP follows a syscall instruction), followed by its switch-out record
+ * (blocked, not preempted); its switch-ins come as records. None of them in the CPU rings.
+ */
+static void test_off_cpu_switch_out_samples(void **state)
+{
+	(void)state;
+	struct sampler_options o = { .event = "cpu-clock", .freq_hz = 100, .stack_size = 4096, .kernel = 1,
+				     .off_cpu = 1, .off_cpu_stack_size = 2048 };
+	int err;
+	struct sampler *s = open_self_with(&o, &err);
+	if (!sampler_off_cpu_samples(s))
+		test_skip("the kernel refuses perf_event_open of kernel-mode samples here (%s)", sampler_note(s));
+	struct switches w = { .layout = sampler_layout(s), .tid = (pid_t)syscall(SYS_gettid) };
+	assert_int_equal(sampler_enable(s), 0);
+	for (int i = 0; i < 20; i++)
+		usleep(2000);
+	assert_int_equal(sampler_disable(s), 0);
+	sampler_drain(s, on_switch_rec, &w);
+	sampler_free(s);
+	fprintf(stderr, "off-CPU: %u switch-out samples (%u in a system call), %u switch-out records (%u preempted, "
+		"%u right after their sample), %u switch-ins\n", w.samples, w.in_syscall, w.records_out, w.preempted,
+		w.sample_then_record, w.records_in);
+	assert_true(w.samples >= 20);			/* each sleep blocks at least once */
+	assert_true(w.in_syscall * 10 >= w.samples * 9);	/* the others: preempted on the way */
+	assert_int_equal(w.records_out, w.samples);
+	assert_int_equal(w.sample_then_record, w.records_out);
+	assert_true(w.preempted * 10 <= w.records_out);	/* sleeps block; preemption is rare */
+	assert_true(w.records_in >= w.records_out - 1);	/* the last switch-in may come after the disable */
+	assert_int_equal(w.cpu_ring_switches, 0);
+}
+
 static void *echo_bytes(void *arg)
 {
 	int *fds = arg;
@@ -452,6 +523,7 @@ int main(void)
 		cmocka_unit_test(test_no_spin_after_exit),
 		cmocka_unit_test(test_drain_in_time_order),
 		cmocka_unit_test(test_off_cpu_flood_spares_cpu_samples),
+		cmocka_unit_test(test_off_cpu_switch_out_samples),
 		cmocka_unit_test(test_bad_options),
 	};
 	return cmocka_run_group_tests_name("sampler", tests, NULL, NULL);
