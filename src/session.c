@@ -243,13 +243,6 @@ static void count_live_sample(struct session *s, pid_t pid)
 		hindex_u32_put(&s->live_reads, (uint32_t)pid, v + 1);
 }
 
-/*
- * A walk read pid's live memory in a batch: its goroutine (Go, with a g register: kind FASTLANE_GO) or its stack
- * past the copy (kind FASTLANE_DEEP). What it read may have moved on meanwhile (rc -ESTALE), and a process's last
- * batch is read after it exited, when nothing can be. A process that needs such reads for a good share of its
- * samples (deep recursion, busy Go code), or found LIVE_LATE_FOR_FAST_LANE of them stale, takes the fast lane,
- * whose readers read them while they hold the thread; programs that seldom need them stay in the batches.
- */
 /* The FileID of p's program (its lowest file mapping: the executable, below its libraries), for lane_programs;
  * false when unknown. */
 static bool process_program(struct session *s, struct process *p, struct file_id *out)
@@ -297,16 +290,27 @@ static void lane_by_program(struct session *s, struct process *p)
 		fast_lane_for(s, p->pid, known->kinds, "for their stacks to be read as the sample saw them");
 }
 
+/*
+ * A walk read pid's live memory in a batch: its goroutine (Go, with a g register: kind FASTLANE_GO) or its stack
+ * past the copy (kind FASTLANE_DEEP). What it read may have moved on meanwhile (rc -ESTALE), and a process's last
+ * batch is read after it exited, when nothing can be. A process that needs such reads for a good share of its
+ * samples (deep recursion, busy Go code), or found LIVE_LATE_FOR_FAST_LANE of them stale, takes the fast lane,
+ * whose readers read them while they hold the thread; programs that seldom need them stay in the batches.
+ * A held sample's read counts as a need but never as late: its lateness is hostprof's (the table it waited for),
+ * not the program's, while its need is the program's. Not counting it left a new program, whose first batch is
+ * all held while its tables are built, in the batches for one more batch: in Go >= 1.23, whose stack growth
+ * leaves no frame pointer to join, that batch's growth samples were lost (130-170 of a 2 s run's 1800 samples).
+ */
 static void live_read(struct session *s, const struct find_ctx *c, unsigned kind, int rc)
 {
 	uint64_t v = 0;
 	pid_t pid = c->proc->pid;
-	if (s->fast || s->replaying)
-		return;	/* a held sample's late read is hostprof's delay, not the program's */
+	if (s->fast)
+		return;
 	hindex_u32_get(&s->live_reads, (uint32_t)pid, &v);
 	if (LIVE_READS(v) < 0xfffff)
 		v += 1ull << 24;
-	if (rc == -ESTALE && LIVE_LATE(v) < 0xfffff)
+	if (rc == -ESTALE && !s->replaying && LIVE_LATE(v) < 0xfffff)
 		v += 1ull << 44;
 	hindex_u32_put(&s->live_reads, (uint32_t)pid, v);
 	int busy = LIVE_READS(v) == LIVE_READS_FOR_FAST_LANE && LIVE_READS(v) * LIVE_SHARE_FOR_FAST_LANE >= LIVE_SAMPLES(v);
@@ -1083,12 +1087,14 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec,
 	if (!p)
 		return count_untracked(s, &ps);
 	p->last_sample_ns = t0;
-	if (!fe && !s->replaying) {
-		count_live_sample(s, p->pid);
+	if (!fe && !s->replaying)
 		lane_by_program(s, p);
-	}
-	if (!walk_or_hold(s, p, &ps, rec, fe, &n))
+	if (!walk_or_hold(s, p, &ps, rec, fe, &n)) {
+		/* Once, when walked (a held sample when walked again), as its reads are (live_read()). */
+		if (!fe)
+			count_live_sample(s, p->pid);
 		add_trace(s, p, &ps, fe, n);
+	}
 	/* The sample's frames hold their own references now: files its walk found replaced can go. */
 	procmgr_release_deferred(s->procs);
 	s->stats.handle_ns += clock_mono_ns() - t0;
