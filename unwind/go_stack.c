@@ -3,6 +3,7 @@
  */
 #include "unwind/go_stack.h"
 
+#include <capstone/capstone.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -42,6 +43,10 @@ struct go_stack {
 	uint8_t *buf;		/* the goroutine's stack as read (handed out in go_stack_context) */
 	uint8_t *old;		/* stack growth: the old stack (handed out), and buf the new one it is checked against */
 	uint64_t join_slot;	/* the stack word a join hands over: a grower's return address */
+	uint8_t *code;		/* a function's code as read (GO_STACK_CALLER_CODE_MAX bytes) */
+	csh cs;			/* its decoder, opened on first use (cs_state) */
+	cs_insn *insn;
+	int cs_state;		/* 0 not opened yet, 1 open, -1 failed */
 	struct go_stack_stats stats;
 };
 
@@ -74,7 +79,8 @@ int go_stack_new(const struct go_stack_options *o, struct go_stack **out)
 	gs->max_stack = o->max_stack;
 	gs->buf = malloc(gs->max_stack ? gs->max_stack : 1);
 	gs->old = malloc(gs->max_stack ? gs->max_stack : 1);
-	if (!gs->buf || !gs->old) {
+	gs->code = malloc(GO_STACK_CALLER_CODE_MAX);
+	if (!gs->buf || !gs->old || !gs->code) {
 		go_stack_free(gs);
 		return -ENOMEM;
 	}
@@ -86,8 +92,13 @@ void go_stack_free(struct go_stack *gs)
 {
 	if (!gs)
 		return;
+	if (gs->cs_state == 1) {
+		cs_free(gs->insn, 1);
+		cs_close(&gs->cs);
+	}
 	free(gs->buf);
 	free(gs->old);
+	free(gs->code);
 	free(gs);
 }
 
@@ -494,6 +505,94 @@ int go_stack_find_switch_caller(struct go_stack *gs, const struct unwind_memory 
 	return rc == -EIO ? rc : -ESRCH;
 }
 
+/* Bytes of code read from the process at a time while a function's end is not found. */
+#define CODE_CHUNK 4096
+
+static bool open_decoder(struct go_stack *gs)
+{
+	if (gs->cs_state == 0) {
+		gs->cs_state = -1;
+		if (cs_open(CS_ARCH_X86, CS_MODE_64, &gs->cs) == CS_ERR_OK) {
+			if ((gs->insn = cs_malloc(gs->cs)))
+				gs->cs_state = 1;
+			else
+				cs_close(&gs->cs);
+		}
+	}
+	return gs->cs_state == 1;
+}
+
+/* The function at entry's code, read piece after piece up to its INT3 padding (*len bytes, ending with it), or
+ * -ESRCH past GO_STACK_CALLER_CODE_MAX or at bytes that do not decode, -EIO. */
+static int read_function(struct go_stack *gs, const struct unwind_memory *mem, uint64_t entry, size_t *len)
+{
+	size_t have = 0, at = 0;
+	while (have < GO_STACK_CALLER_CODE_MAX) {
+		if (mem_read(mem, entry + have, gs->code + have, CODE_CHUNK) < 0)
+			return -EIO;
+		have += CODE_CHUNK;
+		/* Whole instructions only: one may run on into the next piece (15 bytes at most). */
+		const uint8_t *p = gs->code + at;
+		size_t left = have - at - (have < GO_STACK_CALLER_CODE_MAX ? 15 : 0);
+		uint64_t addr = entry + at;
+		while (cs_disasm_iter(gs->cs, &p, &left, &addr, gs->insn)) {
+			at = (size_t)(p - gs->code);
+			if (gs->insn->id == X86_INS_INT3) {
+				*len = at;
+				return 0;
+			}
+		}
+		if (left >= 15 || have >= GO_STACK_CALLER_CODE_MAX)
+			return -ESRCH;	/* not code, or a function longer than we decode */
+	}
+	return -ESRCH;
+}
+
+/* The return address of the one direct call to a g0-switching function in the *len bytes of code at entry. */
+static int only_switch_call(struct go_stack *gs, uint64_t entry, size_t len, const struct go_stack_rules *rules,
+			    uint64_t *ret)
+{
+	const uint8_t *p = gs->code;
+	uint64_t addr = entry;
+	unsigned calls = 0;
+	while (cs_disasm_iter(gs->cs, &p, &len, &addr, gs->insn)) {
+		int32_t rel;
+		if (gs->insn->size != CALL_REL32_LEN || gs->insn->bytes[0] != CALL_REL32)
+			continue;
+		memcpy(&rel, gs->insn->bytes + 1, sizeof(rel));
+		if (rules->is_switch_entry(rules->ctx, addr + (uint64_t)(int64_t)rel)) {
+			*ret = addr;	/* addr is past the call now */
+			calls++;
+		}
+	}
+	return calls == 1 ? 0 : -ESRCH;
+}
+
+int go_stack_find_switch_caller_in_code(struct go_stack *gs, const struct unwind_memory *mem, uint64_t switch_bp,
+					uint64_t after_switch, const struct go_stack_rules *rules,
+					struct go_stack_caller *out)
+{
+	uint64_t entry, pc = 0, sp;
+	size_t len;
+	if (!rules->caller_sp || !plausible_pointer(switch_bp) || after_switch < GO_MIN_ADDR || !open_decoder(gs))
+		return -ESRCH;
+	int rc = grower_entry(mem, after_switch, &entry);
+	if (rc == 0)
+		rc = read_function(gs, mem, entry, &len);
+	if (rc == 0)
+		rc = only_switch_call(gs, entry, len, rules, &pc);
+	if (rc < 0)
+		return rc;
+	if (!rules->caller_sp(rules->ctx, pc, switch_bp, &sp) || !rules->caller_keeps_fp(rules->ctx, sp, pc, switch_bp) ||
+	    grower_entry(mem, pc, &out->callee) < 0)
+		return -ESRCH;
+	out->pc = pc;
+	out->sp = sp;
+	gs->stats.switch_callers++;
+	gs->stats.switch_callers_in_code++;
+	return 0;
+}
+
 /* On g0: the goroutine m switched from, read in full (the reader holds the thread: no staleness check). */
 static int snapshot_goroutine(struct go_stack *gs, const struct unwind_memory *mem, uint64_t g_reg, uint64_t m,
 			      const uint8_t *m_head, struct go_stack_snapshot *out)
@@ -581,6 +680,35 @@ static bool follow_caller_keeps_fp(void *ctx, uint64_t sp, uint64_t pc, uint64_t
 	       stack_delta_rule_frame_pointer(&rule, sp, &fp) && fp == bp;
 }
 
+/* go_stack_rules: the SP at which the Go frame returned into at pc keeps its frame pointer at bp (CFA - 16). */
+static bool follow_caller_sp(void *ctx, uint64_t pc, uint64_t bp, uint64_t *sp)
+{
+	const struct follow_rules *fr = ctx;
+	struct stack_delta_rule rule;
+	uint64_t fp_at_sp0;
+	if (!fr->gs->o.rule_at(fr->gs->o.ctx, fr->proc, pc - 1, &rule) || !(rule.aux & STACK_DELTA_GO_FP_FRAME) ||
+	    !stack_delta_rule_frame_pointer(&rule, 0, &fp_at_sp0))
+		return false;
+	*sp = bp - fp_at_sp0;
+	return true;
+}
+
+/* The entry of the sample's frame-pointer chain after the switching frame's return address ip: its caller's own
+ * return address (the switching function keeps no frame: the chain goes from the g0 frames to the caller's frame
+ * pointer). 0 when ip is not in the chain exactly once. */
+static uint64_t chain_after(const struct unwind_sample *sample, uint64_t ip)
+{
+	uint64_t after = 0;
+	unsigned found = 0;
+	for (size_t i = 0; sample->fp_chain && i + 1 < sample->fp_chain_len; i++) {
+		if (sample->fp_chain[i] == ip) {
+			after = sample->fp_chain[i + 1];
+			found++;
+		}
+	}
+	return found == 1 ? after : 0;
+}
+
 /* go_stack_rules: addr is the entry of systemstack or asmcgocall (their rows carry the switch flag). */
 static bool follow_is_switch_entry(void *ctx, uint64_t addr)
 {
@@ -598,11 +726,11 @@ struct follow_switch {
 };
 
 /* Frames to join the sample's frame-pointer chain with (see go_stack_follow), into resumed and stack. */
-static int join_chain(struct go_stack *gs, const struct unwind_process *proc, const struct follow_switch *sw,
-		      struct unwind_deltas_regs *resumed, struct unwind_sample *stack)
+static int join_chain(struct go_stack *gs, const struct unwind_process *proc, const struct unwind_sample *sample,
+		      const struct follow_switch *sw, struct unwind_deltas_regs *resumed, struct unwind_sample *stack)
 {
 	struct follow_rules fr = { gs, proc };
-	const struct go_stack_rules rules = { follow_caller_keeps_fp, follow_is_switch_entry, &fr };
+	const struct go_stack_rules rules = { follow_caller_keeps_fp, follow_is_switch_entry, &fr, follow_caller_sp };
 	struct go_stack_caller caller;
 	struct stack_delta_rule rule;
 	bool growth = sw->kind == UNWIND_DELTAS_SWITCH_GROWTH;
@@ -611,6 +739,9 @@ static int join_chain(struct go_stack *gs, const struct unwind_process *proc, co
 		return -ENOENT;
 	int rc = growth ? go_stack_find_grower(gs, proc->memory, sw->bp, &sw->g0, &rules, &caller) :
 			  go_stack_find_switch_caller(gs, proc->memory, sw->bp, &rules, &caller);
+	if (rc == -ESRCH && !growth)
+		rc = go_stack_find_switch_caller_in_code(gs, proc->memory, sw->bp, chain_after(sample, sw->ip), &rules,
+							 &caller);
 	if (rc < 0)
 		return rc;
 	gs->join_slot = caller.pc;
@@ -679,7 +810,7 @@ int go_stack_follow(void *ctx, const struct unwind_process *proc, const struct u
 		sw.g0.size = switch_sp - sp < sample->stack_size ? (size_t)(switch_sp - sp) : sample->stack_size;
 	int rc = find_goroutine(gs, proc, sample, &sw, &g);
 	if (rc < 0 && sample->fp_chain && sw.bp && proc->memory && gs->o.rule_at)
-		return join_chain(gs, proc, &sw, resumed, stack);
+		return join_chain(gs, proc, sample, &sw, resumed, stack);
 	if (rc < 0)
 		return rc;
 	resumed->regs[UNWIND_REG_IP] = g.pc;

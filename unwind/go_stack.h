@@ -54,6 +54,7 @@ struct go_stack_stats {
 	uint64_t unreadable;	/* process memory could not be read (gone, unmapped, permission) */
 	uint64_t growers;	/* stack growths named from the sample alone (go_stack_find_grower) */
 	uint64_t switch_callers;	/* systemstack callers found (go_stack_find_switch_caller) */
+	uint64_t switch_callers_in_code;	/* ... of them found in the caller's code (..._in_code) */
 };
 
 /* The sample's copy of the g0 stack, from its sampled SP up to the switching frame (newstack's frames and
@@ -129,6 +130,9 @@ struct go_stack_rules {
 	/* Whether addr is the entry of a function that switches to g0 for a call (systemstack, asmcgocall). */
 	bool (*is_switch_entry)(void *ctx, uint64_t addr);
 	void *ctx;
+	/* Optional (go_stack_find_switch_caller_in_code): the SP at which the Go frame that pc returns into keeps
+	 * its own frame pointer at bp (its rule: CFA = SP + N, FP saved at CFA - 16); false if it keeps none. */
+	bool (*caller_sp)(void *ctx, uint64_t pc, uint64_t bp, uint64_t *sp);
 };
 
 /* A goroutine frame named from the sample, for joining the sample's frame-pointer chain. */
@@ -163,6 +167,24 @@ int go_stack_find_grower(struct go_stack *gs, const struct unwind_memory *mem, u
  */
 int go_stack_find_switch_caller(struct go_stack *gs, const struct unwind_memory *mem, uint64_t switch_bp,
 				const struct go_stack_rules *rules, struct go_stack_caller *out);
+
+/*
+ * The caller of a runtime.systemstack (or asmcgocall) call that is over, from the sample and the program's code
+ * alone, where go_stack_find_switch_caller() finds nothing: the caller went on, and a later call from its frame
+ * wrote over the slot the switch's return address was in (measured: most systemstack samples of a Go <= 1.16
+ * program read in a batch, whose g register does not name the goroutine). The kernel's frame-pointer chain at
+ * the sample went from the g0 frames on through switch_bp, the caller's frame pointer: after_switch, the chain's
+ * entry after the switching frame's return address, is the caller's own return address, into its caller, whose
+ * direct call there names the caller's function. That function's code is read from the process and decoded from
+ * its entry to its end (the INT3 padding Go's linker leaves between functions, at most
+ * GO_STACK_CALLER_CODE_MAX bytes): its one direct call to a g0-switching function (rules->is_switch_entry) is
+ * the call the sample was in; with none, or several (which one is unknown), nothing is returned. The caller's SP
+ * there is the one at which its frame pointer is switch_bp (rules->caller_sp). Returns 0, -ESRCH or -EIO.
+ */
+#define GO_STACK_CALLER_CODE_MAX 16384
+int go_stack_find_switch_caller_in_code(struct go_stack *gs, const struct unwind_memory *mem, uint64_t switch_bp,
+					uint64_t after_switch, const struct go_stack_rules *rules,
+					struct go_stack_caller *out);
 
 /*
  * The stack bounds [*lo, *hi) of the goroutine (or g0) that the g register g_reg names in mem's process, now:
@@ -213,7 +235,8 @@ void go_stack_get_stats(const struct go_stack *gs, struct go_stack_stats *out);
  * in (the sample's copy up to morestack's frame) say what the goroutine's stack was. When the goroutine cannot be
  * read as it was and the sample carries the kernel's frame-pointer chain, the frames missing from the chain are
  * given for joining it instead (UNWIND_DELTAS_SWITCH_JOIN): a stack growth's grower, at its entry, and its caller,
- * from the sample's g0 copy; a systemstack call's caller, found below the frame pointer the g0 frames saved. The
+ * from the sample's g0 copy; a systemstack call's caller, found below the frame pointer the g0 frames saved, or
+ * else in its code (go_stack_find_switch_caller_in_code). The
  * stack handed over for a join is the one word the grower's return address was in (or nothing), owned by gs.
  */
 int go_stack_follow(void *ctx, const struct unwind_process *proc, const struct unwind_sample *sample,

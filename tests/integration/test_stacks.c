@@ -319,19 +319,125 @@ static int has_unnamed_frame(const struct profile *p, const char *binary)
 	return 0;
 }
 
+/* The share of samples whose leaf is tiny@plt right under call_loop; each leaf under call_loop is printed with
+ * its share (where the stub's samples went, should it not have them). */
+static double stub_leaf_share(const struct profile *p, uint64_t total)
+{
+	const char *names[MAX_NAMES];
+	uint64_t in_stub = 0;
+	fprintf(stderr, "leaves under call_loop:");
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		size_t n = test_stack_functions(p, p->samples.items[i].stack, names, MAX_NAMES);
+		if (n < 2 || strcmp(names[n - 2], "call_loop") != 0)
+			continue;
+		fprintf(stderr, " %s %.1f%%", names[n - 1], test_share(p->samples.items[i].count, total));
+		in_stub += strcmp(names[n - 1], "tiny@plt") == 0 ? p->samples.items[i].count : 0;
+	}
+	fprintf(stderr, "\n");
+	return test_share(in_stub, total);
+}
+
+/* The address of symbol name in the nm listing at path, or 0. */
+static uint64_t nm_address(const char *path, const char *name)
+{
+	char line[1024], sym[512];
+	unsigned long long a;
+	uint64_t found = 0;
+	FILE *f = fopen(path, "re");
+	while (f && !found && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx %*s %511s", &a, sym) == 2 && strcmp(sym, name) == 0)
+			found = a;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/*
+ * perf's share of the samples whose leaf IP is in bin's ELF addresses [lo, hi), from the perf.data the last perf
+ * query recorded in dir (perf script: symbol+offset, placed by bin's own symbol table); -1 without it.
+ */
+static double perf_leaf_share(const char *dir, const char *bin, uint64_t lo, uint64_t hi)
+{
+	char nm[700], leaves[700], line[1024], sym[512], dso[700];
+	unsigned long long off, total = 0, in = 0;
+	snprintf(nm, sizeof(nm), "%s/nm", dir);
+	snprintf(leaves, sizeof(leaves), "%s/perf.leaves", dir);
+	snprintf(dso, sizeof(dso), "(%s)", bin);
+	if (test_run("nm %s > %s && perf script -i %s/perf.data -G -F ip,sym,symoff,dso > %s 2>/dev/null", bin, nm, dir,
+		     leaves) != 0)
+		return -1;
+	FILE *f = fopen(leaves, "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		char *plus, where[700];
+		if (sscanf(line, " %*s %511s %699s", sym, where) != 2)
+			continue;
+		total++;
+		if (strcmp(where, dso) != 0 || !(plus = strrchr(sym, '+')) || sscanf(plus + 1, "%llx", &off) != 1)
+			continue;
+		*plus = '\0';
+		uint64_t base = nm_address(nm, sym), va = base + off;
+		in += base && va >= lo && va < hi;
+	}
+	if (f)
+		fclose(f);
+	return total ? 100.0 * (double)in / (double)total : -1;
+}
+
+/* The ELF address range of the stub call_loop calls tiny through, from objdump and its section's entry size;
+ * fails the test unless it is in section. */
+static void stub_range(const struct test_workdir *w, const char *bin, const char *section, uint64_t *lo,
+		       uint64_t *hi)
+{
+	char path[700];
+	unsigned long long a = 0, es = 0;
+	assert_int_equal(test_run("a=$(objdump -d --no-show-raw-insn %s | "
+				  "sed -n 's/.*call *\\([0-9a-f]*\\) <tiny@plt>.*/\\1/p' | head -n 1) && readelf -SW %s | sed 's/^ *\\[ *[0-9]*\\] *//' | awk '$1 == \"%s\" "
+				  "{ print $3, $5, $6 }' | { read start size es && [ $((0x$a)) -ge $((0x$start)) ] && "
+				  "[ $((0x$a)) -lt $((0x$start + 0x$size)) ] && echo $((0x$a)) $((0x$es)) > %s/stub; }",
+				  bin, bin, section, w->dir), 0);
+	snprintf(path, sizeof(path), "%s/stub", w->dir);
+	FILE *f = fopen(path, "re");
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%llu %llu", &a, &es), 2);
+	fclose(f);
+	*lo = a;
+	*hi = a + (es ? es : 16);
+}
+
+/*
+ * Samples taken in the stub: hostprof's leaf tiny@plt under call_loop against perf's samples whose leaf IP is in
+ * the stub's bytes, in the same test's perf record. The stub's share is the CPU's to decide (18-25% here, 39-40%
+ * seen elsewhere): hostprof is held to perf's count at those addresses, within 10 points (two runs of 2000 samples:
+ * 1.3 points of sampling noise; perf 18.5-23.8% here, hostprof 0-3.2 points from it in the same test),
+ * and the stub must be hot enough (5%) to tell anything. Without perf, the 5% alone.
+ */
+static void check_stub_share(const struct test_workdir *w, const char *bin, const char *section, uint64_t lo,
+			     uint64_t hi, double leaf)
+{
+	double perf = perf_leaf_share(w->dir, bin, lo, hi);
+	fprintf(stderr, "%s: samples in the stub [%#llx, %#llx): hostprof's leaf tiny@plt %.1f%%, perf %.1f%%\n",
+		section, (unsigned long long)lo, (unsigned long long)hi, leaf, perf);
+	if (perf >= 0 && perf < 5.0)
+		fail_msg("%s: perf has %.1f%% of samples in the stub, under 5%%: this CPU spends too little time there "
+			 "for the test to tell whether hostprof names it", section, perf);
+	if (perf >= 0 && fabs(leaf - perf) > 10.0)
+		fail_msg("%s: hostprof has %.1f%% of samples with leaf tiny@plt under call_loop, perf %.1f%% in the "
+			 "stub's bytes: %.1f points apart, want <= 10", section, leaf, perf, fabs(leaf - perf));
+	if (leaf < 5.0)
+		fail_msg("%s: leaf tiny@plt under call_loop in %.1f%% of samples, want >= 5%%", section, leaf);
+}
+
 static void profile_calls(struct test_workdir *w, const char *variant, const char *flags, const char *section)
 {
 	char bin[600], cmd[700], name[64];
+	uint64_t lo, hi;
 	require_perf_and_cc();
 	snprintf(name, sizeof(name), "calls_%s", variant);
 	snprintf(bin, sizeof(bin), "%s/%s", w->dir, name);
 	assert_int_equal(test_run("cc -O2 -g -shared -fPIC -o %s/libtiny.so " FIXTURES "/tiny.c && cc -O2 -g %s -o %s "
 				  FIXTURES "/calls.c -L%s -ltiny -Wl,-rpath,'$ORIGIN'", w->dir, flags, bin, w->dir), 0);
 	/* The stub called is in the section this variant is about. */
-	assert_int_equal(test_run("a=$(objdump -d --no-show-raw-insn %s | "
-				  "sed -n 's/.*call *\\([0-9a-f]*\\) <tiny@plt>.*/\\1/p' | head -n 1) && readelf -SW %s | sed 's/^ *\\[ *[0-9]*\\] *//' | awk '$1 == \"%s\" "
-				  "{ print $3, $5 }' | { read start size && [ $((0x$a)) -ge $((0x$start)) ] && "
-				  "[ $((0x$a)) -lt $((0x$start + 0x$size)) ]; }", bin, bin, section), 0);
+	stub_range(w, bin, section, &lo, &hi);
 	snprintf(cmd, sizeof(cmd), "%s 2", bin);
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s", w->out, cmd), 0);
 	struct profile *p = test_read_profile(w->out);
@@ -345,22 +451,21 @@ static void profile_calls(struct test_workdir *w, const char *variant, const cha
 	fprintf(stderr, "%s (%s): %llu samples, call_loop -> tiny@plt %.1f%%, __restore_rt -> on_signal -> "
 		"handler_work %.1f%%, %.1f%% whole to main\n", name, section, (unsigned long long)total, in_stub,
 		in_handler, whole);
+	double leaf = stub_leaf_share(p, total);
 	assert_true(total >= 500);
-	assert_true(in_stub >= 5.0 && in_handler >= 3.0 && whole >= 95.0);
+	assert_true(in_handler >= 3.0 && whole >= 95.0);
 	assert_false(has_unnamed_frame(p, name));
 	profile_free(p);
 	/* perf names the stub tiny@plt where its PLT symbols work out (not perf 6.1 here: it shows _init). */
 	double perf = test_perf_children_share(w->dir, &(struct test_perf_query){ .cmd = cmd, .symbol = "tiny@plt" });
-	double perf_init = perf >= 0 ? test_perf_children_share(w->dir, &(struct test_perf_query){ .symbol = "_init" })
-				     : -1.0;
 	double perf_restore =
 		perf >= 0 ? test_perf_children_share(w->dir, &(struct test_perf_query){ .symbol = "__restore_rt" })
 			  : -1.0;
-	fprintf(stderr, "tiny@plt: hostprof %.1f%%, perf record --call-graph dwarf %.1f%% (perf's name for that "
-		"code: _init %.1f%%); __restore_rt: hostprof %.1f%%, perf %.1f%%\n", in_stub, perf, perf_init,
-		in_handler, perf_restore);
+	fprintf(stderr, "tiny@plt: hostprof %.1f%%, perf record --call-graph dwarf %.1f%%; __restore_rt: hostprof "
+		"%.1f%%, perf %.1f%%\n", in_stub, perf, in_handler, perf_restore);
 	if (perf > 0)
 		assert_true(fabs(in_stub - perf) <= 10.0);
+	check_stub_share(w, bin, section, lo, hi, leaf);
 }
 
 static void test_plt_stub_named(void **state)

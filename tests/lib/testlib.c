@@ -187,10 +187,16 @@ void test_require_non_root(const char *why)
 /* The caches are made absolute because go runs from the module directory. */
 void test_go_build(const char *dir, const char *pkg, const char *out, int cgo, const char *ldflags)
 {
+	test_go_build_with("go", dir, pkg, out, cgo, ldflags);
+}
+
+void test_go_build_with(const char *go, const char *dir, const char *pkg, const char *out, int cgo,
+			const char *ldflags)
+{
 	assert_int_equal(test_run("b=$(realpath -m '%s') && cd tests/fixtures/go && "
 				  "GOCACHE=\"$b/go-cache\" GOPATH=\"$b/go-path\" GOFLAGS=-mod=mod GOTOOLCHAIN=local "
-				  "GOPROXY=off CGO_ENABLED=%d go build -ldflags='%s' -o %s/%s ./%s",
-				  test_build_dir(), cgo, ldflags, dir, out, pkg), 0);
+				  "GOPROXY=off CGO_ENABLED=%d '%s' build -ldflags='%s' -o %s/%s ./%s",
+				  test_build_dir(), cgo, go, ldflags, dir, out, pkg), 0);
 }
 
 struct profile *test_read_profile(const char *path)

@@ -46,8 +46,10 @@ void test_require_non_root(const char *why);	/* "needs a non-root user: <why>" *
 /* Whether the kernel lets this process sample itself with user stacks (errno says why not). Prints nothing. */
 bool test_perf_available(void);
 /* Build tests/fixtures/go/<pkg> into <dir>/<out> (cgo on or off, -ldflags ldflags), caches under $BUILD, no
- * network; fails the test if the build fails. */
+ * network; fails the test if the build fails. With the go on PATH, or (test_go_build_with) the go command given. */
 void test_go_build(const char *dir, const char *pkg, const char *out, int cgo, const char *ldflags);
+void test_go_build_with(const char *go, const char *dir, const char *pkg, const char *out, int cgo,
+			const char *ldflags);
 
 /* What test_perf_children_share() asks perf. */
 struct test_perf_query {

@@ -409,6 +409,13 @@ static bool env_is_switch_entry(void *ctx, uint64_t entry)
 	return entry == r->switch_entry;
 }
 
+static bool env_caller_sp(void *ctx, uint64_t pc, uint64_t bp, uint64_t *sp)
+{
+	const struct rules_env *r = ctx;
+	*sp = bp + 16 - r->frame;
+	return pc == r->caller_pc;
+}
+
 /*
  * A stack growth named from the sample alone: newstack's morebuf in the g0 copy, its caller keeping its frame
  * pointer where the g0 frames say (switch_bp), the grower the target of the caller's direct call. Neither stack
@@ -426,7 +433,7 @@ static void test_grower_from_sample(void **state)
 	memset(gr->old_stack, 0, sizeof(gr->old_stack));
 	memset(gr->new_stack, 0, sizeof(gr->new_stack));
 	struct rules_env env = { .caller_pc = gr->caller_pc, .frame = 80 };	/* switch_bp = caller_sp + 64 */
-	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env };
+	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env, env_caller_sp };
 	struct go_stack_g0 g0 = { .bytes = (const uint8_t *)gr->g0, .size = sizeof(gr->g0) };
 	assert_int_equal(go_stack_find_grower(gs, &mem, gr->switch_bp, &g0, &rules, &c), 0);
 	assert_int_equal(c.pc, gr->caller_pc);
@@ -489,7 +496,7 @@ static void test_switch_caller_found(void **state)
 	struct switch_frame sf;
 	struct rules_env env;
 	struct go_stack_caller c;
-	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env };
+	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env, env_caller_sp };
 	switch_frame_init(&sf, stack, &env);
 	assert_int_equal(go_stack_find_switch_caller(gs, &mem, sf.bp, &rules, &c), 0);
 	assert_int_equal(c.pc, env.caller_pc);
@@ -512,6 +519,90 @@ static void test_switch_caller_found(void **state)
 	free(stack);
 }
 
+/* Code for the caller found in code: its caller's call to it, the caller (a 64-byte frame keeping its frame pointer,
+ * calls to the switching function at call_sites of its bytes), the switching function, INT3 padding between. */
+#define CODE_BYTES (5 * 4096)	/* more than GO_STACK_CALLER_CODE_MAX past the caller */
+#define OUTER_AT 0
+#define CALLER_AT 64
+#define SWITCH_AT 256
+
+static void put_call(uint8_t *code, size_t at, size_t target)
+{
+	int32_t rel = (int32_t)target - (int32_t)(at + 5);
+	code[at] = 0xe8;
+	memcpy(code + at + 1, &rel, sizeof(rel));
+}
+
+static void code_init(uint8_t *code, struct rules_env *env, bool twice)
+{
+	static const uint8_t prologue[] = { 0x55, 0x48, 0x89, 0xe5, 0x48, 0x83, 0xec, 0x30 };	/* push, mov, sub */
+	static const uint8_t epilogue[] = { 0x48, 0x83, 0xc4, 0x30, 0x5d, 0xc3 };		/* add, pop, ret */
+	memset(code, 0xcc, CODE_BYTES);
+	put_call(code, OUTER_AT, CALLER_AT);
+	memcpy(code + CALLER_AT, prologue, sizeof(prologue));
+	put_call(code, CALLER_AT + 8, SWITCH_AT);
+	size_t end = CALLER_AT + 13;
+	if (twice) {
+		put_call(code, end, SWITCH_AT);
+		end += 5;
+	}
+	memcpy(code + end, epilogue, sizeof(epilogue));
+	code[SWITCH_AT] = 0xc3;
+	fake_clear();
+	fake_map(code, CODE_BYTES);
+	*env = (struct rules_env){ .caller_pc = addr(code) + CALLER_AT + 13, .switch_entry = addr(code) + SWITCH_AT,
+				   .frame = 64 };
+}
+
+/*
+ * The caller of a systemstack call that is over, whose slot the goroutine wrote over: its function named by the
+ * chain's next return address (its caller's direct call), its one call to the switching function found in its
+ * code. No stack is read.
+ */
+static void test_switch_caller_in_code(void **state)
+{
+	(void)state;
+	struct go_stack *gs = new_go_stack(8192);
+	uint8_t *code = malloc(CODE_BYTES);
+	struct rules_env env;
+	struct go_stack_caller c;
+	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env, env_caller_sp };
+	uint64_t bp = 0x7e0000001000ull, after;
+	assert_non_null(code);
+	code_init(code, &env, false);
+	after = addr(code) + OUTER_AT + 5;
+	assert_int_equal(go_stack_find_switch_caller_in_code(gs, &mem, bp, after, &rules, &c), 0);
+	assert_int_equal(c.pc, env.caller_pc);
+	assert_int_equal(c.sp, bp + 16 - 64);
+	assert_int_equal(c.callee, env.switch_entry);
+	struct go_stack_stats st;
+	go_stack_get_stats(gs, &st);
+	assert_int_equal(st.switch_callers_in_code, 1);
+
+	/* Two calls to the switching function: which one the sample was in is unknown. */
+	code_init(code, &env, true);
+	assert_int_equal(go_stack_find_switch_caller_in_code(gs, &mem, bp, after, &rules, &c), -ESRCH);
+	/* No direct call before the chain's return address; no chain entry. */
+	code_init(code, &env, false);
+	code[OUTER_AT] = 0xff;
+	assert_int_equal(go_stack_find_switch_caller_in_code(gs, &mem, bp, after, &rules, &c), -ESRCH);
+	code[OUTER_AT] = 0xe8;
+	assert_int_equal(go_stack_find_switch_caller_in_code(gs, &mem, bp, 0, &rules, &c), -ESRCH);
+	/* A caller without a frame pointer of its own there (the rules say so), or rules that cannot tell. */
+	env.caller_pc++;
+	assert_int_equal(go_stack_find_switch_caller_in_code(gs, &mem, bp, after, &rules, &c), -ESRCH);
+	env.caller_pc--;
+	const struct go_stack_rules no_sp = { env_caller_keeps_fp, env_is_switch_entry, &env, NULL };
+	assert_int_equal(go_stack_find_switch_caller_in_code(gs, &mem, bp, after, &no_sp, &c), -ESRCH);
+	/* A function whose end is not found within the bound (no INT3 padding): not decoded further. */
+	memset(code + CALLER_AT + 19, 0x90, CODE_BYTES - CALLER_AT - 19);
+	assert_int_equal(go_stack_find_switch_caller_in_code(gs, &mem, bp, after, &rules, &c), -ESRCH);
+	go_stack_get_stats(gs, &st);
+	assert_int_equal(st.switch_callers_in_code, 1);
+	go_stack_free(gs);
+	free(code);
+}
+
 /* The words below the frame pointer are read with bounds: a stack with nothing mapped below, memory that is gone. */
 static void test_switch_caller_bounded(void **state)
 {
@@ -521,7 +612,7 @@ static void test_switch_caller_bounded(void **state)
 	struct switch_frame sf;
 	struct rules_env env;
 	struct go_stack_caller c;
-	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env };
+	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env, env_caller_sp };
 	assert_non_null(frame);
 	switch_code_init(&sf, &env);
 	fake_map(frame, 1024 * 8);
@@ -726,6 +817,7 @@ int main(void)
 		cmocka_unit_test(test_grower_from_sample),
 		cmocka_unit_test(test_switch_caller_found),
 		cmocka_unit_test(test_switch_caller_bounded),
+		cmocka_unit_test(test_switch_caller_in_code),
 		cmocka_unit_test(test_follow_hook),
 		cmocka_unit_test(test_follow_hook_joins_chain),
 	};
