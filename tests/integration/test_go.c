@@ -16,8 +16,8 @@
  * - esbuild from the npm registry, three releases built by Go 1.16, 1.19 and a current Go, because pclntab's
  *   layout changes between Go versions; bundling a generated JS project exercises many goroutines.
  *
- * Go builds are cached in $BUILD/go-cache and $BUILD/go-path, npm packages in $BUILD/npm-cache. Tests skip,
- * saying why, where perf_event_open is refused, go is missing, or npm or its registry cannot be reached.
+ * Go builds are cached in $BUILD/go-cache and $BUILD/go-path, npm packages outside the clone
+ * (test_download_cache()). Tests skip, saying why, where perf_event_open is refused, go is missing, or npm or its registry cannot be reached.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -605,7 +605,8 @@ static void write_js_project(const char *dir)
 }
 
 /*
- * The npm package spec (name@version), fetched once into $BUILD/npm-cache/<name>-<version>; *dir gets its
+ * The npm package spec (name@version), fetched once into <download cache>/npm/<name>-<version> (testlib.h); *dir
+ * gets its
  * "package" directory. Returns 0, or -1 with the reason it is unavailable in why.
  */
 static int fetch_npm(const char *spec, char *pkg, size_t len, char *why, size_t whylen)
@@ -615,7 +616,7 @@ static int fetch_npm(const char *spec, char *pkg, size_t len, char *why, size_t 
 	for (const char *s = spec + (spec[0] == '@'); *s && n + 1 < sizeof(name); s++)
 		name[n++] = *s == '/' || *s == '@' ? '-' : *s;
 	name[n] = 0;
-	snprintf(dir, sizeof(dir), "%s/npm-cache/%s", test_build_dir(), name);
+	snprintf(dir, sizeof(dir), "%s/npm/%s", test_download_cache(), name);
 	snprintf(pkg, len, "%s/package", dir);
 	if (access(pkg, F_OK) == 0)
 		return 0;
@@ -623,9 +624,13 @@ static int fetch_npm(const char *spec, char *pkg, size_t len, char *why, size_t 
 		snprintf(why, whylen, "npm is not installed, cannot fetch %s", spec);
 		return -1;
 	}
-	if (test_run("rm -rf '%s' && mkdir -p '%s' && cd '%s' && timeout 120 npm pack -q --cache ../_npm '%s' "
-		     ">/dev/null 2>npm.err && tar xzf *.tgz", dir, dir, dir, spec) != 0 || access(pkg, F_OK) != 0) {
-		snprintf(why, whylen, "cannot fetch %s from the npm registry (see %s/npm.err)", spec, dir);
+	/* Fetched beside its place and renamed into it: another run fetching the same package at once (the cache is
+	 * shared by every clone) finds it whole or not at all. */
+	if (test_run("mkdir -p '%s/npm' && t=$(mktemp -d '%s.XXXXXX') && cd \"$t\" && { timeout 120 npm pack -q "
+		     "--cache '%s/npm/_npm' '%s' >/dev/null 2>npm.err && tar xzf *.tgz || { cat npm.err >&2; false; }; } "
+		     "&& cd / && { mv -T \"$t\" '%s' 2>/dev/null || rm -rf \"$t\"; }", test_download_cache(), dir,
+		     test_download_cache(), spec, dir) != 0 || access(pkg, F_OK) != 0) {
+		snprintf(why, whylen, "cannot fetch %s from the npm registry (npm's message above)", spec);
 		return -1;
 	}
 	return 0;

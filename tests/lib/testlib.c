@@ -23,6 +23,21 @@ const char *test_build_dir(void)
 	return build && *build ? build : "build";
 }
 
+const char *test_download_cache(void)
+{
+	static char dir[512];
+	const char *over = getenv("HOSTPROF_TEST_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	if (!dir[0]) {
+		if (over && *over)
+			snprintf(dir, sizeof(dir), "%s", over);
+		else if (xdg && *xdg)
+			snprintf(dir, sizeof(dir), "%s/hostprof-tests", xdg);
+		else
+			snprintf(dir, sizeof(dir), "%s/.cache/hostprof-tests", home && *home ? home : "/tmp");
+	}
+	return dir;
+}
+
 const char *test_fixture_path(const char *name, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/fixtures/%s", test_build_dir(), name);

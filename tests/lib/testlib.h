@@ -18,6 +18,10 @@
 /* The build tree: $BUILD, else "build". */
 const char *test_build_dir(void);
 /* "$BUILD/fixtures/name" in a static buffer of the caller's. */
+/* Where test subjects fetched from registries (npm packages) are kept between runs, outside the clone:
+ * $HOSTPROF_TEST_CACHE, else $XDG_CACHE_HOME/hostprof-tests, else ~/.cache/hostprof-tests (bench/run-bench reads
+ * the same place). */
+const char *test_download_cache(void);
 const char *test_fixture_path(const char *name, char *buf, size_t len);
 /* The hostprof binary under test: $HOSTPROF, else ./hostprof (exported so commands can use "$HOSTPROF"). */
 const char *test_hostprof(void);
