@@ -55,9 +55,29 @@ static void process_clear_maps(struct procmgr *pm, struct process *p)
 	p->nmaps = 0;
 }
 
+void procmgr_drop_replaced(struct procmgr *pm, struct process *p)
+{
+	for (unsigned i = 0; i < p->nreplaced; i++)
+		mapping_clear(pm, &p->replaced[i]);
+	free(p->replaced);
+	p->replaced = NULL;
+	p->nreplaced = 0;
+}
+
+/* An exec: p's mappings become the replaced image (the one before is gone), and p starts with none. */
+static void process_replace_image(struct procmgr *pm, struct process *p)
+{
+	procmgr_drop_replaced(pm, p);
+	p->replaced = p->maps;
+	p->nreplaced = p->nmaps;
+	p->maps = NULL;
+	p->nmaps = p->capmaps = 0;
+}
+
 static void process_free(struct procmgr *pm, struct process *p)
 {
 	process_clear_maps(pm, p);
+	procmgr_drop_replaced(pm, p);
 	free(p->maps);
 	free(p->threads);
 	free(p);
@@ -384,13 +404,13 @@ static struct process *process_new(struct procmgr *pm, pid_t pid)
 	return p;
 }
 
-/* The first of p's mappings (sorted, non-overlapping) that ends past addr; p->nmaps if none. */
-static unsigned first_ending_after(const struct process *p, uint64_t addr)
+/* The first of maps[n] (sorted, non-overlapping) that ends past addr; n if none. */
+static unsigned first_ending_after(const struct mapping *maps, unsigned n, uint64_t addr)
 {
-	unsigned lo = 0, hi = p->nmaps;
+	unsigned lo = 0, hi = n;
 	while (lo < hi) {
 		unsigned mid = lo + (hi - lo) / 2;
-		if (p->maps[mid].end <= addr)
+		if (maps[mid].end <= addr)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -405,7 +425,7 @@ struct process *procmgr_find(struct procmgr *pm, pid_t pid)
 
 bool procmgr_overlaps(const struct process *p, uint64_t start, uint64_t end)
 {
-	unsigned i = first_ending_after(p, start);
+	unsigned i = first_ending_after(p->maps, p->nmaps, start);
 	return i < p->nmaps && p->maps[i].start < end;
 }
 
@@ -473,7 +493,7 @@ void procmgr_on_comm(struct procmgr *pm, const struct perf_comm *c)
 		return;
 	if (c->exec) {
 		/* exec replaces the address space: the old mappings' records came before this one. */
-		process_clear_maps(pm, p);
+		process_replace_image(pm, p);
 		p->nthreads = 0;
 		p->last_resync_ns = 0;
 		p->apm_checked = 0;
@@ -499,6 +519,7 @@ void procmgr_on_fork(struct procmgr *pm, const struct perf_task *t)
 	if (child) {
 		/* pid reused: forget the dead one's state */
 		process_clear_maps(pm, child);
+		procmgr_drop_replaced(pm, child);
 		child->nthreads = 0;
 		child->exited = 0;
 	} else if (!(child = process_new(pm, (pid_t)t->pid))) {
@@ -546,15 +567,25 @@ void procmgr_reap(struct procmgr *pm)
 	}
 }
 
+static struct mapping *lookup_in(struct mapping *maps, unsigned n, uint64_t addr)
+{
+	unsigned i = first_ending_after(maps, n, addr);
+	return i < n && maps[i].start <= addr ? &maps[i] : NULL;
+}
+
 static struct mapping *lookup(struct process *p, uint64_t addr)
 {
-	unsigned i = first_ending_after(p, addr);
-	return i < p->nmaps && p->maps[i].start <= addr ? &p->maps[i] : NULL;
+	return lookup_in(p->maps, p->nmaps, addr);
 }
 
 struct mapping *procmgr_lookup_mapping(struct process *p, uint64_t addr)
 {
 	return lookup(p, addr);
+}
+
+struct mapping *procmgr_replaced_mapping(struct process *p, uint64_t addr)
+{
+	return lookup_in(p->replaced, p->nreplaced, addr);
 }
 
 struct mapping *procmgr_find_mapping(struct procmgr *pm, struct process *p, uint64_t addr, uint64_t now_ns)

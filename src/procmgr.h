@@ -6,7 +6,9 @@
  * from perf MMAP2, COMM (exec), FORK and EXIT records; /proc/PID/maps is re-read only when a sample lands in
  * no known mapping, at most once per PROCMGR_RESYNC_NS per process. Files are opened lazily, when a sample
  * first needs them, through the executable-info manager: the plain path if it names the mapped inode, else
- * the path under /proc/PID/root (containers), else /proc/PID/map_files.
+ * the path under /proc/PID/root (containers), else /proc/PID/map_files. An exec keeps the mappings it replaced
+ * aside until the caller drops them: samples the kernel takes inside the exec, after its record, still carry
+ * the old program's registers.
  *
  * Exited processes are kept until procmgr_reap() has been called twice after their exit, because per-CPU
  * rings are read one after the other and a sample of a process may be read after its exit record.
@@ -58,6 +60,11 @@ struct process {
 	unsigned held;		/* samples of its held while tables they need are built (the session's): they are
 				 * walked before anything changes its address space, and it is neither forgotten
 				 * nor reaped until then */
+	/* The mappings of the image its last exec replaced (sorted like maps), kept until the new image's
+	 * registers show (procmgr_drop_replaced()): the kernel sends the exec record before it sets the new
+	 * program's registers, and samples it takes in between carry the old program's. */
+	struct mapping *replaced;
+	unsigned nreplaced;
 };
 
 struct procmgr;
@@ -101,7 +108,12 @@ void procmgr_release_deferred(struct procmgr *pm);
 /* The mapping containing addr as known now, without re-reading /proc/PID/maps on a miss: for addresses that are
  * only guesses (candidates a caller is checking), where a miss is no sign the mappings changed. */
 struct mapping *procmgr_lookup_mapping(struct process *p, uint64_t addr);
-/* Open the mapping's file through the executable-info manager if not done yet; returns its entry or NULL. */
+/* The mapping containing addr in the image p's last exec replaced, while it is kept; NULL if none. */
+struct mapping *procmgr_replaced_mapping(struct process *p, uint64_t addr);
+/* Release the image p's last exec replaced: p runs its new one. */
+void procmgr_drop_replaced(struct procmgr *pm, struct process *p);
+/* Open the mapping's file (one of p's, or code of its replaced image) through the executable-info manager if not
+ * done yet; returns its entry or NULL. */
 struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, struct mapping *m);
 
 /* The thread's name (from COMM records or /proc); "" if unknown. */

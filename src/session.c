@@ -1071,6 +1071,33 @@ static void add_trace(struct session *s, struct process *p, const struct perf_sa
 		s->stats.samples++;
 }
 
+/*
+ * A sample the kernel took inside an exec, after the exec record: until the kernel sets the new program's
+ * registers, the user registers are those the old program entered exec with, in the image the exec replaced
+ * (procmgr.h), while the stack it copies at their stack pointer is of the new address space (nothing, or the new
+ * program's bytes). The leaf is named in the replaced image; nothing past it can be walked. Returns its frames (the
+ * leaf and a truncation), or 0 when the sample is not one: a sample with the new image's registers (taken in user
+ * mode, or its IP in the new image) shows the exec returned, and the replaced image goes.
+ */
+static unsigned in_exec_frames(struct session *s, struct process *p, const struct perf_sample *ps,
+			       struct session_walks *w, struct trace_frame *out)
+{
+	uint64_t ip = ps->regs[UNWIND_REG_IP];
+	if ((ps->misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_KERNEL || procmgr_lookup_mapping(p, ip)) {
+		procmgr_drop_replaced(s->procs, p);
+		return 0;
+	}
+	struct mapping *m = procmgr_replaced_mapping(p, ip);
+	bool code = m && (m->prot == 0 || (m->prot & PROT_EXEC));
+	struct execinfo *e = code ? procmgr_mapping_exe(s->procs, p, m) : NULL;
+	if (!e || ip < m->bias)
+		return 0;
+	out[0] = (struct trace_frame){ .exe = e, .address = ip - m->bias, .kind = PROFILE_FRAME_NATIVE };
+	out[1] = (struct trace_frame){ .kind = PROFILE_FRAME_ERROR, .address = TRACE_ERROR_TRUNCATED };
+	count_status(w, UNWIND_TRUNCATED);
+	return 2;
+}
+
 /* The sample's kernel and user frames into s->frames, how its walk ended counted in w; s->walk_pending tells
  * whether a table was not ready. */
 static unsigned sample_frames(struct session *s, struct process *p, const struct perf_sample *ps,
@@ -1079,10 +1106,12 @@ static unsigned sample_frames(struct session *s, struct process *p, const struct
 	s->walk_pending = false;
 	unsigned n = add_kernel_frames(s, ps, s->frames);
 	s->fast = fe; /* for the walk's hooks: what the fast lane read of this sample's process */
-	if (ps->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && ps->pid != 0)
-		n += add_user_frames(s, p, ps, w, s->frames + n);
-	else
+	if (ps->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && ps->pid != 0) {
+		unsigned in_exec = p->nreplaced ? in_exec_frames(s, p, ps, w, s->frames + n) : 0;
+		n += in_exec ? in_exec : add_user_frames(s, p, ps, w, s->frames + n);
+	} else {
 		w->kernel_only++;
+	}
 	s->fast = NULL;
 	return n;
 }

@@ -100,7 +100,9 @@ static void check_hot_profile(const char *out, const char *what)
 	double square = test_share(test_samples_with_chain(p, inl, ARRAY_LEN(inl)), total);
 	fprintf(stderr, "%s: %llu samples, main.hotLoop %.1f%%, main.coldLoop %.1f%%, hotLoop->square (inline) "
 		"%.1f%%\n", what, (unsigned long long)total, hot, cold, square);
-	assert_true(total >= 1000); /* 999 Hz for 2 s */
+	/* 999 Hz for 2 s of the fixture's own CPU time (tests/fixtures/go/hot): ~2000 samples on a busy machine as on
+	 * an idle one; half of them is the floor, for samples lost in full rings while hostprof waits for a CPU. */
+	assert_true(total >= 1000);
 	if (hot < 75.0 - 8.0 || hot > 75.0 + 8.0 || cold < 25.0 - 8.0 || cold > 25.0 + 8.0)
 		fail_msg("%s: main.hotLoop %.1f%% and main.coldLoop %.1f%%, want 75%% and 25%% +- 8", what, hot, cold);
 	if (square < 10.0)
@@ -536,6 +538,8 @@ static void test_go_systemstack_stays_on_its_goroutine(void **state)
 		"SetFinalizer %.1f%% (%.1f%% of them under main.grow)\n", (unsigned long long)total,
 		test_share(sf.with, total), test_share(sf.under, sf.with), test_share(sys.whole, sys.with), go.total_ms,
 		go_share, go.with_ms > 0 ? 100.0 * go.with_under_ms / go.with_ms : 0.0);
+	/* The fixture runs 3 s of its own CPU time: ~3000 samples at 999 Hz, and as many ms in Go's own profile, on a
+	 * busy machine as on an idle one; a third of that is the floor. */
 	assert_true(total >= 1000 && go.total_ms >= 1000);
 	assert_true(go.with_ms > 0 && sys.with > 0);
 	assert_true(go.with_under_ms == 0);	/* the oracle is what the test says it is */

@@ -136,6 +136,10 @@ static void test_no_sample_lost_to_table_builds(void **state)
 	snprintf(out, sizeof(out), "%s/p.msgpack", f->dir);
 	assert_int_equal(test_run("\"$HOSTPROF\" record --no-cache -F 999 -o %s -- %s 2> %s", out, cmd, err), 0);
 	test_run("cat %s", err);
+	/* A ring holds ~200 samples per CPU (sampler.h) and wakes hostprof half full: ~100 ms of room at 999 Hz. A drain
+	 * held up by a table build (hundreds of ms for LLVM's) overflows it; a hostprof that only waits for a CPU beside
+	 * other programs of its priority gets one within a few ms of its wakeup (none lost under a CPU hog on each
+	 * core). */
 	assert_int_equal(number_before(err, " lost)"), 0);
 	long long held = number_after(err, "tables: "), again = number_after(err, "were built: ");
 	assert_true(held > 0);
@@ -147,7 +151,7 @@ static void test_no_sample_lost_to_table_builds(void **state)
 	uint64_t total = test_total_samples(p);
 	fprintf(stderr, "%llu samples, %.1f%% complete to main\n", (unsigned long long)total,
 		test_share(test_samples_complete_to(p, roots, 1), total));
-	assert_true(total > 500);
+	assert_true(total > 500);	/* 4 x 300 ms of the fixture's own CPU time at 999 Hz: ~1250, busy machine or not */
 	assert_true(test_share(test_samples_complete_to(p, roots, 1), total) > 90.0);
 	profile_free(p);
 }
@@ -226,19 +230,18 @@ static pid_t start_daemon(char *const argv[], const char *log)
 }
 
 /*
- * The floors of pid's resident and anonymous memory over the next ms: their least values, read every 100 ms. The
- * daemon profiles the whole machine: what other processes run meanwhile comes and goes with each profile (their
- * files' tables and symbols); memory kept for good shows in the floor.
+ * The floors of pid's resident and anonymous memory over the next ms: their least values, read every 10 ms. Memory
+ * kept for good shows in the floor; the daemon's lowest is right after each profile, when it has trimmed its heap,
+ * and the next samples' tables may be built again within 100 ms.
  */
 static void memory_floor(pid_t pid, int ms, struct mem_usage *floor)
 {
 	floor->rss = floor->rss_anon = UINT64_MAX;
-	for (int t = 0; t < ms; t += 100) {
+	for (int t = 0; t < ms; t += 10, usleep(10000)) {
 		struct mem_usage u;
 		assert_int_equal(mem_usage_read(pid, &u), 0);
 		floor->rss = u.rss < floor->rss ? u.rss : floor->rss;
 		floor->rss_anon = u.rss_anon < floor->rss_anon ? u.rss_anon : floor->rss_anon;
-		usleep(100000);
 	}
 }
 
@@ -249,18 +252,59 @@ static void run_copies(const char *libs, int ms)
 	assert_int_equal(test_run("%s %d %s", test_fixture_path("dlopen_copies", fixture, sizeof(fixture)), ms, libs), 0);
 }
 
+/* The daemon's config file conf: its memory budget. */
+static void write_budget(const char *conf, const char *budget)
+{
+	FILE *f = fopen(conf, "w");
+	assert_non_null(f);
+	fprintf(f, "memory-budget = %s\n", budget);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* The daemon's memory budget, set in its config file and read again (SIGHUP). */
+static void set_budget(pid_t daemon, const char *conf, const char *budget)
+{
+	assert_true(daemon > 0);
+	write_budget(conf, budget);
+	kill(daemon, SIGHUP);
+}
+
+/*
+ * The floors of the daemon's memory of its own: with a budget of one byte, each profile drops the tables and
+ * symbols of every file, those of what other programs run on the machine too, then trims the heap. The first
+ * profile after the reload does; the floor takes in the two after it.
+ */
+static void own_memory_floor(pid_t daemon, const char *conf, struct mem_usage *floor)
+{
+	set_budget(daemon, conf, "1");
+	sleep(3);
+	memory_floor(daemon, 4000, floor);
+	set_budget(daemon, conf, "128M");
+}
+
 /*
  * Churn: the daemon profiles while fresh copies of a large library are loaded, and thousands of short processes
  * run. Tables and symbols of the copies are dropped once no sample needs them (the files are gone), large tables
- * live in mappings of their own, and the heap is trimmed after each profile: the daemon's RSS after the churn is
- * back within 10 % of what it was before (the issue measured 72 MB before, 161 MB after). RSS as the issue
- * measured it, hostprof's own code included: on a quiet machine the daemon's anonymous memory alone is down to
- * 1-3 MiB once everything is forgotten, where a few hundred KiB of allocator state are 10 %.
+ * live in mappings of their own, and the heap is trimmed after each profile: after the churn the daemon holds no
+ * file of the copies (an entry holds its file open while hostprof keeps anything of it, src/execinfo.h), and its
+ * RSS is back within 3 MiB of what it was before (the issue measured 72 MB before, 161 MB after; one copy's table
+ * alone is 4.8 MiB, its symbols more). RSS as the issue measured it, hostprof's own code included.
+ *
+ * Both floors are of the daemon's own memory, taken with a memory budget of one byte (own_memory_floor()). Beside
+ * the programs others run on the machine they are no measure: the tables and symbols of what those run come and
+ * go with each profile, by up to 20 MiB within seconds (measured here: one daemon's floors 15 s apart with no
+ * churn at all, +14 %; two daemons side by side, floors of 14 and 37 MiB over the same 8 s). The daemon's own
+ * memory is 14-15 MiB, and 3000 short processes leave 1.5-2.2 MiB of it in high-water marks (the process and
+ * trace indexes, the allocator's), no more after further rounds of 3000 (measured: 6 runs, two of them of three
+ * rounds, the same with and without the replaced images procmgr.h keeps at an exec): 3 MiB is the slack the test
+ * had when its floors held the other programs' files too (10 % of 30-34 MiB), under one copy's table, and a leak
+ * of 1 KiB per process (3 MiB more) would cross it. The budget drops the copies' tables and symbols too, should
+ * anything still hold them: their files tell.
  */
 static void test_memory_comes_back_after_churn(void **state)
 {
 	struct test_workdir *f = *state;
-	char out[600], log[600], libs[4096] = "";
+	char out[600], log[600], conf[600], libs[4096] = "";
 	const char *lib = big_library();
 	struct mem_usage peak, before, after;
 	test_require_root("the daemon samples every CPU");
@@ -268,6 +312,7 @@ static void test_memory_comes_back_after_churn(void **state)
 	assert_non_null(lib);
 	snprintf(out, sizeof(out), "%s/profiles", f->dir);
 	snprintf(log, sizeof(log), "%s/daemon.log", f->dir);
+	snprintf(conf, sizeof(conf), "%s/hostprof.conf", f->dir);
 	for (int i = 0, used = 0; i < 4; i++) {
 		char copy[600];
 		snprintf(copy, sizeof(copy), "%s/lib%d.so", f->dir, i);
@@ -276,9 +321,10 @@ static void test_memory_comes_back_after_churn(void **state)
 	}
 	/* Nothing that other users' processes on the machine would make it hold for reasons of their own: no fast
 	 * lane for their APM or Go processes, no kernel symbols. */
-	char *dargv[] = { (char *)test_hostprof(), "daemon", "--no-cache", "-o", out, "-F", "99", "--interval", "2",
-			  "--forget-idle", "1s", "--no-apm", "--fast-lane", "apm", "--no-kernel", "--log-level", "debug",
-			  NULL };
+	char *dargv[] = { (char *)test_hostprof(), "daemon", "--config", conf, "--no-cache", "-o", out, "-F", "99",
+			  "--interval", "2", "--forget-idle", "1s", "--no-apm", "--fast-lane", "apm", "--no-kernel",
+			  "--log-level", "debug", NULL };
+	write_budget(conf, "128M");
 	pid_t d = start_daemon(dargv, log);
 	/* Its steady state: the library itself and a few short processes, seen and forgotten. */
 	sleep(1);
@@ -287,22 +333,29 @@ static void test_memory_comes_back_after_churn(void **state)
 	/* An exited process is freed three ticks after the last of its held samples is walked (its tables are
 	 * built meanwhile), then its files when no process maps them; a profile (2 s) later its memory is trimmed. */
 	sleep(6);
-	memory_floor(d, 4000, &before);
+	own_memory_floor(d, conf, &before);
 	run_copies(libs, 300);
 	assert_int_equal(test_run("for i in $(seq 3000); do /bin/true; done"), 0);
 	assert_int_equal(mem_usage_read(d, &peak), 0);
 	sleep(6);	/* as above */
-	memory_floor(d, 4000, &after);
+	/* Lines found are printed. */
+	bool copies_kept = test_run("{ ls -l /proc/%d/fd; cat /proc/%d/maps; } 2>/dev/null | grep -F '%s/lib'", (int)d,
+				    (int)d, f->dir) == 0;
+	own_memory_floor(d, conf, &after);
 	kill(d, SIGTERM);
 	int status;
 	assert_int_equal(waitpid(d, &status, 0), d);
 	test_run("grep -E 'memory:|lost' %s | tail -8", log);
-	fprintf(stderr, "daemon RSS (floor over 4 s): before %.1f MiB, after the churn %.1f MiB (anonymous %.1f -> "
-			"%.1f MiB); at the end of the churn %.1f MiB anonymous; peak RSS %.1f MiB\n",
+	fprintf(stderr, "daemon RSS (its own, floor over 4 s): before %.1f MiB, after the churn %.1f MiB (anonymous %.1f "
+			"-> %.1f MiB); at the end of the churn %.1f MiB anonymous; peak RSS %.1f MiB\n",
 		before.rss / 1048576.0, after.rss / 1048576.0, before.rss_anon / 1048576.0,
 		after.rss_anon / 1048576.0, peak.rss_anon / 1048576.0, peak.hwm / 1048576.0);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	assert_true(after.rss <= before.rss + before.rss / 10);
+	if (copies_kept)
+		fail_msg("after the churn the daemon still holds files of the copies (above)");
+	if (after.rss > before.rss + (3u << 20))
+		fail_msg("after the churn the daemon holds %.1f MiB of its own more than before (%.1f MiB): over 3 MiB",
+			 ((double)after.rss - (double)before.rss) / 1048576.0, before.rss / 1048576.0);
 }
 
 int main(void)

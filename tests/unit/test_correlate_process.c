@@ -155,9 +155,67 @@ static void find_workers(struct app *a)
 	closedir(d);
 }
 
+/* In the forked child: become uid (and its group) if uid >= 0, stdout to out, then run argv. Never returns. */
+static void app_exec(int uid, int out, const char *tunables, const char *const *argv)
+{
+	dup2(out, 1);
+	if (uid >= 0 && (setgroups(0, NULL) < 0 || setresgid((gid_t)uid, (gid_t)uid, (gid_t)uid) < 0 ||
+			 setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) < 0))
+		_exit(126);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);	/* a failed test must not leave apps spinning */
+	if (tunables)
+		setenv("GLIBC_TUNABLES", tunables, 1);
+	execv(argv[0], (char *const *)argv);
+	_exit(127);
+}
+
+/*
+ * The app's "ready" line on fd, within 5 s. When it does not come, the test fails saying what happened: the app
+ * still silent, or gone (how it exited: 126, it could not become its user; 127, it could not be run), or the
+ * pipe's error.
+ */
+static void wait_ready_line(pid_t pid, int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	char buf[64] = "";
+	int polled, status = 0, err = 0;
+	ssize_t n = -1;
+	while ((polled = poll(&pfd, 1, 5000)) < 0 && errno == EINTR)
+		;
+	if (polled == 1)
+		while ((n = read(fd, buf, sizeof(buf) - 1)) < 0 && errno == EINTR)
+			;
+	err = errno;
+	close(fd);
+	if (n > 0 && strncmp(buf, "ready", 5) == 0)
+		return;
+	pid_t gone = 0;
+	for (int i = 0; i < 100 && (gone = waitpid(pid, &status, WNOHANG)) == 0 && polled == 1; i++)
+		sleep_ms(1);
+	if (gone == pid)
+		fail_msg("apm_app (pid %d) ended before it was ready: %s %d", (int)pid,
+			 WIFSIGNALED(status) ? "killed by signal" : "exit status",
+			 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+	fail_msg("apm_app (pid %d) not ready: poll %d, read %zd (%s), got '%.*s'", (int)pid, polled, n,
+		 n < 0 ? strerror(err) : "", (int)(n > 0 ? n : 0), buf);
+}
+
+/*
+ * The fixture name as another user runs it: a copy in dir (its own), as the build tree may be where that user
+ * cannot reach (a checkout under /root, mode 0700: exec fails with EACCES).
+ */
+static void fixture_for_user(const char *name, const char *dir, char *out, size_t len)
+{
+	char built[PATH_MAX], cmd[3 * PATH_MAX];
+	fixture(name, built, sizeof(built));
+	snprintf(out, len, "%s/%s", dir, name);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", built, out);
+	assert_int_equal(system(cmd), 0);
+}
+
 /*
  * Starts apm_app with extra arguments (NULL-terminated); env may set GLIBC_TUNABLES; uid >= 0 runs it as that
- * user (and group), its log directory handed to it. Waits for "ready".
+ * user (and group), its log directory handed to it with copies of the fixtures. Waits for "ready".
  */
 static void app_start_as(struct app *a, int uid, const char *sock, const char *tunables, const char *const *extra)
 {
@@ -168,6 +226,10 @@ static void app_start_as(struct app *a, int uid, const char *sock, const char *t
 		fail_msg("fixtures missing: %s, %s (build them first)", prog, lib);
 	memset(a, 0, sizeof(*a));
 	make_tmpdir(a->dir, sizeof(a->dir), "app");
+	if (uid >= 0) {
+		fixture_for_user("apm_app", a->dir, prog, sizeof(prog));
+		fixture_for_user("elastic-jvmti-linux-x86_64.so", a->dir, lib, sizeof(lib));
+	}
 	if (sock)
 		snprintf(a->sock, sizeof(a->sock), "%s", sock);
 	else
@@ -178,31 +240,17 @@ static void app_start_as(struct app *a, int uid, const char *sock, const char *t
 		argv[n++] = extra[i];
 	argv[n] = NULL;
 	int fds[2];
-	assert_int_equal(pipe(fds), 0);
+	/* Close-on-exec: only the app's stdout (dup2 clears the flag) keeps the pipe open past its exec. */
+	assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
 	if (uid >= 0)
 		assert_int_equal(chown(a->dir, (uid_t)uid, (gid_t)uid), 0);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(fds[1], 1);
-		close(fds[0]);
-		if (uid >= 0 && (setgroups(0, NULL) < 0 || setresgid((gid_t)uid, (gid_t)uid, (gid_t)uid) < 0 ||
-				 setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) < 0))
-			_exit(126);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);	/* a failed test must not leave apps spinning */
-		if (tunables)
-			setenv("GLIBC_TUNABLES", tunables, 1);
-		execv(prog, (char *const *)argv);
-		_exit(127);
-	}
+	if (pid == 0)
+		app_exec(uid, fds[1], tunables, argv);
 	close(fds[1]);
 	a->pid = pid;
-	struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
-	char buf[64] = "";
-	assert_true(poll(&pfd, 1, 5000) == 1);
-	assert_true(read(fds[0], buf, sizeof(buf) - 1) > 0);
-	close(fds[0]);
-	assert_true(strncmp(buf, "ready", 5) == 0);
+	wait_ready_line(pid, fds[0]);
 	find_workers(a);
 	assert_true(a->ntids > 0);
 }

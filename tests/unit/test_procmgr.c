@@ -225,6 +225,37 @@ static void test_resync_refused_after_unseen_exec(void **state)
 	procmgr_release_deferred(s->pm);
 }
 
+/*
+ * Samples the kernel takes inside an exec after its record still carry the old program's registers: the exec keeps
+ * the mappings it replaced, files opened, until they are dropped; a second exec replaces them in turn.
+ */
+static void test_exec_keeps_replaced_image(void **state)
+{
+	struct pm_state *s = *state;
+	struct process *p = procmgr_get(s->pm, getpid());
+	uint64_t code = (uint64_t)(uintptr_t)&marker_function;
+	struct mapping *m = procmgr_find_mapping(s->pm, p, code, 1);
+	assert_non_null(m);
+	struct execinfo *e = procmgr_mapping_exe(s->pm, p, m);
+	assert_non_null(e);
+	assert_null(procmgr_replaced_mapping(p, code));
+	struct perf_comm c = { .pid = (uint32_t)getpid(), .tid = (uint32_t)getpid(), .comm = "test", .exec = 1 };
+	procmgr_on_comm(s->pm, &c);
+	assert_null(procmgr_lookup_mapping(p, code));
+	struct mapping *old = procmgr_replaced_mapping(p, code);
+	assert_non_null(old);
+	assert_ptr_equal(procmgr_mapping_exe(s->pm, p, old), e);
+	assert_null(procmgr_replaced_mapping(p, 8));
+	/* The new image's mappings are its own; a second exec replaces the kept image with them. */
+	mmap2(s->pm, getpid(), 0x10000, 0x1000, 0, "/new");
+	procmgr_on_comm(s->pm, &c);
+	assert_null(procmgr_replaced_mapping(p, code));
+	assert_string_equal(procmgr_replaced_mapping(p, 0x10800)->path, "/new");
+	procmgr_drop_replaced(s->pm, p);
+	assert_null(procmgr_replaced_mapping(p, 0x10800));
+	assert_int_equal(p->nreplaced, 0);
+}
+
 static void test_vdso_image(void **state)
 {
 	struct pm_state *s = *state;
@@ -346,6 +377,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_self_mapping_and_bias, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_resync_keeps_files_until_released, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_resync_refused_after_unseen_exec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_keeps_replaced_image, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vdso_image, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_writable_file_truncated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anonymous_code, setup, teardown),
