@@ -41,6 +41,7 @@
 #define DETACH_POLL_MS		20
 #define READER_IDLE_MS		100
 #define FASTLANE_ORDER_NS	2000000ull	/* off-CPU records younger than this wait for the next drain */
+#define CLOSE_EVERY_NS		1000000000ull	/* events of exited threads are looked for once a second */
 
 struct qentry {
 	uint32_t len;		/* bytes of the entry, a multiple of 8; QUEUE_SKIP: go back to offset 0 */
@@ -91,6 +92,8 @@ struct fastlane {
 	struct hindex refused_pids;	/* pid → -errno of its refusal */
 	unsigned refused;
 	uint64_t before_start;
+	uint64_t events_closed;		/* events of exited threads closed (sampler_close_exited()) */
+	uint64_t next_close_ns;
 	char error[256];
 };
 
@@ -489,7 +492,7 @@ int fastlane_add_process(struct fastlane *f, pid_t pid, unsigned kinds, uint64_t
 	}
 	free(tids);
 	free(done);
-	/* Events already opened on a refused process stay (closing one is not possible alone): harmless, its
+	/* Events already opened on a refused process stay until its threads exit (fastlane_reap()): harmless, its
 	 * samples are not dropped from the main rings, and the fast lane's are counted as before its start. */
 	if (!err && !f->paused && (err = sampler_enable(f->sampler)) < 0)
 		snprintf(f->error, sizeof(f->error), "%s", sampler_error(f->sampler));
@@ -525,6 +528,12 @@ void fastlane_on_exit(struct fastlane *f, pid_t pid, uint64_t time_ns)
 
 void fastlane_reap(struct fastlane *f, uint64_t now_ns)
 {
+	/* Each thread's events go with it: a process that took the lane costs nothing once it has exited, and its
+	 * budget of max_events comes back. */
+	if (f->sampler && now_ns >= f->next_close_ns) {
+		f->events_closed += sampler_close_exited(f->sampler);
+		f->next_close_ns = now_ns + CLOSE_EVERY_NS;
+	}
 	uint32_t old[64];
 	unsigned n = 0;
 	uint32_t pid;
@@ -730,6 +739,7 @@ void fastlane_get_stats(const struct fastlane *f, struct fastlane_stats *out)
 	out->before_start = f->before_start;
 	out->processes = hindex_count(&f->start_ns) - hindex_count(&f->end_ns);
 	out->events = f->sampler ? sampler_nevents(f->sampler) : 0;
+	out->events_closed = f->events_closed;
 	out->off_cpu_lost = f->sampler ? sampler_off_cpu_lost(f->sampler) : 0;
 	out->refused = f->refused;
 	out->readers = f->nreaders;

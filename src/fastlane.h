@@ -39,7 +39,7 @@
  * milliseconds ago (the later ones wait for the next drain), so a switch-in never overtakes its switch-out.
  *
  * Cost: threads × CPUs events per process (bounded by max_events; a process that would exceed it is refused
- * and read in batches as before), a second sample per period for those threads in the kernel, and a reader
+ * and read in batches as before; a thread's events are closed once it and the threads it made have exited), a second sample per period for those threads in the kernel, and a reader
  * wakeup per sample of them. With -a and in the daemon the same holds: the per-CPU events sample these
  * threads too, and those samples are dropped.
  *
@@ -112,6 +112,7 @@ struct fastlane_stats {
 	uint64_t reads;			/* ... over this many samples */
 	unsigned processes;		/* processes covered */
 	unsigned events;		/* per-thread events open */
+	uint64_t events_closed;		/* ... and closed, their threads gone (fastlane_reap()) */
 	unsigned refused;		/* processes refused (max_events, or the kernel refused) */
 	unsigned readers, realtime;	/* reader threads, and how many of them run SCHED_FIFO */
 	uint64_t readers_cpu_ns;	/* their CPU time */
@@ -139,7 +140,8 @@ const char *fastlane_error(const struct fastlane *f);
 int fastlane_covers(const struct fastlane *f, pid_t pid, uint64_t time_ns);
 /* pid exited at time_ns (perf EXIT of its leader): it stops being covered after that time. */
 void fastlane_on_exit(struct fastlane *f, pid_t pid, uint64_t time_ns);
-/* Forget processes that exited long ago (their samples are all read). Call now and then. */
+/* Forget processes that exited long ago (their samples are all read), and close the events of exited threads
+ * (sampler_close_exited(), once a second at most). Call now and then. */
 void fastlane_reap(struct fastlane *f, uint64_t now_ns);
 
 /* Hand every queued sample and switch record to fn and release it: in each reader's order, off-CPU records

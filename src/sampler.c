@@ -544,6 +544,30 @@ int sampler_open_task(struct sampler *s, pid_t tid, int inherit, int enable_on_e
 	return 0;
 }
 
+unsigned sampler_close_exited(struct sampler *s)
+{
+	struct pollfd p[256];
+	unsigned kept = 0, closed = 0;
+	for (unsigned i = 0, n; i < s->nfds; i += n) {
+		n = s->nfds - i < 256 ? s->nfds - i : 256;
+		for (unsigned j = 0; j < n; j++)
+			p[j] = (struct pollfd){ .fd = s->fds[i + j], .events = POLLIN };
+		if (poll(p, n, 0) < 0)
+			for (unsigned j = 0; j < n; j++)
+				p[j].revents = 0;	/* nothing known: all kept */
+		for (unsigned j = 0; j < n; j++) {
+			if (p[j].revents & POLLHUP) {
+				close(p[j].fd);
+				closed++;
+			} else {
+				s->fds[kept++] = p[j].fd;	/* kept <= i + j: nothing unread is overwritten */
+			}
+		}
+	}
+	s->nfds = kept;
+	return closed;
+}
+
 static int ioctl_all(struct sampler *s, unsigned long request)
 {
 	for (unsigned i = 0; i < s->nfds; i++) {

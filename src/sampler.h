@@ -106,6 +106,15 @@ int sampler_open_system(struct sampler *s);
 /* Open one event per CPU for thread tid (inherit: enum sampler_inherit); enable_on_exec waits for exec. */
 int sampler_open_task(struct sampler *s, pid_t tid, int inherit, int enable_on_exec);
 
+/*
+ * Close the events of tasks that are gone: an event whose task exited and which has no inherited event left on a
+ * thread still running, which the kernel reports as POLLHUP on an event writing into a ring (a thread that made
+ * threads keeps its event while one of them runs). Their records are in the rings already. A long-lived sampler
+ * of threads that come and go (the fast lane) calls it now and then, or their descriptors pile up. Returns how
+ * many were closed.
+ */
+unsigned sampler_close_exited(struct sampler *s);
+
 int sampler_enable(struct sampler *s);
 int sampler_disable(struct sampler *s);
 

@@ -33,6 +33,7 @@
 #include "src/cmd/commands.h"
 #include "src/cmd/daemon_config.h"
 #include "src/cmd/options.h"
+#include "src/fastlane.h"
 #include "src/profile/profile.h"
 #include "src/profile/profile_dir.h"
 #include "src/sampler.h"
@@ -293,6 +294,18 @@ static void save_held(struct daemon *d)
 	}
 }
 
+/* The fast lane's processes and per-thread events, said once per profile while it has any: its descriptors are
+ * what a daemon running for weeks must not pile up (fastlane.h). */
+static void log_fastlane(struct daemon *d)
+{
+	struct fastlane_stats fs;
+	if (!d->session || session_fastlane_stats(d->session, &fs) < 0 || (!fs.processes && !fs.events))
+		return;
+	dlog(d, LOG_LEVEL_INFO, "fast lane: %u processes, %u per-thread events open, %llu closed as their threads "
+	     "exited, %u processes refused", fs.processes, fs.events, (unsigned long long)fs.events_closed,
+	     fs.refused);
+}
+
 /* The per-file state the session holds, said at debug level once per profile. */
 static void log_memory(struct daemon *d)
 {
@@ -339,6 +352,7 @@ static int flush_profile(struct daemon *d, const char *why)
 	}
 	profile_free(p);
 	log_dropped(d);
+	log_fastlane(d);
 	log_memory(d);
 	if (d->session)
 		session_reset_counts(d->session);

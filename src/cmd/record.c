@@ -394,11 +394,12 @@ static void print_fast_lane(struct record_run *r)
 	struct fastlane_stats fs;
 	if (session_fastlane_stats(r->session, &fs) < 0)
 		return;
-	fprintf(stderr, "hostprof: fast lane: %llu samples (%u events, %u of %u readers real-time, %.1f us of their CPU "
+	fprintf(stderr, "hostprof: fast lane: %llu samples (%u events open, %llu closed as their threads exited, %u of "
+			"%u readers real-time, %.1f us of their CPU "
 			"per sample), read p50 %.1f us p99 %.1f us max %.1f us after the sample, %llu goroutines or stacks read; "
 			"%llu lost in a full queue, %llu lost by the kernel, %llu snapshots too large, %u processes "
 			"refused\n",
-		(unsigned long long)fs.samples, fs.events, fs.realtime, fs.readers,
+		(unsigned long long)fs.samples, fs.events, (unsigned long long)fs.events_closed, fs.realtime, fs.readers,
 		fs.samples ? (double)fs.readers_cpu_ns / 1e3 / (double)fs.samples : 0.0,
 		(double)fs.read_p50_ns / 1e3, (double)fs.read_p99_ns / 1e3, (double)fs.read_max_ns / 1e3,
 		(unsigned long long)fs.go_snapshots, (unsigned long long)fs.queue_full,
