@@ -61,6 +61,7 @@ struct execinfo_mgr {
 	int tables_failed;
 	struct table_worker *worker;	/* execinfo_mgr_start_worker(); NULL: tables are built when asked */
 	uint32_t gen;			/* execinfo_mgr_evict() calls so far */
+	unsigned naming;		/* profile builds in flight on other threads (execinfo_mgr_naming()) */
 };
 
 int execinfo_mgr_new(struct execinfo_mgr **out)
@@ -382,6 +383,11 @@ int execinfo_contains_va(const struct execinfo *e, uint64_t va)
 struct symbolizer *execinfo_symbolizer(struct execinfo *e)
 {
 	e->used_gen = e->mgr->gen;
+	return execinfo_naming_symbolizer(e);
+}
+
+struct symbolizer *execinfo_naming_symbolizer(struct execinfo *e)
+{
 	if (e->symbolizer || e->symbolizer_failed)
 		return e->symbolizer;
 	int fd = e->fd;
@@ -485,12 +491,14 @@ static unsigned install(struct execinfo_mgr *m, struct table_job *list)
 	unsigned n = 0;
 	for (struct table_job *job = list, *next; job; job = next, n++) {
 		struct execinfo *e = job->owner;
-		next = job->next;
+		next = table_job_next(job);
 		e->deltas_pending = false;
-		if (job->err == 0) {
+		if (job->base.cancelled) {
+			/* not a failed build: asked again */
+		} else if (job->err == 0) {
 			e->deltas = job->table;
 			e->deltas_stats = job->stats;
-		} else if (job->err != -ECANCELED) {	/* a cancelled build is not a failed one: asked again */
+		} else {
 			e->deltas_failed = 1;
 		}
 		free(job);
@@ -539,11 +547,28 @@ static void evict(struct execinfo *e, struct execinfo_evicted *out)
 		e->deltas = NULL;
 		memset(&e->deltas_stats, 0, sizeof(e->deltas_stats));
 	}
-	if (e->symbolizer) {
+	if (e->symbolizer && !e->mgr->naming) {	/* a build in flight may be using it */
 		out->symbolizers++;
 		symbolizer_free(e->symbolizer);
 		e->symbolizer = NULL;
 	}
+}
+
+bool execinfo_naming_close_symbolizer(struct execinfo *e)
+{
+	if (!e->symbolizer)
+		return false;
+	symbolizer_free(e->symbolizer);
+	e->symbolizer = NULL;
+	return true;
+}
+
+void execinfo_mgr_naming(struct execinfo_mgr *m, bool begin)
+{
+	if (begin)
+		m->naming++;
+	else if (m->naming > 0)
+		m->naming--;
 }
 
 void execinfo_mgr_evict(struct execinfo_mgr *m, bool all, struct execinfo_evicted *out)

@@ -12,7 +12,9 @@
  * Large tables are built by a worker thread (execinfo_mgr_start_worker()), so that the caller never waits for one.
  *
  * The manager never calls into the process manager. Release hooks let other caches keyed on an entry (the
- * unwinders' per-file tables) drop their data before the entry is freed. Not thread-safe: one thread calls it (the worker's thread touches no entry).
+ * unwinders' per-file tables) drop their data before the entry is freed. Not thread-safe: one thread calls it (the
+ * table worker's thread touches no entry), but for the symbolizers a profile build on another thread uses
+ * (execinfo_naming_symbolizer()).
  */
 #ifndef HOSTPROF_EXECINFO_H
 #define HOSTPROF_EXECINFO_H
@@ -72,8 +74,21 @@ int execinfo_bias(const struct execinfo *e, uint64_t map_start, uint64_t map_end
 /* Whether va lies inside one of the file's load segments. */
 int execinfo_contains_va(const struct execinfo *e, uint64_t va);
 
-/* The symbolizer for e, opened on first use; NULL if the file cannot be symbolized. */
+/* The symbolizer for e, opened on first use; NULL if the file cannot be symbolized. It marks e used (kept by the
+ * next execinfo_mgr_evict() of idle files). */
 struct symbolizer *execinfo_symbolizer(struct execinfo *e);
+/*
+ * The same without marking e: for a profile build on a thread of its own (traces.h), between
+ * execinfo_mgr_naming(m, true) and execinfo_mgr_naming(m, false) on the manager's thread, while that thread goes
+ * on unwinding. The symbolizers are touched by builds only, and execinfo_mgr_evict() leaves them alone while a
+ * build is in flight; the entries a build names are held by its traces, and freed on the manager's thread.
+ */
+struct symbolizer *execinfo_naming_symbolizer(struct execinfo *e);
+/* Close e's symbolizer, for the build naming it (the same rules): it comes back when asked for again. Returns
+ * whether there was one. */
+bool execinfo_naming_close_symbolizer(struct execinfo *e);
+/* A profile build on another thread begins (true) or has ended (false). */
+void execinfo_mgr_naming(struct execinfo_mgr *m, bool begin);
 
 /* The file's stack-delta table, built on first use (once per file, shared by every process), or loaded from
  * the table cache when the manager has a cache directory; NULL if the file has no usable unwind information.

@@ -171,8 +171,10 @@ static void load_kallsyms(struct session *s)
 		return;
 	if (s->opts.use_cache && cache_dir_default(dir, sizeof(dir)) == 0)
 		paths.dir = dir;
-	if (kallsyms_cache_open(&paths, &s->kallsyms, NULL) == 0)
+	if (kallsyms_cache_open(&paths, &s->kallsyms, NULL) == 0) {
+		s->kernel.kallsyms = s->kallsyms;	/* for the tables of later intervals */
 		traces_set_kallsyms(s->traces, s->kallsyms);
+	}
 }
 
 /* The correlation library's log lines go to the session's sink at their level (they begin "apm: "). */
@@ -1478,7 +1480,9 @@ static void off_cpu_to_profile(struct session *s, struct profile *p)
 	s->off_cpu_lost_told = lost;
 }
 
-int session_build_profile(struct session *s, struct profile *p)
+/* The interval's counters into p->info, and what naming its traces needs made ready on this thread: the JIT
+ * maps read again and its JIT frames named, kallsyms loaded if kernel frames need it. */
+static int prepare_profile(struct session *s, struct profile *p)
 {
 	off_cpu_to_profile(s, p);
 	p->info.samples += s->stats.samples;
@@ -1489,7 +1493,34 @@ int session_build_profile(struct session *s, struct profile *p)
 	/* A map written since the last read, even as its process exited, names the JIT frames. */
 	jitinfo_mgr_refresh(s->jit);
 	load_kallsyms(s);
-	return traces_build_profile(s->traces, p);
+	return traces_name_jit(s->traces);
+}
+
+int session_build_profile(struct session *s, struct profile *p)
+{
+	int err = prepare_profile(s, p);
+	return err < 0 ? err : traces_build_profile(s->traces, p, NULL, NULL);
+}
+
+int session_detach_interval(struct session *s, struct profile *p, struct traces **out)
+{
+	struct traces *next;
+	int err = traces_new(s->execinfo, &s->kernel, &next);
+	if (err == 0 && (err = prepare_profile(s, p)) < 0)
+		traces_free(next);
+	if (err < 0)
+		return err;
+	*out = s->traces;
+	s->traces = next;
+	session_reset_counts(s);
+	execinfo_mgr_naming(s->execinfo, true);
+	return 0;
+}
+
+void session_release_interval(struct session *s, struct traces *t)
+{
+	traces_free(t);
+	execinfo_mgr_naming(s->execinfo, false);
 }
 
 int session_correlate_stats(const struct session *s, struct correlate_stats *out)

@@ -217,6 +217,18 @@ void session_table_totals(const struct session *s, unsigned *tables, unsigned *c
 /* Symbolize and add everything counted so far to p (info counters included). */
 int session_build_profile(struct session *s, struct profile *p);
 
+/*
+ * Detach the interval counted so far, for its profile to be built on another thread while the session goes on
+ * (the daemon's naming thread): its counters go into p->info (threads still off CPU counted up to now), its JIT
+ * frames are named and kallsyms loaded here, and *out becomes its traces, for traces_build_profile(*out, p) on
+ * that thread (traces.h). The session counts anew, in a new table. Hand *out back with
+ * session_release_interval() on the session's thread once built. Returns 0, or a negative errno with nothing
+ * detached.
+ */
+struct traces;
+int session_detach_interval(struct session *s, struct profile *p, struct traces **out);
+void session_release_interval(struct session *s, struct traces *t);
+
 /* Track at most max_processes processes (0: no limit); samples of others count as [too many processes]. */
 void session_set_limits(struct session *s, unsigned max_processes);
 /* Forget processes without a sample for idle_ns; returns how many. */

@@ -15,8 +15,8 @@
  * Ownership: the caller allocates a job, fills its inputs and submits it; from then until table_worker_done()
  * returns it, only the worker touches it. The job comes back with its outputs (a table the caller then owns, or
  * an error). The cache handle is only read (its calls may run concurrently, see stack_deltas_cache.h).
- * Thread-safety: every function here is called from one thread, the caller's; the worker signals completion by
- * writing 1 to the eventfd given at creation (if any), so that the caller's poll wakes up.
+ * Thread-safety: every function here is called from one thread, the caller's; the worker (src/base/worker.h)
+ * signals completion by writing 1 to the eventfd given at creation (if any), so that the caller's poll wakes up.
  */
 #ifndef HOSTPROF_TABLE_WORKER_H
 #define HOSTPROF_TABLE_WORKER_H
@@ -24,10 +24,12 @@
 #include <gelf.h>
 #include <stdbool.h>
 
+#include "src/base/worker.h"
 #include "unwind/stack_deltas.h"
 #include "unwind/stack_deltas_cache.h"
 
 struct table_job {
+	struct worker_job base;	/* the worker's (worker.h) */
 	/* in */
 	int fd;			/* the file; the caller keeps it open */
 	Elf_Cmd cmd;		/* how to read it (ELF_C_READ_MMAP only for files no one but root can write) */
@@ -36,11 +38,15 @@ struct table_job {
 	uint8_t file[16];
 	void *owner;		/* the caller's */
 	/* out */
-	int err;		/* 0, stack_deltas_build()'s error, or -ECANCELED (table_worker_cancel()) */
+	int err;		/* 0 or stack_deltas_build()'s error; base.cancelled: not run (table_worker_cancel()) */
 	struct stack_deltas *table;	/* on success; the caller's */
 	struct stack_deltas_stats stats;
-	struct table_job *next;	/* list link: the worker's while it has the job, then the done list's */
 };
+
+static inline struct table_job *table_job_next(const struct table_job *job)
+{
+	return (struct table_job *)job->base.next;
+}
 
 struct table_worker;
 
@@ -53,8 +59,8 @@ void table_worker_free(struct table_worker *w);
 
 /* Queue job (owned by the worker until it is returned). Returns 0, or the error of starting the thread. */
 int table_worker_submit(struct table_worker *w, struct table_job *job);
-/* The jobs done since the last call, oldest first (NULL: none), linked by next. wait: first wait until every
- * submitted job is done. */
+/* The jobs done since the last call, oldest first (NULL: none), linked by table_job_next(). wait: first wait until
+ * every submitted job is done. */
 struct table_job *table_worker_done(struct table_worker *w, bool wait);
 /* Give back the jobs not started, with err -ECANCELED, through table_worker_done(). */
 void table_worker_cancel(struct table_worker *w);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "src/base/hindex.h"
+#include "src/base/mem_usage.h"
 
 #define SYMBOL_FRAMES_MAX 32
 
@@ -35,6 +36,16 @@ struct count_key {
 	char comm[16], thread_name[16];
 };
 
+/* A JIT frame as its process's map named it when traces_name_jit() ran: copied, for a build on another thread. */
+struct jit_name {
+	struct jitinfo *jit;
+	uint64_t addr;
+	struct file_id file_id;
+	uint64_t address;
+	uint32_t line;
+	char *name, *source, *origin;	/* name NULL when unnamed */
+};
+
 struct traces {
 	struct execinfo_mgr *execinfo;
 	struct trace_kernel kernel;
@@ -51,6 +62,8 @@ struct traces {
 		struct trace *found;
 	} last;
 	struct hindex keys;	/* by (trace, pid, tid, APM link): struct count_key * */
+	struct hindex jit_names;	/* by (jitinfo, address): struct jit_name *, from traces_name_jit() */
+	bool jit_named;		/* traces_name_jit() ran: the build reads only jit_names of JIT code */
 };
 
 int traces_new(struct execinfo_mgr *execinfo, const struct trace_kernel *kernel, struct traces **out)
@@ -87,9 +100,18 @@ void traces_reset(struct traces *t)
 	}
 	for (uint32_t pos = 0; hindex_next(&t->traces, &pos, &v);)
 		trace_free(t, (struct trace *)(uintptr_t)v);
+	for (uint32_t pos = 0; hindex_next(&t->jit_names, &pos, &v);) {
+		struct jit_name *j = (struct jit_name *)(uintptr_t)v;
+		free(j->name);
+		free(j->source);
+		free(j->origin);
+		free(j);
+	}
 	hindex_clear(&t->keys);
 	hindex_clear(&t->traces);
 	hindex_clear(&t->by_frames);
+	hindex_clear(&t->jit_names);
+	t->jit_named = false;
 	t->last.frames = NULL;
 	t->last.found = NULL;
 }
@@ -102,6 +124,7 @@ void traces_free(struct traces *t)
 	hindex_free(&t->keys);
 	hindex_free(&t->traces);
 	hindex_free(&t->by_frames);
+	hindex_free(&t->jit_names);
 	free(t);
 }
 
@@ -418,7 +441,7 @@ static int native_lines(struct profile *p, struct execinfo *e, uint64_t va, stru
 			uint32_t *nlines, uint8_t *kind)
 {
 	struct symbol_frame sf[SYMBOL_FRAMES_MAX];
-	struct symbolizer *s = execinfo_symbolizer(e);
+	struct symbolizer *s = execinfo_naming_symbolizer(e);
 	int n = s ? symbolizer_lookup(s, va, sf, SYMBOL_FRAMES_MAX) : 0;
 	*nlines = 0;
 	if (n > 0 && sf[0].go)
@@ -448,22 +471,90 @@ static int kernel_lines(const struct traces *t, struct profile *p, uint64_t addr
 	return add_function(p, name, module, &line->function);
 }
 
-/* A JIT frame: its mapping is its identity (FileID, where the name came from), its line the code's name. */
-static int jit_location(struct profile *p, const struct trace_frame *f, struct profile_location *loc)
+static uint64_t jit_name_hash(const struct jitinfo *jit, uint64_t addr)
+{
+	return hash_u64(hash_u64(HASH_SEED, (uintptr_t)jit), addr);
+}
+
+static bool jit_name_is(const void *ctx, uint64_t value, const void *key)
+{
+	const struct jit_name *j = (const struct jit_name *)(uintptr_t)value, *k = key;
+	(void)ctx;
+	return j->jit == k->jit && j->addr == k->addr;
+}
+
+static const struct jit_name *jit_name_find(const struct traces *t, const struct trace_frame *f)
+{
+	struct jit_name key = { .jit = f->jit, .addr = f->address };
+	uint64_t v;
+	return hindex_find(&t->jit_names, jit_name_hash(f->jit, f->address), jit_name_is, NULL, &key, &v) ?
+		       (const struct jit_name *)(uintptr_t)v : NULL;
+}
+
+/* f's name from its process's JIT map now, copied into t's jit_names. */
+static int jit_name_add(struct traces *t, const struct trace_frame *f)
 {
 	struct jitinfo_frame jf;
-	struct profile_mapping m = { 0 };
-	int err;
+	if (jit_name_find(t, f))
+		return 0;
 	jitinfo_frame(f->jit, f->address, &jf);
-	memcpy(m.file_id, jf.file_id.bytes, 16);
-	loc->address = jf.address;
+	struct jit_name *j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	*j = (struct jit_name){ .jit = f->jit, .addr = f->address, .file_id = jf.file_id, .address = jf.address,
+				.line = jf.line, .name = jf.name ? strdup(jf.name) : NULL,
+				.source = strdup(jf.source ? jf.source : ""), .origin = strdup(jf.origin ? jf.origin : "") };
+	if ((jf.name && !j->name) || !j->source || !j->origin ||
+	    hindex_insert(&t->jit_names, jit_name_hash(f->jit, f->address), (uintptr_t)j) < 0) {
+		free(j->name);
+		free(j->source);
+		free(j->origin);
+		free(j);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int traces_name_jit(struct traces *t)
+{
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&t->traces, &pos, &v);) {
+		struct trace *tr = (struct trace *)(uintptr_t)v;
+		bool jit = false;
+		for (unsigned i = 0; i < tr->nframes; i++) {
+			if (tr->frames[i].kind != PROFILE_FRAME_JIT)
+				continue;
+			int err = jit_name_add(t, &tr->frames[i]);
+			if (err < 0)
+				return err;
+			jit = true;
+		}
+		/* Named now, perhaps by a map written after the sample: their identity is what it is now. */
+		if (jit)
+			hash_frames(t, tr->frames, tr->nframes, &tr->id);
+	}
+	t->jit_named = true;
+	return 0;
+}
+
+/* A JIT frame: its mapping is its identity (FileID, where the name came from), its line the code's name. */
+static int jit_location(const struct traces *t, struct profile *p, const struct trace_frame *f,
+			struct profile_location *loc)
+{
+	struct profile_mapping m = { 0 };
+	const struct jit_name *j = jit_name_find(t, f);
+	int err;
+	if (!j)
+		return -ENOENT;	/* traces_name_jit() missed it: a bug, not a profile to write */
+	memcpy(m.file_id, j->file_id.bytes, 16);
+	loc->address = j->address;
 	loc->nlines = 0;
-	if ((err = profile_add_string(p, jf.origin, &m.filename)) < 0 ||
-	    (err = profile_add_mapping(p, &m, &loc->mapping)) < 0 || !jf.name)
+	if ((err = profile_add_string(p, j->origin, &m.filename)) < 0 ||
+	    (err = profile_add_mapping(p, &m, &loc->mapping)) < 0 || !j->name)
 		return err;
 	loc->nlines = 1;
-	loc->lines[0].line = jf.line;
-	return add_function(p, jf.name, jf.source, &loc->lines[0].function);
+	loc->lines[0].line = j->line;
+	return add_function(p, j->name, j->source, &loc->lines[0].function);
 }
 
 static const char *error_name(uint64_t code)
@@ -494,7 +585,7 @@ static int name_location(struct traces *t, struct profile *p, const struct trace
 		loc.address = f->address - 1 - t->kernel.text_start;
 		err = kernel_lines(t, p, f->address, lines, &loc.nlines);
 	} else if (f->kind == PROFILE_FRAME_JIT) {
-		err = jit_location(p, f, &loc);
+		err = jit_location(t, p, f, &loc);
 	} else if (f->exe) {
 		loc.address = f->address;
 		if ((err = add_mapping(p, f->exe, &loc.mapping)) == 0)
@@ -550,6 +641,94 @@ static void memo_put(struct location_memo *m, uint64_t h, const struct trace_fra
 	}
 }
 
+/* A native frame to be named, with its memo hash. */
+struct pending_frame {
+	const struct trace_frame *f;
+	uint64_t hash;
+};
+
+static bool memo_has_pending(const void *ctx, uint64_t value, const void *key)
+{
+	const struct trace_frame *a = ((const struct pending_frame *)ctx)[value].f, *b = key;
+	return a->exe == b->exe && a->address == b->address && a->kind == b->kind;
+}
+
+static struct pending_frame *grow_pending(struct pending_frame *v, size_t *cap)
+{
+	size_t want = *cap ? 2 * *cap : 1024;
+	struct pending_frame *bigger = realloc(v, want * sizeof(*v));
+	if (!bigger) {
+		free(v);
+		return NULL;
+	}
+	*cap = want;
+	return bigger;
+}
+
+static int by_file(const void *a, const void *b)
+{
+	const struct trace_frame *x = ((const struct pending_frame *)a)->f, *y = ((const struct pending_frame *)b)->f;
+	return x->exe < y->exe ? -1 : x->exe > y->exe ? 1 : (x->address > y->address) - (x->address < y->address);
+}
+
+/* The distinct native frames of t, grouped by file: *out (malloc'd) and *n. */
+static int collect_native(const struct traces *t, struct pending_frame **out, size_t *n)
+{
+	struct hindex seen = { 0 };
+	struct pending_frame *v = NULL;
+	size_t cap = 0;
+	uint64_t tv, x;
+	int err = 0;
+	*n = 0;
+	for (uint32_t pos = 0; err == 0 && hindex_next(&t->traces, &pos, &tv);) {
+		const struct trace *tr = (const struct trace *)(uintptr_t)tv;
+		for (unsigned i = 0; i < tr->nframes && err == 0; i++) {
+			const struct trace_frame *f = &tr->frames[i];
+			uint64_t h = frame_key_hash(f);
+			if (!f->exe || f->kind == PROFILE_FRAME_JIT || (f->kind & PROFILE_FRAME_ERROR) ||
+			    hindex_find(&seen, h, memo_has_pending, v, f, &x))
+				continue;
+			if (*n == cap && !(v = grow_pending(v, &cap))) {
+				err = -ENOMEM;
+				break;
+			}
+			v[*n] = (struct pending_frame){ f, h };
+			err = hindex_insert(&seen, h, *n);
+			(*n)++;
+		}
+	}
+	hindex_free(&seen);
+	if (err == 0)
+		qsort(v, *n, sizeof(*v), by_file);
+	*out = v;
+	return err;
+}
+
+/*
+ * Name the native frames file after file, each file's symbolizer opened once. Past the memory budget (VmRSS:
+ * anonymous and file-backed, as the kernel counts the daemon's footprint), a file's symbolizer is closed as soon
+ * as its frames are named: a large library's symbols take tens of MiB, and an interval that met many of them
+ * would otherwise hold all of them at once.
+ */
+static int name_native(struct traces *t, struct profile *p, struct location_memo *m, uint64_t budget,
+		       unsigned *closed)
+{
+	struct pending_frame *v;
+	size_t n;
+	int err = collect_native(t, &v, &n);
+	for (size_t i = 0; i < n && err == 0; i++) {
+		uint32_t index;
+		if ((err = name_location(t, p, v[i].f, &index)) == 0)
+			memo_put(m, v[i].hash, v[i].f, index);
+		struct mem_usage u;
+		if (budget && (i + 1 == n || v[i + 1].f->exe != v[i].f->exe) && mem_usage_read(0, &u) == 0 &&
+		    u.rss > budget && execinfo_naming_close_symbolizer(v[i].f->exe))
+			(*closed)++;
+	}
+	free(v);
+	return err;
+}
+
 static int frame_location(struct traces *t, struct profile *p, struct location_memo *m, const struct trace_frame *f,
 			  uint32_t *index)
 {
@@ -571,17 +750,10 @@ static int add_trace_stack(struct traces *t, struct profile *p, struct location_
 	/* As long as the session's frame bound makes it: built once per trace, off the sampling path. */
 	uint32_t *locs = malloc((tr->nframes ? tr->nframes : 1) * sizeof(*locs));
 	struct profile_stack st = { .nlocations = tr->nframes, .locations = locs };
-	struct trace_id id = tr->id;
-	bool jit = false;
 	int err = locs ? 0 : -ENOMEM;
-	for (unsigned i = 0; i < tr->nframes && err == 0; i++) {
+	for (unsigned i = 0; i < tr->nframes && err == 0; i++)
 		err = frame_location(t, p, m, &tr->frames[i], &locs[i]);
-		jit |= tr->frames[i].kind == PROFILE_FRAME_JIT;
-	}
-	/* JIT frames are named now, perhaps by a map written after the sample: their identity is what it is now. */
-	if (err == 0 && jit)
-		traces_hash(t, tr->frames, tr->nframes, &id);
-	memcpy(st.trace_id, id.bytes, 16);
+	memcpy(st.trace_id, tr->id.bytes, 16);	/* of JIT frames as traces_name_jit() named them */
 	if (err == 0)
 		err = profile_add_stack(p, &st, &tr->stack_index);
 	free(locs);
@@ -614,11 +786,15 @@ static int add_count(struct profile *p, const struct count_key *k)
 	return profile_add_sample(p, &s);
 }
 
-int traces_build_profile(struct traces *t, struct profile *p)
+int traces_build_profile(struct traces *t, struct profile *p, const struct traces_build_options *o,
+			 struct traces_build_stats *stats)
 {
 	uint64_t v;
-	int err = 0;
+	int err = t->jit_named ? 0 : -EINVAL;
 	struct location_memo memo = { 0 };
+	struct traces_build_stats st = { 0 };
+	if (err == 0)
+		err = name_native(t, p, &memo, o ? o->memory_budget : 0, &st.symbolizers_closed);
 	for (uint32_t pos = 0; err == 0 && hindex_next(&t->traces, &pos, &v);)
 		err = add_trace_stack(t, p, &memo, (struct trace *)(uintptr_t)v);
 	hindex_free(&memo.by_frame);
@@ -626,5 +802,7 @@ int traces_build_profile(struct traces *t, struct profile *p)
 	free(memo.locations);
 	for (uint32_t pos = 0; err == 0 && hindex_next(&t->keys, &pos, &v);)
 		err = add_count(p, (const struct count_key *)(uintptr_t)v);
+	if (stats)
+		*stats = st;
 	return err;
 }

@@ -10,7 +10,11 @@
  * JIT frames are named when the profile is built, from what their process's JIT map says then (jitinfo.h), and
  * their stacks' IDs are computed again then: a map written after the sample (or at exit) still names them.
  *
- * Frames hold references on their execinfo and jitinfo entries until traces_free(). Not thread-safe.
+ * Frames hold references on their execinfo and jitinfo entries until traces_free(). Not thread-safe: one thread
+ * makes, fills, names (traces_name_jit()) and frees a table; in between, traces_build_profile() may run on
+ * another (the daemon builds an interval's profile on a thread of its own while sampling goes on into a new
+ * table): it touches nothing the sampling thread changes (the files' symbolizers, which only builds use, under
+ * execinfo_mgr_naming(); kallsyms, read only; JIT names copied by traces_name_jit()).
  */
 #ifndef HOSTPROF_TRACES_H
 #define HOSTPROF_TRACES_H
@@ -103,7 +107,24 @@ void traces_set_kallsyms(struct traces *t, struct kallsyms *k);
 unsigned traces_count(const struct traces *t);
 unsigned traces_keys(const struct traces *t);
 
-/* Symbolize every distinct location once and add all traces and counts to p. */
-int traces_build_profile(struct traces *t, struct profile *p);
+/* Name every JIT frame from its process's map as it is now (copied into t) and give the traces with JIT frames
+ * their IDs by those names: before traces_build_profile(), on the thread that fills t. Returns 0 or -ENOMEM. */
+int traces_name_jit(struct traces *t);
+
+/* How a profile is built: memory_budget (bytes of VmRSS, 0: none): past it, each file's symbolizer is closed once
+ * its frames are named (execinfo_naming_close_symbolizer()), rather than kept for the next profile. */
+struct traces_build_options {
+	uint64_t memory_budget;
+};
+
+struct traces_build_stats {
+	unsigned symbolizers_closed;	/* closed for the budget while naming */
+};
+
+/* Symbolize every distinct location once, file after file, and add all traces and counts to p; after
+ * traces_name_jit() (-EINVAL if not), on any one thread (see above). o and stats may be NULL. Returns 0 or a
+ * negative errno. */
+int traces_build_profile(struct traces *t, struct profile *p, const struct traces_build_options *o,
+			 struct traces_build_stats *stats);
 
 #endif

@@ -59,7 +59,8 @@ static void test_counts_and_dedup(void **state)
 
 	struct profile *p;
 	assert_int_equal(profile_new(&p), 0);
-	assert_int_equal(traces_build_profile(s->t, p), 0);
+	assert_int_equal(traces_name_jit(s->t), 0);
+	assert_int_equal(traces_build_profile(s->t, p, NULL, NULL), 0);
 	uint64_t total = 0, ns = 0;
 	for (uint32_t i = 0; i < p->samples.count; i++) {
 		total += p->samples.items[i].count;
@@ -154,7 +155,8 @@ static void test_many_traces_and_reset(void **state)
 	assert_int_equal(traces_keys(s->t), 20000);
 	struct profile *p;
 	assert_int_equal(profile_new(&p), 0);
-	assert_int_equal(traces_build_profile(s->t, p), 0);
+	assert_int_equal(traces_name_jit(s->t), 0);
+	assert_int_equal(traces_build_profile(s->t, p, NULL, NULL), 0);
 	assert_int_equal(p->samples.count, 20000);
 	for (uint32_t i = 0; i < p->samples.count; i++)
 		assert_int_equal(p->samples.items[i].count, 2);
@@ -243,7 +245,8 @@ static void test_jit_frames(void **state)
 
 	struct profile *p;
 	assert_int_equal(profile_new(&p), 0);
-	assert_int_equal(traces_build_profile(s->t, p), 0);
+	assert_int_equal(traces_name_jit(s->t), 0);
+	assert_int_equal(traces_build_profile(s->t, p, NULL, NULL), 0);
 	struct trace_hasher h;
 	struct trace_id want;
 	struct file_id fid;
