@@ -205,6 +205,10 @@ int profile_find_string(const struct profile *p, const char *s, uint32_t *index)
 int profile_write_file(const struct profile *p, const char *path);
 /* The same for a writer that takes its argument untyped (fallback_file.h's fallback_write_fn): profile is p. */
 int profile_write_file_fn(void *profile, const char *path);
+/* As profile_write_file(), but a file at path is never replaced (atomic_file_commit_new()): -EEXIST then. The
+ * daemon's profiles are written so (profile_dir.h). And its untyped form. */
+int profile_write_new_file(const struct profile *p, const char *path);
+int profile_write_new_file_fn(void *profile, const char *path);
 
 /* p encoded as profile_write_file() writes it, into a new buffer of the caller's (free()): *data, *size. For a
  * profile that has to wait in memory for its file (a daemon on a full disk). Returns 0 or a negative errno. */
