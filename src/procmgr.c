@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "src/base/hindex.h"
+#include "src/base/regular_file.h"
 
 #define PROCMGR_VDSO_MAX (1u << 20)
 
@@ -599,14 +600,15 @@ struct mapping *procmgr_find_mapping(struct procmgr *pm, struct process *p, uint
 	return lookup(p, addr);
 }
 
-/* Open path and keep it only if it is the mapped inode (when the mapping says which). */
+/* Open path and keep it only if it is the mapped inode (when the mapping says which). The path is the process's
+ * to choose: a FIFO put in its place is refused, never waited on (regular_file.h). */
 static int open_matching(const char *path, const struct mapping *m)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = regular_file_open(AT_FDCWD, path, 0, &st);
 	if (fd < 0)
 		return -1;
-	if (m->ino && (fstat(fd, &st) < 0 || st.st_ino != m->ino || (m->dev && st.st_dev != m->dev))) {
+	if (m->ino && (st.st_ino != m->ino || (m->dev && st.st_dev != m->dev))) {
 		close(fd);
 		return -1;
 	}
@@ -624,7 +626,7 @@ static int open_mapping_file(const struct process *p, const struct mapping *m)
 		return fd;
 	/* Deleted or replaced files, and overlay filesystems whose st_dev differs from the mapping's. */
 	snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)p->pid, m->start, m->end);
-	return open(buf, O_RDONLY | O_CLOEXEC);
+	return regular_file_open(AT_FDCWD, buf, 0, NULL);	/* the descriptor, or a negative errno */
 }
 
 static int acquire_vdso(struct procmgr *pm, struct execinfo **out)
@@ -672,7 +674,7 @@ struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, stru
 		err = acquire_vdso(pm, &e);
 	} else {
 		int fd = open_mapping_file(p, m);
-		err = fd < 0 ? -errno : execinfo_acquire_fd(pm->execinfo, fd, m->path, &e);
+		err = fd < 0 ? fd : execinfo_acquire_fd(pm->execinfo, fd, m->path, &e);
 	}
 	if (err == 0 && mapping_bias(pm, p, m, e) < 0) {
 		execinfo_release(pm->execinfo, e);

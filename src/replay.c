@@ -6,7 +6,9 @@
 #include "src/base/read_file.h"
 
 #include "src/base/atomic_file.h"
+#include "src/base/escape.h"
 #include "src/base/msgpack_scan.h"
+#include "src/base/regular_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -455,11 +457,14 @@ static int read_root(const msgpack_object *root, struct replay *r)
 	return 0;
 }
 
-static int slurp(const char *path, char **data, size_t *size)
+/* The whole file, a regular one only (regular_file.h): *mode says what else it is on -EINVAL. */
+static int slurp(const char *path, char **data, size_t *size, mode_t *mode)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st = { 0 };
+	int fd = regular_file_open(AT_FDCWD, path, 0, &st);
+	*mode = st.st_mode;
 	if (fd < 0)
-		return -errno;
+		return fd;
 	int err = read_fd_all(fd, REPLAY_MAX_FILE_SIZE, (uint8_t **)data, size);
 	close(fd);
 	return err;
@@ -467,14 +472,20 @@ static int slurp(const char *path, char **data, size_t *size)
 
 int replay_read(const char *path, struct replay **out, char *errbuf, size_t errlen)
 {
-	char *data = NULL;
+	char *data = NULL, shown[ESCAPE_SHOWN_MAX];
 	size_t size = 0;
 	msgpack_unpacked u;
-	int err = slurp(path, &data, &size);
+	mode_t mode = 0;
+	int err = slurp(path, &data, &size, &mode);
 	struct replay *r = NULL;
 
+	escape_str(shown, sizeof(shown), path);
+	if (err == -EINVAL) {
+		snprintf(errbuf, errlen, "%s: not a regular file (%s)", shown, regular_file_kind(mode));
+		return err;
+	}
 	if (err < 0) {
-		snprintf(errbuf, errlen, "%s: %s", path, strerror(-err));
+		snprintf(errbuf, errlen, "%s: %s", shown, strerror(-err));
 		return err;
 	}
 	size_t end = 0;
@@ -491,7 +502,7 @@ int replay_read(const char *path, struct replay **out, char *errbuf, size_t errl
 	msgpack_unpacked_destroy(&u);
 	free(data);
 	if (err < 0) {
-		snprintf(errbuf, errlen, "%s: %s", path,
+		snprintf(errbuf, errlen, "%s: %s", shown,
 			 err == -EINVAL ? "not a hostprof replay file" :
 			 err == -EPROTONOSUPPORT ? "unsupported replay version" : "corrupt replay file");
 		replay_free(r);
@@ -512,26 +523,34 @@ struct replay_env {
 	const struct replay *r;
 	struct execinfo_mgr *em;
 	struct execinfo **files;	/* by replay file index; NULL when missing here */
+	struct replay_file_status *status;	/* by replay file index: why one is missing */
 	struct replay_env_proc *procs;
 };
 
-static struct execinfo *open_replay_file(struct execinfo_mgr *em, const struct replay_file *f)
+/* The file a replay names, opened here: only a regular file (a FIFO would block the open, regular_file.h), and
+ * only the build the samples were taken with. Returns 0 with *out, or why not in st. */
+static int open_replay_file(struct execinfo_mgr *em, const struct replay_file *f, struct replay_file_status *st,
+			    struct execinfo **out)
 {
 	struct execinfo *e = NULL;
+	struct stat sb = { 0 };
 	int err;
 	if (f->image) {
 		err = execinfo_acquire_image(em, f->image, f->image_size, f->path, &e);
 	} else {
-		int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-		err = fd < 0 ? -errno : execinfo_acquire_fd(em, fd, f->path, &e);
+		int fd = regular_file_open(AT_FDCWD, f->path, 0, &sb);
+		st->not_regular = fd == -EINVAL;
+		st->mode = sb.st_mode;
+		err = fd < 0 ? fd : execinfo_acquire_fd(em, fd, f->path, &e);
 	}
 	if (err < 0)
-		return NULL;
+		return st->err = err;
 	if (memcmp(execinfo_file_id(e)->bytes, f->file_id, 16) != 0) {
 		execinfo_release(em, e); /* another build of that file: its unwind info would not match */
-		return NULL;
+		return st->err = -ESTALE;
 	}
-	return e;
+	*out = e;
+	return 0;
 }
 
 int replay_env_new(const struct replay *r, struct execinfo_mgr *em, struct replay_env **out)
@@ -542,13 +561,14 @@ int replay_env_new(const struct replay *r, struct execinfo_mgr *em, struct repla
 	env->r = r;
 	env->em = em;
 	env->files = calloc(r->nfiles + 1, sizeof(*env->files));
+	env->status = calloc(r->nfiles + 1, sizeof(*env->status));
 	env->procs = calloc(r->nprocesses + 1, sizeof(*env->procs));
-	if (!env->files || !env->procs) {
+	if (!env->files || !env->status || !env->procs) {
 		replay_env_free(env);
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < r->nfiles; i++)
-		env->files[i] = open_replay_file(em, &r->files[i]);
+		open_replay_file(em, &r->files[i], &env->status[i], &env->files[i]);
 	for (uint32_t i = 0; i < r->nprocesses; i++)
 		env->procs[i] = (struct replay_env_proc){ .env = env, .p = &r->processes[i] };
 	*out = env;
@@ -562,8 +582,15 @@ void replay_env_free(struct replay_env *env)
 	for (uint32_t i = 0; env->files && i < env->r->nfiles; i++)
 		execinfo_release(env->em, env->files[i]);
 	free(env->files);
+	free(env->status);
 	free(env->procs);
 	free(env);
+}
+
+const struct replay_file_status *replay_env_file_status(const struct replay_env *env, uint32_t file)
+{
+	static const struct replay_file_status none = { .err = -ENOENT };
+	return file < env->r->nfiles ? &env->status[file] : &none;
 }
 
 struct execinfo *replay_env_file(const struct replay_env *env, uint32_t file)

@@ -8,11 +8,14 @@
  * not match on the replaying machine, the samples needing it are reported, not silently mis-unwound.
  *
  * Writer: replay_writer_new(), add files, processes and samples, replay_writer_save() (atomic: src/base/atomic_file.h).
- * Reader: replay_read() loads and bound-checks a whole file. Not thread-safe.
+ * Reader: replay_read() loads and bound-checks a whole file; the replay file and the files it names are opened
+ * only when they are regular files (src/base/regular_file.h): a FIFO or a device is refused, never waited on.
+ * Not thread-safe.
  */
 #ifndef HOSTPROF_REPLAY_H
 #define HOSTPROF_REPLAY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -92,5 +95,16 @@ void replay_env_free(struct replay_env *env);
 int replay_env_process(struct replay_env *env, int32_t pid, struct unwind_process *proc);
 /* The execinfo of a replay file index, NULL if missing here. */
 struct execinfo *replay_env_file(const struct replay_env *env, uint32_t file);
+
+/* Why a replay file is missing here (err 0: it is here): its open's error (-ENOENT, ...), -ESTALE for another
+ * build of the file (its FileID differs), or what reading it as ELF gave; not_regular when the path names no
+ * regular file (mode says what it is: regular_file_kind()), which is then never opened (a FIFO would block). */
+struct replay_file_status {
+	int err;
+	bool not_regular;
+	mode_t mode;
+};
+
+const struct replay_file_status *replay_env_file_status(const struct replay_env *env, uint32_t file);
 
 #endif

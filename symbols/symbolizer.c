@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "src/base/hindex.h"
+#include "src/base/regular_file.h"
 #include "symbols/debug_cache.h"
 #include "symbols/demangle.h"
 #include "symbols/stubs.h"
@@ -752,10 +753,16 @@ static int open_main(struct symbolizer *s, const char *path, int fd)
 	struct stat st;
 	if (fd < 0 && !path)
 		return -EINVAL;
-	/* O_NONBLOCK: a FIFO by that name must fail the S_ISREG check below, not block us. */
-	s->fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (s->fd < 0 || fstat(s->fd, &st) < 0)
-		return -errno;
+	if (fd >= 0) {
+		if ((s->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0 || fstat(s->fd, &st) < 0)
+			return -errno;
+	} else {
+		/* A path may name a FIFO or a device: refused, never waited on (regular_file.h). */
+		int opened = regular_file_open(AT_FDCWD, path, 0, &st);
+		if (opened < 0)
+			return opened == -EINVAL ? -ENOEXEC : opened;
+		s->fd = opened;
+	}
 	if (!S_ISREG(st.st_mode))
 		return -ENOEXEC;
 	s->dev = st.st_dev;
@@ -817,8 +824,8 @@ static bool trusted_debug_file(const struct symbolizer *s, const struct stat *st
 static int open_debug_candidate(const struct symbolizer *s, const char *path, const unsigned char *id, int id_len)
 {
 	struct stat st;
-	/* O_NOFOLLOW and O_NONBLOCK: a symlink or FIFO planted under the link's name leads nowhere. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+	/* A symlink, FIFO or device planted under the link's name leads nowhere (regular_file.h). */
+	int fd = regular_file_open(AT_FDCWD, path, O_NOFOLLOW, &st);
 	if (fd < 0)
 		return -1;
 	if (fstat(fd, &st) == 0 && trusted_debug_file(s, &st) && debug_file_has_build_id(fd, id, id_len))

@@ -5,7 +5,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -109,7 +111,22 @@ static void sync_parent(const char *path)
 	free(dir);
 }
 
-int atomic_file_commit(struct atomic_file *f)
+/* tmp made path without replacing a file there: rename(2) with RENAME_NOREPLACE, or where the file system has
+ * no such rename (NFS, some FUSE: EINVAL), a hard link, which fails just as well on a name that exists, then
+ * the temporary name removed. -EEXIST when path exists. */
+static int place_new(const char *tmp, const char *path)
+{
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	if (link(tmp, path) < 0)
+		return -errno;
+	unlink(tmp);
+	return 0;
+}
+
+static int commit(struct atomic_file *f, bool replace)
 {
 	int err = ferror(f->stream) ? -EIO : 0;
 	errno = 0;
@@ -119,14 +136,24 @@ int atomic_file_commit(struct atomic_file *f)
 		err = -errno;
 	if (fclose(f->stream) != 0 && !err)
 		err = errno ? -errno : -EIO;
-	if (!err && rename(f->tmp, f->path) < 0)
-		err = -errno;
+	if (!err)
+		err = replace ? (rename(f->tmp, f->path) < 0 ? -errno : 0) : place_new(f->tmp, f->path);
 	if (err)
 		unlink(f->tmp);
 	else
 		sync_parent(f->path);
 	atomic_file_free(f);
 	return err;
+}
+
+int atomic_file_commit(struct atomic_file *f)
+{
+	return commit(f, true);
+}
+
+int atomic_file_commit_new(struct atomic_file *f)
+{
+	return commit(f, false);
 }
 
 void atomic_file_discard(struct atomic_file *f)
@@ -138,7 +165,7 @@ void atomic_file_discard(struct atomic_file *f)
 	atomic_file_free(f);
 }
 
-int atomic_file_write(const char *path, const void *data, size_t size)
+static int write_whole(const char *path, const void *data, size_t size, bool replace)
 {
 	struct atomic_file *f;
 	int err = atomic_file_new(path, &f);
@@ -150,7 +177,17 @@ int atomic_file_write(const char *path, const void *data, size_t size)
 		atomic_file_discard(f);
 		return err;
 	}
-	return atomic_file_commit(f);
+	return commit(f, replace);
+}
+
+int atomic_file_write(const char *path, const void *data, size_t size)
+{
+	return write_whole(path, data, size, true);
+}
+
+int atomic_file_write_new(const char *path, const void *data, size_t size)
+{
+	return write_whole(path, data, size, false);
 }
 
 int atomic_file_probe(const char *path)

@@ -7,7 +7,9 @@
  * and fsyncs it, renames it over path, then fsyncs the directory so that the rename itself is durable. That
  * last fsync is best effort: the file is complete and in place whatever it returns, and some file systems
  * refuse fsync on a directory. Profiles and replay files are written this way (profile.h, replay.h); the
- * daemon removes temporary files a kill left behind (profile_dir.h).
+ * daemon removes temporary files a kill left behind (profile_dir.h). atomic_file_commit_new() never replaces a
+ * file that exists (the daemon's profiles: a name used twice must not lose the first): rename(2) with
+ * RENAME_NOREPLACE, or link(2) and unlink(2) of the temporary name where the file system has no such rename.
  *
  * Ownership: atomic_file_new() returns a handle that owns the temporary file and its stream; exactly one of
  * atomic_file_commit() and atomic_file_discard() ends it (both free the handle). On failure of either, the
@@ -32,11 +34,17 @@ FILE *atomic_file_stream(struct atomic_file *f);
  * the first write, flush, fsync or rename error. */
 int atomic_file_commit(struct atomic_file *f);
 
+/* As atomic_file_commit(), but path is never replaced: -EEXIST, and the temporary file removed, when a file (or
+ * anything else) has that name already. */
+int atomic_file_commit_new(struct atomic_file *f);
+
 /* Remove the temporary file and free f; path is untouched. NULL is a no-op. */
 void atomic_file_discard(struct atomic_file *f);
 
 /* The whole of data[0..size) as path's new contents: atomic_file_new, one write, atomic_file_commit. */
 int atomic_file_write(const char *path, const void *data, size_t size);
+/* The same with atomic_file_commit_new(): -EEXIST when path exists. */
+int atomic_file_write_new(const char *path, const void *data, size_t size);
 
 /* Whether path could be written now, checked the way it will be: a temporary file is created in its directory
  * and removed again; path itself is untouched. For commands that should refuse an unwritable output before

@@ -2,6 +2,7 @@
  * cache_dir.c — the per-user cache directory and its trusted files (see cache_dir.h).
  */
 #include "src/base/cache_dir.h"
+#include "src/base/regular_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -66,12 +67,8 @@ int cache_dir_open(const char *path)
 
 int cache_dir_open_file(int dirfd, const char *name, struct stat *st)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	int err = fd < 0 ? -errno : fstat(fd, st) < 0 ? -errno : 0;
-	if (err == 0 && !S_ISREG(st->st_mode))
-		err = -EPERM;
-	if (err == 0)
-		err = private_to_us(st, false);
+	int fd = regular_file_open(dirfd, name, O_NOFOLLOW, st);
+	int err = fd == -EINVAL ? -EPERM : fd < 0 ? fd : private_to_us(st, false);
 	if (err < 0 && fd >= 0)
 		close(fd);
 	return err < 0 ? err : fd;

@@ -3,10 +3,12 @@
  *
  * One event per CPU (19 Hz by default), every sample unwound and counted as `record -a` does; every reporting
  * interval the counts become one profile, written atomically into the output directory under a name that sorts
- * by time, and retention trims the oldest. SIGUSR1 writes a profile now, SIGHUP reloads the config file,
- * SIGTERM/SIGINT write what is pending and exit 0. Memory stays bounded: processes without samples for a while
- * are forgotten and at most max-processes are tracked. Probabilistic profiling (man/hostprof-daemon.8) turns
- * sampling on for a probabilistic-interval with probability threshold/100.
+ * by time and that no file has (never over one: profile_dir.h), and retention trims the oldest. The directory is
+ * this daemon's alone while it runs (its lock, profile_dir.h): a second daemon there is refused. SIGUSR1 writes
+ * a profile now, SIGHUP reloads the config file, SIGTERM/SIGINT write what is pending and exit 0. Memory stays
+ * bounded: processes without samples for a while are forgotten and at most max-processes are tracked.
+ * Probabilistic profiling (man/hostprof-daemon.8) turns sampling on for a probabilistic-interval with
+ * probability threshold/100.
  *
  * Logs go to stderr, one line each, with a syslog level prefix ("<6>") when run under systemd (JOURNAL_STREAM)
  * so journald keeps the levels; strings processes supplied are escaped first (log.h, escape.h).
@@ -53,8 +55,14 @@
 #define DAEMON_MAKE_ROOM_MAX 16
 #define DAEMON_HELD_MAX 64
 
-/* An interval's profile its file could not take yet, encoded, with the name it will be written under. */
+/* A name taken since it was chosen (profile_dir.h: a file is never replaced) is tried again with the next
+ * name this many times. */
+#define DAEMON_NAME_TRIES 4
+
+/* An interval's profile its file could not take yet, encoded, with the second its name carries (the name itself
+ * is chosen when it is written: profile_dir.h) and the name it was last meant to have, for messages. */
 struct held_profile {
+	time_t start;
 	char path[4200];
 	char *data;
 	size_t size;
@@ -73,7 +81,7 @@ struct daemon {
 	int sampling;			/* probabilistic profiling: on for this interval */
 	uint64_t interval_start_unix_ns, interval_start_mono_ns;
 	uint64_t next_flush_ns, next_decision_ns;
-	unsigned seq;
+	int dir_lock;			/* holds the output directory's lock (profile_dir.h), -1 before */
 	uint64_t profiles_written;
 	uint64_t dropped_reported;	/* session_dropped_mappings() when last logged */
 	struct held_profile held[DAEMON_HELD_MAX];	/* oldest first */
@@ -196,10 +204,11 @@ static int disk_full(int err)
 	return err == -ENOSPC || err == -EDQUOT;
 }
 
+/* Never over a file: a name already taken is left to the profile that has it (profile_dir.h). */
 static int write_held_to(void *held, const char *path)
 {
 	const struct held_profile *h = held;
-	return atomic_file_write(path, h->data, h->size);
+	return atomic_file_write_new(path, h->data, h->size);
 }
 
 /* write(arg, path); on a full disk, the oldest profiles of the directory are deleted (each logged, at most
@@ -213,6 +222,19 @@ static int write_making_room(struct daemon *d, fallback_write_fn write, void *ar
 		d->made_room++;
 		dlog(d, LOG_LEVEL_WARN, "disk full: removed the oldest profile %s to make room", name);
 		err = write(arg, path);
+	}
+	return err;
+}
+
+/* write(arg, path) under the next free name for an interval that started at start, into path[0..len). The write
+ * refuses a name a file has (atomic_file_commit_new()): one made since the name was chosen takes the next. */
+static int write_new_profile(struct daemon *d, fallback_write_fn write, void *arg, time_t start, char *path,
+			     size_t len)
+{
+	int err = -EEXIST;
+	for (int tries = 0; err == -EEXIST && tries < DAEMON_NAME_TRIES; tries++) {
+		if ((err = profile_dir_next_name(d->cfg.output_dir, start, path, len)) == 0)
+			err = write_making_room(d, write, arg, path);
 	}
 	return err;
 }
@@ -235,9 +257,9 @@ static void drop_oldest_held(struct daemon *d, const char *why)
 
 /* p could not be written to path (why: the error, 0 when older profiles still wait): keep it, encoded, within
  * max-unwritten (the oldest held go first). */
-static void hold_profile(struct daemon *d, const struct profile *p, const char *path, int why)
+static void hold_profile(struct daemon *d, const struct profile *p, time_t start, const char *path, int why)
 {
-	struct held_profile h = { .samples = p->info.samples };
+	struct held_profile h = { .start = start, .samples = p->info.samples };
 	int err = profile_encode(p, &h.data, &h.size);
 	snprintf(h.path, sizeof(h.path), "%s", path);
 	if (err == 0 && h.size > d->cfg.max_unwritten)
@@ -265,7 +287,7 @@ static void retry_held(struct daemon *d)
 {
 	while (d->nheld > 0) {
 		struct held_profile *h = &d->held[0];
-		int err = write_making_room(d, write_held_to, h, h->path);
+		int err = write_new_profile(d, write_held_to, h, h->start, h->path, sizeof(h->path));
 		if (err < 0) {
 			dlog(d, LOG_LEVEL_WARN, "still cannot write %s: %s (%u profiles held)", h->path, strerror(-err),
 			     d->nheld);
@@ -327,24 +349,26 @@ static int flush_profile(struct daemon *d, const char *why)
 {
 	char path[4200];
 	uint64_t end_mono = clock_ns(CLOCK_MONOTONIC);
+	time_t start = (time_t)(d->interval_start_unix_ns / 1000000000ULL);
 	struct profile *p = NULL;
 	int err = profile_new(&p);
 	if (err == 0)
 		err = fill_info(d, p, end_mono);
 	if (err == 0 && d->session)
 		err = session_build_profile(d->session, p);
-	if (err == 0)
-		err = profile_dir_name(d->cfg.output_dir, (time_t)(d->interval_start_unix_ns / 1000000000ULL),
-				       d->seq++, path, sizeof(path));
+	/* The name it would get now, for messages (written, it gets the one free then); a directory that cannot be
+	 * listed now fails the write below, and the profile waits in memory. */
+	if (err == 0 && profile_dir_next_name(d->cfg.output_dir, start, path, sizeof(path)) < 0)
+		err = profile_dir_name(d->cfg.output_dir, start, 0, path, sizeof(path));
 	d->made_room = 0;
 	retry_held(d);
 	if (err < 0) {
 		dlog(d, LOG_LEVEL_ERROR, "cannot make a profile for %s: %s (its samples are dropped)",
 		     d->cfg.output_dir, strerror(-err));
 	} else if (d->nheld > 0) {
-		hold_profile(d, p, path, 0); /* in order, after those still waiting */
-	} else if ((err = write_making_room(d, profile_write_file_fn, p, path)) < 0) {
-		hold_profile(d, p, path, err);
+		hold_profile(d, p, start, path, 0); /* in order, after those still waiting */
+	} else if ((err = write_new_profile(d, profile_write_new_file_fn, p, start, path, sizeof(path))) < 0) {
+		hold_profile(d, p, start, path, err);
 	} else {
 		d->profiles_written++;
 		dlog(d, LOG_LEVEL_INFO, "wrote %s (%s): %llu samples, %llu lost", path, why,
@@ -396,9 +420,25 @@ static void quiesce(struct daemon *d)
 	session_finish(d->session);
 }
 
+/* The lock of dir, the output directory (profile_dir.h) into *fd; refused, one line says why and who has it. */
+static int lock_dir(struct daemon *d, const char *dir, int *fd, const char *what)
+{
+	int holder, err = profile_dir_lock(dir, fd, &holder);
+	if (err == -EWOULDBLOCK && holder)
+		dlog(d, LOG_LEVEL_ERROR, "%soutput directory %s is in use by another hostprof daemon (pid %d)", what,
+		     dir, holder);
+	else if (err == -EWOULDBLOCK)
+		dlog(d, LOG_LEVEL_ERROR, "%soutput directory %s is in use by another hostprof daemon", what, dir);
+	else if (err < 0)
+		dlog(d, LOG_LEVEL_ERROR, "%scannot lock output directory %s (%s): %s", what, dir,
+		     PROFILE_DIR_LOCK_NAME, strerror(-err));
+	return err;
+}
+
 static void reload(struct daemon *d)
 {
 	struct daemon_config next;
+	int lock = -1;
 	if (load_config(d, &next) < 0) {
 		dlog(d, LOG_LEVEL_ERROR, "reload failed: keeping the current settings");
 		return;
@@ -407,12 +447,20 @@ static void reload(struct daemon *d)
 		dlog(d, LOG_LEVEL_ERROR, "reload: cannot use %s: keeping the current settings", next.output_dir);
 		return;
 	}
+	/* A new directory is locked before the old one is let go: the daemon never writes where it has no lock. */
+	if (strcmp(next.output_dir, d->cfg.output_dir) != 0 &&
+	    lock_dir(d, next.output_dir, &lock, "reload: keeping the current settings: ") < 0)
+		return;
 	int restart = settings_differ(&daemon_run_group, &d->cfg, &next); /* a sampler or session setting */
 	if (restart) {
 		quiesce(d);
 		flush_profile(d, "reload"); /* the samples so far belong to the old settings */
 	}
 	d->cfg = next;
+	if (lock >= 0) {
+		profile_dir_unlock(d->dir_lock);
+		d->dir_lock = lock;
+	}
 	if (restart) {
 		stop_sampling(d);
 		if (start_sampling(d) == 0) {
@@ -500,6 +548,9 @@ static int daemon_start(struct daemon *d)
 		dlog(d, LOG_LEVEL_ERROR, "cannot use output directory %s: %s", d->cfg.output_dir, strerror(-err));
 		return err;
 	}
+	/* before anything is written or cleaned there: the temporary files may be another daemon's */
+	if ((err = lock_dir(d, d->cfg.output_dir, &d->dir_lock, "not starting: ")) < 0)
+		return err;
 	/* a read-only or foreign directory is refused now, not found out at the first interval's end */
 	char probe[4200];
 	if ((err = profile_dir_name(d->cfg.output_dir, time(NULL), 0, probe, sizeof(probe))) < 0 ||
@@ -544,6 +595,7 @@ int cmd_daemon(int argc, char **argv, const struct cli_env *env)
 		return 1;
 	}
 	d->env = env;
+	d->dir_lock = -1;
 	d->journal = getenv("JOURNAL_STREAM") != NULL;
 	d->argc = argc;
 	d->argv = argv;
@@ -566,6 +618,7 @@ int cmd_daemon(int argc, char **argv, const struct cli_env *env)
 		dlog(d, LOG_LEVEL_INFO, "stopped after %llu profiles", (unsigned long long)d->profiles_written);
 	}
 	stop_sampling(d);
+	profile_dir_unlock(d->dir_lock);
 	free(d);
 	return err < 0 ? 1 : 0;
 }

@@ -3,12 +3,15 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "src/base/escape.h"
+#include "src/base/regular_file.h"
 #include "src/cmd/profile_inputs.h"
 
 #define PROFILE_SUFFIX ".msgpack"
@@ -53,24 +56,42 @@ static bool is_profile_name(const char *name)
 	return name[0] != '.' && n > s && strcmp(name + n - s, PROFILE_SUFFIX) == 0;
 }
 
+/* A *.msgpack entry of a directory that is no regular file (a FIFO would block the read, a device never end
+ * it) is left out with a warning: the directory's other profiles are still read. A name that cannot be looked
+ * at is kept, and its read says why it fails. */
+static bool skip_entry(DIR *d, const char *dir, const char *name)
+{
+	char shown_dir[ESCAPE_SHOWN_MAX], shown_name[ESCAPE_SHOWN_MAX];
+	struct stat st;
+	if (fstatat(dirfd(d), name, &st, 0) < 0 || S_ISREG(st.st_mode))
+		return false;
+	fprintf(stderr, "hostprof: warning: skipping %s/%s: not a regular file (%s)\n",
+		escape_str(shown_dir, sizeof(shown_dir), dir), escape_str(shown_name, sizeof(shown_name), name),
+		regular_file_kind(st.st_mode));
+	return true;
+}
+
 /* Add the *.msgpack files of dir, sorted by name. */
 static int add_directory(struct path_list *l, const char *dir)
 {
+	char shown[ESCAPE_SHOWN_MAX];
 	DIR *d = opendir(dir);
 	struct dirent *e;
 	size_t first = l->count;
 	int err = 0;
 	if (!d) {
 		err = -errno;
-		fprintf(stderr, "hostprof: cannot read directory %s: %s\n", dir, strerror(-err));
+		fprintf(stderr, "hostprof: cannot read directory %s: %s\n", escape_str(shown, sizeof(shown), dir),
+			strerror(-err));
 		return err;
 	}
 	while (err == 0 && (e = readdir(d)))
-		if (is_profile_name(e->d_name))
+		if (is_profile_name(e->d_name) && !skip_entry(d, dir, e->d_name))
 			err = path_list_add(l, dir, e->d_name);
 	closedir(d);
 	if (err == 0 && l->count == first) {
-		fprintf(stderr, "hostprof: %s: no *%s profiles in this directory\n", dir, PROFILE_SUFFIX);
+		fprintf(stderr, "hostprof: %s: no *%s profiles in this directory\n", escape_str(shown, sizeof(shown), dir),
+			PROFILE_SUFFIX);
 		return -ENOENT;
 	}
 	qsort(l->items + first, l->count - first, sizeof(*l->items), compare_strings);
@@ -91,11 +112,25 @@ static int expand_paths(char *const *args, int n, struct path_list *l)
 
 static int read_one(const char *path, struct profile **out)
 {
-	char err[512] = "";
+	char err[512] = "", shown[ESCAPE_SHOWN_MAX];
 	int rc = profile_read_file(path, out, err, sizeof(err));
-	if (rc < 0)
-		fprintf(stderr, "hostprof: %s\n", err[0] ? err : path);
+	if (rc < 0)	/* the reader's message escapes the path already */
+		fprintf(stderr, "hostprof: %s\n", err[0] ? err : escape_str(shown, sizeof(shown), path));
 	return rc;
+}
+
+/* src merged into dst, or a line saying why not. */
+static int merge_one(struct profile *dst, const struct profile *src, const char *path)
+{
+	char shown[ESCAPE_SHOWN_MAX];
+	int err = profile_merge(dst, src);
+	if (err == -EOVERFLOW)
+		fprintf(stderr, "hostprof: cannot merge %s: the profiles' samples add up past %llu (sample counts, or "
+			"times in ns)\n", escape_str(shown, sizeof(shown), path), (unsigned long long)PROFILE_VALUE_MAX);
+	else if (err < 0)
+		fprintf(stderr, "hostprof: cannot merge %s: %s\n", escape_str(shown, sizeof(shown), path),
+			strerror(-err));
+	return err;
 }
 
 int profile_inputs_load(char *const *args, int n, struct profile **out)
@@ -113,8 +148,8 @@ int profile_inputs_load(char *const *args, int n, struct profile **out)
 	for (size_t i = 1; i < paths.count && err == 0; i++) {
 		struct profile *p = NULL;
 		err = read_one(paths.items[i], &p);
-		if (err == 0 && (err = profile_merge(merged, p)) < 0)
-			fprintf(stderr, "hostprof: cannot merge %s: %s\n", paths.items[i], strerror(-err));
+		if (err == 0)
+			err = merge_one(merged, p, paths.items[i]);
 		profile_free(p);
 	}
 	path_list_free(&paths);

@@ -2,7 +2,9 @@
  * profile_inputs.h — the profiles `report`, `convert` and `diff` read.
  *
  * Each argument is a profile file or a directory; a directory stands for its *.msgpack files in name order (a
- * daemon's output directory, say). profile_inputs_load() reads them all and merges them into one profile, which
+ * daemon's output directory, say), those that are no regular file (a FIFO, a device) left out with a warning on
+ * stderr; a file argument that is no regular file is an error (profile_read_file() refuses it without
+ * blocking). profile_inputs_load() reads them all and merges them into one profile, which
  * the caller frees with profile_free(); no argument means PROFILE_INPUTS_DEFAULT. On any error it prints one line
  * "hostprof: ..." on stderr (the file and why) and returns a negative errno: a command exits 1 or 2 then, as its
  * man page says.
@@ -15,7 +17,8 @@
 #define PROFILE_INPUTS_DEFAULT "hostprof.msgpack"
 
 /* Returns 0 and *out, or a negative errno (-ENOENT: a file or directory missing, or a directory without profiles;
- * profile_read_file()'s and profile_merge()'s errors; -ENOMEM). *out is set only on success. */
+ * profile_read_file()'s and profile_merge()'s errors, -EOVERFLOW when the samples of all add up past
+ * PROFILE_VALUE_MAX; -ENOMEM). *out is set only on success. */
 int profile_inputs_load(char *const *args, int n, struct profile **out);
 
 #endif

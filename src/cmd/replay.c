@@ -16,6 +16,8 @@
 #include <time.h>
 
 #include "src/base/clock.h"
+#include "src/base/escape.h"
+#include "src/base/regular_file.h"
 #include "src/cmd/commands.h"
 #include "src/cmd/options.h"
 #include "src/execinfo.h"
@@ -124,10 +126,14 @@ static void describe_ip(struct replay_run *run, int32_t pid, uint64_t ip, int is
 	struct stack_delta_rule dr;
 	if (mod.deltas && stack_deltas_lookup(mod.deltas, va, &dr) == 0)
 		stack_delta_rule_format(&dr, rule, sizeof(rule));
+	/* a replay file is handed over (a bug report), and names its files; its binaries name their functions */
+	char file[ESCAPE_SHOWN_MAX], fn[ESCAPE_SHOWN_MAX];
+	escape_str(file, sizeof(file), execinfo_name(e));
 	if (n > 0 && sf[n - 1].function)
-		snprintf(buf, len, "%s+0x%" PRIx64 " (%s) [%s]", execinfo_name(e), va, sf[n - 1].function, rule);
+		snprintf(buf, len, "%s+0x%" PRIx64 " (%s) [%s]", file, va, escape_str(fn, sizeof(fn), sf[n - 1].function),
+			 rule);
 	else
-		snprintf(buf, len, "%s+0x%" PRIx64 " [%s]", execinfo_name(e), va, rule);
+		snprintf(buf, len, "%s+0x%" PRIx64 " [%s]", file, va, rule);
 }
 
 static int same_walk(const struct unwind_result *a, const struct unwind_result *b)
@@ -148,7 +154,7 @@ static void print_disagreement(struct replay_run *run, uint32_t index, const str
 	int k = 0;
 	while (k < d->n && k < l->n && d->frames[k].ip == l->frames[k].ip && d->frames[k].flags == l->frames[k].flags)
 		k++;
-	char a[512], b[512], prev[512] = "-";
+	char a[2 * ESCAPE_SHOWN_MAX + 128], b[sizeof(a)], prev[sizeof(a)] = "-";
 	if (k > 0)
 		describe_ip(run, rs->pid, d->frames[k - 1].ip, k - 1 > 0, prev, sizeof(prev));
 	snprintf(a, sizeof(a), "%s", k < d->n ? "" : "(ends)");
@@ -209,8 +215,9 @@ static void print_tables(const struct replay_run *run)
 		const struct stack_deltas_stats *st = e ? execinfo_deltas_stats(e) : NULL;
 		if (!st)
 			continue;
+		char name[ESCAPE_SHOWN_MAX];
 		printf("table: %-28s %9zu rows %10zu bytes %5.2f bytes/row  built in %7.2f ms  (%zu fallback rows)\n",
-		       execinfo_name(e), st->rows, st->bytes, st->rows ? (double)st->bytes / (double)st->rows : 0.0,
+		       escape_str(name, sizeof(name), execinfo_name(e)), st->rows, st->bytes, st->rows ? (double)st->bytes / (double)st->rows : 0.0,
 		       (double)st->build_ns / 1e6, st->fallback_rows);
 	}
 }
@@ -242,6 +249,20 @@ static int bench(struct replay_run *run, unsigned iterations)
 	return 0;
 }
 
+/* A path that names a FIFO or a device where the replay has a file was not opened (replay.h): said, since it
+ * is not what a missing file or another build of it is. */
+static void warn_not_regular(const struct replay_run *run)
+{
+	for (uint32_t i = 0; i < run->r->nfiles; i++) {
+		const struct replay_file_status *st = replay_env_file_status(run->env, i);
+		char shown[ESCAPE_SHOWN_MAX];
+		if (st->not_regular)
+			fprintf(stderr, "hostprof: replay: %s: not a regular file (%s): the samples that need it are "
+				"skipped\n", escape_str(shown, sizeof(shown), run->r->files[i].path),
+				regular_file_kind(st->mode));
+	}
+}
+
 static int run_setup(struct replay_run *run, const char *path)
 {
 	char err[512];
@@ -269,6 +290,7 @@ static int run_setup(struct replay_run *run, const char *path)
 		fprintf(stderr, "hostprof: %s\n", strerror(-rc));
 		return rc;
 	}
+	warn_not_regular(run);
 	mark_usable(run);
 	return 0;
 }

@@ -173,6 +173,9 @@ static const struct setting report_items[] = {
 	{ "tree", 0, SETTING_FLAG, 0, RPT(tree), .help = "the call tree instead of the table" },
 	{ "percent-limit", 0, SETTING_PERCENT, 0, RPT(percent_limit), .arg = "PCT", .def = "0.5",
 	  .help = "leave out tree nodes under PCT percent of the samples" },
+	{ "tree-depth", 0, SETTING_UNSIGNED, 0, RPT(tree_depth), .min = 1, .max = REPORT_MAX_TREE_DEPTH, .arg = "N",
+	  .def = "64", .help = "show N levels of frames below each process in the tree; a line says how many more "
+			      "there are" },
 	{ "per-thread", 0, SETTING_FLAG, 0, RPT(per_thread), .help = "one table (or tree) per thread" },
 	{ "pid", 'p', SETTING_PID, 0, RPT(pid), .given = offsetof(struct report_options, filter_pid), .arg = "PID",
 	  .help = "only the samples of process PID" },

@@ -64,7 +64,9 @@ static int sum_pairs(const struct profile *p, enum profile_value value, struct p
 	return 0;
 }
 
-/* "[ID ]comm;root;...;leaf": locations from the outermost, each one's lines from its physical function in. */
+/* "[ID ]comm;root;...;leaf": locations from the outermost, each one's lines from its physical function in. The
+ * names are escaped (escape.h): collapsed stacks are text, read in a terminal as often as by a flame-graph tool,
+ * and the names come from the processes profiled. */
 static int stack_text(const struct profile *p, const struct pair *pr, bool stack_ids, struct frame_buf *b)
 {
 	const struct profile_stack *st = &p->stacks.items[pr->stack];
@@ -77,13 +79,14 @@ static int stack_text(const struct profile *p, const struct pair *pr, bool stack
 		if ((err = frame_buf_append(b, id, strlen(id))) < 0 || (err = frame_buf_append(b, " ", 1)) < 0)
 			return err;
 	}
-	if ((err = frame_text_append(b, *comm ? comm : "[unknown]", FRAME_NAME_COLLAPSED)) < 0)
+	if ((err = frame_text_append(b, *comm ? comm : "[unknown]", FRAME_NAME_COLLAPSED | FRAME_NAME_ESCAPED)) < 0)
 		return err;
 	for (uint32_t k = st->nlocations; k-- > 0;) {
 		const struct profile_location *l = &p->locations.items[st->locations[k]];
 		for (uint32_t j = l->nlines ? l->nlines : 1; j-- > 0;) {
 			if ((err = frame_buf_append(b, ";", 1)) < 0 ||
-			    (err = frame_name_append(p, l, j, FRAME_NAME_SUFFIX | FRAME_NAME_COLLAPSED, b)) < 0)
+			    (err = frame_name_append(p, l, j, FRAME_NAME_SUFFIX | FRAME_NAME_COLLAPSED | FRAME_NAME_ESCAPED,
+						     b)) < 0)
 				return err;
 		}
 	}

@@ -3,7 +3,9 @@
  * Firefox Profiler.
  *
  * One line per distinct (process name, stack text): "comm;root;...;leaf COUNT", root first, inlined functions
- * expanded outer before inner, frame names as frame_name.h gives them with the _[k]/_[i] suffixes. Samples of
+ * expanded outer before inner, frame names as frame_name.h gives them with the _[k]/_[i] suffixes. Process and
+ * frame names are escaped as src/base/escape.h says (FRAME_NAME_ESCAPED: no control byte, valid UTF-8, "\" as
+ * "\\"): the output is text a terminal may show, and those names come from the processes profiled. Samples of
  * different threads (and different stacks that print the same) are merged. Lines are sorted bytewise, so the
  * output is deterministic. With stack_ids, each line starts with the stack-trace ID, base64url without padding
  * (22 characters, as Elastic shows it), and a space: "ID comm;...;leaf COUNT".

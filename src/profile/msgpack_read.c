@@ -20,10 +20,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/base/escape.h"
 #include "src/base/msgpack_scan.h"
 #include "src/base/read_file.h"
+#include "src/base/regular_file.h"
 #include "src/profile/msgpack_schema.h"
 #include "src/profile/profile_impl.h"
+#include "src/session.h"
+#include "src/traces.h"
+
+/* What the reader accepts is what the recorder can write: the kernel frames a trace keeps, the most user frames
+ * --max-frames allows, and one error frame. */
+_Static_assert(PROFILE_MAX_STACK_LOCATIONS == TRACE_MAX_KERNEL_FRAMES + SESSION_MAX_FRAMES_LIMIT + 1,
+	       "PROFILE_MAX_STACK_LOCATIONS is the longest stack record writes");
 
 /* A decoded attribute-table entry, reduced to what hostprof uses. */
 struct rattr {
@@ -49,11 +58,13 @@ struct reader {
 	uint32_t nsamples_seen;	/* for messages: samples are numbered across resource profiles */
 };
 
+/* "path: what", the path escaped: a directory's listing gives names anyone who can write there chose. */
 __attribute__((format(printf, 3, 4))) static int fail(struct reader *r, int err, const char *fmt, ...)
 {
 	if (r->errlen) {
-		int n = snprintf(r->errbuf, r->errlen, "%s: ", r->path);
-		if (n >= 0 && (size_t)n < r->errlen) {
+		size_t n = escape_bytes(r->errbuf, r->errlen, r->path, strlen(r->path), 0);
+		n += (size_t)snprintf(r->errbuf + n, r->errlen - n, ": ");
+		if (n < r->errlen) {
 			va_list ap;
 			va_start(ap, fmt);
 			vsnprintf(r->errbuf + n, r->errlen - n, fmt, ap);
@@ -659,6 +670,10 @@ static int read_stack(struct reader *r, const msgpack_object *o, uint32_t i, str
 	if ((err = get_bin(r, f[1], "stack", i, PROFILE_EXT_TRACE_ID, s->trace_id, 16)) < 0 ||
 	    (err = get_array(r, f[0], "stack", i, 1, &a)) < 0 || a->size == 0)
 		return err;
+	/* Views walk and print each stack's frames (a tree's depth): no more of them than hostprof records. */
+	if (a->size > PROFILE_MAX_STACK_LOCATIONS)
+		return fail(r, -EBADMSG, "corrupt: stack %u has %u frames, more than hostprof records (%u)", i,
+			    a->size, PROFILE_MAX_STACK_LOCATIONS);
 	if (!(s->locations = calloc(a->size, sizeof(*s->locations))))
 		return fail(r, -ENOMEM, "%s", strerror(ENOMEM));
 	s->nlocations = a->size;
@@ -899,7 +914,10 @@ static int read_top_map(struct reader *r, const struct piece *root)
 	if ((err = read_piece(r, &f[0], read_header)) < 0 || (err = read_dictionary(r, &f[2])) < 0 ||
 	    (err = read_piece(r, &f[1], read_resource_profiles)) < 0)
 		return err;
-	if ((err = profile_merge(r->out, r->tmp)) < 0)
+	if ((err = profile_merge(r->out, r->tmp)) == -EOVERFLOW)
+		return fail(r, -EBADMSG, "corrupt: the samples add up past %" PRIu64 " (sample counts, or times in "
+			    "ns)", PROFILE_VALUE_MAX);
+	if (err < 0)
 		return fail(r, err, "%s", strerror(-err));
 	return 0;
 }
@@ -955,11 +973,12 @@ int profile_read_file(const char *path, struct profile **out, char *errbuf, size
 	*out = NULL;
 	if (errlen)
 		errbuf[0] = '\0';
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		return fail(&r, err, "%s", strerror(-err));
-	}
+	struct stat st;
+	int fd = regular_file_open(AT_FDCWD, path, 0, &st);
+	if (fd == -EINVAL)
+		return fail(&r, fd, "not a regular file (%s)", regular_file_kind(st.st_mode));
+	if (fd < 0)
+		return fail(&r, fd, "%s", strerror(-fd));
 	err = read_fd_all(fd, PROFILE_READ_MAX, &buf, &len);
 	close(fd);
 	if (err < 0)

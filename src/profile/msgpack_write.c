@@ -572,7 +572,7 @@ static void pack_file(struct writer *w)
 	pack_dictionary(w);
 }
 
-int profile_write_file(const struct profile *p, const char *path)
+static int write_file(const struct profile *p, const char *path, bool replace)
 {
 	struct writer w = { .p = p };
 	struct atomic_file *f = NULL;
@@ -585,7 +585,7 @@ int profile_write_file(const struct profile *p, const char *path)
 		err = w.err;
 	}
 	if (err == 0) {
-		err = atomic_file_commit(f);
+		err = replace ? atomic_file_commit(f) : atomic_file_commit_new(f);
 		f = NULL;
 	}
 	atomic_file_discard(f);
@@ -593,9 +593,24 @@ int profile_write_file(const struct profile *p, const char *path)
 	return err;
 }
 
+int profile_write_file(const struct profile *p, const char *path)
+{
+	return write_file(p, path, true);
+}
+
 int profile_write_file_fn(void *profile, const char *path)
 {
 	return profile_write_file(profile, path);
+}
+
+int profile_write_new_file(const struct profile *p, const char *path)
+{
+	return write_file(p, path, false);
+}
+
+int profile_write_new_file_fn(void *profile, const char *path)
+{
+	return profile_write_new_file(profile, path);
 }
 
 

@@ -23,7 +23,9 @@
  *     the named JIT code).
  *   - Location lines are innermost inlined function first; functions carry name, system_name (= name) and
  *     source file. Ids are the profile's table indices (locations: index + 1).
- * Only what the samples reach is written.
+ * Only what the samples reach is written. Strings are written as the profile holds them, not escaped: pprof is
+ * data that tools join with symbol tables and source files (a function's name, a file's path), and protobuf's
+ * bytes carry anything; what shows them escapes them (speedscope.h escapes, being only ever shown).
  *
  * Only reads p. Returns 0, -ENOMEM, -EOVERFLOW (a profile too large for one message), or -EIO.
  */

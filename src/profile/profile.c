@@ -375,8 +375,35 @@ int profile_add_link(struct profile *p, const struct profile_link *l, uint32_t *
 	return intern(p, &TABLE_REF(p, links, links, link_eq), l, hash_link(l), index, &added);
 }
 
+/* --- totals: what the samples add up to (struct profile_totals) ------------------------------------------- */
+
+/* a + b into *sum, false when it does not fit the bound. */
+static bool add_bounded(uint64_t a, uint64_t b, uint64_t *sum)
+{
+	return !__builtin_add_overflow(a, b, sum) && *sum <= PROFILE_VALUE_MAX;
+}
+
+/* t and x added into *out, false when the sum breaks the bound with samples valued at period ns each. */
+static bool totals_add(const struct profile_totals *t, const struct profile_totals *x, uint64_t period,
+		       struct profile_totals *out)
+{
+	uint64_t by_period, weight;
+	if (!add_bounded(t->count, x->count, &out->count) || !add_bounded(t->cpu_ns, x->cpu_ns, &out->cpu_ns) ||
+	    !add_bounded(t->off_cpu_ns, x->off_cpu_ns, &out->off_cpu_ns) ||
+	    !add_bounded(t->preempted_ns, x->preempted_ns, &out->preempted_ns))
+		return false;
+	return !__builtin_mul_overflow(out->count, period, &by_period) &&
+	       add_bounded(by_period, out->cpu_ns, &weight) && add_bounded(weight, out->off_cpu_ns, &weight);
+}
+
+static struct profile_totals sample_totals(const struct profile_sample *s)
+{
+	return (struct profile_totals){ s->count, s->cpu_ns, s->off_cpu_ns, s->preempted_ns };
+}
+
 int profile_add_sample(struct profile *p, const struct profile_sample *s)
 {
+	struct profile_totals sum, one = sample_totals(s);
 	uint32_t index;
 	bool added;
 	int err;
@@ -385,7 +412,11 @@ int profile_add_sample(struct profile *p, const struct profile_sample *s)
 	if (s->stack >= p->stacks.count || s->comm >= p->strings.count || s->thread_name >= p->strings.count ||
 	    s->service >= p->strings.count || s->link >= p->links.count)
 		return -EINVAL;
+	if (!totals_add(&p->totals, &one, p->info.period_ns, &sum))
+		return -EOVERFLOW;
 	err = intern(p, &TABLE_REF(p, samples, samples, sample_eq), s, hash_sample(s), &index, &added);
+	if (err == 0)
+		p->totals = sum;
 	if (err == 0 && !added) {
 		p->samples.items[index].count += s->count;
 		p->samples.items[index].cpu_ns += s->cpu_ns;
@@ -540,6 +571,20 @@ static int merge_stacks(struct profile *dst, const struct profile *src, struct m
 	return 0;
 }
 
+/* Whether src's samples can join dst's within the bound, valued at the period dst will have after the merge
+ * (merge_info()). src's totals are summed here: the reader's scratch profiles fill their samples directly. */
+static int merge_fits(const struct profile *dst, const struct profile *src)
+{
+	uint64_t period = dst->info.period_ns ? dst->info.period_ns : src->info.period_ns;
+	struct profile_totals t = dst->totals;
+	for (uint32_t i = 0; i < src->samples.count; i++) {
+		struct profile_totals one = sample_totals(&src->samples.items[i]);
+		if (!totals_add(&t, &one, period, &t))
+			return -EOVERFLOW;
+	}
+	return 0;
+}
+
 static int merge_samples(struct profile *dst, const struct profile *src, const struct merge_maps *m)
 {
 	for (uint32_t i = 0; i < src->samples.count; i++) {
@@ -561,6 +606,14 @@ static int merge_info_string(struct profile *dst, char **d, const char *s)
 	return !*d && s ? profile_set_info_string(dst, d, s) : 0;
 }
 
+/* The header's counters describe a run; no share is taken of them as of the samples' totals, so a sum past
+ * 2^64 - 1 (of hostile headers) stops there rather than wrapping to a small number. */
+static void add_saturating(uint64_t *d, uint64_t s)
+{
+	if (__builtin_add_overflow(*d, s, d))
+		*d = UINT64_MAX;
+}
+
 /* Counters add up; the time span covers both; the first profile's descriptive fields win. */
 static int merge_info(struct profile *dst, const struct profile_info *s)
 {
@@ -577,16 +630,16 @@ static int merge_info(struct profile *dst, const struct profile_info *s)
 	}
 	d->period_ns = d->period_ns ? d->period_ns : s->period_ns;
 	d->frequency_hz = d->frequency_hz ? d->frequency_hz : s->frequency_hz;
-	d->samples += s->samples;
-	d->lost += s->lost;
-	d->unwound_complete += s->unwound_complete;
-	d->truncated += s->truncated;
-	d->unknown += s->unknown;
+	add_saturating(&d->samples, s->samples);
+	add_saturating(&d->lost, s->lost);
+	add_saturating(&d->unwound_complete, s->unwound_complete);
+	add_saturating(&d->truncated, s->truncated);
+	add_saturating(&d->unknown, s->unknown);
 	d->off_cpu_threshold_ns = d->off_cpu_threshold_ns ? d->off_cpu_threshold_ns : s->off_cpu_threshold_ns;
-	d->off_cpu_switches += s->off_cpu_switches;
-	d->off_cpu_capped += s->off_cpu_capped;
-	d->off_cpu_no_stack += s->off_cpu_no_stack;
-	d->off_cpu_lost += s->off_cpu_lost;
+	add_saturating(&d->off_cpu_switches, s->off_cpu_switches);
+	add_saturating(&d->off_cpu_capped, s->off_cpu_capped);
+	add_saturating(&d->off_cpu_no_stack, s->off_cpu_no_stack);
+	add_saturating(&d->off_cpu_lost, s->off_cpu_lost);
 	if ((err = merge_info_string(dst, &d->producer, s->producer)) < 0 ||
 	    (err = merge_info_string(dst, &d->hostname, s->hostname)) < 0 ||
 	    (err = merge_info_string(dst, &d->host_id, s->host_id)) < 0 ||
@@ -603,6 +656,8 @@ int profile_merge(struct profile *dst, const struct profile *src)
 	int err;
 	if (dst == src || !dst->index)
 		return -EINVAL;
+	if ((err = merge_fits(dst, src)) < 0)
+		return err;
 	if ((err = merge_maps_alloc(&m, src)) == 0 && (err = merge_dictionary_flat(dst, src, &m)) == 0 &&
 	    (err = merge_locations(dst, src, &m)) == 0 && (err = merge_stacks(dst, src, &m)) == 0 &&
 	    (err = merge_samples(dst, src, &m)) == 0)

@@ -9,6 +9,12 @@
  * return its index. Strings passed in are copied. Reading: profile_read_file() decodes a file (one or several
  * top-level maps, merged) into the same model, bound-checking every index.
  *
+ * Bounds. A profile's samples never add up past PROFILE_VALUE_MAX in any value (enum profile_value), so that
+ * every sum a view, a merge or an export makes of them fits, every share of a whole is at most 100%, and every
+ * value fits the int64 of pprof, JSON and OpenTelemetry: profile_add_sample() and profile_merge() refuse, with
+ * -EOVERFLOW, what would break it (struct profile_totals), and the reader calls a file that breaks it corrupt.
+ * The reader also refuses stacks longer than hostprof writes (PROFILE_MAX_STACK_LOCATIONS).
+ *
  * Errors: functions return 0 or a negative errno; profile_read_file() also fills a one-line message.
  * Not thread-safe.
  */
@@ -22,6 +28,14 @@
 #define PROFILE_FORMAT_MAJOR 1
 #define PROFILE_FORMAT_MINOR 0
 #define PROFILE_OTEL_PROTO "v1development/1.11.0"
+
+/* The most any set of a profile's samples weighs in any value: the int64 that pprof, JSON and OpenTelemetry
+ * carry values in. */
+#define PROFILE_VALUE_MAX ((uint64_t)INT64_MAX)
+
+/* The most locations a stack hostprof writes has: TRACE_MAX_KERNEL_FRAMES kernel frames, SESSION_MAX_FRAMES_LIMIT
+ * user frames and one error frame (src/traces.h, src/session.h; msgpack_read.c checks the sum). */
+#define PROFILE_MAX_STACK_LOCATIONS (255u + 65536u + 1u)
 
 /* Frame kinds, numbered as the OpenTelemetry eBPF profiler numbers them, and one of hostprof's own where that
  * profiler has none (man/hostprof-profile.5). */
@@ -115,6 +129,16 @@ struct profile_info {
 	uint64_t off_cpu_lost;		/* switch-outs not tracked (too many threads) or unmatched switch-ins */
 };
 
+/*
+ * What a profile's samples add up to, kept by profile_add_sample(). count and count x period_ns + cpu_ns +
+ * off_cpu_ns stay at most PROFILE_VALUE_MAX: the second weighs more than any set of the samples does in any
+ * value, whichever way each sample's CPU time is taken (its cpu_ns, or count x period_ns). So info.period_ns is
+ * set before samples are added (profile_merge() checks a period it takes from the profile merged in).
+ */
+struct profile_totals {
+	uint64_t count, cpu_ns, off_cpu_ns, preempted_ns;
+};
+
 /* A dynamic table: count includes element 0. */
 #define PROFILE_TABLE(type, name) struct { type *items; uint32_t count, cap; } name
 
@@ -130,6 +154,7 @@ struct profile {
 	PROFILE_TABLE(struct profile_link, links);
 	/* samples start at index 0: they are not a dictionary table */
 	PROFILE_TABLE(struct profile_sample, samples);
+	struct profile_totals totals;	/* of the samples (profile_add_sample()) */
 	struct profile_index *index;
 };
 
@@ -162,7 +187,8 @@ uint64_t profile_sample_value(const struct profile *p, const struct profile_samp
 int profile_has_off_cpu(const struct profile *p);
 
 /* Samples with equal (stack, pid, tid, comm, thread_name, link, service) are merged: counts, cpu_ns, off_cpu_ns
- * and preempted_ns add up. */
+ * and preempted_ns add up. -EOVERFLOW, and p unchanged, when s would take the totals past their bound
+ * (struct profile_totals). */
 int profile_add_sample(struct profile *p, const struct profile_sample *s);
 
 /* The string at index i, "" when out of range. */
@@ -179,6 +205,10 @@ int profile_find_string(const struct profile *p, const char *s, uint32_t *index)
 int profile_write_file(const struct profile *p, const char *path);
 /* The same for a writer that takes its argument untyped (fallback_file.h's fallback_write_fn): profile is p. */
 int profile_write_file_fn(void *profile, const char *path);
+/* As profile_write_file(), but a file at path is never replaced (atomic_file_commit_new()): -EEXIST then. The
+ * daemon's profiles are written so (profile_dir.h). And its untyped form. */
+int profile_write_new_file(const struct profile *p, const char *path);
+int profile_write_new_file_fn(void *profile, const char *path);
 
 /* p encoded as profile_write_file() writes it, into a new buffer of the caller's (free()): *data, *size. For a
  * profile that has to wait in memory for its file (a daemon on a full disk). Returns 0 or a negative errno. */
@@ -187,15 +217,19 @@ int profile_encode(const struct profile *p, char **data, size_t *size);
 /*
  * Read path into a new profile (several top-level maps are merged into one). On failure returns a negative
  * errno and writes a one-line reason into errbuf ("bad.msgpack: not a hostprof profile", ...): -EINVAL for a
- * file that is not a hostprof profile, -EBADMSG for a corrupt or truncated one, -EPROTONOSUPPORT for another
- * major format version, or the errno of a failed open/read/allocation.
+ * file that is not a hostprof profile (anything but a regular file too: a FIFO or a device is refused without
+ * blocking, src/base/regular_file.h), -EBADMSG for a corrupt or truncated one (a stack longer than
+ * PROFILE_MAX_STACK_LOCATIONS, samples adding up past PROFILE_VALUE_MAX), -EPROTONOSUPPORT for another major
+ * format version, or the errno of a failed open/read/allocation. The path is escaped in the message (escape.h).
  */
 int profile_read_file(const char *path, struct profile **out, char *errbuf, size_t errlen);
 
 /*
  * Merge src into dst, re-interning its tables and adding its samples and counters. Only the strings src's
  * elements reference are carried over. The time span grows to cover both; other info fields keep dst's value
- * when set. src must be a different profile whose indices are valid.
+ * when set; the info counters (samples, lost, ...) add up, stopping at UINT64_MAX. src must be a different
+ * profile whose indices are valid. -EOVERFLOW, before dst is changed, when the samples of both together would
+ * break the totals' bound (struct profile_totals).
  */
 int profile_merge(struct profile *dst, const struct profile *src);
 

@@ -273,6 +273,14 @@ static void print_origin(const struct profile_info *i, FILE *out)
 	}
 }
 
+/* A header counter as a share of the samples. The counters are the file's word, not sums of its samples (a walk
+ * whose sample was then dropped still counts, a hostile header says anything): never more than 100%. */
+static double counter_pct(uint64_t part, uint64_t samples)
+{
+	double v = pct(part, samples);
+	return v > 100.0 ? 100.0 : v;
+}
+
 static int print_summary(const struct profile *p, uint64_t total, FILE *out)
 {
 	const struct profile_info *i = &p->info;
@@ -291,9 +299,9 @@ static int print_summary(const struct profile *p, uint64_t total, FILE *out)
 	fprintf(out, "\nUnwinder:           %s\n",
 		escape_str(buf, sizeof(buf), i->unwinder && *i->unwinder ? i->unwinder : "unknown"));
 	fprintf(out, "Processes:          %u\n", processes);
-	fprintf(out, "Unwound completely: %.2f%%\n", pct(i->unwound_complete, samples));
-	fprintf(out, "Truncated:          %" PRIu64 " (%.2f%%)\n", i->truncated, pct(i->truncated, samples));
-	fprintf(out, "Unknown:            %" PRIu64 " (%.2f%%)\n", i->unknown, pct(i->unknown, samples));
+	fprintf(out, "Unwound completely: %.2f%%\n", counter_pct(i->unwound_complete, samples));
+	fprintf(out, "Truncated:          %" PRIu64 " (%.2f%%)\n", i->truncated, counter_pct(i->truncated, samples));
+	fprintf(out, "Unknown:            %" PRIu64 " (%.2f%%)\n", i->unknown, counter_pct(i->unknown, samples));
 	return 0;
 }
 
@@ -358,17 +366,20 @@ static int print_top(struct report *rp, const struct view *v, FILE *out, const s
 
 /* --- call tree ------------------------------------------------------------------------------------------- */
 
-/* Node 0 is the invisible root; its children are processes (key = comm string), theirs functions (key = row). */
+/* Node 0 is the invisible root; its children are processes (key = comm string), theirs functions (key = row).
+ * A node's level: 0 for a process, 1 for the outermost frames, ... */
 struct tree_node {
 	uint32_t parent, key;
 	uint64_t self, total;
 	uint32_t first_child, next_sibling;	/* 0: none (node 0 is never a child) */
+	uint64_t below;		/* at the depth limit: the most levels its stacks go on below it (not in the tree) */
 };
 
 struct tree {
 	struct tree_node *nodes;
 	uint32_t count, cap;
 	struct hindex index;
+	uint32_t depth;		/* levels of frames kept below a process (report_options.tree_depth) */
 };
 
 struct tree_key {
@@ -399,20 +410,38 @@ static int tree_child(struct tree *t, uint32_t parent, uint32_t key, uint32_t *i
 	return 0;
 }
 
-/* Add one (comm, stack) to the tree along its root-first path, inline frames outer first. */
+/* Levels of frames (inline frames count) in the stack's locations [0, k]: what is still below a cut there. */
+static uint64_t levels_from(const struct report *rp, const struct profile_stack *st, uint32_t k)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i <= k; i++)
+		n += location_nlines(rp->p, st->locations[i]);
+	return n;
+}
+
+/* Add one (comm, stack) to the tree along its root-first path, inline frames outer first, down to the depth
+ * limit: what goes on below it is only counted, as levels, in the node where it is cut. The tree (and the time
+ * and output it costs) so grows with the levels shown, not with the stacks' depth. */
 static int tree_add(struct tree *t, const struct report *rp, const struct stack_count *sc)
 {
 	const struct profile_stack *st = &rp->p->stacks.items[sc->stack];
-	uint32_t node;
+	uint32_t node, level = 0;
 	int err = tree_child(t, 0, sc->comm, &node);
 	if (err < 0)
 		return err;
 	t->nodes[node].total += sc->count;
 	for (uint32_t k = st->nlocations; k-- > 0;) {
 		for (uint32_t j = location_nlines(rp->p, st->locations[k]); j-- > 0;) {
+			if (level == t->depth) {
+				uint64_t below = levels_from(rp, st, k) - location_nlines(rp->p, st->locations[k]) + j + 1;
+				if (below > t->nodes[node].below)
+					t->nodes[node].below = below;
+				return 0;
+			}
 			if ((err = tree_child(t, node, stack_row(rp, st, k, j), &node)) < 0)
 				return err;
 			t->nodes[node].total += sc->count;
+			level++;
 		}
 	}
 	t->nodes[node].self += sc->count;
@@ -469,22 +498,50 @@ static int visible_children(const struct tree_print *tp, uint32_t node, uint32_t
 	return 0;
 }
 
-static int print_subtree(struct tree_print *tp, uint32_t node, bool last)
+/* The guide lines left of a node at level: drawn for at most REPORT_TREE_INDENT_MAX levels, so that a line's
+ * length does not grow with the depth; a node deeper than that shows its level instead: "[70] `- name". */
+static void print_guides(struct tree_print *tp, uint32_t level, bool last)
+{
+	fputs(tp->prefix.s ? tp->prefix.s : "", tp->out);
+	if (level > REPORT_TREE_INDENT_MAX)
+		fprintf(tp->out, "[%u] ", level);
+	fputs(last ? "`- " : "|- ", tp->out);
+}
+
+/* What the depth limit cut below n (which has no children then): one line with the share of the samples that
+ * go on, and the most levels they go on for. */
+static void print_cut(struct tree_print *tp, const struct tree_node *n)
+{
+	double share = pct(n->total - n->self, tp->total);
+	if (!n->below || share < tp->limit)
+		return;
+	/* under n's own guides, without a level: it is n's, the line above */
+	fprintf(tp->out, "%6.2f%%          %s`- ... %" PRIu64 " more level%s\n", share,
+		tp->prefix.s ? tp->prefix.s : "", n->below, n->below == 1 ? "" : "s");
+}
+
+static int print_subtree(struct tree_print *tp, uint32_t node, uint32_t level, bool last)
 {
 	const struct tree_node *n = &tp->t->nodes[node];
-	bool top = n->parent == 0;
 	size_t mark = tp->prefix.len;
 	uint32_t *children, nchildren;
-	int err;
-	fprintf(tp->out, "%6.2f%% %6.2f%%  %s%s%s\n", pct(n->total, tp->total), pct(n->self, tp->total),
-		tp->prefix.s ? tp->prefix.s : "", top ? "" : last ? "`- " : "|- ",
-		top ? escape_str(tp->root, sizeof(tp->root), node_name(tp, node)) : node_name(tp, node));
-	if (!top && (err = frame_buf_append(&tp->prefix, last ? "   " : "|  ", 3)) < 0)
+	int err = 0;
+	fprintf(tp->out, "%6.2f%% %6.2f%%  ", pct(n->total, tp->total), pct(n->self, tp->total));
+	if (level == 0)
+		fprintf(tp->out, "%s\n", escape_str(tp->root, sizeof(tp->root), node_name(tp, node)));
+	else {
+		print_guides(tp, level, last);
+		fprintf(tp->out, "%s\n", node_name(tp, node));
+	}
+	if (level > 0 && level < REPORT_TREE_INDENT_MAX &&
+	    (err = frame_buf_append(&tp->prefix, last ? "   " : "|  ", 3)) < 0)
 		return err;
 	if ((err = visible_children(tp, node, &children, &nchildren)) < 0)
 		return err;
+	if (nchildren == 0)
+		print_cut(tp, n);
 	for (uint32_t i = 0; i < nchildren && err == 0; i++)
-		err = print_subtree(tp, children[i], i + 1 == nchildren);
+		err = print_subtree(tp, children[i], level + 1, i + 1 == nchildren);
 	free(children);
 	tp->prefix.len = mark;
 	if (tp->prefix.s)
@@ -494,7 +551,7 @@ static int print_subtree(struct tree_print *tp, uint32_t node, bool last)
 
 static int print_tree(const struct report *rp, const struct view *v, FILE *out, const struct report_options *o)
 {
-	struct tree t = { 0 };
+	struct tree t = { .depth = o->tree_depth };
 	struct tree_print tp = { .rp = rp, .t = &t, .out = out, .total = v->total, .limit = o->percent_limit };
 	uint32_t *roots = NULL, nroots = 0;
 	int err = profile_grow((void **)&t.nodes, &t.cap, 1, sizeof(*t.nodes));
@@ -507,7 +564,7 @@ static int print_tree(const struct report *rp, const struct view *v, FILE *out, 
 	else if (err == 0 && (err = visible_children(&tp, 0, &roots, &nroots)) == 0) {
 		fprintf(out, " Total%%   Self%%  Call tree, root first (nodes under %.2f%% hidden)\n", tp.limit);
 		for (uint32_t i = 0; i < nroots && err == 0; i++)
-			err = print_subtree(&tp, roots[i], i + 1 == nroots);
+			err = print_subtree(&tp, roots[i], 0, i + 1 == nroots);
 	}
 	free(roots);
 	frame_buf_free(&tp.prefix);
@@ -622,6 +679,10 @@ static struct report_options effective_options(const struct report_options *o)
 	struct report_options e = o ? *o : (struct report_options){ .sort = REPORT_SORT_SELF, .percent_limit = -1 };
 	if (!e.limit)
 		e.limit = REPORT_DEFAULT_LIMIT;
+	if (!e.tree_depth)
+		e.tree_depth = REPORT_DEFAULT_TREE_DEPTH;
+	if (e.tree_depth > REPORT_MAX_TREE_DEPTH)	/* the printer recurses once per level */
+		e.tree_depth = REPORT_MAX_TREE_DEPTH;
 	if (e.percent_limit < 0)
 		e.percent_limit = REPORT_DEFAULT_PERCENT_LIMIT;
 	return e;

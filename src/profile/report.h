@@ -11,7 +11,12 @@
  *
  * The call tree starts from the process names (comm), then the outermost frames; a node's Total% is the share
  * of samples passing through that path, Self% of those ending there. Nodes below percent_limit of the samples
- * are left out, with their subtrees.
+ * are left out, with their subtrees. The tree shows tree_depth levels of frames below a process: where stacks
+ * go deeper, one line "... N more levels" under the last node shown gives the share of the samples that go on
+ * and the most levels they go on for. Guide lines are drawn for REPORT_TREE_INDENT_MAX levels; a node deeper
+ * than that shows its level ("[70] `- name") where its guides would go on. So the output grows with the levels
+ * shown, never with the square of a stack's depth, and no line is longer than the guides of
+ * REPORT_TREE_INDENT_MAX levels and one name.
  *
  * Percentages are of the samples shown: all of them, those of --pid, or, per thread, the thread's own. With
  * off_cpu or wall, a stack weighs its time off CPU, or its wall time (CPU time, the samples' periods, plus time
@@ -46,10 +51,19 @@ struct report_options {
 	bool lines;		/* rows (and tree nodes) per source line: "function (file.c:LINE)" */
 	bool off_cpu;		/* weigh stacks by time off CPU (profiles recorded with --off-cpu) */
 	bool wall;		/* weigh stacks by wall time (CPU + off CPU), after a table of each thread's split */
+	unsigned tree_depth;	/* levels of frames a tree shows below a process; 0 means REPORT_DEFAULT_TREE_DEPTH,
+				 * at most REPORT_MAX_TREE_DEPTH */
 };
 
 #define REPORT_DEFAULT_LIMIT 20
 #define REPORT_DEFAULT_PERCENT_LIMIT 0.5
+/* Levels of frames a tree shows by default: most stacks whole (a deep Java or Go service stack runs to 60 or 100
+ * frames), lines at most 3 x 64 characters of guides. The most a tree may show: a person reads no deeper, and
+ * the printer recurses once per level. */
+#define REPORT_DEFAULT_TREE_DEPTH 64
+#define REPORT_MAX_TREE_DEPTH 4096
+/* Levels of guide lines drawn left of a tree node; deeper nodes show their level instead. */
+#define REPORT_TREE_INDENT_MAX 64
 
 /* o may be NULL for the defaults (20 rows, by self, all samples, no tree). */
 int report_print(const struct profile *p, FILE *out, const struct report_options *o);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/base/escape.h"
 #include "src/profile/frame_name.h"
 #include "src/profile/name_pairs.h"
 #include "src/profile/profile_impl.h"
@@ -52,9 +53,9 @@ static int frame_file(struct exporter *e, const struct profile_location *l, uint
 	if (line < l->nlines && !(l->frame_kind & PROFILE_FRAME_ERROR) && l->frame_kind != PROFILE_FRAME_KERNEL) {
 		const char *src = profile_string(p, p->functions.items[l->lines[line].function].filename);
 		if (*src)
-			return frame_buf_append(&e->file, src, strlen(src));
+			return frame_text_append(&e->file, src, FRAME_NAME_ESCAPED);
 	}
-	return frame_library_append(p, l, 0, &e->file);
+	return frame_library_append(p, l, FRAME_NAME_ESCAPED, &e->file);
 }
 
 static int line_frame(struct exporter *e, uint32_t loc, uint32_t line, uint32_t *frame)
@@ -64,7 +65,8 @@ static int line_frame(struct exporter *e, uint32_t loc, uint32_t line, uint32_t 
 	int err;
 	if (*slot == NO_FRAME) {
 		e->name.len = 0;
-		if ((err = frame_name_append(e->p, l, line, 0, &e->name)) < 0 || (err = frame_file(e, l, line)) < 0 ||
+		if ((err = frame_name_append(e->p, l, line, FRAME_NAME_ESCAPED, &e->name)) < 0 ||
+		    (err = frame_file(e, l, line)) < 0 ||
 		    (err = name_pairs_intern(&e->frames, e->name.s, e->file.s ? e->file.s : "", slot)) < 0)
 			return err;
 	}
@@ -247,8 +249,9 @@ static json_object *stack_json(struct exporter *e, uint32_t s)
 
 static int thread_name(const struct exporter *e, const struct profile_sample *s, json_object *prof)
 {
-	char name[512];
-	const char *comm = profile_string(e->p, s->comm), *thread = profile_string(e->p, s->thread_name);
+	char name[2 * ESCAPE_SHOWN_MAX + 64], comm[ESCAPE_SHOWN_MAX], thread[ESCAPE_SHOWN_MAX];
+	escape_str(comm, sizeof(comm), profile_string(e->p, s->comm));
+	escape_str(thread, sizeof(thread), profile_string(e->p, s->thread_name));
 	snprintf(name, sizeof(name), "%s pid %" PRId32 " / %s tid %" PRId32, *comm ? comm : "[unknown]", s->pid,
 		 *thread ? thread : "[unknown]", s->tid);
 	return put(prof, "name", json_object_new_string(name));

@@ -12,6 +12,12 @@
  * cpu_ns, or count x period); when the profile knows neither, sample counts (unit "none"). startValue is 0 and
  * endValue the sum of the weights. activeProfileIndex is left out when there is no profile.
  *
+ * Names (frames, files, processes, threads) are escaped as src/base/escape.h says, as for a terminal: the file
+ * is a viewer's input, shown and never joined on, and escaping keeps it valid JSON (UTF-8 only: a process name
+ * with a stray 0xff byte would make the whole file unreadable) and keeps bidirectional overrides and other
+ * controls from disguising a name on screen. pprof (pprof.h) keeps them as they are: its names are data that
+ * tools join with symbol tables and sources.
+ *
  * Only reads p. Returns 0, -ENOMEM, or -EIO when writing to out fails.
  */
 #ifndef HOSTPROF_SPEEDSCOPE_H

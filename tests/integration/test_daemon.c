@@ -2,6 +2,7 @@
  * Integration test of `hostprof daemon`: a real daemon sampling the whole machine at a short interval while a
  * fixture runs; SIGUSR1, SIGHUP (reload), SIGTERM and SIGKILL; every profile in the directory must be whole and
  * readable, retention and the reloaded settings must hold, and the fixture's functions must be in the profiles.
+ * Quick restarts keep every profile; a second daemon on a directory in use is refused, across reloads too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -262,6 +263,126 @@ static void test_daemon_log_escapes_process_strings(void **state)
 	free(dir);
 }
 
+/* Profiles in dir (names "profile-*.msgpack"), each read whole; the names into names[] when given. */
+static unsigned count_profiles(const char *dir, char names[][256], unsigned max)
+{
+	struct dir_scan s;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	unsigned n = 0;
+	scan_dir(dir, &s);
+	assert_int_equal(s.unreadable, 0);
+	assert_int_equal(s.temporaries, 0);
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		if (!strncmp(de->d_name, "profile-", 8) && n < max && names)
+			snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
+	}
+	closedir(d);
+	return s.profiles;
+}
+
+/* Until the log says n daemons ran (the last has the directory's lock and its signal handlers), at most 30 s. */
+static void wait_started_n(const char *log, int n)
+{
+	for (int i = 0; i < 3000; i++) {
+		if (test_run("test $(grep -c 'profiling all CPUs' %s 2> /dev/null) -ge %d", log, n) == 0)
+			return;
+		usleep(10000);
+	}
+	fail_msg("the daemon did not start: %s", log);
+}
+
+static void wait_started(const char *log)
+{
+	wait_started_n(log, 1);
+}
+
+/*
+ * Four daemons started and stopped one after the other on one directory, as fast as they go: each writes its
+ * profile at exit, and every one of them is there. Their names take the second the run started, so runs in the
+ * same second used to write the same name and the later replaced the earlier (4 "wrote" lines, 2 files).
+ */
+static void test_restarts_keep_every_profile(void **state)
+{
+	(void)state;
+	test_require_root("the daemon samples every CPU");
+	test_require_perf();
+	char *dir = test_mkdtemp(), out[512], log[512], names[8][256];
+	snprintf(out, sizeof(out), "%s/profiles", dir);
+	snprintf(log, sizeof(log), "%s/daemon.log", dir);
+	for (int i = 0; i < 4; i++) {
+		char *dargv[] = { (char *)test_hostprof(), "daemon", "-o", out, "-F", "19", "--interval", "60", NULL };
+		pid_t d = start(dargv, log);
+		wait_started_n(log, i + 1);
+		kill(d, SIGTERM);
+		assert_int_equal(wait_exit(d), 0);
+	}
+	test_run("cat %s; ls %s", log, out);
+	assert_int_equal(test_run("test $(grep -c ': wrote ' %s) = 4", log), 0);
+	unsigned n = count_profiles(out, names, 8);
+	assert_int_equal(n, 4);
+	for (unsigned i = 0; i < n; i++)	/* every name in the log is a file */
+		assert_int_equal(test_run("grep -q '%s' %s", names[i], log), 0);
+	test_rmdir_rf(dir);
+	free(dir);
+}
+
+/*
+ * A second daemon on a directory a daemon writes into is refused: one line naming the directory and the pid of
+ * the daemon that has it, exit status 1, nothing written or removed there. A reload that moves the first daemon
+ * to another directory takes that one's lock and lets the first go.
+ */
+static void test_second_daemon_refused(void **state)
+{
+	(void)state;
+	test_require_root("the daemon samples every CPU");
+	test_require_perf();
+	char *dir = test_mkdtemp(), out[512], out2[512], log[512], err[512], conf[512];
+	snprintf(out, sizeof(out), "%s/profiles", dir);
+	snprintf(out2, sizeof(out2), "%s/moved", dir);
+	snprintf(log, sizeof(log), "%s/daemon.log", dir);
+	snprintf(err, sizeof(err), "%s/second.log", dir);
+	snprintf(conf, sizeof(conf), "%s/hostprof.conf", dir);
+	FILE *f = fopen(conf, "w");
+	fprintf(f, "output = %s\n", out);
+	fclose(f);
+	char *first[] = { (char *)test_hostprof(), "daemon", "-c", conf, "-F", "19", "--interval", "60", NULL };
+	pid_t d = start(first, log);
+	wait_started(log);
+	assert_int_equal(test_run("touch %s/profile-20260101T000000Z-000000.msgpack.tmp.AbC123", out), 0);
+
+	char *second[] = { (char *)test_hostprof(), "daemon", "-o", out, "-F", "19", NULL };
+	assert_int_equal(wait_exit(start(second, err)), 1);
+	test_run("cat %s", err);
+	assert_int_equal(test_run("test $(wc -l < %s) = 1 && grep -q '^hostprof: error: not starting: output directory "
+				  "%s is in use by another hostprof daemon (pid %d)$' %s", err, out, (int)d, err), 0);
+	assert_int_equal(test_run("test -e %s/profile-20260101T000000Z-000000.msgpack.tmp.AbC123", out), 0);
+
+	/* reloaded into another directory: that one is the first daemon's now, the old one free */
+	f = fopen(conf, "w");
+	fprintf(f, "output = %s\n", out2);
+	fclose(f);
+	kill(d, SIGHUP);
+	for (int i = 0; i < 300 && test_run("grep -q 'reloaded' %s", log) != 0; i++)
+		usleep(100000);
+	char *into_new[] = { (char *)test_hostprof(), "daemon", "-o", out2, "-F", "19", NULL };
+	assert_int_equal(wait_exit(start(into_new, err)), 1);
+	assert_int_equal(test_run("grep -q 'output directory %s is in use by another hostprof daemon (pid %d)' %s", out2,
+				  (int)d, err), 0);
+	char *into_old[] = { (char *)test_hostprof(), "daemon", "-o", out, "-F", "19", "--interval", "60", NULL };
+	pid_t d2 = start(into_old, err);
+	wait_started(err);
+	kill(d2, SIGTERM);
+	assert_int_equal(wait_exit(d2), 0);
+	kill(d, SIGTERM);
+	assert_int_equal(wait_exit(d), 0);
+	test_run("cat %s", log);
+	assert_int_equal(count_profiles(out2, NULL, 0), 1);	/* the first daemon's exit profile */
+	test_rmdir_rf(dir);
+	free(dir);
+}
+
 static void test_daemon_bad_config(void **state)
 {
 	(void)state;
@@ -280,6 +401,8 @@ int main(void)
 		cmocka_unit_test(test_daemon_lifecycle),
 		cmocka_unit_test(test_host_id_same_as_record),
 		cmocka_unit_test(test_daemon_bad_config),
+		cmocka_unit_test(test_restarts_keep_every_profile),
+		cmocka_unit_test(test_second_daemon_refused),
 		cmocka_unit_test(test_daemon_log_escapes_process_strings),
 	};
 	return cmocka_run_group_tests_name("daemon (integration)", tests, NULL, NULL);

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "src/profile/profile_impl.h"
 #include "tests/lib/profile_builder.h"
 
 uint32_t tp_string(struct profile *p, const char *s)
@@ -56,6 +57,12 @@ void tp_sample(struct profile *p, struct profile_sample s, const char *comm, con
 	s.comm = tp_string(p, comm);
 	s.thread_name = tp_string(p, thread);
 	assert_int_equal(profile_add_sample(p, &s), 0);
+}
+
+void tp_sample_unchecked(struct profile *p, struct profile_sample s)
+{
+	assert_int_equal(PROFILE_TABLE_RESERVE(p->samples, (uint64_t)p->samples.count + 1), 0);
+	p->samples.items[p->samples.count++] = s;
 }
 
 struct profile *tp_example_profile(void)

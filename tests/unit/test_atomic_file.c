@@ -1,7 +1,8 @@
 /*
  * Unit tests for src/base/atomic_file.c, the one way profiles and replay files reach the disk: the new contents
  * replace the old in one rename, with the mode the umask gives; a discarded or failed write leaves the old file
- * and no temporary file behind; a temporary name never clobbers a file that exists.
+ * and no temporary file behind; a temporary name never clobbers a file that exists; the _new commit never replaces
+ * a file.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -174,6 +175,32 @@ static void test_distinct_temporaries(void **state)
 	assert_int_equal(count_entries(w->dir, &temps), 1);
 }
 
+/* atomic_file_commit_new() never replaces: a second write to a name, or a file made under it while the new one
+ * was written, keeps the file that was there, and leaves no temporary file. */
+static void test_commit_new_never_replaces(void **state)
+{
+	struct test_workdir *w = *state;
+	char path[600];
+	struct atomic_file *f;
+	int temps;
+	snprintf(path, sizeof(path), "%s/f", w->dir);
+	assert_int_equal(atomic_file_write_new(path, "first", 5), 0);
+	assert_contents(path, "first");
+	assert_int_equal(atomic_file_write_new(path, "second", 6), -EEXIST);
+	assert_contents(path, "first");
+	assert_int_equal(atomic_file_new(path, &f), 0);
+	fputs("third", atomic_file_stream(f));
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(atomic_file_write(path, "made meanwhile", 14), 0);
+	assert_int_equal(atomic_file_commit_new(f), -EEXIST);
+	assert_contents(path, "made meanwhile");
+	assert_int_equal(count_entries(w->dir, &temps), 1);
+	assert_int_equal(temps, 0);
+	assert_int_equal(unlink(path), 0);	/* the name free again: taken */
+	assert_int_equal(atomic_file_write_new(path, "fourth", 6), 0);
+	assert_contents(path, "fourth");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -182,6 +209,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failures_leave_nothing, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_distinct_temporaries, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_probe, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_commit_new_never_replaces, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests_name("atomic_file", tests, NULL, NULL);
 }

@@ -110,6 +110,39 @@ static void test_collapsed_jit_frames(void **state)
 	profile_free(p);
 }
 
+/* No byte but printable ASCII and the line ends: what a hostile process named itself or its functions cannot
+ * drive the terminal that shows the stacks, nor add a line or a frame. */
+static void assert_printable(const char *text, unsigned lines)
+{
+	unsigned breaks = 0;
+	for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+		breaks += *c == '\n';
+		assert_true(*c == '\n' || (*c >= 0x20 && *c < 0x7f));
+	}
+	assert_int_equal(breaks, lines);
+}
+
+static void test_collapsed_escapes_names(void **state)
+{
+	(void)state;
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
+	uint32_t f = tp_function(p, "fn\033]0;title\007\xe2\x80\xae\xff", "/src/a.c");
+	struct profile_line line = { f, 1 };
+	uint32_t m = tp_mapping(p, "/opt/lib\033[2J.so");
+	uint32_t named = tp_location(p, m, 0x10, PROFILE_FRAME_NATIVE, &line, 1);
+	uint32_t unnamed = tp_location(p, m, 0x20, PROFILE_FRAME_NATIVE, NULL, 0);
+	uint32_t st = tp_stack(p, 1, (uint32_t[]){ unnamed, named }, 2);
+	tp_sample(p, (struct profile_sample){ .stack = st, .pid = 1, .tid = 1, .count = 3 }, "main\033[1mBOLD\n<0>x",
+		  "");
+	char *text = run_collapsed(p, NULL);
+	assert_printable(text, 1);
+	assert_string_equal(text, "main\\x1b[1mBOLD\\n<0>x;fn\\x1b]0:title\\x07\\xe2\\x80\\xae\\xff;"
+				  "lib\\x1b[2J.so+0x20 3\n");
+	free(text);
+	profile_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -118,6 +151,7 @@ int main(void)
 		cmocka_unit_test(test_stack_id_base64url),
 		cmocka_unit_test(test_collapsed_empty_comm_and_profile),
 		cmocka_unit_test(test_collapsed_jit_frames),
+		cmocka_unit_test(test_collapsed_escapes_names),
 	};
 	return cmocka_run_group_tests_name("collapsed", tests, NULL, NULL);
 }

@@ -1,4 +1,5 @@
-/* Unit tests for src/cmd/daemon_config.c and src/profile/profile_dir.c: settings precedence, parsing, naming, retention. */
+/* Unit tests for src/cmd/daemon_config.c and src/profile/profile_dir.c: settings precedence, parsing, naming (names
+ * never reused across runs), the directory's lock, retention. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -180,6 +181,57 @@ static void test_retention_and_temporaries(void **state)
 	free(dir);
 }
 
+/* A name's number continues from the highest a profile of that second has in the directory, whoever wrote it:
+ * a restarted daemon never takes a name an earlier run used, and names still sort in the order written. */
+static void test_next_name_continues_across_runs(void **state)
+{
+	(void)state;
+	char *dir = test_mkdtemp(), a[512], b[512], expect[512];
+	assert_int_equal(profile_dir_next_name(dir, 1700000000, a, sizeof(a)), 0);
+	snprintf(expect, sizeof(expect), "%s/profile-20231114T221320Z-000000.msgpack", dir);
+	assert_string_equal(a, expect);
+	touch(dir, "profile-20231114T221320Z-000000.msgpack", 1);
+	touch(dir, "profile-20231114T221320Z-000007.msgpack", 1);	/* a gap: the highest counts */
+	touch(dir, "profile-20231114T221321Z-000042.msgpack", 1);	/* another second: does not */
+	touch(dir, "profile-20231114T221320Z-000099.msgpack.tmp.AbC123", 1);	/* not a profile */
+	touch(dir, "profile-20231114T221320Z-12345.msgpack", 1);	/* not ours: five digits */
+	assert_int_equal(profile_dir_next_name(dir, 1700000000, a, sizeof(a)), 0);
+	snprintf(expect, sizeof(expect), "%s/profile-20231114T221320Z-000008.msgpack", dir);
+	assert_string_equal(a, expect);
+	assert_int_equal(profile_dir_next_name(dir, 1700000001, b, sizeof(b)), 0);
+	snprintf(expect, sizeof(expect), "%s/profile-20231114T221321Z-000043.msgpack", dir);
+	assert_string_equal(b, expect);
+	touch(dir, "profile-20231114T221320Z-999999.msgpack", 1);
+	assert_int_equal(profile_dir_next_name(dir, 1700000000, a, sizeof(a)), -EEXIST);
+	assert_int_equal(profile_dir_next_name("/nonexistent/dir", 1700000000, a, sizeof(a)), -ENOENT);
+	test_rmdir_rf(dir);
+	free(dir);
+}
+
+/* One holder at a time (flock locks are per open file, so a second lock in this process is refused too), told
+ * the holder's pid; released, the lock can be taken again. A symlink planted under the lock's name is refused. */
+static void test_lock_one_holder(void **state)
+{
+	(void)state;
+	char *dir = test_mkdtemp(), path[512];
+	int fd = -1, other = -1, holder = -1;
+	assert_int_equal(profile_dir_lock(dir, &fd, &holder), 0);
+	assert_true(fd >= 0);
+	assert_int_equal(profile_dir_lock(dir, &other, &holder), -EWOULDBLOCK);
+	assert_int_equal(holder, getpid());
+	assert_int_equal(other, -1);
+	profile_dir_unlock(fd);
+	assert_int_equal(profile_dir_lock(dir, &other, &holder), 0);
+	profile_dir_unlock(other);
+	profile_dir_unlock(-1);
+	snprintf(path, sizeof(path), "%s/" PROFILE_DIR_LOCK_NAME, dir);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink("/etc/elsewhere", path), 0);
+	assert_int_equal(profile_dir_lock(dir, &fd, &holder), -ELOOP);
+	test_rmdir_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -188,6 +240,8 @@ int main(void)
 		cmocka_unit_test(test_file_precedence_and_line_numbers),
 		cmocka_unit_test(test_names_sort_by_time),
 		cmocka_unit_test(test_retention_and_temporaries),
+		cmocka_unit_test(test_next_name_continues_across_runs),
+		cmocka_unit_test(test_lock_one_holder),
 	};
 	return cmocka_run_group_tests_name("daemon_config", tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /*
  * Unit tests for src/profile/profile.c, msgpack_write.c and msgpack_read.c: interning, merge, the msgpack round
- * trip, hostile input and atomic writes. Hand-crafted files are built with msgpack-c, never by hand.
+ * trip, hostile input (stacks deeper than record writes, counts past int64, FIFOs and devices) and atomic writes. Hand-crafted files are built with msgpack-c, never by hand.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1114,6 +1114,165 @@ static void test_empty_arrays_bounded(void **state)
 	tmpdir_remove(&d);
 }
 
+/* --- bounds: stack depth, counts, what a path names ------------------------------------------------------- */
+
+/* A profile with one stack of n distinct frames, one sample of it. */
+static struct profile *deep_profile(uint32_t n)
+{
+	struct profile *p;
+	uint32_t *locs = malloc(n * sizeof(*locs));
+	assert_non_null(locs);
+	assert_int_equal(profile_new(&p), 0);
+	uint32_t m = tp_mapping(p, "/bin/app");
+	for (uint32_t i = 0; i < n; i++)
+		locs[i] = tp_location(p, m, 0x1000 + i, PROFILE_FRAME_NATIVE, NULL, 0);
+	tp_sample(p, (struct profile_sample){ .stack = tp_stack(p, 1, locs, n), .pid = 1, .tid = 1, .count = 1 },
+		  "app", "");
+	free(locs);
+	return p;
+}
+
+/* No stack longer than record writes (kernel frames, --max-frames at its most, an error frame) is read. */
+static void test_deep_stack_refused(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128], err[256];
+	struct profile *p = deep_profile(70000), *back = NULL;
+	tmpdir_make(&d);
+	tmpdir_file(&d, "deep.msgpack", path, sizeof(path));
+	assert_int_equal(profile_write_file(p, path), 0);
+	profile_free(p);
+	assert_int_equal(profile_read_file(path, &back, err, sizeof(err)), -EBADMSG);
+	assert_null(back);
+	assert_non_null(strstr(err, "deep.msgpack: corrupt: stack 1 has 70000 frames, more than hostprof records "
+				    "(65792)"));
+	p = deep_profile(PROFILE_MAX_STACK_LOCATIONS);	/* the longest record writes: read */
+	assert_int_equal(profile_write_file(p, path), 0);
+	profile_free(p);
+	assert_int_equal(profile_read_file(path, &back, err, sizeof(err)), 0);
+	assert_int_equal(back->stacks.items[1].nlocations, PROFILE_MAX_STACK_LOCATIONS);
+	profile_free(back);
+	tmpdir_remove(&d);
+}
+
+/* A profile with one stack and, per count given, one sample of it on a thread of its own. */
+static struct profile *counted_profile(const uint64_t *counts, int n, bool checked)
+{
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
+	p->info.period_ns = 1;
+	uint32_t st = tp_stack(p, 1, NULL, 0), comm = tp_string(p, "app");
+	for (int i = 0; i < n; i++) {
+		struct profile_sample s = { .stack = st, .pid = 1, .tid = i + 1, .comm = comm, .count = counts[i] };
+		if (checked)
+			assert_int_equal(profile_add_sample(p, &s), 0);
+		else
+			tp_sample_unchecked(p, s);
+	}
+	return p;
+}
+
+/* The samples never add up past PROFILE_VALUE_MAX (int64, as pprof carries values): adding or merging what
+ * would is refused and changes nothing; the header's counters stop at UINT64_MAX rather than wrap. */
+static void test_counts_bounded(void **state)
+{
+	(void)state;
+	const uint64_t half = (PROFILE_VALUE_MAX >> 1) + 1, top[] = { PROFILE_VALUE_MAX - 1 }, halves[] = { half };
+	struct profile *p = counted_profile(top, 1, true), *q = counted_profile(halves, 1, true);
+	struct profile_sample one = p->samples.items[0];
+	one.count = 1;
+	assert_int_equal(profile_add_sample(p, &one), 0);	/* exactly PROFILE_VALUE_MAX: still fits */
+	assert_int_equal(profile_add_sample(p, &one), -EOVERFLOW);
+	assert_int_equal(p->samples.items[0].count, PROFILE_VALUE_MAX);
+	one.count = 0;
+	one.cpu_ns = 1;		/* count x period + cpu_ns: past the bound too */
+	assert_int_equal(profile_add_sample(p, &one), -EOVERFLOW);
+	assert_int_equal(p->totals.count, PROFILE_VALUE_MAX);
+	assert_int_equal(p->totals.cpu_ns, 0);
+	assert_int_equal(profile_merge(q, p), -EOVERFLOW);
+	assert_int_equal(q->samples.count, 1);
+	assert_int_equal(q->samples.items[0].count, half);
+	assert_int_equal(q->strings.count, 2);	/* nothing of p was taken in */
+	profile_free(q);
+	q = counted_profile(halves, 1, true);
+	q->info.samples = UINT64_MAX - 1;
+	struct profile *r;
+	assert_int_equal(profile_new(&r), 0);
+	r->info.samples = 5;
+	assert_int_equal(profile_merge(q, r), 0);
+	assert_int_equal(q->info.samples, UINT64_MAX);
+	profile_free(p);
+	profile_free(q);
+	profile_free(r);
+}
+
+/* A file whose samples add up past the bound is corrupt: two samples of 2^62 in one map, or one of 2^62 in
+ * each of two maps, or one of 2^63 alone. Percentages and pprof's int64 values would otherwise go wrong. */
+static void test_reader_refuses_overflowing_counts(void **state)
+{
+	(void)state;
+	const uint64_t halves[] = { 1ULL << 62, 1ULL << 62 }, whole[] = { 1ULL << 63 }, fits[] = { 1ULL << 62 };
+	struct tmpdir d;
+	char path[128], one[128], err[256];
+	struct profile *back = NULL, *p;
+	tmpdir_make(&d);
+	tmpdir_file(&d, "big.msgpack", path, sizeof(path));
+	tmpdir_file(&d, "one.msgpack", one, sizeof(one));
+	const uint64_t *cases[] = { halves, whole };
+	const int n[] = { 2, 1 };
+	for (int k = 0; k < 2; k++) {
+		p = counted_profile(cases[k], n[k], false);
+		assert_int_equal(profile_write_file(p, path), 0);
+		profile_free(p);
+		assert_int_equal(profile_read_file(path, &back, err, sizeof(err)), -EBADMSG);
+		assert_null(back);
+		assert_non_null(strstr(err, "big.msgpack: corrupt: the samples add up past 9223372036854775807"));
+	}
+	p = counted_profile(fits, 1, true);
+	assert_int_equal(profile_write_file(p, one), 0);
+	profile_free(p);
+	size_t len;
+	uint8_t *bytes = read_bytes(one, &len), *twice = malloc(2 * len);
+	memcpy(twice, bytes, len);
+	memcpy(twice + len, bytes, len);
+	write_bytes(path, twice, 2 * len);
+	assert_int_equal(profile_read_file(path, &back, err, sizeof(err)), -EBADMSG);
+	assert_int_equal(profile_read_file(one, &back, err, sizeof(err)), 0);
+	assert_int_equal(back->samples.items[0].count, 1ULL << 62);
+	profile_free(back);
+	free(bytes);
+	free(twice);
+	tmpdir_remove(&d);
+}
+
+/* A FIFO, a device or a directory is no profile: refused at once (an alarm ends a read that would block), named
+ * for what it is. A path's control characters are escaped in the message. */
+static void test_non_regular_refused(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char fifo[128], odd[160], err[512];
+	struct profile *p = NULL;
+	tmpdir_make(&d);
+	tmpdir_file(&d, "x.msgpack", fifo, sizeof(fifo));
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	alarm(10);
+	assert_int_equal(profile_read_file(fifo, &p, err, sizeof(err)), -EINVAL);
+	alarm(0);
+	assert_null(p);
+	assert_non_null(strstr(err, "x.msgpack: not a regular file (a FIFO)"));
+	assert_int_equal(profile_read_file("/dev/zero", &p, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "/dev/zero: not a regular file (a character device)");
+	assert_int_equal(profile_read_file(d.path, &p, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ": not a regular file (a directory)"));
+	snprintf(odd, sizeof(odd), "%s/a\033[2Jb\n.msgpack", d.path);
+	assert_int_equal(profile_read_file(odd, &p, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "/a\\x1b[2Jb\\n.msgpack: No such file or directory"));
+	assert_null(strchr(err, '\033'));
+	tmpdir_remove(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1139,6 +1298,10 @@ int main(void)
 		cmocka_unit_test(test_write_fails_midway),
 		cmocka_unit_test(test_write_over_directory),
 		cmocka_unit_test(test_write_replaces_with_umask_mode),
+		cmocka_unit_test(test_deep_stack_refused),
+		cmocka_unit_test(test_counts_bounded),
+		cmocka_unit_test(test_reader_refuses_overflowing_counts),
+		cmocka_unit_test(test_non_regular_refused),
 	};
 	return cmocka_run_group_tests_name("profile", tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /*
- * Unit tests for the views of src/profile/report.c: the call tree (order, guides, percent limit), per-thread tables,
+ * Unit tests for the views of src/profile/report.c: the call tree (order, guides, percent limit, depth limit and
+ * bounded lines on a deep recursion), shares of counts near 2^63, per-thread tables,
  * the --pid filter, the header's host and start lines, and report_functions_get(), on a small hand-built
  * profile whose every number is known.
  */
@@ -308,6 +309,118 @@ static void assert_escaped(const char *text, unsigned lines)
 	assert_non_null(strstr(text, "fnx\\x1b[2J\\n\\r\\xc2\\x9b\\xe2\\x80\\xae\\xffy (filex"));
 }
 
+/* A tree stops tree_depth levels below the process; one line under the last level shown says what goes on:
+ * the share of the samples and the most levels they go on for. */
+static void test_tree_depth_cut(void **state)
+{
+	(void)state;
+	struct profile *p = build();
+	struct report_options o = { .tree = true, .percent_limit = 0, .tree_depth = 2 };
+	assert_report(p, &o,
+		      "\n"
+		      " Total%   Self%  Call tree, root first (nodes under 0.00% hidden)\n"
+		      " 90.00%   0.00%  app\n"
+		      " 90.00%   0.00%  `- main (app.c)\n"
+		      " 70.00%  10.00%     |- work (app.c)\n"
+		      " 60.00%             |  `- ... 1 more level\n"
+		      " 20.00%   0.00%     `- rec (app.c)\n"
+		      " 20.00%                `- ... 1 more level\n"
+		      " 10.00%   0.00%  other\n"
+		      " 10.00%   0.00%  `- main (app.c)\n"
+		      " 10.00%  10.00%     `- work (app.c)\n");
+	o.percent_limit = 25;	/* a cut under the limit is hidden as a node would be */
+	assert_report(p, &o,
+		      "\n"
+		      " Total%   Self%  Call tree, root first (nodes under 25.00% hidden)\n"
+		      " 90.00%   0.00%  app\n"
+		      " 90.00%   0.00%  `- main (app.c)\n"
+		      " 70.00%  10.00%     `- work (app.c)\n"
+		      " 60.00%                `- ... 1 more level\n");
+	profile_free(p);
+}
+
+/* A recursion n frames deep, one sample. */
+static struct profile *recursion(uint32_t n)
+{
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
+	uint32_t f = tp_function(p, "rec", "/src/rec.c"), *locs = malloc(n * sizeof(*locs));
+	struct profile_line line = { f, 7 };
+	assert_non_null(locs);
+	uint32_t l = loc(p, tp_mapping(p, "/bin/rec"), 0x1000, &line, 1);
+	for (uint32_t i = 0; i < n; i++)
+		locs[i] = l;
+	sample(p, tp_stack(p, 1, locs, n), 1, 1, "rec", "rec", 1);
+	free(locs);
+	return p;
+}
+
+/* The number of lines of text, and the longest. */
+static unsigned count_lines(const char *text, size_t *longest)
+{
+	unsigned n = 0;
+	*longest = 0;
+	for (const char *line = text, *end; *line; line = end + 1, n++) {
+		end = strchr(line, '\n');
+		if ((size_t)(end - line) > *longest)
+			*longest = (size_t)(end - line);
+	}
+	return n;
+}
+
+/* A recursion 60,000 frames deep prints in lines and bytes that grow with the levels shown, not with the
+ * square of its depth (which took gigabytes): 64 levels by default; more when asked, each line's guides
+ * drawn for 64 levels at most, deeper nodes showing their level. */
+static void test_tree_deep_recursion_bounded(void **state)
+{
+	(void)state;
+	struct profile *p = recursion(60000);
+	struct report_options o = { .tree = true, .percent_limit = 0 };
+	size_t longest;
+	char *text = run_report(p, &o, 0);
+	const char *cut = strstr(text, "`- ... 59936 more levels\n");
+	assert_non_null(cut);
+	assert_string_equal(cut, "`- ... 59936 more levels\n");	/* the last line */
+	assert_int_equal(count_lines(text, &longest), 8 + 1 + 1 + 1 + 64 + 1);	/* summary, blank, head, rec, 64, cut */
+	assert_int_equal(longest, 17 + 63 * 3 + 3 + strlen("... 59936 more levels"));	/* the cut's */
+	assert_true(strlen(text) < 20000);
+	free(text);
+	o.tree_depth = 100;
+	text = run_report(p, &o, 0);
+	assert_int_equal(count_lines(text, &longest), 8 + 1 + 1 + 1 + 100 + 1);
+	assert_int_equal(longest, 17 + 63 * 3 + 3 + strlen("... 59900 more levels"));	/* no more guides */
+	assert_non_null(strstr(text, "   [65] `- rec (rec.c)\n"));
+	assert_non_null(strstr(text, "   [100] `- rec (rec.c)\n100.00%"));
+	assert_non_null(strstr(text, "   `- ... 59900 more levels\n"));
+	free(text);
+	profile_free(p);
+}
+
+/* Counts near 2^63 (the most a profile holds) give shares of at most 100%, whatever the view. */
+static void test_huge_counts_shares(void **state)
+{
+	(void)state;
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
+	uint32_t f = tp_function(p, "work", "/src/w.c");
+	struct profile_line line = { f, 1 };
+	uint32_t l = loc(p, tp_mapping(p, "/bin/w"), 0x1000, &line, 1), st = tp_stack(p, 1, &l, 1);
+	sample(p, st, 1, 1, "w", "a", PROFILE_VALUE_MAX / 2);
+	sample(p, st, 1, 2, "w", "b", PROFILE_VALUE_MAX / 2);
+	struct report_options table = { .limit = 5 }, tree = { .tree = true }, threads = { .per_thread = true };
+	char *text = run_report(p, &table, 0);
+	assert_non_null(strstr(text, "Samples:            9223372036854775806 (lost 0)\n"));
+	assert_non_null(strstr(text, "100.00% 100.00% 9223372036854775806  w        work (w.c)\n"));
+	free(text);
+	text = run_report(p, &tree, 0);
+	assert_non_null(strstr(text, "100.00%   0.00%  w\n100.00% 100.00%  `- work (w.c)\n"));
+	free(text);
+	text = run_report(p, &threads, 0);
+	assert_non_null(strstr(text, "4611686018427387903 samples (50.00%)\n"));
+	free(text);
+	profile_free(p);
+}
+
 static void test_hostile_strings_escaped(void **state)
 {
 	(void)state;
@@ -357,6 +470,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tree),
 		cmocka_unit_test(test_tree_percent_limit),
+		cmocka_unit_test(test_tree_depth_cut),
+		cmocka_unit_test(test_tree_deep_recursion_bounded),
+		cmocka_unit_test(test_huge_counts_shares),
 		cmocka_unit_test(test_per_thread),
 		cmocka_unit_test(test_per_thread_tree),
 		cmocka_unit_test(test_pid_filter),

@@ -231,6 +231,34 @@ static void test_counts_without_period(void **state)
 	profile_free(p);
 }
 
+/* Names a hostile process chose (a stray 0xff byte, terminal escapes, a right-to-left override) come out escaped
+ * (escape.h): the file is printable ASCII, so valid UTF-8 and JSON however strict the parser, and shows the
+ * names as they are, not as the bytes would steer a viewer. */
+static void test_hostile_names_escaped(void **state)
+{
+	(void)state;
+	struct profile *p;
+	char *text = NULL;
+	size_t len = 0;
+	assert_int_equal(profile_new(&p), 0);
+	uint32_t f = tp_function(p, "fn\033[2J\xe2\x80\xae\xff", "/src/\033]0;x\007.c");
+	struct profile_line line = { f, 1 };
+	uint32_t l = tp_location(p, tp_mapping(p, "/bin/a"), 0x10, PROFILE_FRAME_NATIVE, &line, 1);
+	sample(p, tp_stack(p, 1, &l, 1), 1, 2, "bad\xffname", "t\033[1m", 1, 0);
+	FILE *out = open_memstream(&text, &len);
+	assert_non_null(out);
+	assert_int_equal(speedscope_write(p, out, NULL), 0);
+	assert_int_equal(fclose(out), 0);
+	for (size_t i = 0; i < len; i++)
+		assert_true(text[i] == '\n' || (text[i] >= 0x20 && text[i] < 0x7f));
+	free(text);
+	json_object *doc = export(p, NULL);
+	assert_profile_text(doc, 0, "bad\\xffname pid 1 / t\\x1b[1m tid 2: fn\\x1b[2J\\xe2\\x80\\xae\\xff@"
+				    "/src/\\x1b]0;x\\x07.c=1");
+	json_object_put(doc);
+	profile_free(p);
+}
+
 static void test_empty(void **state)
 {
 	(void)state;
@@ -250,6 +278,7 @@ int main(void)
 		cmocka_unit_test(test_threads_and_frames),
 		cmocka_unit_test(test_counts_without_period),
 		cmocka_unit_test(test_empty),
+		cmocka_unit_test(test_hostile_names_escaped),
 	};
 	return cmocka_run_group_tests_name("speedscope", tests, NULL, NULL);
 }
