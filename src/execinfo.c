@@ -62,6 +62,10 @@ struct execinfo_mgr {
 	struct table_worker *worker;	/* execinfo_mgr_start_worker(); NULL: tables are built when asked */
 	uint32_t gen;			/* execinfo_mgr_evict() calls so far */
 	unsigned naming;		/* profile builds in flight on other threads (execinfo_mgr_naming()) */
+	bool defer_builds;		/* execinfo_mgr_defer_builds(): over the memory budget, no new table */
+	execinfo_room_fn room;		/* execinfo_mgr_set_room(): whether a build's memory fits now */
+	void *room_ctx;
+	uint64_t builds_deferred;	/* tables asked for meanwhile (the samples walked without) */
 };
 
 int execinfo_mgr_new(struct execinfo_mgr **out)
@@ -432,6 +436,23 @@ static void table_key(const struct execinfo *e, struct stack_deltas_key *key)
 	memcpy(key->file, e->file_id.bytes, sizeof(key->file));
 }
 
+/* Memory a build of e's table takes at its peak, from the CFI sections it reads: the table and the rows it sorts
+ * are about twice their size (a 5 MiB .eh_frame makes a 9 MiB table). */
+static uint64_t build_need(const struct execinfo *e)
+{
+	size_t shstrndx;
+	uint64_t cfi = 0;
+	if (!e->elf || elf_getshdrstrndx(e->elf, &shstrndx) < 0)
+		return 0;
+	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e->elf, scn));) {
+		GElf_Shdr sh;
+		const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(e->elf, shstrndx, sh.sh_name) : NULL;
+		if (name && (!strcmp(name, ".eh_frame") || !strcmp(name, ".debug_frame")))
+			cfi += sh.sh_size;
+	}
+	return 2 * cfi;
+}
+
 /* Hand e's table to the worker, which holds a reference on e until the job comes back. 0 or -errno. */
 static int submit_build(struct execinfo *e)
 {
@@ -473,6 +494,13 @@ const struct stack_deltas *execinfo_deltas_nowait(struct execinfo *e, bool *pend
 		/* At most EXECINFO_MAX_BUILDS jobs queued: each keeps its file open and its entry alive, and the queue
 		 * is worked in order. Past the bound the sample waits as if its job were queued; asked again once
 		 * another is done, the table gets one. */
+		if (!e->mgr->defer_builds && e->mgr->room && !e->mgr->room(e->mgr->room_ctx, build_need(e)))
+			e->mgr->defer_builds = true;	/* until the caller finds room again */
+		if (e->mgr->defer_builds) {
+			/* Over the memory budget: this sample is walked without (asked again later, not failed). */
+			e->mgr->builds_deferred++;
+			return NULL;
+		}
 		*pending = true;
 		if (table_worker_outstanding(e->mgr->worker) >= EXECINFO_MAX_BUILDS || submit_build(e) == 0)
 			return NULL;
@@ -551,6 +579,41 @@ static void evict(struct execinfo *e, struct execinfo_evicted *out)
 		out->symbolizers++;
 		symbolizer_free(e->symbolizer);
 		e->symbolizer = NULL;
+	}
+}
+
+void execinfo_mgr_set_room(struct execinfo_mgr *m, execinfo_room_fn room, void *ctx)
+{
+	m->room = room;
+	m->room_ctx = ctx;
+}
+
+void execinfo_mgr_defer_builds(struct execinfo_mgr *m, bool defer)
+{
+	m->defer_builds = defer;
+}
+
+bool execinfo_mgr_deferring(const struct execinfo *e)
+{
+	return e->mgr->defer_builds;
+}
+
+uint64_t execinfo_mgr_builds_deferred(const struct execinfo_mgr *m)
+{
+	return m->builds_deferred;
+}
+
+void execinfo_mgr_trim_files(struct execinfo_mgr *m)
+{
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&m->by_id, &pos, &v);) {
+		struct execinfo *e = (struct execinfo *)(uintptr_t)v;
+		size_t size;
+		char *base = e->elf && e->elf_cmd == ELF_C_READ_MMAP ? elf_rawfile(e->elf, &size) : NULL;
+		long page = sysconf(_SC_PAGESIZE);
+		/* A read-only mapping of the file: its pages stay in the page cache, and come back on a minor fault. */
+		if (base && size && ((uintptr_t)base & (uintptr_t)(page - 1)) == 0)
+			madvise(base, size, MADV_DONTNEED);
 	}
 }
 

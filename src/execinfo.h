@@ -105,7 +105,9 @@ const struct stack_deltas *execinfo_deltas(struct execinfo *e);
 int execinfo_mgr_start_worker(struct execinfo_mgr *m, int wake_fd);
 /* The table if it is ready (built, or loaded now from the cache: a file of up to EXECINFO_LOAD_NOW_BYTES); else
  * NULL, with *pending true while the worker loads or builds it (asked now if needed; when EXECINFO_MAX_BUILDS jobs
- * are queued already, once one of them is done). In-memory images and managers without a worker build at once. */
+ * are queued already, once one of them is done). In-memory images and managers without a worker build at once.
+ * While builds are deferred (execinfo_mgr_defer_builds()), a table not there is neither built nor pending: NULL,
+ * and execinfo_mgr_deferring() says why. */
 const struct stack_deltas *execinfo_deltas_nowait(struct execinfo *e, bool *pending);
 #define EXECINFO_MAX_BUILDS 32
 #define EXECINFO_LOAD_NOW_BYTES (1u << 20)
@@ -128,6 +130,21 @@ struct execinfo_evicted {
 	uint64_t table_bytes;
 };
 void execinfo_mgr_evict(struct execinfo_mgr *m, bool all, struct execinfo_evicted *out);
+
+/* Over a memory budget (the caller's to watch): while defer is set, a file without a table gets none built (its
+ * samples' walks stop at it: unwind.h, table_refused); once cleared, it is built when asked for again. */
+void execinfo_mgr_defer_builds(struct execinfo_mgr *m, bool defer);
+/* Asked before each build with the bytes it will take at its peak: false defers builds (as above) until the
+ * caller clears it. */
+typedef bool (*execinfo_room_fn)(void *ctx, uint64_t bytes);
+void execinfo_mgr_set_room(struct execinfo_mgr *m, execinfo_room_fn room, void *ctx);
+/* Whether builds are deferred now (a table not there is not to be made by anyone). */
+bool execinfo_mgr_deferring(const struct execinfo *e);
+/* Tables asked for while deferred, so far. */
+uint64_t execinfo_mgr_builds_deferred(const struct execinfo_mgr *m);
+/* Give back the resident pages of the files mapped (read only, ELF_C_READ_MMAP: root's): they count in the
+ * process's resident memory while touched, and come back from the page cache when read again. */
+void execinfo_mgr_trim_files(struct execinfo_mgr *m);
 
 /* What the entry knows of its file; the strings and the FileID live as long as the entry. */
 const struct file_id *execinfo_file_id(const struct execinfo *e);

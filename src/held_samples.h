@@ -10,8 +10,12 @@
  * the kernel rather than fragmenting the heap.
  *
  * Ownership: held_samples_new() makes the queue, held_samples_free() frees it. held_samples_take() hands the
- * current generation to the caller (walked with held_batch_next(), freed with held_batch_free()) and starts a new
- * one, so that records held again while a batch is replayed go to the new one. Not thread-safe. Errors: -errno.
+ * current generation to the caller, to be walked again (held_batch_next()) and given back (held_samples_done()),
+ * and starts a new one for records held meanwhile. A record of the batch held again (its table still not ready)
+ * stays where it is, moved down over the records handled before it: while many tables are built one after the
+ * other, each ready table replays every held sample, and copying those that wait on into a new mapping each time
+ * (page faults on fresh pages, then an munmap) cost the draining thread most of its time. held_samples_done()
+ * makes them the oldest of the current generation again. Not thread-safe. Errors: -errno.
  */
 #ifndef HOSTPROF_HELD_SAMPLES_H
 #define HOSTPROF_HELD_SAMPLES_H
@@ -30,6 +34,8 @@ struct held_batch {
 	size_t len, cap;	/* bytes used, reserved */
 	size_t pos;		/* held_batch_next()'s */
 	unsigned count;
+	size_t kept;		/* while walked again: bytes of its records held again, moved to its start */
+	unsigned kept_count;
 };
 
 struct held_samples;
@@ -38,18 +44,19 @@ struct held_samples;
 int held_samples_new(unsigned max_count, size_t max_bytes, struct held_samples **out);
 void held_samples_free(struct held_samples *h);
 
-/* Copy rec (rec->size bytes) in. Returns 0, -ENOSPC (over a bound, or shorter than its header: not held),
- * -ENOMEM (no mapping). */
+/* Copy rec (rec->size bytes) in, or keep it in place if it is the batch being walked again's. Returns 0, -ENOSPC
+ * (over a bound, or shorter than its header: not held), -ENOMEM (no mapping). */
 int held_samples_add(struct held_samples *h, const struct perf_event_header *rec);
 /* Whether rec would be held now (within the bounds); a walk that could not be held need not stop short. */
 bool held_samples_room(const struct held_samples *h, const struct perf_event_header *rec);
 /* Records held now. */
 unsigned held_samples_count(const struct held_samples *h);
-/* Take every record held now; the queue starts empty again. */
+/* Take every record held now, to be walked again; the queue starts empty again. One batch at a time. */
 void held_samples_take(struct held_samples *h, struct held_batch *out);
+/* The batch walked: its records held again become the oldest held, before those held meanwhile. */
+void held_samples_done(struct held_samples *h, struct held_batch *b);
 
 /* The next record of b, oldest first, or NULL at the end. */
 const struct perf_event_header *held_batch_next(struct held_batch *b);
-void held_batch_free(struct held_batch *b);
 
 #endif

@@ -31,7 +31,7 @@ struct report {
 	/* in */
 	struct traces *traces;		/* the interval's, detached (traces.h: named) */
 	struct profile *profile;	/* its info filled in; built here */
-	uint64_t memory_budget;		/* VmRSS past which symbolizers are closed as soon as used (traces.h) */
+	uint64_t memory_budget;		/* VmRSS past which symbolizers are closed once used (traces.h) */
 	void *owner;			/* the caller's */
 	/* out */
 	int err;			/* 0, or the build's or the encoding's error */

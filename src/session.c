@@ -75,6 +75,8 @@ struct session {
 	struct trace_kernel kernel;
 	pid_t self;
 	struct session_stats stats;
+	struct session_memory_state mem;	/* the budget, as session_tick() watches it */
+	uint64_t mem_next_ns;			/* its next reading */
 	struct offcpu *offcpu;			/* NULL unless off-CPU profiling */
 	uint8_t *blocked_stack;			/* off-CPU without samples: a waiting thread's stack read live */
 	size_t blocked_stack_size;		/* ... up to this (the off-CPU stack copy's size) */
@@ -494,13 +496,21 @@ int session_go_stack_stats(const struct session *s, struct go_stack_stats *out)
  * Tables are built by a worker and the samples that wait for one held, so that sampling never waits for a build;
  * the worker wakes the caller's poll through the session's eventfd. The reference unwinder needs no table.
  */
+static bool room_for_build(void *ctx, uint64_t bytes);
+
 static int setup_worker(struct session *s)
 {
 	if (s->opts.unwinder != SESSION_UNWIND_DELTAS || !s->execinfo || !s->sampler)
 		return 0;
 	int err = make_wake_fd(s);
+	/* Held records within an eighth of the memory budget: the tables they wait for need room too. */
+	size_t held_bytes = s->opts.memory_budget ? s->opts.memory_budget / 8 : 0;
+	if (held_bytes && held_bytes > HELD_SAMPLES_MAX_BYTES)
+		held_bytes = HELD_SAMPLES_MAX_BYTES;
 	if (err == 0)
-		err = held_samples_new(0, 0, &s->held);
+		err = held_samples_new(0, held_bytes ? held_bytes : 0, &s->held);
+	if (err == 0 && s->opts.memory_budget)
+		execinfo_mgr_set_room(s->execinfo, room_for_build, s);
 	return err < 0 ? err : execinfo_mgr_start_worker(s->execinfo, s->wake_fd);
 }
 
@@ -674,7 +684,7 @@ static void rehandle_held(struct session *s, pid_t pid, bool hold)
 	}
 	s->hold_off = false;
 	s->replaying = false;
-	held_batch_free(&b);
+	held_samples_done(s->held, &b);
 }
 
 /*
@@ -727,6 +737,82 @@ static int read_blocked_stacks(struct session *s, uint64_t now)
 	return 1;
 }
 
+/* Resident memory now (VmRSS: anonymous and file-backed), 0 when it cannot be read. */
+static uint64_t resident(void)
+{
+	struct mem_usage u;
+	return mem_usage_read(0, &u) == 0 ? u.rss : 0;
+}
+
+#define MEMORY_WATCH_NS 250000000ULL	/* session_tick() reads the resident memory this often at most */
+
+/* The part of the memory budget sampling may fill: a quarter is left to naming a profile on the reporter's
+ * thread, which holds one file's symbols at a time when memory is short (a large library's: ~30 MiB for LLVM). */
+uint64_t session_sampling_budget(const struct session *s)
+{
+	return s->opts.memory_budget / 4 * 3;
+}
+
+/* The memory budget between profiles (session.h, session_memory_state): give back, then make new work wait. */
+static void watch_memory(struct session *s, uint64_t now)
+{
+	uint64_t budget = session_sampling_budget(s), rss;
+	if (!budget || now < s->mem_next_ns || !(rss = resident()))
+		return;
+	s->mem_next_ns = now + MEMORY_WATCH_NS;
+	s->mem.peak_rss = rss > s->mem.peak_rss ? rss : s->mem.peak_rss;
+	if (rss > budget) {
+		struct execinfo_evicted ev;
+		execinfo_mgr_trim_files(s->execinfo);
+		malloc_trim(0);
+		if ((rss = resident()) > budget) {
+			execinfo_mgr_evict(s->execinfo, false, &ev);
+			malloc_trim(0);
+			rss = resident();
+		}
+	}
+	bool over = s->mem.over ? rss * 10 > budget * 9 : rss > budget;
+	if (over == s->mem.over)
+		return;
+	s->mem.over = over;
+	s->mem.episodes += over;
+	execinfo_mgr_defer_builds(s->execinfo, over);
+	if (over)
+		log_write(&s->opts.log, LOG_LEVEL_WARN, "memory: %.1f MiB resident, over the %.0f MiB of the budget "
+			  "sampling may use: no new table is built and no sample held until it is back under %.0f MiB",
+			  rss / 1048576.0, budget / 1048576.0, budget * 0.9 / 1048576.0);
+	else
+		log_write(&s->opts.log, LOG_LEVEL_INFO, "memory: %.1f MiB resident, back under the budget: %llu tables "
+			  "waited and %llu samples were walked without being held meanwhile", rss / 1048576.0,
+			  (unsigned long long)execinfo_mgr_builds_deferred(s->execinfo),
+			  (unsigned long long)s->mem.holds_refused);
+}
+
+/* execinfo_room_fn: a table build of bytes fits in the budget now. Over it, watch_memory() lifts the deferral
+ * once memory is back under nine tenths of the budget. */
+static bool room_for_build(void *ctx, uint64_t bytes)
+{
+	struct session *s = ctx;
+	uint64_t rss = resident(), budget = session_sampling_budget(s);
+	if (!rss || rss + bytes <= budget)
+		return true;
+	if (!s->mem.over) {
+		s->mem.over = true;
+		s->mem.episodes++;
+		log_write(&s->opts.log, LOG_LEVEL_WARN, "memory: %.1f MiB resident, a table of %.1f MiB more would pass "
+			  "the %.0f MiB of the budget sampling may use: no new table is built and no sample held until it "
+			  "is back under %.0f MiB", rss / 1048576.0, bytes / 1048576.0, budget / 1048576.0,
+			  budget * 0.9 / 1048576.0);
+	}
+	return false;
+}
+
+void session_memory_state(const struct session *s, struct session_memory_state *out)
+{
+	*out = s->mem;
+	out->builds_deferred = execinfo_mgr_builds_deferred(s->execinfo);
+}
+
 int session_tick(struct session *s)
 {
 	int ms = CORRELATE_IDLE_MS;
@@ -749,8 +835,11 @@ int session_tick(struct session *s)
 	if (!s->capture)
 		procmgr_reap(s->procs);
 	jitinfo_mgr_reap_but(s->jit, has_held, s);	/* held samples may be in an exited process's JIT code */
+	watch_memory(s, now);
 	if (ms < 0)
 		ms = CORRELATE_DEFAULT_FLUSH_MS;
+	if (s->opts.memory_budget && ms > (int)(MEMORY_WATCH_NS / 1000000))
+		ms = (int)(MEMORY_WATCH_NS / 1000000);
 	return read_blocked_stacks(s, now) && ms > OFF_CPU_LIVE_TICK_MS ? OFF_CPU_LIVE_TICK_MS : ms;
 }
 
@@ -810,6 +899,9 @@ static void fill_module(struct session *s, const struct mapping *m, struct execi
 	bool pending = false;
 	mod->deltas = s->opts.unwinder == SESSION_UNWIND_DELTAS ? execinfo_deltas_nowait(e, &pending) : NULL;
 	mod->table_pending = pending;
+	/* Over the memory budget (watch_memory()): walks stop at files without a table, none is made. */
+	mod->table_refused = !mod->deltas && !pending && s->opts.unwinder == SESSION_UNWIND_DELTAS &&
+			     execinfo_mgr_deferring(e);
 	s->walk_pending |= pending;
 }
 
@@ -1128,8 +1220,11 @@ static int handle_off_cpu_sample(struct session *s, const struct perf_event_head
 static bool walk_or_hold(struct session *s, struct process *p, const struct perf_sample *ps,
 			 const struct perf_event_header *rec, const struct fastlane_entry *fe, unsigned *n)
 {
-	s->may_hold = !fe && s->held && !s->hold_off && held_samples_room(s->held, rec);
+	/* Over the memory budget, a sample is held no more (one held already may stay so: in place). */
+	s->may_hold = !fe && s->held && !s->hold_off && held_samples_room(s->held, rec) &&
+		      (!s->mem.over || s->replaying);
 	*n = sample_frames(s, p, ps, fe, &s->stats.walks);
+	s->mem.holds_refused += s->walk_pending && !s->may_hold && s->mem.over && !s->replaying && !fe;
 	if (s->walk_pending && s->may_hold && held_samples_add(s->held, rec) == 0) {
 		if (!s->replaying) {	/* held again while replayed: still the same one */
 			s->stats.held++;
@@ -1549,12 +1644,12 @@ void session_reset_counts(struct session *s)
 		offcpu_reset_stats(s->offcpu);
 }
 
-/* Give the heap's free pages back to the kernel, and read what is left of ours. */
-static uint64_t trimmed_rss(void)
+/* Give the heap's free pages and the files' mapped pages back to the kernel, and read what is left resident. */
+static uint64_t trimmed_rss(struct session *s)
 {
-	struct mem_usage u;
 	malloc_trim(0);
-	return mem_usage_read(0, &u) == 0 ? u.rss_anon : 0;
+	execinfo_mgr_trim_files(s->execinfo);
+	return resident();
 }
 
 static void add_evicted(struct session_memory *out, const struct execinfo_evicted *ev)
@@ -1570,13 +1665,13 @@ void session_enforce_budget(struct session *s, uint64_t budget, struct session_m
 	memset(out, 0, sizeof(*out));
 	execinfo_mgr_evict(s->execinfo, false, &ev);
 	add_evicted(out, &ev);
-	out->rss_anon = trimmed_rss();
-	if (budget && out->rss_anon > budget) {
+	out->rss = trimmed_rss(s);
+	if (budget && out->rss > budget) {
 		/* Still over: the files in use give up their tables and symbolizers too (back when asked). */
 		out->over = true;
 		execinfo_mgr_evict(s->execinfo, true, &ev);
 		add_evicted(out, &ev);
-		out->rss_anon = trimmed_rss();
+		out->rss = trimmed_rss(s);
 	}
 	out->files = execinfo_mgr_count(s->execinfo);
 }

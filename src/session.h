@@ -142,6 +142,9 @@ struct session_options {
 	int use_cache;			/* this boot's kallsyms cache (kallsyms_cache.h), decompressed debug
 					 * files (debug_cache.h) and built stack-delta tables
 					 * (stack_deltas_cache.h), in the user's cache directory (cache_dir.h) */
+	/* The daemon's memory budget: resident bytes (VmRSS, anonymous and file-backed), 0: none. Held samples are
+	 * bounded by an eighth of it, and session_tick() watches it (see session_memory_state()). */
+	uint64_t memory_budget;
 };
 
 struct session;
@@ -240,17 +243,39 @@ void session_reset_counts(struct session *s);
 /*
  * The memory budget (the daemon's, after each profile): the delta tables and symbolizers of files not used since the
  * last call are dropped (they come back when needed: from the table cache, or built by the worker), the heap's
- * free pages go back to the kernel (malloc_trim), and if hostprof's anonymous memory (RssAnon) is still over budget
- * (bytes, 0: none), the files in use drop theirs too. out says what was dropped and what is left.
+ * free pages and the files' mapped pages go back to the kernel, and if hostprof's resident memory (VmRSS) is still
+ * over budget (bytes, 0: none), the files in use drop theirs too (but the symbolizers a build in flight names
+ * with). out says what was dropped and what is left.
  */
 struct session_memory {
 	unsigned tables, symbolizers;	/* dropped */
 	unsigned files;			/* executable files still known (their processes map them, or samples of
 					 * the interval being built hold them) */
 	uint64_t table_bytes;		/* of the tables dropped */
-	uint64_t rss_anon;		/* after */
+	uint64_t rss;			/* resident (VmRSS) after */
 	bool over;			/* the budget was exceeded after the idle files' state was dropped */
 };
 void session_enforce_budget(struct session *s, uint64_t budget, struct session_memory *out);
+
+/*
+ * Sampling may fill three quarters of memory_budget; the last quarter is naming's (the reporter holds one file's
+ * symbols at a time while memory is short: traces.h). session_tick() reads the resident memory four times a
+ * second, and each table build asks first (execinfo_mgr_set_room()). Over those three quarters, it first gives
+ * back what costs nothing to get again (the files' mapped pages, the heap's free pages), then the idle files'
+ * tables and symbolizers; still over, new work waits: no table is built and no sample held until memory is back
+ * under nine tenths of it (the samples are walked with what exists, their walks stopping at a file without its
+ * table: counted). Each crossing is logged.
+ */
+struct session_memory_state {
+	bool over;			/* new work waits now */
+	unsigned episodes;		/* times it went over and stayed over after giving back */
+	uint64_t peak_rss;		/* the highest resident memory read */
+	uint64_t builds_deferred;	/* tables not built meanwhile (their samples walked without) */
+	uint64_t holds_refused;		/* samples not held meanwhile (walked without their table) */
+};
+void session_memory_state(const struct session *s, struct session_memory_state *out);
+/* Those three quarters of memory_budget (0 without one): also where a profile build stops keeping the symbols
+ * it has used (traces_build_options), so that the one it opens next fits in the last quarter. */
+uint64_t session_sampling_budget(const struct session *s);
 
 #endif

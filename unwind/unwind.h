@@ -64,6 +64,9 @@ struct unwind_module {
 	bool table_pending;	/* deltas is NULL because the caller's table is still being built elsewhere:
 				 * unwind_deltas builds none of its own (that is the wait the caller avoids) and
 				 * steps through the module with its fallback */
+	bool table_refused;	/* deltas is NULL and none is to be made now (the caller's memory budget):
+				 * unwind_deltas neither builds one nor reads the file with its fallback (which
+				 * touches as much of it): a walk ends at the module's frame, truncated */
 	bool jit;		/* JIT code: executable memory no file backs (elf, deltas and cache_key NULL) whose
 				 * runtime keeps frame pointers in it; unwind_deltas walks it by them, checking each
 				 * step, the other unwinders treat it as code without unwind information */

@@ -182,7 +182,7 @@ static bool ud_rule(struct ud_walk *w, uint64_t va, struct stack_delta_rule *rul
 	}
 	w->u->stats.cache_misses++;
 	const struct stack_deltas *t = w->mod.deltas;
-	if (!t && key && !w->mod.table_pending)
+	if (!t && key && !w->mod.table_pending && !w->mod.table_refused)
 		t = ud_own_table(w);
 	if (!t)
 		return false;
@@ -479,7 +479,8 @@ static enum ud_step ud_step(struct ud_walk *w)
 	if (w->mod.jit)
 		return ud_step_jit(w);
 	if (!ud_rule(w, addr - w->mod.bias, &rule))
-		return w->err ? UD_STEP_FAIL : ud_check_guess(w, ud_step_fallback(w), &callee, false);
+		return w->err || w->mod.table_refused ? UD_STEP_FAIL :
+							ud_check_guess(w, ud_step_fallback(w), &callee, false);
 	if (ud_rule_guessed(&rule)) {
 		/* A return address into code without CFI: the frame is real only if a call put it there. */
 		if (!w->r.exact_ip && !ud_follows_call(w, ip))

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
@@ -38,6 +39,7 @@
 #include "src/fastlane.h"
 #include "src/profile/profile.h"
 #include "src/profile/profile_dir.h"
+#include "src/reporter.h"
 #include "src/sampler.h"
 #include "src/session.h"
 
@@ -59,6 +61,19 @@
  * name this many times. */
 #define DAEMON_NAME_TRIES 4
 
+/* Intervals whose profiles the reporter may be naming at once (reporter.h): one being named, the others waiting
+ * (their traces, not their symbols: a few MiB at most). An
+ * interval that ends with both still there goes on until one is done, said in the log, rather than queue more
+ * traces, and memory, without bound. */
+#define DAEMON_REPORTS_MAX 8
+
+/* An interval's profile on its way: named and encoded by the reporter, then written here. */
+struct interval_report {
+	struct report r;		/* first: the reporter's */
+	time_t start;			/* the second its name carries */
+	char why[16];			/* what ended the interval, for the log */
+};
+
 /* An interval's profile its file could not take yet, encoded, with the second its name carries (the name itself
  * is chosen when it is written: profile_dir.h) and the name it was last meant to have, for messages. */
 struct held_profile {
@@ -66,7 +81,7 @@ struct held_profile {
 	char path[4200];
 	char *data;
 	size_t size;
-	uint64_t samples;
+	uint64_t samples, lost;
 };
 
 struct daemon {
@@ -78,6 +93,9 @@ struct daemon {
 	int journal;			/* stderr goes to journald */
 	struct sampler *sampler;
 	struct session *session;
+	struct reporter *reporter;	/* names and encodes the intervals' profiles off this thread */
+	int report_fd;			/* its eventfd, polled with the rings */
+	uint64_t extended;		/* intervals gone on because the reporter was behind */
 	int sampling;			/* probabilistic profiling: on for this interval */
 	uint64_t interval_start_unix_ns, interval_start_mono_ns;
 	uint64_t next_flush_ns, next_decision_ns;
@@ -89,6 +107,8 @@ struct daemon {
 	uint64_t held_bytes;
 	unsigned made_room;		/* old profiles deleted for room this interval */
 };
+
+static void forget_and_budget(struct daemon *d);
 
 /* Every line the daemon logs, its own and the session's: one sink (log.h) with --log-level and journald
  * priorities, which escapes whatever a process put into the message. */
@@ -142,6 +162,7 @@ static int start_sampling(struct daemon *d)
 	 * would only lock more memory) */
 	so.ring_pages = 512;
 	run_settings_session(&d->cfg.run, &se);
+	se.memory_budget = d->cfg.memory_budget;
 	se.log = (struct log_sink){ .write = session_log, .ctx = d };
 	if ((err = sampler_new(&so, &d->sampler)) < 0) {
 		dlog(d, LOG_LEVEL_ERROR, "cannot sample '%s': %s", d->cfg.run.event, strerror(-err));
@@ -255,13 +276,12 @@ static void drop_oldest_held(struct daemon *d, const char *why)
 	forget_oldest_held(d);
 }
 
-/* p could not be written to path (why: the error, 0 when older profiles still wait): keep it, encoded, within
- * max-unwritten (the oldest held go first). */
-static void hold_profile(struct daemon *d, const struct profile *p, time_t start, const char *path, int why)
+/* h (its data taken over) could not be written to h.path (why: the error, 0 when older profiles still wait):
+ * keep it within max-unwritten (the oldest held go first). */
+static void hold_profile(struct daemon *d, struct held_profile h, int why)
 {
-	struct held_profile h = { .start = start, .samples = p->info.samples };
-	int err = profile_encode(p, &h.data, &h.size);
-	snprintf(h.path, sizeof(h.path), "%s", path);
+	int err = 0;
+	const char *path = h.path;
 	if (err == 0 && h.size > d->cfg.max_unwritten)
 		err = -EFBIG;
 	if (err == 0 && d->nheld == DAEMON_HELD_MAX)
@@ -343,46 +363,116 @@ static void log_memory(struct daemon *d)
 	     (unsigned long long)st->settled, (unsigned long long)st->table_pending);
 }
 
-/* Write the interval's profile (even an empty one: it records that the host was watched) and start anew. The
- * profiles held since earlier failures go first; one that cannot be written is held in turn. */
-static int flush_profile(struct daemon *d, const char *why)
+/* An encoded profile to the directory, after those held since earlier failures (in order), or held in turn. */
+static void write_profile(struct daemon *d, struct held_profile h, const char *why)
 {
-	char path[4200];
-	uint64_t end_mono = clock_ns(CLOCK_MONOTONIC);
-	time_t start = (time_t)(d->interval_start_unix_ns / 1000000000ULL);
-	struct profile *p = NULL;
-	int err = profile_new(&p);
-	if (err == 0)
-		err = fill_info(d, p, end_mono);
-	if (err == 0 && d->session)
-		err = session_build_profile(d->session, p);
-	/* The name it would get now, for messages (written, it gets the one free then); a directory that cannot be
-	 * listed now fails the write below, and the profile waits in memory. */
-	if (err == 0 && profile_dir_next_name(d->cfg.output_dir, start, path, sizeof(path)) < 0)
-		err = profile_dir_name(d->cfg.output_dir, start, 0, path, sizeof(path));
+	int err;
 	d->made_room = 0;
 	retry_held(d);
-	if (err < 0) {
-		dlog(d, LOG_LEVEL_ERROR, "cannot make a profile for %s: %s (its samples are dropped)",
-		     d->cfg.output_dir, strerror(-err));
-	} else if (d->nheld > 0) {
-		hold_profile(d, p, start, path, 0); /* in order, after those still waiting */
-	} else if ((err = write_new_profile(d, profile_write_new_file_fn, p, start, path, sizeof(path))) < 0) {
-		hold_profile(d, p, start, path, err);
+	if (d->nheld > 0) {
+		hold_profile(d, h, 0); /* in order, after those still waiting */
+	} else if ((err = write_new_profile(d, write_held_to, &h, h.start, h.path, sizeof(h.path))) < 0) {
+		hold_profile(d, h, err);
 	} else {
 		d->profiles_written++;
-		dlog(d, LOG_LEVEL_INFO, "wrote %s (%s): %llu samples, %llu lost", path, why,
-		     (unsigned long long)p->info.samples, (unsigned long long)p->info.lost);
+		dlog(d, LOG_LEVEL_INFO, "wrote %s (%s): %llu samples, %llu lost", h.path, why,
+		     (unsigned long long)h.samples, (unsigned long long)h.lost);
+		free(h.data);
 	}
-	profile_free(p);
-	log_dropped(d);
-	log_fastlane(d);
-	log_memory(d);
-	if (d->session)
-		session_reset_counts(d->session);
 	int deleted = profile_dir_retain(d->cfg.output_dir, d->cfg.max_files, d->cfg.max_bytes);
 	if (deleted > 0)
 		dlog(d, LOG_LEVEL_DEBUG, "retention removed %d old profiles", deleted);
+}
+
+/* A report back from the reporter: its traces to the session, its profile written. */
+static void finish_report(struct daemon *d, struct interval_report *ir)
+{
+	struct report *r = &ir->r;
+	struct held_profile h = { .start = ir->start, .data = r->data, .size = r->size,
+				  .samples = r->profile->info.samples, .lost = r->profile->info.lost };
+	if (r->traces)
+		session_release_interval(d->session, r->traces);
+	/* The name it would get now, for messages (written, it gets the one free then). */
+	if (profile_dir_next_name(d->cfg.output_dir, ir->start, h.path, sizeof(h.path)) < 0)
+		profile_dir_name(d->cfg.output_dir, ir->start, 0, h.path, sizeof(h.path));
+	if (r->err < 0)
+		dlog(d, LOG_LEVEL_ERROR, "cannot make a profile for %s: %s (its %llu samples are dropped)",
+		     d->cfg.output_dir, strerror(-r->err), (unsigned long long)h.samples);
+	else
+		write_profile(d, h, ir->why);
+	dlog(d, LOG_LEVEL_DEBUG, "named the profile of %s in %.0f ms%s", ir->why, r->name_ns / 1e6,
+	     r->stats.symbolizers_closed ? " (symbolizers closed as used: over the memory budget)" : "");
+	profile_free(r->profile);
+	free(ir);
+}
+
+/* The reports done (wait: every one submitted), then what is done after each profile. */
+static void collect_reports(struct daemon *d, bool wait)
+{
+	struct report *r = d->reporter ? reporter_done(d->reporter, wait) : NULL;
+	if (!r)
+		return;
+	for (struct report *next; r; r = next) {
+		next = report_next(r);
+		finish_report(d, (struct interval_report *)r);
+	}
+	log_dropped(d);
+	log_fastlane(d);
+	log_memory(d);
+	forget_and_budget(d);
+}
+
+/* A report of the interval that ends now (why), d->session's counts detached into it; NULL on error (said). */
+static struct interval_report *make_report(struct daemon *d, const char *why, uint64_t end_mono)
+{
+	struct interval_report *ir = calloc(1, sizeof(*ir));
+	int err = ir ? profile_new(&ir->r.profile) : -ENOMEM;
+	if (err == 0)
+		err = fill_info(d, ir->r.profile, end_mono);
+	if (err == 0 && d->session)
+		err = session_detach_interval(d->session, ir->r.profile, &ir->r.traces);
+	if (err < 0) {
+		dlog(d, LOG_LEVEL_ERROR, "cannot make a profile for %s: %s (its samples are dropped)",
+		     d->cfg.output_dir, strerror(-err));
+		if (ir)
+			profile_free(ir->r.profile);
+		free(ir);
+		if (d->session)
+			session_reset_counts(d->session);
+		return NULL;
+	}
+	ir->start = (time_t)(d->interval_start_unix_ns / 1000000000ULL);
+	ir->r.memory_budget = d->session ? session_sampling_budget(d->session) : 0;
+	snprintf(ir->why, sizeof(ir->why), "%s", why);
+	return ir;
+}
+
+/*
+ * End the interval (even an empty one: its profile records that the host was watched) and start anew: its
+ * counts go to the reporter, which names them into a profile while sampling goes on. A reporter still busy with
+ * DAEMON_REPORTS_MAX intervals makes a timer's interval go on instead (said once per stretch), so that traces are
+ * never queued without bound. Returns 0, or a negative errno with the interval's samples dropped (said).
+ */
+static int close_interval(struct daemon *d, const char *why)
+{
+	uint64_t end_mono = clock_ns(CLOCK_MONOTONIC);
+	if (!strcmp(why, "interval") && reporter_outstanding(d->reporter) >= DAEMON_REPORTS_MAX) {
+		if (d->extended++ == 0)
+			dlog(d, LOG_LEVEL_WARN, "naming the profiles of the last %u intervals is not done: this one goes "
+			     "on until it is", DAEMON_REPORTS_MAX);
+		d->next_flush_ns = end_mono + 100000000ULL;	/* looked at again in 100 ms */
+		return 0;
+	}
+	d->extended = 0;
+	struct interval_report *ir = make_report(d, why, end_mono);
+	int err = ir ? reporter_submit(d->reporter, &ir->r) : -ENOMEM;
+	if (ir && err < 0) {
+		dlog(d, LOG_LEVEL_ERROR, "cannot name a profile: %s (its samples are dropped)", strerror(-err));
+		if (ir->r.traces)
+			session_release_interval(d->session, ir->r.traces);
+		profile_free(ir->r.profile);
+		free(ir);
+	}
 	d->interval_start_unix_ns = clock_ns(CLOCK_REALTIME);
 	d->interval_start_mono_ns = end_mono;
 	d->next_flush_ns = end_mono + (uint64_t)d->cfg.interval_s * 1000000000ULL;
@@ -454,7 +544,8 @@ static void reload(struct daemon *d)
 	int restart = settings_differ(&daemon_run_group, &d->cfg, &next); /* a sampler or session setting */
 	if (restart) {
 		quiesce(d);
-		flush_profile(d, "reload"); /* the samples so far belong to the old settings */
+		close_interval(d, "reload"); /* the samples so far belong to the old settings */
+		collect_reports(d, true);	/* their traces are the session's, which goes */
 	}
 	d->cfg = next;
 	if (lock >= 0) {
@@ -489,14 +580,18 @@ static int wait_ms(const struct daemon *d, int session_ms)
 /* One wakeup per half-full ring, timer, fast-lane batch or signal; nothing per sample. */
 static void wait_and_drain(struct daemon *d, int *session_ms)
 {
-	struct pollfd wake = { .fd = d->session ? session_wake_fd(d->session) : -1, .events = POLLIN };
+	struct pollfd wake[2] = { { .fd = d->report_fd, .events = POLLIN },
+				  { .fd = d->session ? session_wake_fd(d->session) : -1, .events = POLLIN } };
+	uint64_t n;
 	if (!d->sampler) {
-		poll(NULL, 0, wait_ms(d, -1));
-		return;
+		poll(wake, 1, wait_ms(d, -1));
+	} else {
+		sampler_wait(d->sampler, wait_ms(d, *session_ms), wake, wake[1].fd >= 0 ? 2 : 1);
+		sampler_drain(d->sampler, session_handle_record, d->session);
+		*session_ms = session_tick(d->session);
 	}
-	sampler_wait(d->sampler, wait_ms(d, *session_ms), &wake, wake.fd >= 0);
-	sampler_drain(d->sampler, session_handle_record, d->session);
-	*session_ms = session_tick(d->session);
+	if (read(d->report_fd, &n, sizeof(n)) == sizeof(n))	/* reset: then look at what is done */
+		collect_reports(d, false);
 }
 
 /* After a profile: forget idle processes, then idle files' tables and symbols, and hold the memory budget. */
@@ -510,9 +605,9 @@ static void forget_and_budget(struct daemon *d)
 	session_forget_idle(d->session, (uint64_t)d->cfg.forget_idle_s * 1000000000ULL);
 	session_enforce_budget(d->session, d->cfg.memory_budget, &mem);
 	dlog(d, mem.over ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
-	     "memory: dropped %u stack-delta tables (%.1f MiB) and %u symbolizers%s; %u files known, %.1f MiB of "
-	     "anonymous memory (budget %.0f MiB)", mem.tables, mem.table_bytes / 1048576.0, mem.symbolizers,
-	     mem.over ? " (over budget: of files in use too)" : " of idle files", mem.files, mem.rss_anon / 1048576.0,
+	     "memory: dropped %u stack-delta tables (%.1f MiB) and %u symbolizers%s; %u files known, %.1f MiB "
+	     "resident (budget %.0f MiB)", mem.tables, mem.table_bytes / 1048576.0, mem.symbolizers,
+	     mem.over ? " (over budget: of files in use too)" : " of idle files", mem.files, mem.rss / 1048576.0,
 	     d->cfg.memory_budget / 1048576.0);
 }
 
@@ -529,10 +624,9 @@ static void run_loop(struct daemon *d)
 		}
 		if (*env->flush) {
 			*env->flush = 0;
-			flush_profile(d, "SIGUSR1");
+			close_interval(d, "SIGUSR1");
 		} else if (now >= d->next_flush_ns) {
-			flush_profile(d, "interval");
-			forget_and_budget(d);
+			close_interval(d, "interval");
 		}
 		if (now >= d->next_decision_ns)
 			decide_sampling(d, now);
@@ -561,6 +655,12 @@ static int daemon_start(struct daemon *d)
 	}
 	if ((removed = profile_dir_clean_temporaries(d->cfg.output_dir)) > 0)
 		dlog(d, LOG_LEVEL_INFO, "removed %d partial profiles left by an earlier run", removed);
+	if ((d->report_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+	    (err = reporter_new(d->report_fd, &d->reporter)) < 0) {
+		err = d->report_fd < 0 ? -errno : err;
+		dlog(d, LOG_LEVEL_ERROR, "cannot start the reporter: %s", strerror(-err));
+		return err;
+	}
 	if ((err = start_sampling(d)) < 0)
 		return err;
 	d->interval_start_unix_ns = clock_ns(CLOCK_REALTIME);
@@ -596,6 +696,7 @@ int cmd_daemon(int argc, char **argv, const struct cli_env *env)
 	}
 	d->env = env;
 	d->dir_lock = -1;
+	d->report_fd = -1;
 	d->journal = getenv("JOURNAL_STREAM") != NULL;
 	d->argc = argc;
 	d->argv = argv;
@@ -613,10 +714,15 @@ int cmd_daemon(int argc, char **argv, const struct cli_env *env)
 	if (err == 0) {
 		run_loop(d);
 		quiesce(d);
-		flush_profile(d, "exit");
+		close_interval(d, "exit");
+		collect_reports(d, true);
 		save_held(d);
 		dlog(d, LOG_LEVEL_INFO, "stopped after %llu profiles", (unsigned long long)d->profiles_written);
 	}
+	collect_reports(d, true);	/* none is left: their traces are the session's */
+	reporter_free(d->reporter);
+	if (d->report_fd >= 0)
+		close(d->report_fd);
 	stop_sampling(d);
 	profile_dir_unlock(d->dir_lock);
 	free(d);

@@ -1,6 +1,7 @@
 /*
  * test_held_samples — the queue of samples waiting for a table (src/held_samples.h): records come back whole and in
- * order, the bounds refuse what is past them, and a batch taken leaves the queue empty for records held again.
+ * order, the bounds refuse what is past them, a batch taken leaves the queue empty for records held meanwhile, and
+ * records of a batch held again stay where they are and come back first, in order.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,8 +49,85 @@ static void test_order_and_contents(void **state)
 		i++;
 	}
 	assert_int_equal(i, 10);
-	held_batch_free(&b);
+	held_samples_done(h, &b);
 	assert_int_equal(held_samples_count(h), 1);
+	held_samples_free(h);
+}
+
+/* The records of each payload tag i, in order, as the queue holds them now (after a take and done). */
+static void expect_tags(struct held_samples *h, const uint8_t *tags, unsigned n)
+{
+	struct held_batch b;
+	const struct perf_event_header *r;
+	unsigned i = 0;
+	held_samples_take(h, &b);
+	while ((r = held_batch_next(&b))) {
+		assert_true(i < n);
+		assert_int_equal(((const uint8_t *)(r + 1))[0], tags[i]);
+		assert_int_equal(((const uint8_t *)r)[r->size - 1], tags[i]);
+		i++;
+	}
+	assert_int_equal(i, n);
+	held_samples_done(h, &b);
+}
+
+/* Walked again, the records held again (1, 3, 4) stay in their batch, moved down over those handled (0, 2), whole
+ * and in order; those held meanwhile (7, 8) follow them. The bounds count both. */
+static void test_held_again_in_place(void **state)
+{
+	(void)state;
+	struct held_samples *h;
+	_Alignas(8) uint8_t buf[512];
+	struct held_batch b;
+	const struct perf_event_header *r;
+	assert_int_equal(held_samples_new(7, 1 << 20, &h), 0);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(held_samples_add(h, record(buf, (uint16_t)(100 + 40 * i), (uint8_t)i)), 0);
+	held_samples_take(h, &b);
+	const uint8_t *base = b.base;
+	for (int i = 0; (r = held_batch_next(&b)); i++) {
+		if (i == 1 || i == 3 || i == 4)
+			assert_int_equal(held_samples_add(h, r), 0);
+		if (i == 2) {
+			assert_int_equal(held_samples_add(h, record(buf, 64, 7)), 0);
+			assert_int_equal(held_samples_add(h, record(buf, 72, 8)), 0);
+			/* 1 kept so far and 2 new, of 7 */
+			assert_true(held_samples_room(h, record(buf, 64, 9)));
+		}
+	}
+	held_samples_done(h, &b);
+	assert_int_equal(held_samples_count(h), 5);
+	assert_int_equal(held_samples_add(h, record(buf, 64, 9)), 0);
+	assert_int_equal(held_samples_add(h, record(buf, 64, 9)), 0);
+	assert_int_equal(held_samples_add(h, record(buf, 64, 9)), -ENOSPC);	/* the count of 7 */
+	struct held_batch peek;
+	held_samples_take(h, &peek);
+	assert_ptr_equal(peek.base, base);	/* the same mapping: nothing copied to a new one */
+	held_samples_done(h, &peek);	/* none held again: all given back (the mapping freed) */
+	assert_int_equal(held_samples_count(h), 0);
+	held_samples_free(h);
+}
+
+static void test_order_after_replays(void **state)
+{
+	(void)state;
+	struct held_samples *h;
+	_Alignas(8) uint8_t buf[512];
+	struct held_batch b;
+	const struct perf_event_header *r;
+	assert_int_equal(held_samples_new(0, 0, &h), 0);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(held_samples_add(h, record(buf, (uint16_t)(100 + 40 * i), (uint8_t)i)), 0);
+	held_samples_take(h, &b);
+	for (int i = 0; (r = held_batch_next(&b)); i++) {
+		if (i == 1 || i == 3 || i == 4)
+			assert_int_equal(held_samples_add(h, r), 0);
+		if (i == 2)
+			assert_int_equal(held_samples_add(h, record(buf, 64, 7)), 0);
+	}
+	held_samples_done(h, &b);
+	static const uint8_t want[] = { 1, 3, 4, 7 };
+	expect_tags(h, want, 4);
 	held_samples_free(h);
 }
 
@@ -77,6 +155,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_order_and_contents),
 		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_held_again_in_place),
+		cmocka_unit_test(test_order_after_replays),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
