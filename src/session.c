@@ -744,7 +744,10 @@ static uint64_t resident(void)
 	return mem_usage_read(0, &u) == 0 ? u.rss : 0;
 }
 
-#define MEMORY_WATCH_NS 250000000ULL	/* session_tick() reads the resident memory this often at most */
+/* session_tick() reads the resident memory this often while it is past half the sampling budget, else once a second
+ * (the daemon's drain timer wakes it then anyway): a wakeup costs what the reading does. */
+#define MEMORY_WATCH_NS 250000000ULL
+#define MEMORY_WATCH_IDLE_NS 1000000000ULL
 
 /* The part of the memory budget sampling may fill: a quarter is left to naming a profile on the reporter's
  * thread, which holds one file's symbols at a time when memory is short (a large library's: ~30 MiB for LLVM). */
@@ -759,7 +762,7 @@ static void watch_memory(struct session *s, uint64_t now)
 	uint64_t budget = session_sampling_budget(s), rss;
 	if (!budget || now < s->mem_next_ns || !(rss = resident()))
 		return;
-	s->mem_next_ns = now + MEMORY_WATCH_NS;
+	s->mem_next_ns = now + (rss * 2 > budget || s->mem.over ? MEMORY_WATCH_NS : MEMORY_WATCH_IDLE_NS);
 	s->mem.peak_rss = rss > s->mem.peak_rss ? rss : s->mem.peak_rss;
 	if (rss > budget) {
 		struct execinfo_evicted ev;
@@ -838,8 +841,8 @@ int session_tick(struct session *s)
 	watch_memory(s, now);
 	if (ms < 0)
 		ms = CORRELATE_DEFAULT_FLUSH_MS;
-	if (s->opts.memory_budget && ms > (int)(MEMORY_WATCH_NS / 1000000))
-		ms = (int)(MEMORY_WATCH_NS / 1000000);
+	if (s->opts.memory_budget && s->mem_next_ns > now && ms > (int)((s->mem_next_ns - now) / 1000000) + 1)
+		ms = (int)((s->mem_next_ns - now) / 1000000) + 1;
 	return read_blocked_stacks(s, now) && ms > OFF_CPU_LIVE_TICK_MS ? OFF_CPU_LIVE_TICK_MS : ms;
 }
 

@@ -260,7 +260,8 @@ void session_enforce_budget(struct session *s, uint64_t budget, struct session_m
 /*
  * Sampling may fill three quarters of memory_budget; the last quarter is naming's (the reporter holds one file's
  * symbols at a time while memory is short: traces.h). session_tick() reads the resident memory four times a
- * second, and each table build asks first (execinfo_mgr_set_room()). Over those three quarters, it first gives
+ * second while it is past half of those three quarters (else once a second), and each table build asks first
+ * (execinfo_mgr_set_room()). Over those three quarters, it first gives
  * back what costs nothing to get again (the files' mapped pages, the heap's free pages), then the idle files'
  * tables and symbolizers; still over, new work waits: no table is built and no sample held until memory is back
  * under nine tenths of it (the samples are walked with what exists, their walks stopping at a file without its
