@@ -15,7 +15,9 @@
  * stays where it is, moved down over the records handled before it: while many tables are built one after the
  * other, each ready table replays every held sample, and copying those that wait on into a new mapping each time
  * (page faults on fresh pages, then an munmap) cost the draining thread most of its time. held_samples_done()
- * makes them the oldest of the current generation again. Not thread-safe. Errors: -errno.
+ * makes them the oldest of the current generation again. Each record is held with its process's pid, and the
+ * queue counts them per process (held_samples_of()): a process is kept while samples of its are held, so that they
+ * are walked in the mappings they were taken in. Not thread-safe. Errors: -errno.
  */
 #ifndef HOSTPROF_HELD_SAMPLES_H
 #define HOSTPROF_HELD_SAMPLES_H
@@ -24,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Default bounds: enough for 1 s of 4 kHz sampling with 8 KiB stack copies. */
 #define HELD_SAMPLES_MAX_COUNT 4096u
@@ -36,6 +39,8 @@ struct held_batch {
 	unsigned count;
 	size_t kept;		/* while walked again: bytes of its records held again, moved to its start */
 	unsigned kept_count;
+	const void *walked;	/* the entry held_batch_next() gave last */
+	bool last_kept;		/* ... held again */
 };
 
 struct held_samples;
@@ -44,19 +49,22 @@ struct held_samples;
 int held_samples_new(unsigned max_count, size_t max_bytes, struct held_samples **out);
 void held_samples_free(struct held_samples *h);
 
-/* Copy rec (rec->size bytes) in, or keep it in place if it is the batch being walked again's. Returns 0, -ENOSPC
- * (over a bound, or shorter than its header: not held), -ENOMEM (no mapping). */
-int held_samples_add(struct held_samples *h, const struct perf_event_header *rec);
+/* Copy rec (rec->size bytes), a sample of pid, in; or keep it in place if it is the batch being walked again's.
+ * Returns 0, -ENOSPC (over a bound, or shorter than its header: not held), -ENOMEM (no mapping). */
+int held_samples_add(struct held_samples *h, const struct perf_event_header *rec, pid_t pid);
 /* Whether rec would be held now (within the bounds); a walk that could not be held need not stop short. */
 bool held_samples_room(const struct held_samples *h, const struct perf_event_header *rec);
 /* Records held now. */
 unsigned held_samples_count(const struct held_samples *h);
+/* Records of pid held now, in the queue or in a batch being walked again. */
+unsigned held_samples_of(const struct held_samples *h, pid_t pid);
 /* Take every record held now, to be walked again; the queue starts empty again. One batch at a time. */
 void held_samples_take(struct held_samples *h, struct held_batch *out);
 /* The batch walked: its records held again become the oldest held, before those held meanwhile. */
 void held_samples_done(struct held_samples *h, struct held_batch *b);
 
-/* The next record of b, oldest first, or NULL at the end. */
-const struct perf_event_header *held_batch_next(struct held_batch *b);
+/* The next record of b (taken from h), oldest first, or NULL at the end. The one before it, unless held again, is
+ * no longer counted for its process. */
+const struct perf_event_header *held_batch_next(struct held_samples *h, struct held_batch *b);
 
 #endif

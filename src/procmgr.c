@@ -497,8 +497,6 @@ void procmgr_on_comm(struct procmgr *pm, const struct perf_comm *c)
 		process_replace_image(pm, p);
 		p->nthreads = 0;
 		p->last_resync_ns = 0;
-		p->apm_checked = 0;
-		p->lane_checked = 0;
 	}
 	if (c->pid == c->tid)
 		snprintf(p->comm, sizeof(p->comm), "%s", c->comm);
@@ -544,13 +542,13 @@ void procmgr_on_exit(struct procmgr *pm, const struct perf_task *t)
 		p->exited = 3;
 }
 
-unsigned procmgr_forget_idle(struct procmgr *pm, uint64_t cutoff_ns)
+unsigned procmgr_forget_idle(struct procmgr *pm, uint64_t cutoff_ns, procmgr_keep_fn keep, void *ctx)
 {
 	unsigned forgotten = 0;
 	uint64_t v;
 	for (uint32_t pos = 0; hindex_next(&pm->by_pid, &pos, &v);) {
 		struct process *p = (struct process *)(uintptr_t)v;
-		if (!p->exited && !p->held && p->last_sample_ns < cutoff_ns) {
+		if (!p->exited && p->last_sample_ns < cutoff_ns && !(keep && keep(ctx, p->pid))) {
 			process_forget(pm, p);
 			forgotten++;
 		}
@@ -558,12 +556,13 @@ unsigned procmgr_forget_idle(struct procmgr *pm, uint64_t cutoff_ns)
 	return forgotten;
 }
 
-void procmgr_reap(struct procmgr *pm)
+void procmgr_reap(struct procmgr *pm, procmgr_keep_fn keep, void *ctx)
 {
 	uint64_t v;
 	for (uint32_t pos = 0; hindex_next(&pm->by_pid, &pos, &v);) {
 		struct process *p = (struct process *)(uintptr_t)v;
-		if (p->exited && !p->held && --p->exited == 0)	/* held samples are walked in its mappings */
+		/* held samples are walked in its mappings */
+		if (p->exited && !(keep && keep(ctx, p->pid)) && --p->exited == 0)
 			process_forget(pm, p);
 	}
 }

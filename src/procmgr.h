@@ -54,12 +54,7 @@ struct process {
 	unsigned nthreads, capthreads;
 	uint64_t last_resync_ns;
 	uint64_t last_sample_ns;	/* monotonic time of the latest sample, for forgetting idle processes */
-	int apm_checked;	/* the session looked for an APM agent among the mappings (cleared by exec) */
-	int lane_checked;	/* the session looked its program up among those that took the fast lane (likewise) */
 	int exited;		/* reap generations left: 0 while alive */
-	unsigned held;		/* samples of its held while tables they need are built (the session's): they are
-				 * walked before anything changes its address space, and it is neither forgotten
-				 * nor reaped until then */
 	/* The mappings of the image its last exec replaced (sorted like maps), kept until the new image's
 	 * registers show (procmgr_drop_replaced()): the kernel sends the exec record before it sets the new
 	 * program's registers, and samples it takes in between carry the old program's. */
@@ -85,16 +80,19 @@ bool procmgr_overlaps(const struct process *p, uint64_t start, uint64_t end);
 
 /* Track at most max processes (0: no limit). Memory stays bounded on hosts with very many processes. */
 void procmgr_set_limit(struct procmgr *pm, unsigned max);
-/* Forget processes with no sample since before cutoff_ns and none held (they are re-read from /proc if sampled
- * again). Returns how many were forgotten. */
-unsigned procmgr_forget_idle(struct procmgr *pm, uint64_t cutoff_ns);
+/* Whether the caller still needs pid's process as it is (samples of its held: walked in its mappings later). */
+typedef bool (*procmgr_keep_fn)(void *ctx, pid_t pid);
+
+/* Forget processes with no sample since before cutoff_ns and not kept (keep may be NULL); they are re-read from
+ * /proc if sampled again. Returns how many were forgotten. */
+unsigned procmgr_forget_idle(struct procmgr *pm, uint64_t cutoff_ns, procmgr_keep_fn keep, void *ctx);
 
 void procmgr_on_mmap2(struct procmgr *pm, const struct perf_mmap2 *m);
 void procmgr_on_comm(struct procmgr *pm, const struct perf_comm *c);
 void procmgr_on_fork(struct procmgr *pm, const struct perf_task *t);
 void procmgr_on_exit(struct procmgr *pm, const struct perf_task *t);
-/* Free processes that exited two reaps ago and have no samples held. */
-void procmgr_reap(struct procmgr *pm);
+/* Free processes that exited two reaps ago and are not kept (keep may be NULL: a kept one waits for a later reap). */
+void procmgr_reap(struct procmgr *pm, procmgr_keep_fn keep, void *ctx);
 
 /*
  * The mapping containing addr; on a miss, /proc/PID/maps is re-read (rate limited) and the lookup retried.

@@ -37,8 +37,10 @@
 #include <sys/types.h>
 
 #include "src/base/log.h"
+#include "src/lanes.h"
 #include "src/profile/profile.h"
 #include "src/sampler.h"
+#include "src/walk.h"
 
 /*
  * A sample's APM trace context counts only if it was read within this time after the sample: the thread may
@@ -53,19 +55,10 @@
  */
 #define SESSION_APM_MAX_STALENESS_US 1000
 
-/* How walks of stacks ended: each walk counts in exactly one of complete, truncated, unknown, kernel_only. */
-struct session_walks {
-	uint64_t complete;	/* user stacks unwound to their outermost frame */
-	uint64_t truncated;	/* user stacks that ended early */
-	uint64_t frame_limited;	/* ... of them: cut at the frame bound (session_options.max_frames) */
-	uint64_t unknown;	/* samples whose user IP was in no known mapping */
-	uint64_t kernel_only;	/* samples without user registers (kernel threads, idle) */
-};
-
 struct session_stats {
 	uint64_t samples;	/* samples counted into traces */
 	uint64_t lost;		/* samples the kernel dropped */
-	struct session_walks walks;	/* how the CPU samples' stacks ended */
+	struct walk_counts walks;	/* how the CPU samples' stacks ended */
 	uint64_t bad_records;	/* records that failed to decode */
 	uint64_t unwind_ns;	/* time spent unwinding user stacks */
 	uint64_t handle_ns;	/* time spent handling samples in total */
@@ -79,7 +72,7 @@ struct session_stats {
 	uint64_t fast_goroutines;	/* Go samples on g0 followed with the goroutine the fast lane read */
 	uint64_t fast_extensions;	/* walks past the copy that went on with the stack the fast lane read */
 	uint64_t off_cpu_stacks;	/* off-CPU stacks unwound (not counted in samples, complete, ...) */
-	struct session_walks off_cpu_walks;	/* ... how their stacks ended, apart from the CPU samples' */
+	struct walk_counts off_cpu_walks;	/* ... how their stacks ended, apart from the CPU samples' */
 	/* Held samples (each counted once; in the daemon per profile, so one held across a profile's end counts
 	 * in the next): */
 	uint64_t held;		/* samples held while a table their walk needs was built */
@@ -97,10 +90,9 @@ enum session_unwinder {
 	SESSION_UNWIND_LIBUNWIND,	/* the reference unwinder alone */
 };
 
-/* session_options.fast_lane: whose samples the fast lane reads as they are taken (the others' in batches). */
-#define SESSION_FAST_LANE_APM 1u	/* processes of APM agents: their trace context, before it changes */
-#define SESSION_FAST_LANE_STACKS 2u	/* processes whose walks read their stacks on from the process (Go's
-					 * goroutine stacks, deep recursion), where a batch would find them moved on */
+/* session_options.fast_lane: whose samples the fast lane reads as they are taken (lanes.h). */
+#define SESSION_FAST_LANE_APM LANES_APM
+#define SESSION_FAST_LANE_STACKS LANES_STACKS
 
 /* Stack a walk may see by default (session_options.max_stack_bytes), and the most it may be set to. */
 #define SESSION_DEFAULT_MAX_STACK (1u << 20)
@@ -179,7 +171,7 @@ void session_pause(struct session *s, int paused);
 struct fastlane_stats;
 int session_fastlane_stats(const struct session *s, struct fastlane_stats *out);
 
-const struct session_stats *session_stats(const struct session *s);
+const struct session_stats *session_stats(struct session *s);
 /* The delta unwinder's counters since the session started (fallback steps, frame-pointer chain use, ...). */
 struct unwind_deltas_stats;
 void session_unwind_stats(const struct session *s, struct unwind_deltas_stats *out);

@@ -64,6 +64,8 @@ struct unwind_module {
 	bool table_pending;	/* deltas is NULL because the caller's table is still being built elsewhere:
 				 * unwind_deltas builds none of its own (that is the wait the caller avoids) and
 				 * steps through the module with its fallback */
+	bool not_code;		/* a mapping no frame can be in (a file's data, read for its .eh_frame_hdr):
+				 * unwinders read it, and give no frame its module (unwind_frame) */
 	bool table_refused;	/* deltas is NULL and none is to be made now (the caller's memory budget):
 				 * unwind_deltas neither builds one nor reads the file with its fallback (which
 				 * touches as much of it): a walk ends at the module's frame, truncated */
@@ -109,6 +111,11 @@ enum unwind_status {
 struct unwind_frame {
 	uint64_t ip;		/* absolute address; for callers this is the return address as found on the stack */
 	uint32_t flags;		/* UNWIND_FRAME_* */
+	/* The module the frame is in, where the unwinder found it on its way (unwind_deltas: its cache_key and
+	 * bias, the file a frame in code is in), so that the caller need not look it up again; NULL when not known
+	 * (the caller looks it up: JIT code, the reference unwinders). */
+	const void *module;
+	uint64_t bias;
 };
 
 /* Frames a walk keeps in the replay tools and tests (their frame arrays live on the stack). The unwinders take

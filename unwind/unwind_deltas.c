@@ -69,7 +69,15 @@ struct ud_walk {
 	struct unwind_sample switched_stack;
 	bool extend_failed;		/* the extension hook said no: not asked again */
 	struct unwind_sample extended_stack;
+	const void *step_module;	/* the last step's frame's module (unwind_frame.module), NULL: unknown */
+	uint64_t step_bias;
 };
+
+/* The module unwind_frame.module names for a frame in w->mod: a file's code, not JIT code nor a file's data. */
+static const void *ud_frame_module(const struct ud_walk *w)
+{
+	return w->have_mod && !w->mod.jit && !w->mod.not_code ? w->mod.cache_key : NULL;
+}
 
 /* file_cache hook: the table of a file the caller gave none for. */
 static int ud_table_make(void *ctx, const void *key, Elf *elf, void **value)
@@ -470,8 +478,11 @@ static enum ud_step ud_step(struct ud_walk *w)
 {
 	uint64_t ip = w->r.regs[UNWIND_REG_IP];
 	uint64_t addr = w->r.exact_ip ? ip : ip - 1;	/* a return address may follow a call ending a function */
+	w->step_module = NULL;
 	if (!ud_find_module(w, addr))
 		return UD_STEP_NO_MODULE;
+	w->step_module = ud_frame_module(w);	/* before other lookups move w->mod */
+	w->step_bias = w->mod.bias;
 	struct stack_delta_rule rule;
 	const struct unwind_deltas_regs callee = w->r;
 	w->at_go_switch = false;
@@ -627,7 +638,8 @@ static size_t ud_append_chain(struct ud_walk *w, size_t from, struct unwind_fram
 		if ((after_guess || guessed) && !ud_follows_call(w, ra))
 			break;
 		after_guess = guessed;
-		frames[n++] = (struct unwind_frame){ .ip = ra, .flags = 0 };
+		frames[n++] = (struct unwind_frame){ .ip = ra, .flags = 0, .module = ud_frame_module(w),
+						     .bias = w->mod.bias };
 		if (rule.kind == STACK_DELTA_STOP) {
 			*status = UNWIND_COMPLETE;
 			break;
@@ -691,6 +703,8 @@ int unwind_deltas_unwind(struct unwind_deltas *u, const struct unwind_process *p
 	size_t n = 1;
 	for (;;) {
 		enum ud_step st = ud_step(&w);
+		frames[n - 1].module = w.step_module;
+		frames[n - 1].bias = w.step_bias;
 		bool bogus = st == UD_STEP_BOGUS;
 		if (bogus) {
 			n--;	/* the last frame taken was no frame: no call put its return address there */
@@ -712,8 +726,8 @@ int unwind_deltas_unwind(struct unwind_deltas *u, const struct unwind_process *p
 			n = ud_follow_chain(&w, frames, n, max, status);
 		if (st != UD_STEP_OK || n == max)
 			break;
-		frames[n].ip = w.r.regs[UNWIND_REG_IP];
-		frames[n].flags = w.r.exact_ip ? UNWIND_FRAME_SIGNAL : 0;
+		frames[n] = (struct unwind_frame){ .ip = w.r.regs[UNWIND_REG_IP],
+						   .flags = w.r.exact_ip ? UNWIND_FRAME_SIGNAL : 0 };
 		n++;
 	}
 	u->stats.frames += n;

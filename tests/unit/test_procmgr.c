@@ -117,10 +117,10 @@ static void test_fork_exec_exit(void **state)
 	assert_int_equal(procmgr_count(s->pm), 2);
 	struct perf_task exit = fork;
 	procmgr_on_exit(s->pm, &exit);
-	procmgr_reap(s->pm);
+	procmgr_reap(s->pm, NULL, NULL);
 	assert_int_equal(procmgr_count(s->pm), 2); /* kept while other rings may still hold its samples */
-	procmgr_reap(s->pm);
-	procmgr_reap(s->pm);
+	procmgr_reap(s->pm, NULL, NULL);
+	procmgr_reap(s->pm, NULL, NULL);
 	assert_int_equal(procmgr_count(s->pm), 1);
 }
 
