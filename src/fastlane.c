@@ -302,13 +302,13 @@ static int on_switch(struct reader *r, const struct perf_event_header *rec)
 	return 0;
 }
 
-static int on_record(void *arg, const struct perf_event_header *rec, enum sampler_ring_kind kind)
+static int on_record(void *arg, const struct perf_event_header *rec, const struct record_origin *origin)
 {
 	struct reader *r = arg;
 	struct perf_lost l;
 	uint64_t n;
 	if (rec->type == PERF_RECORD_SAMPLE)
-		return on_sample(r, rec, kind == SAMPLER_OFF_CPU_RING);
+		return on_sample(r, rec, origin->kind == RECORD_OFF_CPU);
 	if (rec->type == PERF_RECORD_SWITCH || rec->type == PERF_RECORD_SWITCH_CPU_WIDE)
 		return on_switch(r, rec);
 	if (rec->type == PERF_RECORD_LOST && perf_decode_lost(rec, &l) == 0)

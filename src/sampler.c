@@ -25,7 +25,7 @@ struct ring {
 	uint64_t head, tail;	/* during a drain: the records [tail, head) not yet delivered */
 	uint64_t next_time;	/* during a merged drain: the time of the record at tail */
 	uint64_t *lost;		/* an off-CPU ring: where its PERF_RECORD_LOST counts go (not delivered) */
-	enum sampler_ring_kind kind;
+	struct record_origin origin;	/* its layout is the sampler's */
 };
 
 struct sampler {
@@ -211,7 +211,8 @@ int sampler_new(const struct sampler_options *o, struct sampler **out)
 	for (int i = 0; i < s->nrings; i++) {
 		s->rings[i].fd = -1;
 		s->rings[i].lost = i >= s->ncpus ? &s->off_cpu_lost : NULL;
-		s->rings[i].kind = i >= s->ncpus ? SAMPLER_OFF_CPU_RING : SAMPLER_CPU_RING;
+		s->rings[i].origin = (struct record_origin){ .layout = &s->layout,
+							    .kind = i >= s->ncpus ? RECORD_OFF_CPU : RECORD_CPU };
 	}
 	snprintf(s->event_name, sizeof(s->event_name), "%s", o->event);
 	build_attr(s, type, config);
@@ -627,7 +628,7 @@ static int count_off_cpu_lost(struct ring *r, const struct perf_event_header *h)
  * its space back to the kernel. Returns fn's result (nonzero: stop), or -1 for a corrupt ring, whose records are
  * skipped rather than looped over forever.
  */
-static int ring_deliver(struct ring *r, uint8_t *scratch, sampler_record_fn fn, void *ctx)
+static int ring_deliver(struct ring *r, uint8_t *scratch, record_fn fn, void *ctx)
 {
 	uint64_t off = r->tail & (r->size - 1);
 	const struct perf_event_header *h = (const void *)(r->data + off);	/* 8-aligned: never wraps */
@@ -638,7 +639,7 @@ static int ring_deliver(struct ring *r, uint8_t *scratch, sampler_record_fn fn, 
 			ring_copy(r, r->tail, scratch, size);
 			h = (const void *)scratch;
 		}
-		stop = r->lost && count_off_cpu_lost(r, h) ? 0 : fn(ctx, h, r->kind);
+		stop = r->lost && count_off_cpu_lost(r, h) ? 0 : fn(ctx, h, &r->origin);
 		r->tail += size;
 	} else {
 		r->tail = r->head;
@@ -648,7 +649,7 @@ static int ring_deliver(struct ring *r, uint8_t *scratch, sampler_record_fn fn, 
 }
 
 /* Deliver every complete record of one ring. */
-static int ring_drain(struct ring *r, uint8_t *scratch, sampler_record_fn fn, void *ctx)
+static int ring_drain(struct ring *r, uint8_t *scratch, record_fn fn, void *ctx)
 {
 	int delivered = 0, stop = 0;
 	ring_begin(r);
@@ -734,7 +735,7 @@ static struct ring *oldest_ring(struct sampler *s)
  * records per CPU: drained ring after ring, a process's exec (COMM) or mmap on one CPU would be handled after
  * its samples on another, which would then carry the name it had before the exec.
  */
-int sampler_drain(struct sampler *s, sampler_record_fn fn, void *ctx)
+int sampler_drain(struct sampler *s, record_fn fn, void *ctx)
 {
 	int total = 0, stop = 0;
 	struct ring *r;
@@ -754,7 +755,7 @@ int sampler_drain(struct sampler *s, sampler_record_fn fn, void *ctx)
 	return total;
 }
 
-int sampler_read(struct sampler *s, int timeout_ms, sampler_record_fn fn, void *ctx)
+int sampler_read(struct sampler *s, int timeout_ms, record_fn fn, void *ctx)
 {
 	if (timeout_ms > 0) {
 		int err = sampler_wait(s, timeout_ms, NULL, 0);
@@ -762,6 +763,26 @@ int sampler_read(struct sampler *s, int timeout_ms, sampler_record_fn fn, void *
 			return err;
 	}
 	return sampler_drain(s, fn, ctx);
+}
+
+static int source_drain(void *impl, record_fn fn, void *ctx)
+{
+	return sampler_drain(impl, fn, ctx);
+}
+
+static int source_wait(void *impl, int timeout_ms, struct pollfd *extra, unsigned n)
+{
+	return sampler_wait(impl, timeout_ms, extra, n);
+}
+
+static void source_stop(void *impl)
+{
+	sampler_disable(impl);
+}
+
+void sampler_source(struct sampler *s, struct record_source *out)
+{
+	*out = (struct record_source){ .impl = s, .drain = source_drain, .wait = source_wait, .stop = source_stop };
 }
 
 int sampler_ncpus(const struct sampler *s)
@@ -779,7 +800,7 @@ int sampler_ring_fd(const struct sampler *s, int ring)
 	return ring >= 0 && ring < s->nrings ? s->rings[ring].fd : -1;
 }
 
-int sampler_drain_ring(struct sampler *s, int ring, uint8_t *scratch, sampler_record_fn fn, void *ctx)
+int sampler_drain_ring(struct sampler *s, int ring, uint8_t *scratch, record_fn fn, void *ctx)
 {
 	if (ring < 0 || ring >= s->nrings || !s->rings[ring].meta)
 		return 0;

@@ -50,6 +50,7 @@
 #include <sys/types.h>
 
 #include "src/perf_record.h"
+#include "src/record_source.h"
 
 #define SAMPLER_DEFAULT_STACK 16384
 #define SAMPLER_MAX_STACK 65528
@@ -87,14 +88,8 @@ enum sampler_inherit {
 
 struct sampler;
 
-/* The kind of ring a record comes from: an off-CPU ring's samples are switch-outs (see Off-CPU events above). */
-enum sampler_ring_kind {
-	SAMPLER_CPU_RING,
-	SAMPLER_OFF_CPU_RING,
-};
-
-/* Records are delivered with this callback; returning non-zero stops the current read early. */
-typedef int (*sampler_record_fn)(void *ctx, const struct perf_event_header *rec, enum sampler_ring_kind kind);
+/* Records are delivered with a record_fn (record_source.h): the origin of an off-CPU ring's records has kind
+ * RECORD_OFF_CPU (its samples are switch-outs: see Off-CPU events above), the others RECORD_CPU. */
 
 /* o is copied; nothing is opened yet. Returns 0 and *out (free with sampler_free()), -EINVAL (stack_size 0, it or
  * off_cpu_stack_size not a multiple of 8 or over SAMPLER_MAX_STACK), -ENOENT (unknown event) or -ENOMEM; *out is set only on success. */
@@ -126,9 +121,12 @@ int sampler_disable(struct sampler *s);
 int sampler_wait(struct sampler *s, int timeout_ms, struct pollfd *extra, unsigned nextra);
 /* Deliver every complete record of every ring, merged in time order across the rings. Returns records
  * delivered. */
-int sampler_drain(struct sampler *s, sampler_record_fn fn, void *ctx);
+int sampler_drain(struct sampler *s, record_fn fn, void *ctx);
 /* sampler_wait() up to timeout_ms (0: not at all), then sampler_drain(). */
-int sampler_read(struct sampler *s, int timeout_ms, sampler_record_fn fn, void *ctx);
+int sampler_read(struct sampler *s, int timeout_ms, record_fn fn, void *ctx);
+/* The sampler as the pipeline's source (record_source.h): sampler_wait(), sampler_drain(), and stop turns the
+ * events off (sampler_disable()). Borrowed: valid while s is. */
+void sampler_source(struct sampler *s, struct record_source *out);
 
 /* Per-ring access for a reader on another thread (see Threads above). Ring cpu is that CPU's ring, ring
  * ncpus + cpu its off-CPU ring (off_cpu only); sampler_nrings() is ncpus or 2 × ncpus. */
@@ -138,7 +136,7 @@ int sampler_nrings(const struct sampler *s);
 int sampler_ring_fd(const struct sampler *s, int ring);
 /* Drain one ring; scratch (SAMPLER_SCRATCH_SIZE bytes, the caller's) takes a record that wraps. */
 #define SAMPLER_SCRATCH_SIZE 65536
-int sampler_drain_ring(struct sampler *s, int ring, uint8_t *scratch, sampler_record_fn fn, void *ctx);
+int sampler_drain_ring(struct sampler *s, int ring, uint8_t *scratch, record_fn fn, void *ctx);
 /* Off-CPU samples the kernel could not write into a full off-CPU ring (any thread may drain: atomic). */
 uint64_t sampler_off_cpu_lost(const struct sampler *s);
 

@@ -65,7 +65,7 @@ struct session {
  * record is kept on the session). */
 struct record_ctx {
 	const struct perf_layout *layout;	/* its layout */
-	enum sampler_ring_kind kind;		/* a sample of an off-CPU ring is a switch-out */
+	enum record_kind kind;			/* an off-CPU sample is a switch-out */
 	const struct fastlane_entry *fe;	/* a fast-lane record, with what its reader read; else NULL */
 	bool replaying;				/* a held sample handled again */
 	bool hold_off;				/* ... walked with what exists: none held again */
@@ -349,7 +349,7 @@ static void handle_fast_sample(void *ctx, const struct fastlane_entry *e)
 {
 	struct session *s = ctx;
 	struct record_ctx rc = { .layout = fastlane_layout(lanes_fastlane(s->lanes)), .fe = e,
-				 .kind = e->off_cpu ? SAMPLER_OFF_CPU_RING : SAMPLER_CPU_RING };
+				 .kind = e->off_cpu ? RECORD_OFF_CPU : RECORD_CPU };
 	if (e->rec->type == PERF_RECORD_SAMPLE)
 		handle_sample(s, e->rec, &rc);
 	else
@@ -367,7 +367,7 @@ int session_wake_fd(const struct session *s)
  */
 static void rehandle_held(struct session *s, pid_t pid, bool hold)
 {
-	struct record_ctx rc = { .layout = sampler_layout(s->sampler), .kind = SAMPLER_CPU_RING, .replaying = true,
+	struct record_ctx rc = { .layout = sampler_layout(s->sampler), .kind = RECORD_CPU, .replaying = true,
 				 .hold_off = !hold };	/* only CPU samples are held */
 	const struct perf_event_header *rec;
 	struct perf_sample ps;
@@ -707,7 +707,7 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec,
 		s->stats.fast_dropped++; /* the fast lane has this process's samples, off-CPU ones too */
 		return 0;
 	}
-	if (rc->kind == SAMPLER_OFF_CPU_RING)
+	if (rc->kind == RECORD_OFF_CPU)
 		return s->offcpu ? handle_off_cpu_sample(s, rec, &ps, fe) : 0;
 	s->stats.fast_samples += fe != NULL;
 	uint64_t t0 = clock_mono_ns();
@@ -932,10 +932,10 @@ static void handle_task(struct session *s, const struct perf_event_header *rec)
 		correlate_on_thread_exit(s->correlate, (pid_t)t.pid, (pid_t)t.tid);
 }
 
-int session_handle_record(void *ctx, const struct perf_event_header *rec, enum sampler_ring_kind kind)
+int session_handle_record(void *ctx, const struct perf_event_header *rec, const struct record_origin *origin)
 {
 	struct session *s = ctx;
-	struct record_ctx rc = { .layout = sampler_layout(s->sampler), .kind = kind };
+	struct record_ctx rc = { .layout = origin->layout, .kind = origin->kind };
 	switch (rec->type) {
 	case PERF_RECORD_SAMPLE:
 		return handle_sample(s, rec, &rc);

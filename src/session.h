@@ -146,8 +146,8 @@ struct session;
 int session_new(struct sampler *sampler, const struct session_options *o, struct session **out);
 void session_free(struct session *s);
 
-/* A sampler_record_fn: ctx is the session. */
-int session_handle_record(void *ctx, const struct perf_event_header *rec, enum sampler_ring_kind kind);
+/* A record_fn (record_source.h): ctx is the session. */
+int session_handle_record(void *ctx, const struct perf_event_header *rec, const struct record_origin *origin);
 
 /* Register a process started or attached to by hostprof, so its /proc state is read while it exists (and, for the
  * JIT maps it and its children write, their roots: jitinfo.h). */

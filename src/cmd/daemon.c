@@ -36,6 +36,7 @@
 #include "src/cmd/commands.h"
 #include "src/cmd/daemon_config.h"
 #include "src/cmd/options.h"
+#include "src/event_loop.h"
 #include "src/fastlane.h"
 #include "src/profile/profile.h"
 #include "src/profile/profile_dir.h"
@@ -505,9 +506,9 @@ static void quiesce(struct daemon *d)
 {
 	if (!d->sampler)
 		return;
-	sampler_disable(d->sampler);
-	sampler_drain(d->sampler, session_handle_record, d->session);
-	session_finish(d->session);
+	struct record_source source;
+	sampler_source(d->sampler, &source);
+	event_loop_end(&source, d->session);
 }
 
 /* The lock of dir, the output directory (profile_dir.h) into *fd; refused, one line says why and who has it. */
@@ -586,9 +587,9 @@ static void wait_and_drain(struct daemon *d, int *session_ms)
 	if (!d->sampler) {
 		poll(wake, 1, wait_ms(d, -1));
 	} else {
-		sampler_wait(d->sampler, wait_ms(d, *session_ms), wake, wake[1].fd >= 0 ? 2 : 1);
-		sampler_drain(d->sampler, session_handle_record, d->session);
-		*session_ms = session_tick(d->session);
+		struct record_source source;
+		sampler_source(d->sampler, &source);
+		*session_ms = event_loop_turn(&source, d->session, wait_ms(d, *session_ms), wake, wake[1].fd >= 0 ? 2 : 1);
 	}
 	if (read(d->report_fd, &n, sizeof(n)) == sizeof(n))	/* reset: then look at what is done */
 		collect_reports(d, false);

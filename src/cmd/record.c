@@ -28,6 +28,7 @@
 #include "src/base/host_id.h"
 #include "src/cmd/commands.h"
 #include "src/cmd/options.h"
+#include "src/event_loop.h"
 #include "src/fastlane.h"
 #include "src/profile/profile.h"
 #include "src/sampler.h"
@@ -302,15 +303,15 @@ static void run_loop(struct record_run *r)
 	double duration_s = r->o->opts.duration_s;
 	uint64_t deadline = duration_s > 0 ? r->start_mono_ns + (uint64_t)(duration_s * 1e9) : 0;
 	struct pollfd *fds = calloc(MAX_PIDS + 2, sizeof(*fds));
+	struct record_source source;
 	int session_ms = -1;
+	sampler_source(r->sampler, &source);
 	while (fds && !*r->env->stop) {
 		unsigned n = 0;
 		if (session_wake_fd(r->session) >= 0)
 			fds[n++] = (struct pollfd){ .fd = session_wake_fd(r->session), .events = POLLIN };
 		n += target_watch_pollfds(r->watch, fds + n, MAX_PIDS + 2 - n);
-		sampler_wait(r->sampler, wait_ms(deadline, session_ms), fds, n);
-		sampler_drain(r->sampler, session_handle_record, r->session);
-		session_ms = session_tick(r->session);
+		session_ms = event_loop_turn(&source, r->session, wait_ms(deadline, session_ms), fds, n);
 		if (!r->warm.taken && session_stats(r->session)->samples >= WARM_SAMPLES)
 			take_point(r, &r->warm);
 		target_watch_update(r->watch, fds, n);
@@ -322,9 +323,7 @@ static void run_loop(struct record_run *r)
 	free(fds);
 	take_point(r, &r->end);
 	r->end_mono_ns = clock_ns(CLOCK_MONOTONIC);
-	sampler_disable(r->sampler);
-	sampler_drain(r->sampler, session_handle_record, r->session);
-	session_finish(r->session);
+	event_loop_end(&source, r->session);
 	r->child_exited = target_watch_child_exit(r->watch, &r->child_status, &r->child_usage);
 }
 
