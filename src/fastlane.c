@@ -50,6 +50,11 @@ struct qentry {
 	uint64_t order_ns;	/* off-CPU records: their time, the drain's merge order; 0: any order */
 	struct correlate_read ctx;
 	struct go_stack_snapshot go;	/* bytes: after the record (set again when handed out) */
+	int is_sample;			/* the record decoded once, by the reader: sample (into the copy) or sw */
+	union {
+		struct perf_sample sample;
+		struct perf_switch sw;
+	} decoded;
 	/* the record follows, 8-aligned, then go.size bytes of goroutine stack */
 };
 
@@ -130,9 +135,17 @@ static uint64_t lat_percentile(const uint64_t *hist, uint64_t total, uint64_t nu
 
 /* ---- the queue (one producer, one consumer) ---- */
 
-static int queue_push(struct queue *q, const struct perf_event_header *rec, const struct correlate_read *ctx,
+/* A decoded record: its sample (ps) or switch (sw), the other NULL. */
+struct decoded {
+	const struct perf_event_header *rec;
+	const struct perf_sample *ps;
+	const struct perf_switch *sw;
+};
+
+static int queue_push(struct queue *q, const struct decoded *d, const struct correlate_read *ctx,
 		      uint64_t read_ns, uint64_t order_ns, const struct go_stack_snapshot *go)
 {
+	const struct perf_event_header *rec = d->rec;
 	uint64_t rec_len = (rec->size + 7) & ~7ull;
 	uint64_t need = (sizeof(struct qentry) + rec_len + go->size + 7) & ~7ull;
 	uint64_t head = q->head, tail = __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
@@ -154,6 +167,13 @@ static int queue_push(struct queue *q, const struct perf_event_header *rec, cons
 	e->ctx = *ctx;
 	e->go = *go;
 	memcpy(e + 1, rec, rec->size);
+	e->is_sample = d->ps != NULL;
+	if (d->ps) {
+		e->decoded.sample = *d->ps;
+		perf_sample_rebase(&e->decoded.sample, rec, e + 1);
+	} else {
+		e->decoded.sw = *d->sw;
+	}
 	if (go->size)
 		memcpy((uint8_t *)(e + 1) + rec_len, go->bytes, go->size);
 	__atomic_store_n(&q->head, head + need, __ATOMIC_RELEASE);
@@ -177,7 +197,9 @@ static void queue_deliver(struct queue *q, struct qentry *e, fastlane_fn fn, voi
 {
 	e->go.bytes = (const uint8_t *)(e + 1) + e->rec_len;
 	struct fastlane_entry fe = { .rec = (const void *)(e + 1), .ctx = &e->ctx, .read_ns = e->read_ns,
-				     .go = &e->go, .off_cpu = e->order_ns != 0 };
+				     .go = &e->go, .off_cpu = e->is_sample && e->order_ns != 0,
+				     .sample = e->is_sample ? &e->decoded.sample : NULL,
+				     .sw = e->is_sample ? NULL : &e->decoded.sw };
 	uint32_t len = e->len;
 	fn(ctx, &fe);
 	__atomic_store_n(&q->tail, q->tail + len, __ATOMIC_RELEASE);
@@ -281,7 +303,7 @@ static int on_sample(struct reader *r, const struct perf_event_header *rec, int 
 		r->detaching = 1;
 	count_read(r, lat);
 	count(&r->off_cpu, (uint64_t)off_cpu);
-	if (queue_push(&r->q, rec, &ctx, now, off_cpu ? ps.time : 0, &go) < 0)
+	if (queue_push(&r->q, &(struct decoded){ .rec = rec, .ps = &ps }, &ctx, now, off_cpu ? ps.time : 0, &go) < 0)
 		count(&r->queue_full, 1);
 	tell_main(r);
 	return 0;
@@ -296,7 +318,7 @@ static int on_switch(struct reader *r, const struct perf_event_header *rec)
 	struct go_stack_snapshot go = { .kind = GO_STACK_SNAPSHOT_NONE };
 	if (perf_decode_switch(sampler_layout(r->f->sampler), rec, &sw) < 0)
 		return 0;
-	if (queue_push(&r->q, rec, &ctx, sw.time, sw.time, &go) < 0)
+	if (queue_push(&r->q, &(struct decoded){ .rec = rec, .sw = &sw }, &ctx, sw.time, sw.time, &go) < 0)
 		count(&r->queue_full, 1);
 	tell_main(r);
 	return 0;
@@ -559,32 +581,13 @@ struct drain_ctx {
 	void *ctx;
 };
 
-/* The pid and time of an entry's record (a sample or a switch record): 0, or -EINVAL. */
-static int entry_pid_time(const struct fastlane *f, const struct perf_event_header *rec, uint32_t *pid, uint64_t *t)
-{
-	struct perf_sample ps;
-	struct perf_switch sw;
-	if (rec->type == PERF_RECORD_SAMPLE && perf_decode_sample(sampler_layout(f->sampler), rec, &ps) == 0) {
-		*pid = ps.pid;
-		*t = ps.time;
-		return 0;
-	}
-	if (rec->type != PERF_RECORD_SAMPLE && perf_decode_switch(sampler_layout(f->sampler), rec, &sw) == 0) {
-		*pid = sw.pid;
-		*t = sw.time;
-		return 0;
-	}
-	return -EINVAL;
-}
-
 /* The fast lane's samples from before a process's start (or of a process it refused) are the main rings'. */
 static void filter_entry(void *arg, const struct fastlane_entry *e)
 {
 	struct drain_ctx *d = arg;
-	uint32_t pid;
-	uint64_t start, time;
-	if (entry_pid_time(d->f, e->rec, &pid, &time) == 0 &&
-	    (!hindex_u32_get(&d->f->start_ns, pid, &start) || time < start)) {
+	uint32_t pid = e->sample ? e->sample->pid : e->sw->pid;
+	uint64_t start, time = e->sample ? e->sample->time : e->sw->time;
+	if (!hindex_u32_get(&d->f->start_ns, pid, &start) || time < start) {
 		d->f->before_start++;
 		return;
 	}

@@ -94,6 +94,9 @@ struct fastlane_entry {
 	const struct go_stack_snapshot *go;	/* the goroutine, or the stack past the copy, read (kind NONE if
 						 * nothing; EXTENSION also for FASTLANE_DEEP) */
 	int off_cpu;				/* a sample: a switch-out (from an off-CPU ring) */
+	/* The record decoded once, by the reader: a sample (its pointers into rec) or a switch record. */
+	const struct perf_sample *sample;	/* NULL: a switch record */
+	const struct perf_switch *sw;		/* NULL: a sample */
 };
 
 typedef void (*fastlane_fn)(void *ctx, const struct fastlane_entry *e);

@@ -312,3 +312,15 @@ void perf_callchain_user(const struct perf_sample *s, const uint64_t **user, siz
 {
 	callchain_part(s, (uint64_t)PERF_CONTEXT_USER, user, nuser);
 }
+
+static const void *rebased(const void *p, const void *from, const void *to)
+{
+	return p ? (const uint8_t *)to + ((const uint8_t *)p - (const uint8_t *)from) : NULL;
+}
+
+void perf_sample_rebase(struct perf_sample *ps, const void *from, const void *to)
+{
+	ps->callchain = rebased(ps->callchain, from, to);
+	ps->stack = rebased(ps->stack, from, to);
+	ps->raw = rebased(ps->raw, from, to);
+}

@@ -87,6 +87,9 @@ struct perf_lost {
 int perf_record_time_offset(const struct perf_layout *l, uint32_t type, uint16_t size);
 
 int perf_decode_sample(const struct perf_layout *l, const struct perf_event_header *h, struct perf_sample *out);
+/* The pointers of ps into a record at from (stack, callchain, raw) moved to the same offsets in its copy at to:
+ * a sample decoded once stays valid with the record copied elsewhere. */
+void perf_sample_rebase(struct perf_sample *ps, const void *from, const void *to);
 int perf_decode_mmap2(const struct perf_event_header *h, struct perf_mmap2 *out);
 int perf_decode_comm(const struct perf_event_header *h, struct perf_comm *out);
 int perf_decode_task(const struct perf_event_header *h, struct perf_task *out);

@@ -24,6 +24,7 @@
 #include "src/held_samples.h"
 #include "src/jitinfo.h"
 #include "src/lanes.h"
+#include "src/memory_watch.h"
 #include "src/offcpu.h"
 #include "src/procmgr.h"
 #include "src/replay.h"
@@ -49,8 +50,7 @@ struct session {
 	struct trace_kernel kernel;
 	pid_t self;
 	struct session_stats stats;
-	struct session_memory_state mem;	/* the budget, as session_tick() watches it */
-	uint64_t mem_next_ns;			/* its next reading */
+	struct memory_watch *memory;		/* the budget, as session_tick() watches it (memory_watch.h) */
 	struct offcpu *offcpu;			/* NULL unless off-CPU profiling */
 	uint8_t *blocked_stack;			/* off-CPU without samples: a waiting thread's stack read live */
 	size_t blocked_stack_size;		/* ... up to this (the off-CPU stack copy's size) */
@@ -168,27 +168,13 @@ static int setup_correlation(struct session *s)
 
 
 
-int session_stackext_stats(const struct session *s, struct stackext_stats *out)
-{
-	return walk_stackext_stats(s->walk, out);
-}
 
-void session_jit_stats(const struct session *s, struct jitinfo_stats *out)
-{
-	jitinfo_mgr_get_stats(s->jit, out);
-}
 
-int session_go_stack_stats(const struct session *s, struct go_stack_stats *out)
-{
-	return walk_go_stack_stats(s->walk, out);
-}
 
 /*
  * Tables are built by a worker and the samples that wait for one held, so that sampling never waits for a build;
  * the worker wakes the caller's poll through the session's eventfd. The reference unwinder needs no table.
  */
-static bool room_for_build(void *ctx, uint64_t bytes);
-
 static int setup_worker(struct session *s)
 {
 	if (s->opts.unwinder != SESSION_UNWIND_DELTAS || !s->execinfo || !s->sampler)
@@ -201,7 +187,7 @@ static int setup_worker(struct session *s)
 	if (err == 0)
 		err = held_samples_new(0, held_bytes ? held_bytes : 0, &s->held);
 	if (err == 0 && s->opts.memory_budget)
-		execinfo_mgr_set_room(s->execinfo, room_for_build, s);
+		execinfo_mgr_set_room(s->execinfo, memory_watch_room_for_build, s->memory);
 	return err < 0 ? err : execinfo_mgr_start_worker(s->execinfo, s->wake_fd);
 }
 
@@ -255,6 +241,7 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 	setup_kernel(s);
 	if (execinfo_mgr_new(&s->execinfo) == 0) {	/* each NULL on failure: checked with the rest below */
 		set_cache_dir(s);
+		memory_watch_new(s->opts.memory_budget, s->execinfo, &s->opts.log, &s->memory);
 		procmgr_new(s->execinfo, &s->procs);
 		traces_new(s->execinfo, &s->kernel, &s->traces);
 	}
@@ -262,7 +249,7 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 	if (s->opts.capture_path)
 		replay_writer_new(&s->capture);
 	int err = s->wake_fd < 0 ? -errno : 0;
-	if (err == 0 && (!s->procs || !s->traces || !s->jit || (s->opts.capture_path && !s->capture) ||
+	if (err == 0 && (!s->memory || !s->procs || !s->traces || !s->jit || (s->opts.capture_path && !s->capture) ||
 			 setup_correlation(s) < 0))
 		err = -ENOMEM;
 	if (err == 0)
@@ -298,6 +285,7 @@ void session_free(struct session *s)
 	traces_free(s->traces);
 	jitinfo_mgr_free(s->jit);
 	procmgr_free(s->procs);
+	memory_watch_free(s->memory);
 	execinfo_mgr_free(s->execinfo);
 	walk_free(s->walk);	/* after the entries: their release hooks call it */
 	replay_writer_free(s->capture);
@@ -318,20 +306,8 @@ const struct session_stats *session_stats(struct session *s)
 	return &s->stats;
 }
 
-void session_unwind_stats(const struct session *s, struct unwind_deltas_stats *out)
-{
-	walk_unwind_stats(s->walk, out);
-}
 
-unsigned session_processes(const struct session *s)
-{
-	return procmgr_seen(s->procs);
-}
 
-uint64_t session_dropped_mappings(const struct session *s)
-{
-	return procmgr_dropped(s->procs);
-}
 
 void session_track_pid(struct session *s, pid_t pid)
 {
@@ -342,7 +318,9 @@ void session_track_pid(struct session *s, pid_t pid)
 }
 
 static int handle_sample(struct session *s, const struct perf_event_header *rec, const struct record_ctx *rc);
-static void handle_switch(struct session *s, const struct perf_event_header *rec, const struct record_ctx *rc);
+static int handle_decoded(struct session *s, const struct perf_event_header *rec, const struct perf_sample *sample,
+			  const struct record_ctx *rc);
+static void handle_switch_decoded(struct session *s, const struct perf_switch *sw, bool fast);
 
 /* A fast-lane entry: a sample (CPU or off-CPU) with what its reader read, or a switch record (fastlane.h). */
 static void handle_fast_sample(void *ctx, const struct fastlane_entry *e)
@@ -350,10 +328,10 @@ static void handle_fast_sample(void *ctx, const struct fastlane_entry *e)
 	struct session *s = ctx;
 	struct record_ctx rc = { .layout = fastlane_layout(lanes_fastlane(s->lanes)), .fe = e,
 				 .kind = e->off_cpu ? RECORD_OFF_CPU : RECORD_CPU };
-	if (e->rec->type == PERF_RECORD_SAMPLE)
-		handle_sample(s, e->rec, &rc);
-	else
-		handle_switch(s, e->rec, &rc);
+	if (e->sample)
+		handle_decoded(s, e->rec, e->sample, &rc);
+	else if (s->offcpu)
+		handle_switch_decoded(s, e->sw, true);
 }
 
 int session_wake_fd(const struct session *s)
@@ -431,85 +409,6 @@ static int read_blocked_stacks(struct session *s, uint64_t now)
 	return 1;
 }
 
-/* Resident memory now (VmRSS: anonymous and file-backed), 0 when it cannot be read. */
-static uint64_t resident(void)
-{
-	struct mem_usage u;
-	return mem_usage_read(0, &u) == 0 ? u.rss : 0;
-}
-
-/* session_tick() reads the resident memory this often while it is past half the sampling budget, else once a second
- * (the daemon's drain timer wakes it then anyway): a wakeup costs what the reading does. */
-#define MEMORY_WATCH_NS 250000000ULL
-#define MEMORY_WATCH_IDLE_NS 1000000000ULL
-
-/* The part of the memory budget sampling may fill: a quarter is left to naming a profile on the reporter's
- * thread, which holds one file's symbols at a time when memory is short (a large library's: ~30 MiB for LLVM). */
-uint64_t session_sampling_budget(const struct session *s)
-{
-	return s->opts.memory_budget / 4 * 3;
-}
-
-/* The memory budget between profiles (session.h, session_memory_state): give back, then make new work wait. */
-static void watch_memory(struct session *s, uint64_t now)
-{
-	uint64_t budget = session_sampling_budget(s), rss;
-	if (!budget || now < s->mem_next_ns || !(rss = resident()))
-		return;
-	s->mem_next_ns = now + (rss * 2 > budget || s->mem.over ? MEMORY_WATCH_NS : MEMORY_WATCH_IDLE_NS);
-	s->mem.peak_rss = rss > s->mem.peak_rss ? rss : s->mem.peak_rss;
-	if (rss > budget) {
-		struct execinfo_evicted ev;
-		execinfo_mgr_trim_files(s->execinfo);
-		malloc_trim(0);
-		if ((rss = resident()) > budget) {
-			execinfo_mgr_evict(s->execinfo, false, &ev);
-			malloc_trim(0);
-			rss = resident();
-		}
-	}
-	bool over = s->mem.over ? rss * 10 > budget * 9 : rss > budget;
-	if (over == s->mem.over)
-		return;
-	s->mem.over = over;
-	s->mem.episodes += over;
-	execinfo_mgr_defer_builds(s->execinfo, over);
-	if (over)
-		log_write(&s->opts.log, LOG_LEVEL_WARN, "memory: %.1f MiB resident, over the %.0f MiB of the budget "
-			  "sampling may use: no new table is built and no sample held until it is back under %.0f MiB",
-			  rss / 1048576.0, budget / 1048576.0, budget * 0.9 / 1048576.0);
-	else
-		log_write(&s->opts.log, LOG_LEVEL_INFO, "memory: %.1f MiB resident, back under the budget: %llu tables "
-			  "waited and %llu samples were walked without being held meanwhile", rss / 1048576.0,
-			  (unsigned long long)execinfo_mgr_builds_deferred(s->execinfo),
-			  (unsigned long long)s->mem.holds_refused);
-}
-
-/* execinfo_room_fn: a table build of bytes fits in the budget now. Over it, watch_memory() lifts the deferral
- * once memory is back under nine tenths of the budget. */
-static bool room_for_build(void *ctx, uint64_t bytes)
-{
-	struct session *s = ctx;
-	uint64_t rss = resident(), budget = session_sampling_budget(s);
-	if (!rss || rss + bytes <= budget)
-		return true;
-	if (!s->mem.over) {
-		s->mem.over = true;
-		s->mem.episodes++;
-		log_write(&s->opts.log, LOG_LEVEL_WARN, "memory: %.1f MiB resident, a table of %.1f MiB more would pass "
-			  "the %.0f MiB of the budget sampling may use: no new table is built and no sample held until it "
-			  "is back under %.0f MiB", rss / 1048576.0, bytes / 1048576.0, budget / 1048576.0,
-			  budget * 0.9 / 1048576.0);
-	}
-	return false;
-}
-
-void session_memory_state(const struct session *s, struct session_memory_state *out)
-{
-	*out = s->mem;
-	out->builds_deferred = execinfo_mgr_builds_deferred(s->execinfo);
-}
-
 int session_tick(struct session *s)
 {
 	int ms = CORRELATE_IDLE_MS;
@@ -533,11 +432,12 @@ int session_tick(struct session *s)
 	if (!s->capture)
 		procmgr_reap(s->procs, has_held, s);
 	jitinfo_mgr_reap_but(s->jit, has_held, s);	/* held samples may be in an exited process's JIT code */
-	watch_memory(s, now);
+	memory_watch_tick(s->memory, now);
+	uint64_t mem_next = memory_watch_next_ns(s->memory);
 	if (ms < 0)
 		ms = CORRELATE_DEFAULT_FLUSH_MS;
-	if (s->opts.memory_budget && s->mem_next_ns > now && ms > (int)((s->mem_next_ns - now) / 1000000) + 1)
-		ms = (int)((s->mem_next_ns - now) / 1000000) + 1;
+	if (mem_next > now && ms > (int)((mem_next - now) / 1000000) + 1)
+		ms = (int)((mem_next - now) / 1000000) + 1;
 	return read_blocked_stacks(s, now) && ms > OFF_CPU_LIVE_TICK_MS ? OFF_CPU_LIVE_TICK_MS : ms;
 }
 
@@ -575,14 +475,6 @@ void session_pause(struct session *s, int paused)
 	lanes_pause(s->lanes, paused);
 }
 
-int session_fastlane_stats(const struct session *s, struct fastlane_stats *out)
-{
-	const struct fastlane *fl = lanes_fastlane(s->lanes);
-	if (!fl)
-		return -ENOENT;
-	fastlane_get_stats(fl, out);
-	return 0;
-}
 
 
 /* Tell the correlation library about the APM agent libraries a process mapped before hostprof saw it. */
@@ -670,9 +562,10 @@ static bool walk_or_hold(struct session *s, struct process *p, const struct perf
 			      .counts = &s->stats.walks };
 	/* Over the memory budget, a sample is held no more (one held already may stay so: in place). */
 	in.may_hold = !rc->fe && s->held && !rc->hold_off && held_samples_room(s->held, rec) &&
-		      (!s->mem.over || rc->replaying);
+		      (!memory_watch_over(s->memory) || rc->replaying);
 	walk_sample(s->walk, &in, out);
-	s->mem.holds_refused += out->pending && !in.may_hold && s->mem.over && !rc->replaying && !rc->fe;
+	if (out->pending && !in.may_hold && memory_watch_over(s->memory) && !rc->replaying && !rc->fe)
+		memory_watch_count_refused_hold(s->memory);
 	if (out->stopped && held_samples_add(s->held, rec, p->pid) == 0) {
 		s->stats.held += !rc->replaying;	/* held again while replayed: still the same one */
 		return true;
@@ -689,18 +582,15 @@ static bool walk_or_hold(struct session *s, struct process *p, const struct perf
 	return false;
 }
 
-/* A sample from the main rings, from the fast lane (rc->fe: with its trace context read) or held; from an
- * off-CPU ring, a switch-out. */
-static int handle_sample(struct session *s, const struct perf_event_header *rec, const struct record_ctx *rc)
+/* A sample (rec, decoded: ps) from the main rings, from the fast lane (rc->fe: with its trace context read) or
+ * held; an off-CPU sample is a switch-out. */
+static int handle_decoded(struct session *s, const struct perf_event_header *rec, const struct perf_sample *sample,
+			  const struct record_ctx *rc)
 {
-	struct perf_sample ps;
+	struct perf_sample ps = *sample;
 	struct walk_out out;
 	const struct fastlane_entry *fe = rc->fe;
 	struct fastlane *fl = lanes_fastlane(s->lanes);
-	if (perf_decode_sample(rc->layout, rec, &ps) < 0) {
-		s->stats.bad_records++;
-		return 0;
-	}
 	if ((pid_t)ps.pid == s->self)
 		return 0; /* hostprof's own work is not what the user asked about */
 	if (!fe && !rc->replaying && fl && fastlane_covers(fl, (pid_t)ps.pid, ps.time)) {
@@ -727,6 +617,16 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec,
 	procmgr_release_deferred(s->procs);
 	s->stats.handle_ns += clock_mono_ns() - t0;
 	return 0;
+}
+
+static int handle_sample(struct session *s, const struct perf_event_header *rec, const struct record_ctx *rc)
+{
+	struct perf_sample ps;
+	if (perf_decode_sample(rc->layout, rec, &ps) < 0) {
+		s->stats.bad_records++;
+		return 0;
+	}
+	return handle_decoded(s, rec, &ps, rc);
 }
 
 /* ---- off-CPU time (offcpu.h) ---- */
@@ -824,20 +724,14 @@ static void count_off_cpu(void *arg, const struct offcpu_interval *iv)
 /* A switch record: a switch-out completes its sample (preempted or blocked), or starts an interval without one; a
  * switch-in ends the thread's interval off CPU. A process the fast lane covers has its switch records there
  * (fast), not from the main rings. The idle task and hostprof's own threads are left out. */
-static void handle_switch(struct session *s, const struct perf_event_header *rec, const struct record_ctx *rc)
+static void handle_switch_decoded(struct session *s, const struct perf_switch *decoded, bool fast)
 {
-	struct perf_switch sw;
+	struct perf_switch sw = *decoded;
 	struct offcpu_interval iv;
 	struct fastlane *fl = lanes_fastlane(s->lanes);
-	if (!s->offcpu)
-		return;
-	if (perf_decode_switch(rc->layout, rec, &sw) < 0) {
-		s->stats.bad_records++;
-		return;
-	}
 	if (sw.pid == 0 || (pid_t)sw.pid == s->self)
 		return;
-	if (!rc->fe && fl && fastlane_covers(fl, (pid_t)sw.pid, sw.time))
+	if (!fast && fl && fastlane_covers(fl, (pid_t)sw.pid, sw.time))
 		return;
 	if (sw.out)
 		offcpu_switch_out(s->offcpu, (pid_t)sw.pid, (pid_t)sw.tid, sw.time, sw.preempted);
@@ -845,21 +739,19 @@ static void handle_switch(struct session *s, const struct perf_event_header *rec
 		count_off_cpu(s, &iv);
 }
 
-uint64_t session_off_cpu_lost(const struct session *s)
+static void handle_switch(struct session *s, const struct perf_event_header *rec, const struct record_ctx *rc)
 {
-	struct fastlane_stats fs = { 0 };
-	if (lanes_fastlane(s->lanes))
-		fastlane_get_stats(lanes_fastlane(s->lanes), &fs);
-	return sampler_off_cpu_lost(s->sampler) + fs.off_cpu_lost;
+	struct perf_switch sw;
+	if (!s->offcpu)
+		return;
+	if (perf_decode_switch(rc->layout, rec, &sw) < 0) {
+		s->stats.bad_records++;
+		return;
+	}
+	handle_switch_decoded(s, &sw, false);
 }
 
-int session_offcpu_stats(const struct session *s, struct offcpu_stats *out)
-{
-	if (!s->offcpu)
-		return -ENOENT;
-	offcpu_get_stats(s->offcpu, out);
-	return 0;
-}
+
 
 static void handle_lost(struct session *s, const struct perf_event_header *rec)
 {
@@ -993,16 +885,14 @@ int session_save_capture(struct session *s)
 	return err < 0 ? err : replay_writer_save(s->capture, s->opts.capture_path);
 }
 
-void session_table_totals(const struct session *s, unsigned *tables, unsigned *cached, uint64_t *rows,
-			  uint64_t *bytes, uint64_t *build_ns)
+
+/* Off-CPU samples lost in full off-CPU rings (the sampler's and the fast lane's) since the start. */
+static uint64_t off_cpu_lost(const struct session *s)
 {
-	struct execinfo_totals t;
-	execinfo_mgr_totals(s->execinfo, &t);
-	*tables = t.tables;
-	*cached = t.tables_cached;
-	*rows = t.rows;
-	*bytes = t.bytes;
-	*build_ns = t.build_ns;
+	struct fastlane_stats fs = { 0 };
+	if (lanes_fastlane(s->lanes))
+		fastlane_get_stats(lanes_fastlane(s->lanes), &fs);
+	return sampler_off_cpu_lost(s->sampler) + fs.off_cpu_lost;
 }
 
 /* Threads still off CPU count up to the end of the run (or now, for a daemon's interval); the profile says what
@@ -1019,7 +909,7 @@ static void off_cpu_to_profile(struct session *s, struct profile *p)
 	p->info.off_cpu_capped += st.capped;
 	p->info.off_cpu_no_stack += st.no_sample;
 	/* Off-CPU samples lost in full off-CPU rings (the main ones and the fast lane's), apart from CPU samples. */
-	uint64_t lost = session_off_cpu_lost(s);
+	uint64_t lost = off_cpu_lost(s);
 	p->info.off_cpu_lost += st.untracked + (lost - s->off_cpu_lost_told);
 	s->off_cpu_lost_told = lost;
 }
@@ -1067,10 +957,6 @@ void session_release_interval(struct session *s, struct traces *t)
 	execinfo_mgr_naming(s->execinfo, false);
 }
 
-int session_correlate_stats(const struct session *s, struct correlate_stats *out)
-{
-	return s->correlate ? correlate_stats(s->correlate, out) : -ENOENT;
-}
 
 void session_set_limits(struct session *s, unsigned max_processes)
 {
@@ -1094,34 +980,27 @@ void session_reset_counts(struct session *s)
 		offcpu_reset_stats(s->offcpu);
 }
 
-/* Give the heap's free pages and the files' mapped pages back to the kernel, and read what is left resident. */
-static uint64_t trimmed_rss(struct session *s)
+struct memory_watch *session_memory_watch(const struct session *s)
 {
-	malloc_trim(0);
-	execinfo_mgr_trim_files(s->execinfo);
-	return resident();
+	return s->memory;
 }
 
-static void add_evicted(struct session_memory *out, const struct execinfo_evicted *ev)
+void session_counters(const struct session *s, struct session_counters *out)
 {
-	out->tables += ev->tables;
-	out->table_bytes += ev->table_bytes;
-	out->symbolizers += ev->symbolizers;
-}
-
-void session_enforce_budget(struct session *s, uint64_t budget, struct session_memory *out)
-{
-	struct execinfo_evicted ev;
+	struct fastlane *fl = lanes_fastlane(s->lanes);
 	memset(out, 0, sizeof(*out));
-	execinfo_mgr_evict(s->execinfo, false, &ev);
-	add_evicted(out, &ev);
-	out->rss = trimmed_rss(s);
-	if (budget && out->rss > budget) {
-		/* Still over: the files in use give up their tables and symbolizers too (back when asked). */
-		out->over = true;
-		execinfo_mgr_evict(s->execinfo, true, &ev);
-		add_evicted(out, &ev);
-		out->rss = trimmed_rss(s);
-	}
-	out->files = execinfo_mgr_count(s->execinfo);
+	walk_unwind_stats(s->walk, &out->unwind);
+	jitinfo_mgr_get_stats(s->jit, &out->jit);
+	execinfo_mgr_totals(s->execinfo, &out->tables);
+	memory_watch_get_state(s->memory, &out->memory);
+	if ((out->has_fastlane = fl != NULL))
+		fastlane_get_stats(fl, &out->fastlane);
+	out->has_correlate = s->correlate && correlate_stats(s->correlate, &out->correlate) == 0;
+	out->has_go_stacks = walk_go_stack_stats(s->walk, &out->go_stacks) == 0;
+	out->has_stackext = walk_stackext_stats(s->walk, &out->stackext) == 0;
+	if ((out->has_offcpu = s->offcpu != NULL))
+		offcpu_get_stats(s->offcpu, &out->offcpu);
+	out->off_cpu_lost = off_cpu_lost(s);
+	out->processes = procmgr_seen(s->procs);
+	out->dropped_mappings = procmgr_dropped(s->procs);
 }

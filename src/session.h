@@ -25,7 +25,7 @@
  * transaction. Before the fast lane covers a process its intervals are correlated only when a batch read comes
  * within the staleness bound of the switch-in (else counted in apm_stale). Threads still off CPU are counted up
  * to the end of the run, or of the interval (session_build_profile()). Off-CPU samples lost in full off-CPU
- * rings are counted apart from CPU samples (session_off_cpu_lost(), the profile's off_cpu_lost).
+ * rings are counted apart from CPU samples (session_counters() off_cpu_lost, the profile's off_cpu_lost).
  *
  * Ownership: the session owns its managers and unwinder; the sampler is borrowed. Not thread-safe (the fast
  * lane's readers are threads of their own behind the queue).
@@ -36,8 +36,17 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "correlate/correlate.h"
 #include "src/base/log.h"
+#include "src/execinfo.h"
+#include "src/fastlane.h"
+#include "src/jitinfo.h"
 #include "src/lanes.h"
+#include "src/memory_watch.h"
+#include "src/offcpu.h"
+#include "src/stackext.h"
+#include "unwind/go_stack.h"
+#include "unwind/unwind_deltas.h"
 #include "src/profile/profile.h"
 #include "src/sampler.h"
 #include "src/walk.h"
@@ -135,7 +144,7 @@ struct session_options {
 					 * files (debug_cache.h) and built stack-delta tables
 					 * (stack_deltas_cache.h), in the user's cache directory (cache_dir.h) */
 	/* The daemon's memory budget: resident bytes (VmRSS, anonymous and file-backed), 0: none. Held samples are
-	 * bounded by an eighth of it, and session_tick() watches it (see session_memory_state()). */
+	 * bounded by an eighth of it, and session_tick() watches it (memory_watch.h). */
 	uint64_t memory_budget;
 };
 
@@ -167,47 +176,36 @@ void session_finish(struct session *s);
 /* Sampling turned off (paused) or on again in the caller's sampler: the fast lane follows. */
 void session_pause(struct session *s, int paused);
 
-/* The fast lane's counters; -ENOENT when it never started. */
-struct fastlane_stats;
-int session_fastlane_stats(const struct session *s, struct fastlane_stats *out);
-
 const struct session_stats *session_stats(struct session *s);
-/* The delta unwinder's counters since the session started (fallback steps, frame-pointer chain use, ...). */
-struct unwind_deltas_stats;
-void session_unwind_stats(const struct session *s, struct unwind_deltas_stats *out);
-/* Correlation counters; returns 0, or -ENOENT when correlation is off. */
-struct correlate_stats;
-int session_correlate_stats(const struct session *s, struct correlate_stats *out);
-/* Samples taken on Go's g0 stack and followed onto their goroutine's stack, or not (unwind/go_stack.h). Returns 0,
- * or -ENOENT when following goroutines is off. */
-struct go_stack_stats;
-int session_go_stack_stats(const struct session *s, struct go_stack_stats *out);
 
-/* JIT code seen and the perf maps and jitdump files read to name it (jitinfo.h). */
-struct jitinfo_stats;
-void session_jit_stats(const struct session *s, struct jitinfo_stats *out);
-
-struct stackext_stats;
-/* Reads past the kernel's stack copy; -ENOENT when off (max_stack_bytes not above the copy). */
-int session_stackext_stats(const struct session *s, struct stackext_stats *out);
-/* Off-CPU intervals and what became of them (offcpu.h); -ENOENT when off-CPU profiling is off. */
-struct offcpu_stats;
-int session_offcpu_stats(const struct session *s, struct offcpu_stats *out);
-/* Off-CPU samples the kernel could not write into the off-CPU rings (the sampler's and the fast lane's): lost
- * apart from CPU samples (sampler.h), since the start. */
-uint64_t session_off_cpu_lost(const struct session *s);
-/* Processes seen (with samples or mappings) since the start. */
-unsigned session_processes(const struct session *s);
-/* Mappings and thread names not kept for lack of memory since the start (procmgr_dropped). */
-uint64_t session_dropped_mappings(const struct session *s);
+/*
+ * Every part's counters since the session started, in one read (the commands' summaries and logs). A part that
+ * is off has its has_ flag false and its counters zero.
+ */
+struct session_counters {
+	struct unwind_deltas_stats unwind;	/* the delta unwinder: fallback steps, frame-pointer chain use... */
+	struct jitinfo_stats jit;		/* JIT code seen, the perf maps and jitdump files read to name it */
+	struct execinfo_totals tables;		/* delta tables built or loaded, from the cache, rows, bytes, time */
+	struct memory_watch_state memory;	/* the memory budget's watch (memory_watch.h) */
+	bool has_fastlane;			/* the fast lane started */
+	struct fastlane_stats fastlane;
+	bool has_correlate;			/* APM correlation is on */
+	struct correlate_stats correlate;
+	bool has_go_stacks;			/* samples on Go's g0 stack followed onto their goroutine's */
+	struct go_stack_stats go_stacks;
+	bool has_stackext;			/* reads past the kernel's stack copy (max_stack_bytes above it) */
+	struct stackext_stats stackext;
+	bool has_offcpu;			/* off-CPU intervals and what became of them (offcpu.h) */
+	struct offcpu_stats offcpu;
+	uint64_t off_cpu_lost;			/* off-CPU samples the kernel could not write into the off-CPU rings
+						 * (the sampler's and the fast lane's): lost apart from CPU samples */
+	unsigned processes;			/* processes seen (with samples or mappings) */
+	uint64_t dropped_mappings;		/* mappings and thread names not kept for lack of memory */
+};
+void session_counters(const struct session *s, struct session_counters *out);
 
 /* Write the replay file asked for in the options (no-op without one). Returns 0 or a negative errno. */
 int session_save_capture(struct session *s);
-
-/* Delta tables built or loaded so far: count, how many of them from the table cache, rows, bytes and the time
- * building or loading them took (execinfo_mgr_totals). */
-void session_table_totals(const struct session *s, unsigned *tables, unsigned *cached, uint64_t *rows,
-			  uint64_t *bytes, uint64_t *build_ns);
 
 /* Symbolize and add everything counted so far to p (info counters included). */
 int session_build_profile(struct session *s, struct profile *p);
@@ -232,43 +230,7 @@ unsigned session_forget_idle(struct session *s, uint64_t idle_ns);
 /* Start a new reporting interval: forget the traces, counts and counters already put into a profile. */
 void session_reset_counts(struct session *s);
 
-/*
- * The memory budget (the daemon's, after each profile): the delta tables and symbolizers of files not used since the
- * last call are dropped (they come back when needed: from the table cache, or built by the worker), the heap's
- * free pages and the files' mapped pages go back to the kernel, and if hostprof's resident memory (VmRSS) is still
- * over budget (bytes, 0: none), the files in use drop theirs too (but the symbolizers a build in flight names
- * with). out says what was dropped and what is left.
- */
-struct session_memory {
-	unsigned tables, symbolizers;	/* dropped */
-	unsigned files;			/* executable files still known (their processes map them, or samples of
-					 * the interval being built hold them) */
-	uint64_t table_bytes;		/* of the tables dropped */
-	uint64_t rss;			/* resident (VmRSS) after */
-	bool over;			/* the budget was exceeded after the idle files' state was dropped */
-};
-void session_enforce_budget(struct session *s, uint64_t budget, struct session_memory *out);
-
-/*
- * Sampling may fill three quarters of memory_budget; the last quarter is naming's (the reporter holds one file's
- * symbols at a time while memory is short: traces.h). session_tick() reads the resident memory four times a
- * second while it is past half of those three quarters (else once a second), and each table build asks first
- * (execinfo_mgr_set_room()). Over those three quarters, it first gives
- * back what costs nothing to get again (the files' mapped pages, the heap's free pages), then the idle files'
- * tables and symbolizers; still over, new work waits: no table is built and no sample held until memory is back
- * under nine tenths of it (the samples are walked with what exists, their walks stopping at a file without its
- * table: counted). Each crossing is logged.
- */
-struct session_memory_state {
-	bool over;			/* new work waits now */
-	unsigned episodes;		/* times it went over and stayed over after giving back */
-	uint64_t peak_rss;		/* the highest resident memory read */
-	uint64_t builds_deferred;	/* tables not built meanwhile (their samples walked without) */
-	uint64_t holds_refused;		/* samples not held meanwhile (walked without their table) */
-};
-void session_memory_state(const struct session *s, struct session_memory_state *out);
-/* Those three quarters of memory_budget (0 without one): also where a profile build stops keeping the symbols
- * it has used (traces_build_options), so that the one it opens next fits in the last quarter. */
-uint64_t session_sampling_budget(const struct session *s);
+/* The memory budget's watch (memory_watch.h), the session's: valid while it is. */
+struct memory_watch *session_memory_watch(const struct session *s);
 
 #endif

@@ -38,6 +38,7 @@
 #include "src/cmd/options.h"
 #include "src/event_loop.h"
 #include "src/fastlane.h"
+#include "src/memory_watch.h"
 #include "src/profile/profile.h"
 #include "src/profile/profile_dir.h"
 #include "src/reporter.h"
@@ -102,7 +103,7 @@ struct daemon {
 	uint64_t next_flush_ns, next_decision_ns;
 	int dir_lock;			/* holds the output directory's lock (profile_dir.h), -1 before */
 	uint64_t profiles_written;
-	uint64_t dropped_reported;	/* session_dropped_mappings() when last logged */
+	uint64_t dropped_reported;	/* session_counters() dropped_mappings when last logged */
 	struct held_profile held[DAEMON_HELD_MAX];	/* oldest first */
 	unsigned nheld;
 	uint64_t held_bytes;
@@ -213,7 +214,10 @@ static int fill_info(struct daemon *d, struct profile *p, uint64_t end_mono)
  * session (after a reload) counts from 0 again. */
 static void log_dropped(struct daemon *d)
 {
-	uint64_t n = d->session ? session_dropped_mappings(d->session) : 0;
+	struct session_counters c = { 0 };
+	if (d->session)
+		session_counters(d->session, &c);
+	uint64_t n = c.dropped_mappings;
 	if (n > d->dropped_reported)
 		dlog(d, LOG_LEVEL_WARN, "%llu mappings or thread names not kept for lack of memory since the last "
 		     "profile", (unsigned long long)(n - d->dropped_reported));
@@ -341,8 +345,12 @@ static void save_held(struct daemon *d)
  * what a daemon running for weeks must not pile up (fastlane.h). */
 static void log_fastlane(struct daemon *d)
 {
-	struct fastlane_stats fs;
-	if (!d->session || session_fastlane_stats(d->session, &fs) < 0 || (!fs.processes && !fs.events))
+	struct session_counters c;
+	if (!d->session)
+		return;
+	session_counters(d->session, &c);
+	const struct fastlane_stats fs = c.fastlane;
+	if (!c.has_fastlane || (!fs.processes && !fs.events))
 		return;
 	dlog(d, LOG_LEVEL_INFO, "fast lane: %u processes, %u per-thread events open, %llu closed as their threads "
 	     "exited, %u processes refused", fs.processes, fs.events, (unsigned long long)fs.events_closed,
@@ -352,11 +360,12 @@ static void log_fastlane(struct daemon *d)
 /* The per-file state the session holds, said at debug level once per profile. */
 static void log_memory(struct daemon *d)
 {
-	unsigned tables, cached;
-	uint64_t rows, bytes, build_ns;
+	struct session_counters c;
 	if (!d->session)
 		return;
-	session_table_totals(d->session, &tables, &cached, &rows, &bytes, &build_ns);
+	session_counters(d->session, &c);
+	unsigned tables = c.tables.tables;
+	uint64_t bytes = c.tables.bytes;
 	const struct session_stats *st = session_stats(d->session);
 	dlog(d, LOG_LEVEL_DEBUG, "%u stack-delta tables in memory (%.1f MiB); %llu samples held while tables were "
 	     "built (%llu walked once ready, %llu without), %llu walked without one, never held", tables,
@@ -443,7 +452,7 @@ static struct interval_report *make_report(struct daemon *d, const char *why, ui
 		return NULL;
 	}
 	ir->start = (time_t)(d->interval_start_unix_ns / 1000000000ULL);
-	ir->r.memory_budget = d->session ? session_sampling_budget(d->session) : 0;
+	ir->r.memory_budget = d->session ? memory_watch_sampling_budget(session_memory_watch(d->session)) : 0;
 	snprintf(ir->why, sizeof(ir->why), "%s", why);
 	return ir;
 }
@@ -598,13 +607,13 @@ static void wait_and_drain(struct daemon *d, int *session_ms)
 /* After a profile: forget idle processes, then idle files' tables and symbols, and hold the memory budget. */
 static void forget_and_budget(struct daemon *d)
 {
-	struct session_memory mem;
+	struct memory_enforced mem;
 	if (!d->session) {
 		malloc_trim(0);
 		return;
 	}
 	session_forget_idle(d->session, (uint64_t)d->cfg.forget_idle_s * 1000000000ULL);
-	session_enforce_budget(d->session, d->cfg.memory_budget, &mem);
+	memory_watch_enforce(session_memory_watch(d->session), d->cfg.memory_budget, &mem);
 	dlog(d, mem.over ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
 	     "memory: dropped %u stack-delta tables (%.1f MiB) and %u symbolizers%s; %u files known, %.1f MiB "
 	     "resident (budget %.0f MiB)", mem.tables, mem.table_bytes / 1048576.0, mem.symbolizers,
@@ -679,7 +688,7 @@ static int daemon_start(struct daemon *d)
  * processes). glibc's malloc raises its mmap threshold up to 32 MiB after the first large block is freed, after
  * which the table builder's multi-MB temporaries and symbol indexes come from the heap and leave holes it seldom
  * returns: fixed at 128 KiB, large blocks keep mappings of their own. The heap's free top goes back past 1 MiB,
- * and after each profile malloc_trim() returns the free pages inside it (session_enforce_budget()).
+ * and after each profile malloc_trim() returns the free pages inside it (memory_watch_enforce()).
  */
 static void allocator_setup(void)
 {

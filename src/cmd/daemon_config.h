@@ -29,7 +29,7 @@ struct daemon_config {
 	unsigned prob_interval_s;	/* probabilistic profiling: how long each on/off decision lasts */
 	unsigned max_processes;		/* tracked at once; others count under [too many processes] */
 	unsigned forget_idle_s;		/* processes without samples this long are forgotten */
-	uint64_t memory_budget;		/* anonymous memory after each profile (session_enforce_budget(); 0: none) */
+	uint64_t memory_budget;		/* anonymous memory after each profile (memory_watch_enforce(); 0: none) */
 	int log_level;			/* enum log_level */
 };
 

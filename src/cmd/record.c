@@ -388,10 +388,10 @@ static double cpu_seconds(const struct rusage *ru)
 	       ru->ru_stime.tv_usec / 1e6;
 }
 
-static void print_fast_lane(struct record_run *r)
+static void print_fast_lane(const struct session_counters *c)
 {
-	struct fastlane_stats fs;
-	if (session_fastlane_stats(r->session, &fs) < 0)
+	const struct fastlane_stats fs = c->fastlane;
+	if (!c->has_fastlane)
 		return;
 	fprintf(stderr, "hostprof: fast lane: %llu samples (%u events open, %llu closed as their threads exited, %u of "
 			"%u readers real-time, %.1f us of their CPU "
@@ -405,10 +405,10 @@ static void print_fast_lane(struct record_run *r)
 		(unsigned long long)fs.kernel_lost, (unsigned long long)fs.go_too_large, fs.refused);
 }
 
-static void print_correlation(struct record_run *r)
+static void print_correlation(struct record_run *r, const struct session_counters *c)
 {
-	struct correlate_stats cs;
-	if (session_correlate_stats(r->session, &cs) < 0 || !cs.samples_correlated)
+	const struct correlate_stats cs = c->correlate;
+	if (!c->has_correlate || !cs.samples_correlated)
 		return;
 	fprintf(stderr,
 		"hostprof: apm: %llu of %llu samples correlated (%llu before the agent's socket was ready), %llu "
@@ -444,11 +444,11 @@ static void format_no_sample(const struct offcpu_stats *os, char *out, size_t le
 		 (unsigned long long)os->no_sample);
 }
 
-static void print_off_cpu(struct record_run *r)
+static void print_off_cpu(struct record_run *r, const struct session_counters *c)
 {
-	struct offcpu_stats os;
+	const struct offcpu_stats os = c->offcpu;
 	char no_sample[256];
-	if (session_offcpu_stats(r->session, &os) < 0)
+	if (!c->has_offcpu)
 		return;
 	const struct session_stats *st = session_stats(r->session);
 	format_no_sample(&os, no_sample, sizeof(no_sample));
@@ -463,13 +463,13 @@ static void print_off_cpu(struct record_run *r)
 		(unsigned long long)os.short_blocks,
 		r->o->opts.run.off_cpu_threshold_us, (unsigned long long)os.capped, r->o->opts.run.off_cpu_max_rate,
 		(double)os.capped_ns / 1e9, no_sample, (unsigned long long)os.untracked,
-		(unsigned long long)os.unmatched, (unsigned long long)session_off_cpu_lost(r->session));
+		(unsigned long long)os.unmatched, (unsigned long long)c->off_cpu_lost);
 }
 
-static void print_go_stacks(struct record_run *r)
+static void print_go_stacks(struct record_run *r, const struct session_counters *c)
 {
-	struct go_stack_stats gs;
-	if (session_go_stack_stats(r->session, &gs) < 0)
+	const struct go_stack_stats gs = c->go_stacks;
+	if (!c->has_go_stacks)
 		return;
 	/* Those the fast lane read as they were taken were followed without a read now (go_stack_stats). */
 	uint64_t fast = session_stats(r->session)->fast_goroutines;
@@ -484,10 +484,10 @@ static void print_go_stacks(struct record_run *r)
 		(unsigned long long)gs.unreadable);
 }
 
-static void print_stack_extensions(struct record_run *r)
+static void print_stack_extensions(struct record_run *r, const struct session_counters *c)
 {
-	struct stackext_stats x;
-	if (session_stackext_stats(r->session, &x) < 0)
+	const struct stackext_stats x = c->stackext;
+	if (!c->has_stackext)
 		return;
 	/* Walks that went on with what the fast lane read past the copy as the sample was taken needed no read
 	 * now; those that went past that too read on from the process, counted with the others. */
@@ -524,10 +524,10 @@ static void print_fp_chain(const struct unwind_deltas_stats *us)
 		(unsigned long long)joins);
 }
 
-static void print_jit(struct record_run *r, const struct unwind_deltas_stats *us)
+static void print_jit(const struct session_counters *c)
 {
-	struct jitinfo_stats js;
-	session_jit_stats(r->session, &js);
+	const struct jitinfo_stats js = c->jit;
+	const struct unwind_deltas_stats *us = &c->unwind;
 	if (!js.processes && !js.untracked)
 		return;
 	fprintf(stderr, "hostprof: jit: %llu processes ran JIT code (%llu walked by frame pointer: %llu frames, "
@@ -573,16 +573,17 @@ static void print_summary(struct record_run *r)
 	double secs = (double)(r->end_mono_ns - r->start_mono_ns) / 1e9;
 	double n = st->samples ? (double)st->samples : 1.0;
 	struct rusage self;
-	unsigned tables, cached;
-	uint64_t rows, bytes, build_ns;
+	struct session_counters c;
 	getrusage(RUSAGE_SELF, &self);
-	session_table_totals(r->session, &tables, &cached, &rows, &bytes, &build_ns);
+	session_counters(r->session, &c);
+	unsigned tables = c.tables.tables, cached = c.tables.tables_cached;
+	uint64_t rows = c.tables.rows, bytes = c.tables.bytes, build_ns = c.tables.build_ns;
 	/* Tables are built by the worker thread (in the CPU total); loads from the cache are in the unwinds. */
 	uint64_t unwind_ns = st->unwind_ns;
 	fprintf(stderr,
 		"hostprof: %llu samples in %.2f s (%llu lost), %u processes, %.1f%% unwound completely; "
 		"unwinding %.2f us/sample, handling %.2f us/sample, hostprof CPU %.3f s, %ld context switches",
-		(unsigned long long)st->samples, secs, (unsigned long long)st->lost, session_processes(r->session),
+		(unsigned long long)st->samples, secs, (unsigned long long)st->lost, c.processes,
 		100.0 * (double)st->walks.complete / n, (double)unwind_ns / 1e3 / n,
 		(double)st->handle_ns / 1e3 / n, cpu_seconds(&self),
 		self.ru_nvcsw + self.ru_nivcsw);
@@ -590,26 +591,25 @@ static void print_summary(struct record_run *r)
 		fprintf(stderr, ", command CPU %.3f s", cpu_seconds(&r->child_usage));
 	fprintf(stderr, "; wrote %s\n", r->o->opts.output);
 	print_steady_state(r);
-	print_correlation(r);
-	print_fast_lane(r);
-	print_off_cpu(r);
-	print_go_stacks(r);
-	print_stack_extensions(r);
+	print_correlation(r, &c);
+	print_fast_lane(&c);
+	print_off_cpu(r, &c);
+	print_go_stacks(r, &c);
+	print_stack_extensions(r, &c);
 	print_frame_limit(r);
-	struct unwind_deltas_stats us;
-	session_unwind_stats(r->session, &us);
+	const struct unwind_deltas_stats us = c.unwind;
 	print_fp_chain(&us);
-	print_jit(r, &us);
+	print_jit(&c);
 	if (tables)
 		fprintf(stderr, "hostprof: %u stack-delta tables (%u from cache), %llu rows, %.1f bytes/row, "
 				"built/loaded in %.1f ms; %llu frames stepped by libunwind\n",
 			tables, cached, (unsigned long long)rows, rows ? (double)bytes / (double)rows : 0.0,
 			build_ns / 1e6, (unsigned long long)us.fallback_calls);
 	print_held(st);
-	if (session_dropped_mappings(r->session))
+	if (c.dropped_mappings)
 		fprintf(stderr, "hostprof: %llu mappings or thread names not kept for lack of memory (their samples "
 				"show [unknown] or no thread name)\n",
-			(unsigned long long)session_dropped_mappings(r->session));
+			(unsigned long long)c.dropped_mappings);
 	if (us.implausible_callers)
 		fprintf(stderr, "hostprof: stack: %llu guessed callers (code without CFI) refused: no call "
 				"instruction before them; those stacks end in [truncated]\n",

@@ -119,6 +119,28 @@ static void test_sample_fields(void **state)
 	assert_int_equal(nk, 2);
 }
 
+/* A sample decoded once stays right with its record copied: the copy's fields, the original overwritten. */
+static void test_sample_rebased_to_copy(void **state)
+{
+	(void)state;
+	struct builder b, copy;
+	struct perf_sample s, again;
+	build_sample(&b, 64, 40);
+	const struct perf_event_header *h = finish(&b, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
+	assert_int_equal(perf_decode_sample(&layout, h, &s), 0);
+	memcpy(copy.words, b.words, h->size);
+	perf_sample_rebase(&s, b.words, copy.words);
+	memset(b.words, 0xee, h->size);
+	assert_int_equal(perf_decode_sample(&layout, (const void *)copy.words, &again), 0);
+	assert_ptr_equal(s.stack, again.stack);
+	assert_ptr_equal(s.callchain, again.callchain);
+	assert_null(s.raw);
+	uint64_t first;
+	memcpy(&first, s.stack, 8);
+	assert_int_equal(first, 0xabc0);
+	assert_int_equal(s.callchain[5], 0x402345);
+}
+
 static void test_sample_empty_stack_and_truncation(void **state)
 {
 	(void)state;
@@ -219,6 +241,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sample_fields),
+		cmocka_unit_test(test_sample_rebased_to_copy),
 		cmocka_unit_test(test_sample_empty_stack_and_truncation),
 		cmocka_unit_test(test_sample_absurd_callchain),
 		cmocka_unit_test(test_mmap2),

@@ -30,10 +30,10 @@ struct seen {
 	int saw_marker_mmap;
 };
 
-static int on_record(void *ctx, const struct perf_event_header *h, enum sampler_ring_kind kind)
+static int on_record(void *ctx, const struct perf_event_header *h, const struct record_origin *origin)
 {
 	struct seen *s = ctx;
-	(void)kind;	/* no off-CPU events here */
+	(void)origin;	/* no off-CPU events here */
 	if (h->type == PERF_RECORD_SAMPLE) {
 		struct perf_sample ps;
 		if (perf_decode_sample(s->layout, h, &ps) < 0) {
@@ -272,10 +272,10 @@ struct order {
 	unsigned cpus_seen;	/* bit per CPU < 32 */
 };
 
-static int on_ordered(void *ctx, const struct perf_event_header *h, enum sampler_ring_kind kind)
+static int on_ordered(void *ctx, const struct perf_event_header *h, const struct record_origin *origin)
 {
 	struct order *o = ctx;
-	(void)kind;	/* both kinds of ring, merged */
+	(void)origin;	/* both kinds of ring, merged */
 	int off = perf_record_time_offset(o->layout, h->type, h->size);
 	if (off < 0)
 		return 0;
@@ -351,14 +351,14 @@ struct flood {
 	unsigned cpu_samples, off_cpu_samples, lost_records;
 };
 
-static int on_flood(void *ctx, const struct perf_event_header *h, enum sampler_ring_kind kind)
+static int on_flood(void *ctx, const struct perf_event_header *h, const struct record_origin *origin)
 {
 	struct flood *f = ctx;
 	struct perf_sample ps;
 	if (h->type == PERF_RECORD_LOST || h->type == PERF_RECORD_LOST_SAMPLES)
 		f->lost_records++;
 	else if (h->type == PERF_RECORD_SAMPLE && perf_decode_sample(f->layout, h, &ps) == 0)
-		kind == SAMPLER_OFF_CPU_RING ? f->off_cpu_samples++ : f->cpu_samples++;
+		origin->kind == RECORD_OFF_CPU ? f->off_cpu_samples++ : f->cpu_samples++;
 	return 0;
 }
 
@@ -370,12 +370,12 @@ struct switches {
 	int last_was_sample;
 };
 
-static int on_switch_rec(void *ctx, const struct perf_event_header *h, enum sampler_ring_kind kind)
+static int on_switch_rec(void *ctx, const struct perf_event_header *h, const struct record_origin *origin)
 {
 	struct switches *w = ctx;
 	struct perf_sample ps;
 	struct perf_switch sw;
-	if (h->type == PERF_RECORD_SAMPLE && kind == SAMPLER_OFF_CPU_RING &&
+	if (h->type == PERF_RECORD_SAMPLE && origin->kind == RECORD_OFF_CPU &&
 	    perf_decode_sample(w->layout, h, &ps) == 0 && (pid_t)ps.tid == w->tid) {
 		w->samples++;
 		/* The user registers are the thread's own as it left the CPU: in nanosleep, right after the
@@ -387,7 +387,7 @@ static int on_switch_rec(void *ctx, const struct perf_event_header *h, enum samp
 	}
 	if ((h->type == PERF_RECORD_SWITCH || h->type == PERF_RECORD_SWITCH_CPU_WIDE) &&
 	    perf_decode_switch(w->layout, h, &sw) == 0 && (pid_t)sw.tid == w->tid) {
-		w->cpu_ring_switches += kind != SAMPLER_OFF_CPU_RING;
+		w->cpu_ring_switches += origin->kind != RECORD_OFF_CPU;
 		if (sw.out) {
 			w->records_out++;
 			w->preempted += sw.preempted;
