@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "src/base/bsearch.h"
 #include "src/base/hindex.h"
 #include "src/base/regular_file.h"
 
@@ -405,18 +406,15 @@ static struct process *process_new(struct procmgr *pm, pid_t pid)
 	return p;
 }
 
+static bool ends_after(const void *maps, size_t i, const void *addr)
+{
+	return ((const struct mapping *)maps)[i].end > *(const uint64_t *)addr;
+}
+
 /* The first of maps[n] (sorted, non-overlapping) that ends past addr; n if none. */
 static unsigned first_ending_after(const struct mapping *maps, unsigned n, uint64_t addr)
 {
-	unsigned lo = 0, hi = n;
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo) / 2;
-		if (maps[mid].end <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return (unsigned)bsearch_first(maps, n, ends_after, &addr);
 }
 
 struct process *procmgr_find(struct procmgr *pm, pid_t pid)

@@ -6,6 +6,7 @@
 #include "src/base/read_file.h"
 
 #include "src/base/atomic_file.h"
+#include "src/base/bsearch.h"
 #include "src/base/escape.h"
 #include "src/base/msgpack_scan.h"
 #include "src/base/regular_file.h"
@@ -612,20 +613,19 @@ static int fill_from_mapping(struct replay_env *env, const struct replay_mapping
 	return 0;
 }
 
+static bool mapping_ends_after(const void *mappings, size_t i, const void *addr)
+{
+	return ((const struct replay_mapping *)mappings)[i].end > *(const uint64_t *)addr;
+}
+
 static int replay_find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 {
 	struct replay_env_proc *rp = ctx;
 	const struct replay_process *p = rp->p;
-	uint32_t lo = 0, hi = p->nmappings;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (p->mappings[mid].end <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo < p->nmappings && p->mappings[lo].start <= addr)
-		return fill_from_mapping(rp->env, &p->mappings[lo], mod);
+	/* Mappings are sorted and disjoint (read_process): only the first one ending past addr may hold it. */
+	size_t i = bsearch_first(p->mappings, p->nmappings, mapping_ends_after, &addr);
+	if (i < p->nmappings && p->mappings[i].start <= addr)
+		return fill_from_mapping(rp->env, &p->mappings[i], mod);
 	return -ENOENT;
 }
 

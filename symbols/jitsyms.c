@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/base/bsearch.h"
 #include "src/base/hindex.h"
 
 struct js_range {
@@ -327,19 +328,22 @@ size_t jitsyms_count(const struct jitsyms *t)
 	return t->committed;
 }
 
-/* The line row of r in effect at offset off, or NULL. */
+static bool line_after(const void *rows, size_t i, const void *off)
+{
+	return ((const struct jitsym_line *)rows)[i].offset > *(const uint64_t *)off;
+}
+
+/* The line row of r in effect at offset off (the last one at or before it), or NULL. */
 static const struct jitsym_line *line_at(const struct jitsyms *t, const struct js_range *r, uint64_t off)
 {
 	const struct jitsym_line *rows = t->lines + r->first_line;
-	size_t lo = 0, hi = r->nlines;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (rows[mid].offset <= off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo ? &rows[lo - 1] : NULL;
+	size_t after = bsearch_first(rows, r->nlines, line_after, &off);
+	return after ? &rows[after - 1] : NULL;
+}
+
+static bool seg_after(const void *segs, size_t i, const void *addr)
+{
+	return ((const struct js_segment *)segs)[i].start > *(const uint64_t *)addr;
 }
 
 bool jitsyms_lookup(const struct jitsyms *t, uint64_t addr, struct jitsym_info *out)
@@ -351,14 +355,7 @@ bool jitsyms_lookup(const struct jitsyms *t, uint64_t addr, struct jitsym_info *
 bool jitsyms_lookup_span(const struct jitsyms *t, uint64_t addr, struct jitsym_info *out, uint64_t *span_lo,
 			 uint64_t *span_hi)
 {
-	size_t lo = 0, hi = t->nsegs;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (t->segs[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = bsearch_first(t->segs, t->nsegs, seg_after, &addr);
 	/* segs[lo - 1] holds addr, up to where segs[lo] starts. */
 	*span_lo = lo ? t->segs[lo - 1].start : 0;
 	*span_hi = lo < t->nsegs ? t->segs[lo].start : UINT64_MAX;

@@ -8,6 +8,8 @@
  */
 #include "symbols/kallsyms.h"
 
+#include "src/base/bsearch.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -409,24 +411,27 @@ static uint64_t sym_addr(const struct kallsyms *k, size_t i)
 	return k->isym ? k->isym[i].addr : k->sym[i].addr;
 }
 
+static bool sym_after(const void *k, size_t i, const void *addr)
+{
+	return sym_addr(k, i) > *(const uint64_t *)addr;
+}
+
 static void sym_names(const struct kallsyms *k, size_t i, uint32_t *name, uint32_t *module)
 {
 	*name = k->isym ? k->isym[i].name : k->sym[i].name;
 	*module = k->isym ? k->isym[i].module : k->sym[i].module;
 }
 
+static bool span_ends_after(const void *spans, size_t i, const void *addr)
+{
+	return ((const struct kallsyms_span *)spans)[i].hi > *(const uint64_t *)addr;
+}
+
 /* Whether a table read from an image answers for addr exactly (spans sorted, disjoint). */
 static bool in_spans(const struct kallsyms *k, uint64_t addr)
 {
-	size_t lo = 0, hi = k->nspans;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (k->spans[mid].hi <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < k->nspans && k->spans[lo].lo <= addr;
+	size_t i = bsearch_first(k->spans, k->nspans, span_ends_after, &addr);
+	return i < k->nspans && k->spans[i].lo <= addr;
 }
 
 /* The table that answers for addr: k, or the whole file for an address outside an image's spans. */
@@ -448,18 +453,12 @@ const char *kallsyms_lookup(struct kallsyms *table, uint64_t addr, uint64_t *off
 	const struct kallsyms *k = table ? table_for(table, addr) : NULL;
 	if (!k || k->n == 0 || addr < sym_addr(k, 0))
 		return NULL;
-	size_t lo = 0, hi = k->n;	/* sym[lo].addr <= addr < sym[hi].addr */
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (sym_addr(k, mid) <= addr)
-			lo = mid;
-		else
-			hi = mid;
-	}
+	/* The symbol before the first one past addr: there is one, the first symbol is at or below addr. */
+	size_t i = bsearch_first(k, k->n, sym_after, &addr) - 1;
 	uint32_t name, mod;
-	sym_names(k, lo, &name, &mod);
+	sym_names(k, i, &name, &mod);
 	if (offset)
-		*offset = addr - sym_addr(k, lo);
+		*offset = addr - sym_addr(k, i);
 	if (module && mod != NO_MODULE)
 		*module = k->names + mod;
 	return k->names + name;

@@ -19,6 +19,7 @@
 #include <zlib.h>
 
 #include "src/base/atomic_file.h"
+#include "src/base/bsearch.h"
 #include "src/base/cache_dir.h"
 #include "src/base/hindex.h"
 
@@ -152,21 +153,18 @@ static int by_lo(const void *a, const void *b)
 	return x->span.lo < y->span.lo ? -1 : x->span.lo > y->span.lo;
 }
 
+static bool symbol_at_or_above(const void *k, size_t i, const void *addr)
+{
+	uint64_t a;
+	const char *name, *module;
+	kallsyms_symbol(k, i, &a, &name, &module);
+	return a >= *(const uint64_t *)addr;
+}
+
 /* Index of the first symbol at or above addr. */
 static size_t first_at(const struct kallsyms *k, uint64_t addr)
 {
-	size_t lo = 0, hi = kallsyms_count(k);
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		uint64_t a;
-		const char *name, *module;
-		kallsyms_symbol(k, mid, &a, &name, &module);
-		if (a < addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return bsearch_first(k, kallsyms_count(k), symbol_at_or_above, &addr);
 }
 
 /* The kernel image's span: from its first symbol to just past its last. */

@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/base/bsearch.h"
 #include "src/base/hindex.h"
 #include "src/base/regular_file.h"
 #include "symbols/debug_cache.h"
@@ -551,33 +552,35 @@ static void index_build(struct symbol_index *x, Dwfl_Module *mod)
 	free(table);
 }
 
+static bool starts_after(const void *syms, size_t i, const void *addr)
+{
+	return ((const struct indexed_symbol *)syms)[i].value > *(const GElf_Addr *)addr;
+}
+
 /* How many of the sorted syms[0..n) start at or below addr. */
 static size_t count_at_most(const struct indexed_symbol *syms, size_t n, GElf_Addr addr)
 {
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (syms[mid].value <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return bsearch_first(syms, n, starts_after, &addr);
+}
+
+/* A label's place in the order labels are sorted in (by_address): by value, then not absolute before absolute. */
+struct label_key {
+	GElf_Addr value;
+	bool absolute;
+};
+
+static bool label_after(const void *labels, size_t i, const void *key)
+{
+	const struct indexed_symbol *sym = &((const struct indexed_symbol *)labels)[i];
+	const struct label_key *k = key;
+	return sym->value > k->value || (sym->value == k->value && sym->absolute > k->absolute);
 }
 
 /* How many labels of a pass come up to (value, absolute) in their order. */
 static size_t labels_up_to(const struct symbol_pass *p, GElf_Addr value, bool absolute)
 {
-	size_t lo = 0, hi = p->nsizeless;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		const struct indexed_symbol *sym = &p->sizeless[mid];
-		if (sym->value < value || (sym->value == value && sym->absolute <= absolute))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	struct label_key key = { value, absolute };
+	return bsearch_first(p->sizeless, p->nsizeless, label_after, &key);
 }
 
 /* The label of a pass at value (absolute or not) that comes last in table order; NULL if none. */

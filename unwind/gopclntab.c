@@ -14,6 +14,7 @@
 #include "unwind/gopclntab.h"
 
 #include "unwind/byte_reader.h"
+#include "src/base/bsearch.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -166,17 +167,15 @@ static bool gp_va_reader(const struct gopclntab *t, uint64_t va, size_t len, str
 	return true;
 }
 
+static bool gp_reloc_at_or_after(const void *relocs, size_t i, const void *va)
+{
+	return ((const struct gp_reloc *)relocs)[i].off >= *(const uint64_t *)va;
+}
+
 static const struct gp_reloc *gp_reloc_at(const struct gopclntab *t, uint64_t va)
 {
-	size_t lo = 0, hi = t->nrelocs;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (t->relocs[mid].off < va)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < t->nrelocs && t->relocs[lo].off == va ? &t->relocs[lo] : NULL;
+	size_t i = bsearch_first(t->relocs, t->nrelocs, gp_reloc_at_or_after, &va);
+	return i < t->nrelocs && t->relocs[i].off == va ? &t->relocs[i] : NULL;
 }
 
 /* A pointer-sized word at ELF address va as the loaded program sees it (its RELATIVE relocation applied). */
@@ -806,19 +805,18 @@ void gopclntab_text_range(const struct gopclntab *t, uint64_t *start, uint64_t *
 	*end = gp_entry(t, t->nfunc);
 }
 
+static bool gp_entry_after(const void *t, size_t i, const void *va)
+{
+	return gp_entry(t, i) > *(const uint64_t *)va;
+}
+
 int gopclntab_find_func(const struct gopclntab *t, uint64_t va, size_t *index)
 {
-	size_t lo = 0, hi = t->nfunc;
 	if (va < gp_entry(t, 0) || va >= gp_entry(t, t->nfunc))
 		return -ENOENT;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (gp_entry(t, mid) <= va)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	*index = lo;
+	/* Entries ascend (checked at open) and the first is at or below va: the function is the one before the
+	 * first entry past va, which exists among 1..nfunc-1 or is the end, nfunc. */
+	*index = bsearch_first(t, t->nfunc, gp_entry_after, &va) - 1;
 	return 0;
 }
 

@@ -32,6 +32,7 @@
 #include "unwind/byte_reader.h"
 #include "unwind/elf_image.h"
 #include "unwind/file_cache.h"
+#include "src/base/bsearch.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -281,20 +282,16 @@ static bool add_cie(void *ctx, const Dwarf_CFI_Entry *e, uint64_t off)
 	return true;
 }
 
+static bool cie_at_or_after(const void *cies, size_t i, const void *off)
+{
+	return ((const struct cie_note *)cies)[i].offset >= *(const uint64_t *)off;
+}
+
 /* CIEs are collected in section order, so the list is sorted by offset. */
 static struct cie_note *find_cie(const struct cie_list *l, uint64_t off)
 {
-	size_t lo = 0, hi = l->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (l->v[mid].offset == off)
-			return l->v[mid].usable ? &l->v[mid] : NULL;
-		if (l->v[mid].offset < off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
+	size_t i = bsearch_first(l->v, l->n, cie_at_or_after, &off);
+	return i < l->n && l->v[i].offset == off && l->v[i].usable ? &l->v[i] : NULL;
 }
 
 static int cmp_entry(const void *a, const void *b)
@@ -760,22 +757,20 @@ static const uint8_t *table_host(const struct file_info *fi, const struct fde_ta
 	return elf_image_bytes(&fi->img, t->table, bytes);
 }
 
+static bool entry_starts_after(const void *entries, size_t i, const void *rel)
+{
+	int32_t start;
+	memcpy(&start, (const uint8_t *)entries + i * sizeof(struct table_entry), sizeof(start)); /* may be unaligned */
+	return start > *(const int32_t *)rel;
+}
+
 /* Index of the last entry starting at or before rel (the rule libunwind's own search applies). */
 static bool lookup_entry(const uint8_t *entries, uint64_t n, int32_t rel, uint64_t *index)
 {
-	uint64_t lo = 0, hi = n;
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-		int32_t start;
-		memcpy(&start, entries + mid * sizeof(struct table_entry), sizeof(start)); /* may be unaligned */
-		if (rel < start)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	if (hi == 0)
+	size_t after = bsearch_first(entries, n, entry_starts_after, &rel);
+	if (after == 0)
 		return false;
-	*index = hi - 1;
+	*index = after - 1;
 	return true;
 }
 
