@@ -52,7 +52,8 @@ GEN_HDRS  := $(GEN_SRCS:.c=.h)
 GEN_OBJS  := $(GEN_SRCS:.c=.o)
 CFLAGS    += -I$(BUILD)/gen
 
-LIB_SRCS  := $(wildcard src/*.c) $(wildcard src/base/*.c) $(filter-out src/cmd/main.c,$(wildcard src/cmd/*.c)) \
+LIB_SRCS  := $(wildcard src/sampling/*.c) $(wildcard src/processes/*.c) $(wildcard src/pipeline/*.c) \
+             $(wildcard src/base/*.c) $(filter-out src/cmd/main.c,$(wildcard src/cmd/*.c)) \
              $(wildcard src/profile/*.c) $(wildcard unwind/*.c) \
              $(wildcard symbols/*.c) $(wildcard correlate/*.c)
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(GEN_OBJS)

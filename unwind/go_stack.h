@@ -24,7 +24,7 @@
  * and must pass the checks above.
  *
  * Process memory: read only through the struct unwind_memory the caller passes (unwind.h) — the live process
- * (src/procmem.h), what a reader read while it held the thread, or recorded bytes — never by this module itself.
+ * (src/processes/procmem.h), what a reader read while it held the thread, or recorded bytes — never by this module itself.
  * A read that returns fewer bytes than asked counts as unreadable (-EIO).
  *
  * The stack-switch hook go_stack_follow() puts it together for the delta unwinder (unwind_deltas.h): the

@@ -81,7 +81,7 @@ struct unwind_module {
  * The sampled process's memory, as the caller lets unwind/ read it. read copies at most len bytes at addr into buf
  * and returns how many it copied — fewer than len only where readable memory ends — or a negative errno: -EFAULT
  * (nothing readable at addr), -ESRCH (the process is gone), -EPERM. It never writes past buf + len. The reader
- * may be the live process now (src/procmem.h), so what it returns may have changed since the sample: users check
+ * may be the live process now (src/processes/procmem.h), so what it returns may have changed since the sample: users check
  * what they read against the sample (go_stack.h says how).
  */
 struct unwind_memory {

@@ -36,14 +36,14 @@
 #include "src/cmd/commands.h"
 #include "src/cmd/daemon_config.h"
 #include "src/cmd/options.h"
-#include "src/event_loop.h"
-#include "src/fastlane.h"
-#include "src/memory_watch.h"
+#include "src/pipeline/event_loop.h"
+#include "src/pipeline/fastlane.h"
+#include "src/processes/memory_watch.h"
 #include "src/profile/profile.h"
 #include "src/profile/profile_dir.h"
-#include "src/reporter.h"
-#include "src/sampler.h"
-#include "src/session.h"
+#include "src/pipeline/reporter.h"
+#include "src/sampling/sampler.h"
+#include "src/pipeline/session.h"
 
 /*
  * The rings wake the daemon when half full (sampler.h): at 19 Hz a 2 MiB ring takes ~3 s to get there, so on

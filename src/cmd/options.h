@@ -16,8 +16,8 @@
 #include <stdbool.h>
 
 #include "src/cmd/settings.h"
-#include "src/sampler.h"
-#include "src/session.h"
+#include "src/sampling/sampler.h"
+#include "src/pipeline/session.h"
 
 /* What `record` and the daemon share: the sampler's and the session's settings. */
 struct run_settings {

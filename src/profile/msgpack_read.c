@@ -26,13 +26,7 @@
 #include "src/base/regular_file.h"
 #include "src/profile/msgpack_schema.h"
 #include "src/profile/profile_impl.h"
-#include "src/session.h"
-#include "src/traces.h"
 
-/* What the reader accepts is what the recorder can write: the kernel frames a trace keeps, the most user frames
- * --max-frames allows, and one error frame. */
-_Static_assert(PROFILE_MAX_STACK_LOCATIONS == TRACE_MAX_KERNEL_FRAMES + SESSION_MAX_FRAMES_LIMIT + 1,
-	       "PROFILE_MAX_STACK_LOCATIONS is the longest stack record writes");
 
 /* A decoded attribute-table entry, reduced to what hostprof uses. */
 struct rattr {

@@ -34,7 +34,7 @@
 #define PROFILE_VALUE_MAX ((uint64_t)INT64_MAX)
 
 /* The most locations a stack hostprof writes has: TRACE_MAX_KERNEL_FRAMES kernel frames, SESSION_MAX_FRAMES_LIMIT
- * user frames and one error frame (src/traces.h, src/session.h; msgpack_read.c checks the sum). */
+ * user frames and one error frame (src/pipeline/traces.h, src/pipeline/session.h; msgpack_read.c checks the sum). */
 #define PROFILE_MAX_STACK_LOCATIONS (255u + 65536u + 1u)
 
 /* Frame kinds, numbered as the OpenTelemetry eBPF profiler numbers them, and one of hostprof's own where that

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "src/perf_record.h"
+#include "src/sampling/perf_record.h"
 
 /* The sample fields hostprof asks for; the fuzzer picks any subset. */
 #define FUZZ_SAMPLE_BITS                                                                                            \

@@ -6,8 +6,8 @@
  */
 #include <stdint.h>
 
-#include "src/execinfo.h"
-#include "src/replay.h"
+#include "src/processes/execinfo.h"
+#include "src/pipeline/replay.h"
 #include "tests/fuzz/fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

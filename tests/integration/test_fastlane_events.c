@@ -1,5 +1,5 @@
 /*
- * Integration test of the fast lane's events over a daemon's life (src/fastlane.h): a process that takes the lane
+ * Integration test of the fast lane's events over a daemon's life (src/pipeline/fastlane.h): a process that takes the lane
  * gets an event per thread and CPU, and they must go when its threads do. A daemon sampling at 999 Hz watches
  * 1,000 short runs of a program whose stacks are deeper than the kernel's copy (deep_recursion). A first run of a
  * second takes the lane by the reads its samples need; the daemon then knows the program, and each later process

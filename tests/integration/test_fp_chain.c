@@ -18,8 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/execinfo.h"
-#include "src/replay.h"
+#include "src/processes/execinfo.h"
+#include "src/pipeline/replay.h"
 #include "tests/lib/testlib.h"
 #include "unwind/unwind_deltas.h"
 

@@ -328,7 +328,7 @@ static uint64_t fast_lane_samples(const char *dir)
 	return n;
 }
 
-/* Samples a root ring holds with the default 16 KiB stack copy (src/sampler.h: ~200; 4 MiB of 16 KiB copies). */
+/* Samples a root ring holds with the default 16 KiB stack copy (src/sampling/sampler.h: ~200; 4 MiB of 16 KiB copies). */
 #define RING_SAMPLES 256
 
 /*
@@ -336,7 +336,7 @@ static uint64_t fast_lane_samples(const char *dir)
  * but what the goroutine still holds when the sample is read: read while the thread is held (the fast lane) it is
  * followed; read in a batch ~100 ms later, its goroutine has resumed or exited and its stack is gone (measured:
  * every such sample of the grow fixture). hostprof reads a new process's first batch before it knows the process
- * needs the fast lane, and takes it then (src/session.c: live_read): those samples, B = all but the fast lane's
+ * needs the fast lane, and takes it then (src/pipeline/session.c: live_read): those samples, B = all but the fast lane's
  * (its summary), are at most a ring per CPU. So 90% of the growth samples read in time must be complete — the
  * growth share of the samples read in time — and B must be at most a ring per CPU. Measured (2 s of CPU, 2 CPUs):
  * B 139-274 of 1750-1950 samples (fewer on a busy machine, where the first batch spans fewer of the fixture's

@@ -1,6 +1,6 @@
 /*
- * The project's rules as `make check` enforces them: the layering rule (tests/check-layers: unwind/, symbols/ and
- * correlate/ include src/base/ and nothing else of src/) holds for this tree and catches a violation, and
+ * The project's rules as `make check` enforces them: the layering rule (tests/check-layers: ARCHITECTURE.md's
+ * folder table, each folder including only what its row allows) holds for this tree and catches violations, and
  * tests/run-tests fails a test that skips without saying why and, with CI=true, one that skips for a reason
  * tests/allowed-skips does not list.
  */
@@ -20,24 +20,38 @@ static void test_layering_holds_here(void **state)
 	assert_int_equal(test_run("tests/check-layers"), 0);
 }
 
-/* A copy of the libraries' layout with one file each that breaks the rule, and files that keep it. */
+/* The folder table of this tree's ARCHITECTURE.md over a copy of the layout with files that keep it, then one file
+ * at a time that breaks it: each named, with the rule of its folder. */
+static void expect_violation(const char *d, const char *file, const char *include, const char *said)
+{
+	assert_int_equal(test_run("printf '#include \"%s\"\\n' > %s/%s", include, d, file), 0);
+	assert_int_equal(test_run("tests/check-layers %s 2> %s/err", d, d), 1);
+	assert_int_equal(test_run("grep -F -q '%s:1: includes %s, of %s' %s/err", file, include, said, d), 0);
+	assert_int_equal(test_run("rm %s/%s", d, file), 0);
+	assert_int_equal(test_run("tests/check-layers %s", d), 0);
+}
+
 static void test_layering_violations_named(void **state)
 {
 	struct test_workdir *w = *state;
 	const char *d = w->dir;
-	assert_int_equal(test_run("mkdir -p %s/unwind %s/symbols %s/correlate %s/src/base && "
+	assert_int_equal(test_run("mkdir -p %s/unwind %s/symbols %s/correlate %s/src/base %s/src/profile "
+				  "%s/src/pipeline %s/src/cmd && cp ARCHITECTURE.md %s/ && "
 				  "printf '#include \"src/base/hindex.h\"\\n#include \"unwind/unwind.h\"\\n#include <stdio.h>\\n'"
-				  " > %s/unwind/ok.c && printf '#include \"src/base/clock.h\"\\n' > %s/src/base/ok.c",
-				  d, d, d, d, d, d), 0);
+				  " > %s/unwind/ok.c && printf '#include \"src/base/clock.h\"\\n' > %s/src/base/ok.c && "
+				  "printf '#include \"src/cmd/commands.h\"\\n' > %s/src/cmd/ok.c && "
+				  "printf '#include \"src/profile/proto/profile.pb-c.h\"\\n' > %s/src/profile/ok.c",
+				  d, d, d, d, d, d, d, d, d, d, d, d), 0);
 	assert_int_equal(test_run("tests/check-layers %s", d), 0);
-	assert_int_equal(test_run("printf '  # include <src/session.h>\\n' > %s/correlate/bad.h", d), 0);
-	assert_int_equal(test_run("tests/check-layers %s 2> %s/err", d, d), 1);
-	assert_int_equal(test_run("grep -q 'correlate/bad.h:1: includes src/session.h: unwind/, symbols/ and "
-				  "correlate/ may include src/base/ and nothing else of src/' %s/err", d), 0);
-	assert_int_equal(test_run("rm %s/correlate/bad.h && printf '#include \"src/profile/profile.h\"\\n' > %s/src/base/bad.c",
-				  d, d), 0);
-	assert_int_equal(test_run("tests/check-layers %s 2> %s/err", d, d), 1);
-	assert_int_equal(test_run("grep -q 'src/base/bad.c:1: includes src/profile/profile.h' %s/err", d), 0);
+	expect_violation(d, "correlate/bad.h", "src/pipeline/session.h", "src/pipeline/: correlate/ may include");
+	expect_violation(d, "correlate/bad.c", "unwind/unwind.h", "unwind/: correlate/ may include");
+	expect_violation(d, "unwind/bad.c", "symbols/symbolizer.h", "symbols/: unwind/ may include");
+	expect_violation(d, "src/base/bad.c", "src/profile/profile.h", "src/profile/: src/base/ may include itself only");
+	expect_violation(d, "src/profile/bad.c", "src/pipeline/session.h", "src/pipeline/: src/profile/ may include");
+	expect_violation(d, "src/pipeline/bad.c", "src/cmd/options.h", "src/cmd/: src/pipeline/ may include anything but");
+	/* Without the table there is no rule to check: said, not passed. */
+	assert_int_equal(test_run("rm %s/ARCHITECTURE.md && tests/check-layers %s 2> %s/err", d, d, d), 2);
+	assert_int_equal(test_run("grep -q 'no folder table' %s/err", d), 0);
 }
 
 /*

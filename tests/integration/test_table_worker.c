@@ -1,7 +1,7 @@
 /*
  * test_table_worker — what a user who keeps loading fresh copies of large libraries costs hostprof: stack-delta
- * tables are built by a worker thread (src/table_worker.h) while the samples that need them are held and walked
- * again once ready (src/held_samples.h), so no sample is lost to a build; and memory comes back after the churn.
+ * tables are built by a worker thread (src/processes/table_worker.h) while the samples that need them are held and walked
+ * again once ready (src/pipeline/held_samples.h), so no sample is lost to a build; and memory comes back after the churn.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -286,7 +286,7 @@ static void own_memory_floor(pid_t daemon, const char *conf, struct mem_usage *f
  * Churn: the daemon profiles while fresh copies of a large library are loaded, and thousands of short processes
  * run. Tables and symbols of the copies are dropped once no sample needs them (the files are gone), large tables
  * live in mappings of their own, and the heap is trimmed after each profile: after the churn the daemon holds no
- * file of the copies (an entry holds its file open while hostprof keeps anything of it, src/execinfo.h), and its
+ * file of the copies (an entry holds its file open while hostprof keeps anything of it, src/processes/execinfo.h), and its
  * RSS is back within 3 MiB of what it was before (the issue measured 72 MB before, 161 MB after; one copy's table
  * alone is 4.8 MiB, its symbols more). RSS as the issue measured it, hostprof's own code included.
  *

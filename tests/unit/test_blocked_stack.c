@@ -1,5 +1,5 @@
 /*
- * Unit tests of src/blocked_stack.c: the syscall file's three shapes parsed and anything else refused, and a live
+ * Unit tests of src/processes/blocked_stack.c: the syscall file's three shapes parsed and anything else refused, and a live
  * read of a child blocked in read(2) checked against what the child's code says it must be: the program counter
  * right after a syscall instruction, and the blocking function's return address on the stack read.
  */
@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "src/blocked_stack.h"
-#include "src/procmem.h"
+#include "src/processes/blocked_stack.h"
+#include "src/processes/procmem.h"
 
 static int parse(const char *text, uint64_t *sp, uint64_t *ip)
 {

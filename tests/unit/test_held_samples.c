@@ -1,5 +1,5 @@
 /*
- * test_held_samples — the queue of samples waiting for a table (src/held_samples.h): records come back whole and in
+ * test_held_samples — the queue of samples waiting for a table (src/pipeline/held_samples.h): records come back whole and in
  * order, the bounds refuse what is past them, a batch taken leaves the queue empty for records held meanwhile, and
  * records of a batch held again stay where they are and come back first, in order.
  */
@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "src/held_samples.h"
+#include "src/pipeline/held_samples.h"
 
 /* A record of size bytes (a multiple of 8 or not) whose payload bytes are all tag. */
 static struct perf_event_header *record(uint8_t *buf, uint16_t size, uint8_t tag)

@@ -1,5 +1,5 @@
 /*
- * Unit tests for src/jitinfo.c: the JIT maps of real child processes, written here as a runtime would write them
+ * Unit tests for src/processes/jitinfo.c: the JIT maps of real child processes, written here as a runtime would write them
  * (/tmp/perf-PID.map, a jitdump file the process maps): names and identities, maps that grow, a map written
  * after the process exited, files that must not be read (another owner, a symbolic link, a FIFO, a map older
  * than the process), how a JVM says it keeps frame pointers, the process limit and the entries' lifetime.
@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "src/jitinfo.h"
+#include "src/processes/jitinfo.h"
 #include "symbols/jitdump.h"
 
 /* A child that waits on its stdin; with argv, it runs that (sh -c 'read x' ...) instead. */

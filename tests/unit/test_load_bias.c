@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "src/base/load_bias.h"
-#include "src/execinfo.h"
-#include "src/procmgr.h"
+#include "src/processes/execinfo.h"
+#include "src/processes/procmgr.h"
 
 #define BASE 0x555555554000ull
 

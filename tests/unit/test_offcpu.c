@@ -1,4 +1,4 @@
-/* Unit tests for src/offcpu.c: intervals from switch-out to switch-in, the threshold, the rate cap, flushing. */
+/* Unit tests for src/pipeline/offcpu.c: intervals from switch-out to switch-in, the threshold, the rate cap, flushing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/offcpu.h"
+#include "src/pipeline/offcpu.h"
 
 #define MS 1000000ULL
 

@@ -1,4 +1,4 @@
-/* Unit tests for src/perf_record.c: records built byte by byte as the kernel lays them out. */
+/* Unit tests for src/sampling/perf_record.c: records built byte by byte as the kernel lays them out. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "src/perf_record.h"
+#include "src/sampling/perf_record.h"
 
 struct builder {
 	uint64_t words[2048];

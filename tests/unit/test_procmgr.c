@@ -1,4 +1,4 @@
-/* Unit tests for src/procmgr.c and src/execinfo.c: mapping bookkeeping, fork/exec, lazy file opening, anonymous
+/* Unit tests for src/processes/procmgr.c and src/processes/execinfo.c: mapping bookkeeping, fork/exec, lazy file opening, anonymous
  * executable memory. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/procmgr.h"
+#include "src/processes/procmgr.h"
 
 struct pm_state {
 	struct execinfo_mgr *em;

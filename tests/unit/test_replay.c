@@ -1,5 +1,5 @@
 /*
- * Unit tests for src/replay.c's reader and environment on hand-built replay files (msgpack-c): a replay file that
+ * Unit tests for src/pipeline/replay.c's reader and environment on hand-built replay files (msgpack-c): a replay file that
  * is a FIFO, and a replay whose library path names a FIFO, are refused at once and said to be no regular file,
  * by the library and by `hostprof replay`; an alarm and `timeout` turn a hang into a failure.
  */
@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "src/base/regular_file.h"
-#include "src/execinfo.h"
-#include "src/replay.h"
+#include "src/processes/execinfo.h"
+#include "src/pipeline/replay.h"
 #include "tests/lib/testlib.h"
 
 #define HANG_SECONDS 20

@@ -1,5 +1,5 @@
 /*
- * Unit tests for src/sampler.c on this very process: real perf_event_open, real rings. They skip, saying why,
+ * Unit tests for src/sampling/sampler.c on this very process: real perf_event_open, real rings. They skip, saying why,
  * where the kernel refuses perf_event_open.
  */
 #include <setjmp.h>
@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "src/sampler.h"
+#include "src/sampling/sampler.h"
 #include "tests/lib/testlib.h"
 
 struct seen {

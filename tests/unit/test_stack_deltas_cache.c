@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "src/execinfo.h"
+#include "src/processes/execinfo.h"
 #include "src/profile/ids.h"
 #include "unwind/stack_deltas.h"
 #include "unwind/stack_deltas_cache.h"

@@ -1,5 +1,5 @@
 /*
- * Unit tests for src/stackext.c: a "thread stack" laid out in this process's own memory, a copy of its first
+ * Unit tests for src/processes/stackext.c: a "thread stack" laid out in this process's own memory, a copy of its first
  * part as the kernel would have taken it, and the rest read back through the live-process reader (procmem.h) on
  * our own pid.
  */
@@ -14,8 +14,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "src/procmem.h"
-#include "src/stackext.h"
+#include "src/processes/procmem.h"
+#include "src/processes/stackext.h"
 
 #define LIVE_SIZE (256u * 1024u)	/* the whole stack, in our memory */
 #define COPY_SIZE (64u * 1024u - 224u)	/* what the kernel copied of it (a 64 KiB record, less its header) */

@@ -1,5 +1,5 @@
 /*
- * Tests of the target watch (src/target_watch.c) on real child processes: an exit wakes a poll() on the pidfds
+ * Tests of the target watch (src/sampling/target_watch.c) on real child processes: an exit wakes a poll() on the pidfds
  * at once (no polling by hand), the command's status and CPU time are kept when it is reaped, a process that
  * is not hostprof's child is only noticed (its parent reaps it), and stopping the command reaps it.
  */
@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "src/target_watch.h"
+#include "src/sampling/target_watch.h"
 
 static uint64_t now_ms(void)
 {

@@ -1,4 +1,4 @@
-/* Unit tests for src/traces.c: known-trace cache, counts per (pid, tid, trace), stack-trace IDs, profile build, JIT
+/* Unit tests for src/pipeline/traces.c: known-trace cache, counts per (pid, tid, trace), stack-trace IDs, profile build, JIT
  * frames. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/traces.h"
+#include "src/pipeline/traces.h"
 
 struct tr_state {
 	struct execinfo_mgr *em;

@@ -1,5 +1,5 @@
 /*
- * Unit tests of src/walk.c without a kernel event: each sample is taken by the test itself, in the test's own
+ * Unit tests of src/pipeline/walk.c without a kernel event: each sample is taken by the test itself, in the test's own
  * thread (its registers and a copy of its stack, as perf would copy them), so that every walk is deterministic and
  * independent of the machine's load. The walks must name the functions the test called, in order, down to main:
  * - through the stack-delta tables, each frame named by the module the unwinder found it in, and the same frames
@@ -20,8 +20,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "src/procmem.h"
-#include "src/walk.h"
+#include "src/processes/procmem.h"
+#include "src/pipeline/walk.h"
 #include "symbols/symbolizer.h"
 
 #define STACK_COPY 8192
