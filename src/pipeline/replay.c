@@ -10,6 +10,7 @@
 #include "src/base/escape.h"
 #include "src/base/msgpack_scan.h"
 #include "src/base/regular_file.h"
+#include "src/processes/procmgr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -641,4 +642,37 @@ int replay_env_process(struct replay_env *env, int32_t pid, struct unwind_proces
 		}
 	}
 	return -ENOENT;
+}
+
+struct capture_ctx {
+	struct replay_writer *w;
+	struct procmgr *procs;
+};
+
+/* The mappings of p whose files can be opened, as a replay records them. */
+static int capture_process(void *arg, struct process *p)
+{
+	struct capture_ctx *c = arg;
+	struct replay_mapping *maps = calloc(p->nmaps + 1, sizeof(*maps));
+	uint32_t n = 0;
+	int err = maps ? 0 : -ENOMEM;
+	for (unsigned i = 0; i < p->nmaps && !err; i++) {
+		struct execinfo *e = procmgr_mapping_exe(c->procs, p, &p->maps[i]);
+		if (!e)
+			continue;
+		maps[n] = (struct replay_mapping){ .start = p->maps[i].start, .end = p->maps[i].end,
+						   .pgoff = p->maps[i].pgoff, .prot = p->maps[i].prot };
+		err = replay_writer_add_file(c->w, e, &maps[n].file);
+		n++;
+	}
+	if (!err)
+		err = replay_writer_set_process(c->w, p->pid, maps, n);
+	free(maps);
+	return err;
+}
+
+int replay_writer_add_processes(struct replay_writer *w, struct procmgr *procs)
+{
+	struct capture_ctx c = { w, procs };
+	return procmgr_for_each(procs, capture_process, &c);
 }

@@ -77,6 +77,9 @@ void replay_writer_free(struct replay_writer *w);
 int replay_writer_add_file(struct replay_writer *w, const struct execinfo *e, uint32_t *index);
 /* Record a process's mappings (a later call for the same pid replaces them). */
 int replay_writer_set_process(struct replay_writer *w, pid_t pid, const struct replay_mapping *maps, uint32_t n);
+/* Record every process procs knows: the mappings whose files can be opened, with those files. */
+struct procmgr;
+int replay_writer_add_processes(struct replay_writer *w, struct procmgr *procs);
 int replay_writer_add_sample(struct replay_writer *w, pid_t pid, pid_t tid, const struct unwind_sample *s);
 int replay_writer_save(struct replay_writer *w, const char *path);
 

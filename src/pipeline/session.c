@@ -5,33 +5,26 @@
 
 #include <errno.h>
 #include <malloc.h>
-#include <stdio.h>
-#include <sys/eventfd.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <sys/mman.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "correlate/correlate.h"
 #include "src/base/cache_dir.h"
 #include "src/base/clock.h"
-#include "src/base/host_id.h"
-#include "src/base/mem_usage.h"
-#include "src/processes/blocked_stack.h"
-#include "src/processes/execinfo.h"
+#include "src/pipeline/apm_link.h"
 #include "src/pipeline/fastlane.h"
 #include "src/pipeline/held_samples.h"
-#include "src/processes/jitinfo.h"
+#include "src/pipeline/kernel_frames.h"
 #include "src/pipeline/lanes.h"
-#include "src/processes/memory_watch.h"
-#include "src/pipeline/offcpu.h"
-#include "src/processes/procmgr.h"
+#include "src/pipeline/offcpu_time.h"
 #include "src/pipeline/replay.h"
 #include "src/pipeline/traces.h"
 #include "src/pipeline/walk.h"
-#include "symbols/kallsyms.h"
-#include "symbols/kallsyms_cache.h"
+#include "src/processes/execinfo.h"
+#include "src/processes/jitinfo.h"
+#include "src/processes/memory_watch.h"
+#include "src/processes/procmgr.h"
 
 /* What a profile reader accepts (msgpack_read.c) is what a session can write: the kernel frames a trace keeps, the
  * most user frames --max-frames allows, and one error frame. */
@@ -47,20 +40,16 @@ struct session {
 	struct walk *walk;			/* a sample's frames (walk.h) */
 	struct lanes *lanes;			/* which processes take the fast lane, and the lane (lanes.h) */
 	struct replay_writer *capture;
-	struct correlate *correlate;		/* NULL when APM correlation is off */
+	struct apm_link *apm;			/* NULL when APM correlation is off (apm_link.h) */
 	int wake_fd;				/* eventfd the fast lane and the table worker write */
 	struct jitinfo_mgr *jit;		/* profiled processes' JIT code (perf maps, jitdump files) */
-	char host_id[HOST_ID_MAX];
-	struct kallsyms *kallsyms;
-	struct trace_kernel kernel;
+	struct kernel_frames *kernel;		/* the kernel's build id, _text and symbols (kernel_frames.h) */
 	pid_t self;
 	struct session_stats stats;
+	struct session_stats report;		/* session_stats()'s copy, the parts' counts filled in */
 	struct memory_watch *memory;		/* the budget, as session_tick() watches it (memory_watch.h) */
-	struct offcpu *offcpu;			/* NULL unless off-CPU profiling */
-	uint8_t *blocked_stack;			/* off-CPU without samples: a waiting thread's stack read live */
-	size_t blocked_stack_size;		/* ... up to this (the off-CPU stack copy's size) */
+	struct offcpu_time *offcpu;		/* NULL unless off-CPU profiling (offcpu_time.h) */
 	uint64_t finish_ns;			/* session_finish()'s time: threads still off CPU count up to it */
-	uint64_t off_cpu_lost_told;		/* off-CPU samples lost in full rings, as far as in profiles */
 	/* Samples whose walk needs a table the worker is building (execinfo_deltas_nowait()) are held until it is
 	 * ready, then handled again (rehandle_held()). */
 	struct held_samples *held;		/* NULL without a worker (the reference unwinder needs no table) */
@@ -76,41 +65,6 @@ struct record_ctx {
 	bool hold_off;				/* ... walked with what exists: none held again */
 };
 
-/* The kernel's build-id from /sys/kernel/notes, a sequence of ELF notes. */
-static void read_kernel_build_id(char *out)
-{
-	uint8_t buf[4096];
-	FILE *f = fopen("/sys/kernel/notes", "re");
-	size_t n = f ? fread(buf, 1, sizeof(buf), f) : 0;
-	out[0] = '\0';
-	if (f)
-		fclose(f);
-	for (size_t off = 0; off + 12 <= n;) {
-		uint32_t namesz, descsz, type;
-		memcpy(&namesz, buf + off, 4);
-		memcpy(&descsz, buf + off + 4, 4);
-		memcpy(&type, buf + off + 8, 4);
-		size_t name_off = off + 12, desc_off = name_off + ((namesz + 3) & ~3u);
-		if (namesz > n || descsz > n || desc_off + descsz > n)
-			return;
-		if (type == NT_GNU_BUILD_ID && namesz == 4 && memcmp(buf + name_off, "GNU", 4) == 0 && descsz <= 20) {
-			hex_encode(buf + desc_off, descsz, out);
-			return;
-		}
-		off = desc_off + ((descsz + 3) & ~3u);
-	}
-}
-
-/* Kernel frames are hashed relative to _text, read now; their names wait for a profile (load_kallsyms()). */
-static void setup_kernel(struct session *s)
-{
-	read_kernel_build_id(s->kernel.build_id);
-	if (s->kernel.build_id[0])
-		fileid_from_build_id_hex(s->kernel.build_id, &s->kernel.file_id);
-	if (sampler_kernel_enabled(s->sampler))
-		kallsyms_read_text_start("/proc/kallsyms", &s->kernel.text_start);
-}
-
 /* Symbolizers read decompressed copies of compressed debug files (debug_cache.h) from the cache directory, and
  * stack-delta tables are loaded from there (stack_deltas_cache.h). */
 static void set_cache_dir(struct session *s)
@@ -120,28 +74,12 @@ static void set_cache_dir(struct session *s)
 		execinfo_mgr_set_cache_dir(s->execinfo, dir);
 }
 
-/* The kernel's symbols, the first time a profile has kernel frames to name: from this boot's cache when there
- * is one (kallsyms_cache.h), else /proc/kallsyms (~60 ms of kernel time). */
+/* The kernel's symbols, the first time a profile has kernel frames to name (kernel_frames.h). */
 static void load_kallsyms(struct session *s)
 {
-	char dir[4096];
-	struct kallsyms_cache_paths paths = { .dir = NULL };
-	if (s->kallsyms || !walk_get_stats(s->walk)->kernel_frames)
-		return;
-	if (s->opts.use_cache && cache_dir_default(dir, sizeof(dir)) == 0)
-		paths.dir = dir;
-	if (kallsyms_cache_open(&paths, &s->kallsyms, NULL) == 0) {
-		s->kernel.kallsyms = s->kallsyms;	/* for the tables of later intervals */
-		traces_set_kallsyms(s->traces, s->kallsyms);
-	}
-}
-
-/* The correlation library's log lines go to the session's sink at their level (they begin "apm: "). */
-static void correlate_log(void *arg, enum correlate_log_level level, const char *msg)
-{
-	const struct session *s = arg;
-	static const enum log_level levels[] = { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };
-	log_write(&s->opts.log, (unsigned)level < 4 ? levels[level] : LOG_LEVEL_ERROR, "%s", msg);
+	struct kallsyms *k;
+	if (walk_get_stats(s->walk)->kernel_frames && (k = kernel_frames_symbols(s->kernel)))
+		traces_set_kallsyms(s->traces, k);
 }
 
 /* Correlation says pid is ready: its samples take the fast lane from now on. */
@@ -151,30 +89,16 @@ static void on_apm_ready(void *arg, pid_t pid)
 	lanes_apm_ready(s->lanes, pid);
 }
 
-
-
-
-
-
-
-
 static int setup_correlation(struct session *s)
 {
 	if (!s->opts.apm)
 		return 0;
-	host_id_get(s->opts.host_id, s->host_id, sizeof(s->host_id));
-	struct correlate_options co = { .host_id = s->host_id, .delay_ms = s->opts.apm_delay_ms,
-					.log = correlate_log, .log_arg = s, .ready = on_apm_ready, .ready_arg = s };
-	return correlate_new(&co, &s->correlate);
+	struct apm_link_options ao = { .host_id = s->opts.host_id, .delay_ms = s->opts.apm_delay_ms,
+				       .max_staleness_us = s->opts.apm_max_staleness_us ? s->opts.apm_max_staleness_us :
+							   SESSION_APM_MAX_STALENESS_US,
+				       .log = s->opts.log, .ready = on_apm_ready, .ready_ctx = s };
+	return apm_link_new(&ao, &s->apm);
 }
-
-
-
-
-
-
-
-
 
 /*
  * Tables are built by a worker and the samples that wait for one held, so that sampling never waits for a build;
@@ -195,7 +119,6 @@ static int setup_worker(struct session *s)
 		execinfo_mgr_set_room(s->execinfo, memory_watch_room_for_build, s->memory);
 	return err < 0 ? err : execinfo_mgr_start_worker(s->execinfo, s->wake_fd);
 }
-
 
 /* walk_live_read_fn: a walk's read of the live process weighs on its process taking the fast lane. */
 static void on_live_read(void *ctx, struct process *p, unsigned kind, int rc, bool fast, bool replaying)
@@ -228,7 +151,7 @@ static int setup_walk(struct session *s)
 				    .max_events = s->opts.fast_lane_max_events,
 				    .go_max_stack = walk_go_max_stack(s->walk), .deep_max = s->opts.max_stack_bytes,
 				    .sampler = s->sampler,
-				    .reader = s->correlate ? correlate_get_reader(s->correlate) : NULL,
+				    .reader = s->apm ? apm_link_reader(s->apm) : NULL,
 				    .wake_fd = s->wake_fd, .procs = s->procs, .log = s->opts.log };
 	return lanes_new(&lo, &s->lanes);
 }
@@ -243,12 +166,13 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 	s->sampler = sampler;
 	s->self = getpid();
 	s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	setup_kernel(s);
-	if (execinfo_mgr_new(&s->execinfo) == 0) {	/* each NULL on failure: checked with the rest below */
+	/* Each NULL on failure: checked with the rest below. */
+	if (kernel_frames_new(sampler_kernel_enabled(sampler), s->opts.use_cache, &s->kernel) == 0 &&
+	    execinfo_mgr_new(&s->execinfo) == 0) {
 		set_cache_dir(s);
 		memory_watch_new(s->opts.memory_budget, s->execinfo, &s->opts.log, &s->memory);
 		procmgr_new(s->execinfo, &s->procs);
-		traces_new(s->execinfo, &s->kernel, &s->traces);
+		traces_new(s->execinfo, kernel_frames_trace(s->kernel), &s->traces);
 	}
 	jitinfo_mgr_new(NULL, &s->jit);	/* each NULL on failure: checked below */
 	if (s->opts.capture_path)
@@ -261,8 +185,10 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 		err = setup_walk(s);
 	struct offcpu_options oo = { .threshold_ns = s->opts.off_cpu_threshold_ns,
 				     .max_rate = s->opts.off_cpu_max_rate };
+	struct offcpu_deps od = { .sampler = s->sampler, .lanes = s->lanes, .procs = s->procs, .walk = s->walk,
+				  .apm = s->apm, .self = s->self };
 	if (err == 0 && s->opts.off_cpu)
-		err = offcpu_new(&oo, &s->offcpu);
+		err = offcpu_time_new(&oo, &od, &s->offcpu);
 	if (err == 0)
 		err = setup_worker(s);
 	if (err < 0) {
@@ -279,8 +205,7 @@ void session_free(struct session *s)
 		return;
 	/* The fast lane's readers use the correlation's reader. */
 	lanes_free(s->lanes);
-	offcpu_free(s->offcpu);
-	free(s->blocked_stack);
+	offcpu_time_free(s->offcpu);
 	/* The worker's references go before the entries' last holders do. */
 	if (s->execinfo)
 		execinfo_mgr_stop(s->execinfo);
@@ -294,25 +219,39 @@ void session_free(struct session *s)
 	execinfo_mgr_free(s->execinfo);
 	walk_free(s->walk);	/* after the entries: their release hooks call it */
 	replay_writer_free(s->capture);
-	correlate_free(s->correlate);
+	apm_link_free(s->apm);
 	if (s->wake_fd >= 0)
 		close(s->wake_fd);
-	kallsyms_free(s->kallsyms);
+	kernel_frames_free(s->kernel);
 	free(s);
 }
 
+/* The session's own counts with its parts' filled in, as a copy: the parts count on, unaware of it. */
 const struct session_stats *session_stats(struct session *s)
 {
 	const struct walk_stats *ws = walk_get_stats(s->walk);
-	s->stats.unwind_ns = ws->unwind_ns;
-	s->stats.capture_errors = ws->capture_errors;
-	s->stats.fast_goroutines = ws->fast_goroutines;
-	s->stats.fast_extensions = ws->fast_extensions;
-	return &s->stats;
+	struct session_stats *r = &s->report;
+	*r = s->stats;
+	r->unwind_ns = ws->unwind_ns;
+	r->capture_errors = ws->capture_errors;
+	r->fast_goroutines = ws->fast_goroutines;
+	r->fast_extensions = ws->fast_extensions;
+	if (s->apm) {
+		struct apm_link_stats as;
+		struct correlate_stats cs;
+		apm_link_get_stats(s->apm, &as, &cs);
+		memcpy(r->apm_read_hist, as.read_hist, sizeof(as.read_hist));
+		r->apm_stale = as.stale;
+	}
+	if (s->offcpu) {
+		struct offcpu_time_stats os;
+		offcpu_time_get_stats(s->offcpu, NULL, &os);
+		r->off_cpu_stacks = os.stacks;
+		r->off_cpu_walks = os.walks;
+		r->handle_ns += os.handle_ns;
+	}
+	return r;
 }
-
-
-
 
 void session_track_pid(struct session *s, pid_t pid)
 {
@@ -325,7 +264,6 @@ void session_track_pid(struct session *s, pid_t pid)
 static int handle_sample(struct session *s, const struct perf_event_header *rec, const struct record_ctx *rc);
 static int handle_decoded(struct session *s, const struct perf_event_header *rec, const struct perf_sample *sample,
 			  const struct record_ctx *rc);
-static void handle_switch_decoded(struct session *s, const struct perf_switch *sw, bool fast);
 
 /* A fast-lane entry: a sample (CPU or off-CPU) with what its reader read, or a switch record (fastlane.h). */
 static void handle_fast_sample(void *ctx, const struct fastlane_entry *e)
@@ -336,7 +274,7 @@ static void handle_fast_sample(void *ctx, const struct fastlane_entry *e)
 	if (e->sample)
 		handle_decoded(s, e->rec, e->sample, &rc);
 	else if (s->offcpu)
-		handle_switch_decoded(s, e->sw, true);
+		offcpu_time_switch(s->offcpu, e->sw, true, s->traces);
 }
 
 int session_wake_fd(const struct session *s)
@@ -383,37 +321,6 @@ static void settle_held(struct session *s, pid_t pid)
 		rehandle_held(s, pid, false);
 }
 
-/* Where switch-outs come without samples, the stacks of threads that have waited long enough are read live, as
- * they wait, every tick this long at most (blocked_stack.h): blocks this long and longer all get their stack. */
-#define OFF_CPU_LIVE_TICK_MS 2
-
-/* offcpu_read_fn: tid's stack, read while it waits. */
-static void read_blocked(void *ctx, pid_t pid, pid_t tid)
-{
-	struct session *s = ctx;
-	struct blocked_stack bs;
-	if (blocked_stack_read(pid, tid, s->blocked_stack, s->blocked_stack_size, &bs) < 0)
-		return;	/* running again, gone, or not permitted: the interval stays without a stack (counted) */
-	struct offcpu_live live = { .ip = bs.ip, .sp = bs.sp, .bytes = s->blocked_stack, .size = bs.size };
-	offcpu_set_live(s->offcpu, tid, &live, bs.done_ns);
-}
-
-/* The live reads of waiting threads, where the sampler's switch-outs come without samples. 1 if it does them. */
-static int read_blocked_stacks(struct session *s, uint64_t now)
-{
-	if (!s->offcpu || sampler_off_cpu_samples(s->sampler))
-		return 0;
-	if (!s->blocked_stack) {
-		struct sampler_options so;
-		sampler_get_options(s->sampler, &so);
-		s->blocked_stack_size = so.off_cpu_stack_size ? so.off_cpu_stack_size : so.stack_size;
-		if (!(s->blocked_stack = malloc(s->blocked_stack_size)))
-			return 0;
-	}
-	offcpu_want_live(s->offcpu, now, read_blocked, s);
-	return 1;
-}
-
 int session_tick(struct session *s)
 {
 	int ms = CORRELATE_IDLE_MS;
@@ -428,8 +335,8 @@ int session_tick(struct session *s)
 		fastlane_drain(fl, handle_fast_sample, s);
 		fastlane_reap(fl, now);
 	}
-	if (s->correlate)
-		ms = correlate_tick(s->correlate, now);
+	if (s->apm)
+		ms = apm_link_tick(s->apm, now);
 	/* While APM processes are covered, their queued samples are counted and sent every flush interval. */
 	if (fl && ms > CORRELATE_DEFAULT_FLUSH_MS)
 		ms = CORRELATE_DEFAULT_FLUSH_MS;
@@ -443,7 +350,8 @@ int session_tick(struct session *s)
 		ms = CORRELATE_DEFAULT_FLUSH_MS;
 	if (mem_next > now && ms > (int)((mem_next - now) / 1000000) + 1)
 		ms = (int)((mem_next - now) / 1000000) + 1;
-	return read_blocked_stacks(s, now) && ms > OFF_CPU_LIVE_TICK_MS ? OFF_CPU_LIVE_TICK_MS : ms;
+	int live = s->offcpu && offcpu_time_tick(s->offcpu, now);
+	return live && ms > OFFCPU_TIME_LIVE_TICK_MS ? OFFCPU_TIME_LIVE_TICK_MS : ms;
 }
 
 /* Wait for every table the held samples need and handle them; a few rounds, as a replayed walk may meet another
@@ -466,61 +374,29 @@ void session_finish(struct session *s)
 		fastlane_drain(fl, handle_fast_sample, s);
 	}
 	finish_held(s);
-	if (s->correlate) {
-		correlate_tick(s->correlate, clock_mono_ns());
-		correlate_finish(s->correlate, correlate_delay_ms(s->correlate));
-	}
+	if (s->apm)
+		apm_link_finish(s->apm);
 	s->finish_ns = clock_mono_ns();
 }
 
 void session_pause(struct session *s, int paused)
 {
 	if (s->offcpu && paused)
-		offcpu_cancel(s->offcpu);
+		offcpu_time_pause(s->offcpu);
 	lanes_pause(s->lanes, paused);
 }
 
-
-
-/* Tell the correlation library about the APM agent libraries a process mapped before hostprof saw it. */
-static void find_apm_agent(struct session *s, struct process *p)
-{
-	for (unsigned i = 0; i < p->nmaps; i++) {
-		const struct mapping *m = &p->maps[i];
-		if (m->path && correlate_is_apm_library(m->path))
-			correlate_on_mapping(s->correlate, p->pid, m->start, m->end, m->pgoff, m->path);
-	}
-}
-
 /*
- * The APM trace context of a sample's thread, when its process runs an agent with a transaction active: read
- * by the fast lane right after the sample (fe), or now. A thread may switch transactions between the sample
- * and the read: a read long after the sample is not trusted, the sample stays uncorrelated (counted).
+ * The APM trace context of a sample of p (apm_link.h): read by the fast lane right after the sample (fe), or now.
+ * valid_from: the sample's time, or for off-CPU time its switch-in (the context held still until then).
  */
 static int correlated(struct session *s, struct process *p, const struct perf_sample *ps, uint64_t valid_from,
 		      const struct fastlane_entry *fe, const struct trace_id *id, struct correlate_context *ctx,
 		      struct trace_link *link)
 {
-	if (!lanes_apm_checked(s->lanes, p->pid))
-		find_apm_agent(s, p);
-	if (!correlate_is_ready(s->correlate, p->pid))
-		return 0;
-	uint64_t read_ns = fe ? fe->read_ns : clock_mono_ns();
-	/* valid_from: the sample's time, or for off-CPU time its switch-in (the context held still until then). */
-	uint64_t lat_us = read_ns > valid_from ? (read_ns - valid_from) / 1000 : 0;
-	s->stats.apm_read_hist[lat_us < 64 ? lat_us / 8 : lat_us < 1024 ? 8 + lat_us / 128 : 15]++;
-	if (lat_us > (s->opts.apm_max_staleness_us ? s->opts.apm_max_staleness_us : SESSION_APM_MAX_STALENESS_US)) {
-		s->stats.apm_stale++;
-		return 0;
-	}
-	int r = fe ? correlate_on_read(s->correlate, p->pid, (pid_t)ps->tid, fe->ctx, id->bytes, ps->time, ctx) :
-		     correlate_on_sample(s->correlate, p->pid, (pid_t)ps->tid, id->bytes, ps->time, ctx);
-	if (r != 1)
-		return 0;
-	memcpy(link->trace_id, ctx->trace_id, 16);
-	memcpy(link->transaction_id, ctx->transaction_id, 8);
-	link->service = ctx->service_name;
-	return 1;
+	struct apm_link_sample as = { .tid = (pid_t)ps->tid, .time = ps->time, .valid_from = valid_from,
+				      .read = fe ? fe->ctx : NULL, .read_ns = fe ? fe->read_ns : 0 };
+	return apm_link_sample(s->apm, p, !lanes_apm_checked(s->lanes, p->pid), &as, id, ctx, link);
 }
 
 /* A sample of a process over the tracking limit still counts, under one visible frame. */
@@ -544,16 +420,12 @@ static void add_trace(struct session *s, struct process *p, const struct perf_sa
 	struct trace_link link;
 	struct correlate_context ctx;
 	traces_hash(s->traces, frames, n, &id);
-	int linked = s->correlate && ps->pid && correlated(s, p, ps, ps->time, fe, &id, &ctx, &link);
+	int linked = s->apm && ps->pid && correlated(s, p, ps, ps->time, fe, &id, &ctx, &link);
 	if (traces_add_linked(s->traces, &id, (pid_t)ps->pid, (pid_t)ps->tid, ps->pid ? p->comm : "swapper", tname,
 			      frames, n, ps->period, linked ? &link : NULL) == 0)
 		s->stats.samples++;
 }
 
-
-
-static int handle_off_cpu_sample(struct session *s, const struct perf_event_header *rec,
-				 const struct perf_sample *ps, const struct fastlane_entry *fe);
 
 /*
  * Walk a sample, or hold it (true) because a table its walk needs is being built. A sample the queue has no room
@@ -603,7 +475,11 @@ static int handle_decoded(struct session *s, const struct perf_event_header *rec
 		return 0;
 	}
 	if (rc->kind == RECORD_OFF_CPU)
-		return s->offcpu ? handle_off_cpu_sample(s, rec, &ps, fe) : 0;
+	{
+		if (s->offcpu)	/* a switch-out: kept until its switch-in (offcpu_time.h) */
+			offcpu_time_sample(s->offcpu, rec, &ps, fe);
+		return 0;
+	}
 	s->stats.fast_samples += fe != NULL;
 	uint64_t t0 = clock_mono_ns();
 	struct process *p = procmgr_get(s->procs, (pid_t)ps.pid);
@@ -634,116 +510,7 @@ static int handle_sample(struct session *s, const struct perf_event_header *rec,
 	return handle_decoded(s, rec, &ps, rc);
 }
 
-/* ---- off-CPU time (offcpu.h) ---- */
-
-/* What the fast lane's reader read of an APM thread as it switched out, kept with the switch-out (offcpu.h). */
-struct off_cpu_note {
-	struct correlate_read ctx;
-	uint64_t read_ns;
-};
-
-/*
- * A switch-out's sample: the thread switching out (the kernel takes it in that thread), kept until its switch-in,
- * with the trace context the fast lane read (fe) while it was switched out. Its switch record, which follows,
- * says whether it was preempted. Idle and hostprof's own threads are left out.
- */
-static int handle_off_cpu_sample(struct session *s, const struct perf_event_header *rec,
-				 const struct perf_sample *ps, const struct fastlane_entry *fe)
-{
-	if (ps->pid == 0)
-		return 0;	/* the idle task */
-	if (offcpu_sample_out(s->offcpu, (pid_t)ps->pid, (pid_t)ps->tid, ps->time, rec) == 0 && fe) {
-		struct off_cpu_note note = { .ctx = *fe->ctx, .read_ns = fe->read_ns };
-		offcpu_set_note(s->offcpu, (pid_t)ps->tid, &note, sizeof(note));
-	}
-	return 0;
-}
-
-/* Time off CPU without a stack (a short block, over the rate cap, or no sample): summed per thread under one frame. */
-static void count_off_cpu_alone(struct session *s, struct process *p, const struct offcpu_interval *iv)
-{
-	struct trace_frame f = { .kind = PROFILE_FRAME_ERROR, .address = iv->why == OFFCPU_SHORT ?
-				 TRACE_ERROR_OFFCPU_SHORT : iv->why == OFFCPU_CAPPED ? TRACE_ERROR_OFFCPU_CAPPED :
-				 TRACE_ERROR_OFFCPU_NO_SAMPLE };
-	const char *tname = p ? procmgr_thread_name(s->procs, p, iv->tid) : "";
-	traces_add_off_cpu(s->traces, NULL, iv->pid, iv->tid, p ? p->comm : "", tname, &f, 1, iv->ns, iv->preempted,
-			   NULL);
-}
-
-/* The stack of an interval off CPU, unwound from its switch-out sample (the off-CPU tracker's copy, walked now with
- * what exists); its unwinding counted apart from the CPU samples'. Returns how many frames (walk_frames()). */
-static unsigned off_cpu_frames(struct session *s, struct process *p, const struct perf_sample *ps)
-{
-	struct walk_in in = { .proc = p, .ps = ps, .counts = &s->stats.off_cpu_walks };
-	struct walk_out out;
-	s->stats.off_cpu_stacks++;
-	walk_sample(s->walk, &in, &out);
-	return out.n;
-}
-
-/* The sample an interval's stack is unwound from: its switch-out sample decoded, or the registers and stack read
- * live as it waited (blocked_stack.h), which are IP and SP only. 0, or -EBADMSG. */
-static int off_cpu_sample(const struct offcpu_interval *iv, const struct perf_layout *layout, struct perf_sample *ps)
-{
-	if (iv->rec)
-		return perf_decode_sample(layout, iv->rec, ps);
-	*ps = (struct perf_sample){ .pid = (uint32_t)iv->pid, .tid = (uint32_t)iv->tid, .time = iv->start_ns,
-				    .regs_abi = PERF_SAMPLE_REGS_ABI_64, .stack = iv->live->bytes,
-				    .stack_size = iv->live->size, .misc = PERF_RECORD_MISC_USER };
-	ps->ip = ps->regs[UNWIND_REG_IP] = iv->live->ip;
-	ps->regs[UNWIND_REG_SP] = iv->live->sp;
-	return 0;
-}
-
-/*
- * An interval off CPU (offcpu_fn): unwound from its switch-out sample (or the stack read as it waited) and
- * counted, or summed per thread. Its trace context is the one the fast lane read at the switch-out (its note),
- * valid until the switch-in.
- */
-static void count_off_cpu(void *arg, const struct offcpu_interval *iv)
-{
-	struct session *s = arg;
-	struct process *p = procmgr_get(s->procs, iv->pid);
-	const struct off_cpu_note *note = iv->note_len == sizeof(*note) ? iv->note : NULL;
-	const struct perf_layout *layout = note ? fastlane_layout(lanes_fastlane(s->lanes)) : sampler_layout(s->sampler);
-	struct perf_sample ps;
-	if ((!iv->rec && !iv->live) || !p || off_cpu_sample(iv, layout, &ps) < 0) {
-		count_off_cpu_alone(s, p, iv);
-		return;
-	}
-	uint64_t t0 = clock_mono_ns();
-	p->last_sample_ns = t0;
-	unsigned n = off_cpu_frames(s, p, &ps);
-	struct trace_id id;
-	struct trace_link link;
-	struct correlate_context ctx;
-	struct fastlane_entry fe = { .rec = iv->rec, .ctx = note ? &note->ctx : NULL, .read_ns = note ? note->read_ns : 0 };
-	traces_hash(s->traces, walk_frames(s->walk), n, &id);
-	int linked = s->correlate && correlated(s, p, &ps, ps.time + iv->ns, note ? &fe : NULL, &id, &ctx, &link);
-	traces_add_off_cpu(s->traces, &id, iv->pid, iv->tid, p->comm, procmgr_thread_name(s->procs, p, iv->tid),
-			   walk_frames(s->walk), n, iv->ns, iv->preempted, linked ? &link : NULL);
-	procmgr_release_deferred(s->procs);
-	s->stats.handle_ns += clock_mono_ns() - t0;
-}
-
-/* A switch record: a switch-out completes its sample (preempted or blocked), or starts an interval without one; a
- * switch-in ends the thread's interval off CPU. A process the fast lane covers has its switch records there
- * (fast), not from the main rings. The idle task and hostprof's own threads are left out. */
-static void handle_switch_decoded(struct session *s, const struct perf_switch *decoded, bool fast)
-{
-	struct perf_switch sw = *decoded;
-	struct offcpu_interval iv;
-	struct fastlane *fl = lanes_fastlane(s->lanes);
-	if (sw.pid == 0 || (pid_t)sw.pid == s->self)
-		return;
-	if (!fast && fl && fastlane_covers(fl, (pid_t)sw.pid, sw.time))
-		return;
-	if (sw.out)
-		offcpu_switch_out(s->offcpu, (pid_t)sw.pid, (pid_t)sw.tid, sw.time, sw.preempted);
-	else if (offcpu_switch_in(s->offcpu, (pid_t)sw.tid, sw.time, &iv))
-		count_off_cpu(s, &iv);
-}
-
+/* A switch record of the main rings (offcpu_time.h). */
 static void handle_switch(struct session *s, const struct perf_event_header *rec, const struct record_ctx *rc)
 {
 	struct perf_switch sw;
@@ -753,10 +520,8 @@ static void handle_switch(struct session *s, const struct perf_event_header *rec
 		s->stats.bad_records++;
 		return;
 	}
-	handle_switch_decoded(s, &sw, false);
+	offcpu_time_switch(s->offcpu, &sw, false, s->traces);
 }
-
-
 
 static void handle_lost(struct session *s, const struct perf_event_header *rec)
 {
@@ -781,8 +546,8 @@ static void handle_mmap2(struct session *s, const struct perf_event_header *rec)
 		settle_held(s, (pid_t)m.pid);
 	procmgr_on_mmap2(s->procs, &m);
 	jitinfo_mgr_on_mapping(s->jit, (pid_t)m.pid, m.filename);
-	if (s->correlate && m.filename && correlate_is_apm_library(m.filename))
-		correlate_on_mapping(s->correlate, (pid_t)m.pid, m.addr, m.addr + m.len, m.pgoff, m.filename);
+	if (s->apm)
+		apm_link_on_mapping(s->apm, (pid_t)m.pid, m.addr, m.addr + m.len, m.pgoff, m.filename);
 }
 
 static void handle_comm(struct session *s, const struct perf_event_header *rec)
@@ -797,8 +562,8 @@ static void handle_comm(struct session *s, const struct perf_event_header *rec)
 	procmgr_on_comm(s->procs, &c);
 	if (c.exec)
 		jitinfo_mgr_on_exec(s->jit, (pid_t)c.pid, clock_mono_ns());
-	if (s->correlate && c.exec)
-		correlate_on_exec(s->correlate, (pid_t)c.pid);
+	if (s->apm && c.exec)
+		apm_link_on_exec(s->apm, (pid_t)c.pid);
 }
 
 /* A fork or an exit, of a process (pid == tid) or of a thread. */
@@ -818,15 +583,13 @@ static void handle_task(struct session *s, const struct perf_event_header *rec)
 	}
 	procmgr_on_exit(s->procs, &t);	/* kept, mappings and all, while samples of its are held */
 	if (s->offcpu)
-		offcpu_forget(s->offcpu, (pid_t)t.tid);
+		offcpu_time_forget(s->offcpu, (pid_t)t.tid);
 	if (process)
 		jitinfo_mgr_on_exit(s->jit, (pid_t)t.pid);
 	if (process)
 		lanes_on_exit(s->lanes, (pid_t)t.pid, t.time);
-	if (s->correlate && process)
-		correlate_on_process_exit(s->correlate, (pid_t)t.pid);
-	else if (s->correlate)
-		correlate_on_thread_exit(s->correlate, (pid_t)t.pid, (pid_t)t.tid);
+	if (s->apm)
+		apm_link_on_exit(s->apm, (pid_t)t.pid, (pid_t)t.tid, process);
 }
 
 int session_handle_record(void *ctx, const struct perf_event_header *rec, const struct record_origin *origin)
@@ -860,63 +623,20 @@ int session_handle_record(void *ctx, const struct perf_event_header *rec, const 
 	return 0;
 }
 
-/* The mappings of p whose files can be opened, as a replay records them. */
-static int capture_process(void *ctx, struct process *p)
-{
-	struct session *s = ctx;
-	struct replay_mapping *maps = calloc(p->nmaps + 1, sizeof(*maps));
-	uint32_t n = 0;
-	int err = maps ? 0 : -ENOMEM;
-	for (unsigned i = 0; i < p->nmaps && !err; i++) {
-		struct execinfo *e = procmgr_mapping_exe(s->procs, p, &p->maps[i]);
-		if (!e)
-			continue;
-		maps[n] = (struct replay_mapping){ .start = p->maps[i].start, .end = p->maps[i].end,
-						   .pgoff = p->maps[i].pgoff, .prot = p->maps[i].prot };
-		err = replay_writer_add_file(s->capture, e, &maps[n].file);
-		n++;
-	}
-	if (!err)
-		err = replay_writer_set_process(s->capture, p->pid, maps, n);
-	free(maps);
-	return err;
-}
-
 int session_save_capture(struct session *s)
 {
 	if (!s->capture)
 		return 0;
-	int err = procmgr_for_each(s->procs, capture_process, s);
+	int err = replay_writer_add_processes(s->capture, s->procs);
 	return err < 0 ? err : replay_writer_save(s->capture, s->opts.capture_path);
 }
 
-
-/* Off-CPU samples lost in full off-CPU rings (the sampler's and the fast lane's) since the start. */
-static uint64_t off_cpu_lost(const struct session *s)
-{
-	struct fastlane_stats fs = { 0 };
-	if (lanes_fastlane(s->lanes))
-		fastlane_get_stats(lanes_fastlane(s->lanes), &fs);
-	return sampler_off_cpu_lost(s->sampler) + fs.off_cpu_lost;
-}
-
-/* Threads still off CPU count up to the end of the run (or now, for a daemon's interval); the profile says what
- * the switches came to. */
 static void off_cpu_to_profile(struct session *s, struct profile *p)
 {
-	struct offcpu_stats st;
 	if (!s->offcpu)
 		return;
-	offcpu_flush(s->offcpu, s->finish_ns ? s->finish_ns : clock_mono_ns(), count_off_cpu, s);
-	offcpu_get_stats(s->offcpu, &st);
 	p->info.off_cpu_threshold_ns = s->opts.off_cpu_threshold_ns;
-	p->info.off_cpu_switches += st.switch_outs;
-	p->info.off_cpu_capped += st.capped;
-	p->info.off_cpu_no_stack += st.no_sample;
-	/* Off-CPU samples lost in full off-CPU rings (the main ones and the fast lane's), apart from CPU samples. */
-	uint64_t lost = off_cpu_lost(s);
-	p->info.off_cpu_lost += st.untracked + (lost - s->off_cpu_lost_told);
-	s->off_cpu_lost_told = lost;
+	offcpu_time_to_profile(s->offcpu, s->traces, s->finish_ns ? s->finish_ns : clock_mono_ns(), p);
 }
 
 /* The interval's counters into p->info, and what naming its traces needs made ready on this thread: the JIT
@@ -944,7 +664,7 @@ int session_build_profile(struct session *s, struct profile *p)
 int session_detach_interval(struct session *s, struct profile *p, struct traces **out)
 {
 	struct traces *next;
-	int err = traces_new(s->execinfo, &s->kernel, &next);
+	int err = traces_new(s->execinfo, kernel_frames_trace(s->kernel), &next);
 	if (err == 0 && (err = prepare_profile(s, p)) < 0)
 		traces_free(next);
 	if (err < 0)
@@ -961,7 +681,6 @@ void session_release_interval(struct session *s, struct traces *t)
 	traces_free(t);
 	execinfo_mgr_naming(s->execinfo, false);
 }
-
 
 void session_set_limits(struct session *s, unsigned max_processes)
 {
@@ -982,7 +701,7 @@ void session_reset_counts(struct session *s)
 	memset(&s->stats, 0, sizeof(s->stats));
 	walk_reset_stats(s->walk);
 	if (s->offcpu)
-		offcpu_reset_stats(s->offcpu);
+		offcpu_time_reset_stats(s->offcpu);
 }
 
 struct memory_watch *session_memory_watch(const struct session *s)
@@ -1000,12 +719,15 @@ void session_counters(const struct session *s, struct session_counters *out)
 	memory_watch_get_state(s->memory, &out->memory);
 	if ((out->has_fastlane = fl != NULL))
 		fastlane_get_stats(fl, &out->fastlane);
-	out->has_correlate = s->correlate && correlate_stats(s->correlate, &out->correlate) == 0;
+	struct apm_link_stats as;
+	if ((out->has_correlate = s->apm != NULL))
+		apm_link_get_stats(s->apm, &as, &out->correlate);
 	out->has_go_stacks = walk_go_stack_stats(s->walk, &out->go_stacks) == 0;
 	out->has_stackext = walk_stackext_stats(s->walk, &out->stackext) == 0;
-	if ((out->has_offcpu = s->offcpu != NULL))
-		offcpu_get_stats(s->offcpu, &out->offcpu);
-	out->off_cpu_lost = off_cpu_lost(s);
+	if ((out->has_offcpu = s->offcpu != NULL)) {
+		offcpu_time_get_stats(s->offcpu, &out->offcpu, NULL);
+		out->off_cpu_lost = offcpu_time_lost(s->offcpu);
+	}
 	out->processes = procmgr_seen(s->procs);
 	out->dropped_mappings = procmgr_dropped(s->procs);
 }
