@@ -13,7 +13,8 @@ LDFLAGS  ?=
 # pkg-config module -> Debian package that provides it.
 DEP_MODULES := libdw:libdw-dev libelf:libelf-dev libunwind-generic:libunwind-dev \
                capstone:libcapstone-dev msgpack:libmsgpack-dev cmocka:libcmocka-dev \
-               libcrypto:libssl-dev libprotobuf-c:libprotobuf-c-dev json-c:libjson-c-dev zlib:zlib1g-dev
+               libcrypto:libssl-dev libprotobuf-c:libprotobuf-c-dev json-c:libjson-c-dev zlib:zlib1g-dev \
+               libcurl:libcurl4-openssl-dev
 # Tools: protoc-c generates the pprof encoder.
 DEB_PACKAGES := pkg-config protobuf-c-compiler libiberty-dev $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d))))
 # What the tests run, profile or compare against, as command:Debian package (node and a JDK for JIT code: about
@@ -46,13 +47,14 @@ TEST_LIBS  := $(shell pkg-config --libs cmocka)
 endif
 
 # Generated at build time: protobuf-c code for the pprof schema (src/profile/proto/profile.proto).
-PROTOS    := $(wildcard src/profile/proto/*.proto)
+PROTOS    := $(wildcard src/profile/proto/*.proto) $(wildcard src/export/proto/*.proto)
 GEN_SRCS  := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.c)
 GEN_HDRS  := $(GEN_SRCS:.c=.h)
 GEN_OBJS  := $(GEN_SRCS:.c=.o)
 CFLAGS    += -I$(BUILD)/gen
 
 LIB_SRCS  := $(wildcard src/sampling/*.c) $(wildcard src/processes/*.c) $(wildcard src/pipeline/*.c) \
+             $(wildcard src/export/*.c) \
              $(wildcard src/base/*.c) $(filter-out src/cmd/main.c,$(wildcard src/cmd/*.c)) \
              $(wildcard src/profile/*.c) $(wildcard unwind/*.c) \
              $(wildcard symbols/*.c) $(wildcard correlate/*.c)
