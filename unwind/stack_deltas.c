@@ -20,6 +20,7 @@
 #include "unwind/prologue.h"
 #include "src/base/bsearch.h"
 #include "src/base/clock.h"
+#include "src/base/hindex.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -121,8 +122,7 @@ struct sd_builder {
 
 	struct stack_delta_rule *rules;
 	uint32_t nrules, rules_cap;
-	uint32_t *rule_hash;		/* open addressing: rule index + 1, 0 = empty */
-	uint32_t hash_cap;
+	struct hindex rule_index;	/* sd_rule_hash -> index into rules */
 
 	struct sd_row *rows;
 	size_t nrows, rows_cap;
@@ -159,13 +159,11 @@ static void sd_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, 
 
 /* ---- rules ---------------------------------------------------------------------------------------------- */
 
-static uint32_t sd_rule_hash(const struct stack_delta_rule *r)
+static uint64_t sd_rule_hash(const struct stack_delta_rule *r)
 {
 	uint64_t h = (uint64_t)r->kind | (uint64_t)r->fp << 8 | (uint64_t)(uint16_t)r->fp_off << 16 |
 		     (uint64_t)(uint32_t)r->cfa_off << 32;
-	h ^= (uint64_t)(uint32_t)r->aux * 0x9e3779b97f4a7c15ull;
-	h *= 0xff51afd7ed558ccdull;
-	return (uint32_t)(h >> 32);
+	return hash_u64(h, (uint32_t)r->aux);
 }
 
 static bool sd_rule_eq(const struct stack_delta_rule *a, const struct stack_delta_rule *b)
@@ -174,30 +172,20 @@ static bool sd_rule_eq(const struct stack_delta_rule *a, const struct stack_delt
 	       a->aux == b->aux;
 }
 
-static int sd_rehash(struct sd_builder *b, uint32_t cap)
+/* Whether rule index value of the builder ctx is the rule key (the rule index's equality). */
+static bool sd_rule_is(const void *ctx, uint64_t value, const void *key)
 {
-	uint32_t *h = calloc(cap, sizeof(*h));
-	if (!h)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < b->nrules; i++) {
-		uint32_t j = sd_rule_hash(&b->rules[i]) & (cap - 1);
-		while (h[j])
-			j = (j + 1) & (cap - 1);
-		h[j] = i + 1;
-	}
-	free(b->rule_hash);
-	b->rule_hash = h;
-	b->hash_cap = cap;
-	return 0;
+	const struct sd_builder *b = ctx;
+	return sd_rule_eq(&b->rules[value], key);
 }
 
 /* Index of r in the rule table, adding it if new. Once the table is full, new rules become FALLBACK. */
 static uint16_t sd_intern(struct sd_builder *b, const struct stack_delta_rule *r)
 {
-	uint32_t j = sd_rule_hash(r) & (b->hash_cap - 1);
-	for (; b->rule_hash[j]; j = (j + 1) & (b->hash_cap - 1))
-		if (sd_rule_eq(&b->rules[b->rule_hash[j] - 1], r))
-			return (uint16_t)(b->rule_hash[j] - 1);
+	uint64_t hash = sd_rule_hash(r);
+	uint32_t idx;
+	if (hindex_find_index(&b->rule_index, hash, sd_rule_is, b, r, &idx))
+		return (uint16_t)idx;
 	if (b->nrules >= SD_MAX_RULES)
 		return SD_RULE_FALLBACK;
 	if (b->nrules == b->rules_cap) {
@@ -210,10 +198,11 @@ static uint16_t sd_intern(struct sd_builder *b, const struct stack_delta_rule *r
 		b->rules = n;
 		b->rules_cap = cap;
 	}
-	b->rules[b->nrules++] = *r;
-	b->rule_hash[j] = b->nrules;
-	if (b->nrules * 2 > b->hash_cap && sd_rehash(b, b->hash_cap * 2) < 0)
+	if (hindex_insert(&b->rule_index, hash, b->nrules) < 0) {
 		b->err = -ENOMEM;
+		return SD_RULE_FALLBACK;
+	}
+	b->rules[b->nrules++] = *r;
 	return (uint16_t)(b->nrules - 1);
 }
 
@@ -221,7 +210,7 @@ static int sd_rules_init(struct sd_builder *b)
 {
 	b->rules_cap = 64;
 	b->rules = malloc(b->rules_cap * sizeof(*b->rules));
-	if (!b->rules || sd_rehash(b, 256) < 0)
+	if (!b->rules)
 		return -ENOMEM;
 	struct stack_delta_rule inv = stack_delta_rule_make(STACK_DELTA_INVALID);
 	struct stack_delta_rule fb = stack_delta_rule_make(STACK_DELTA_FALLBACK);
@@ -1127,7 +1116,7 @@ static void sd_fini(struct sd_builder *b)
 	}
 	prologue_free(b->prologue);
 	free(b->rules);
-	free(b->rule_hash);
+	hindex_free(&b->rule_index);
 	free(b->rows);
 	free(b->ranges);
 	free(b->code);
