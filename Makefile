@@ -130,8 +130,8 @@ $(BUILD)/%.o: %.c | $(GEN_HDRS)
 # The stack-delta table cache (unwind/stack_deltas_cache.h) trusts a cached table only from the same builder: a
 # hash of the builder's sources is part of its key, so any change to them makes earlier tables stale. The object
 # is rebuilt whenever one of them changes.
-SD_BUILDER_SRCS := $(wildcard unwind/stack_deltas.[ch] unwind/prologue.[ch] unwind/gopclntab.[ch] \
-                   unwind/byte_reader.[ch] unwind/stack_deltas_cache.[ch])
+SD_BUILDER_SRCS := $(wildcard unwind/stack_deltas.[ch] unwind/stack_delta_rule.[ch] unwind/prologue.[ch] \
+                   unwind/gopclntab.[ch] unwind/byte_reader.[ch] unwind/stack_deltas_cache.[ch])
 SD_BUILDER_HASH := $(shell cat $(SD_BUILDER_SRCS) | sha256sum | cut -c1-16)
 $(BUILD)/unwind/stack_deltas_cache.o: $(SD_BUILDER_SRCS)
 $(BUILD)/unwind/stack_deltas_cache.o: CFLAGS += -DSTACK_DELTAS_BUILDER_SOURCES='"$(SD_BUILDER_HASH)"'
