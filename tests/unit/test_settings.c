@@ -171,6 +171,18 @@ static void test_enums_and_pids(void **state)
 	list.n = SETTING_MAX_PIDS - 1;
 	assert_int_equal(setting_parse(&ps, "7,8", &list, why, sizeof(why)), -EINVAL);
 	assert_non_null(strstr(why, "at most 1024"));
+
+	/* Each value given is appended (--otlp-header twice: two headers), up to the bound, none empty. */
+	static struct setting_strings strs;
+	struct setting ss = { .name = "otlp-header", .type = SETTING_STRINGS, .size = sizeof(strs) };
+	assert_int_equal(setting_parse(&ss, "A=1", &strs, why, sizeof(why)), 0);
+	assert_int_equal(setting_parse(&ss, "B=2", &strs, why, sizeof(why)), 0);
+	assert_int_equal(strs.n, 2);
+	assert_string_equal(strs.v[1], "B=2");
+	assert_int_equal(setting_parse(&ss, "", &strs, why, sizeof(why)), -EINVAL);
+	strs.n = SETTING_MAX_STRINGS;
+	assert_int_equal(setting_parse(&ss, "C=3", &strs, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "at most 16 times"));
 }
 
 /* A value of s's type other than its default, to show which field a flag reaches. */
@@ -194,6 +206,8 @@ static const char *sample_value(const struct setting *s, char *buf, size_t len)
 	case SETTING_PID:
 	case SETTING_PIDS:
 		return "4242";
+	case SETTING_STRINGS:
+		return "Name=value";
 	case SETTING_FLAG:
 		break;
 	}
