@@ -13,7 +13,8 @@ LDFLAGS  ?=
 # pkg-config module -> Debian package that provides it.
 DEP_MODULES := libdw:libdw-dev libelf:libelf-dev libunwind-generic:libunwind-dev \
                capstone:libcapstone-dev msgpack:libmsgpack-dev cmocka:libcmocka-dev \
-               libcrypto:libssl-dev libprotobuf-c:libprotobuf-c-dev json-c:libjson-c-dev zlib:zlib1g-dev
+               libcrypto:libssl-dev libprotobuf-c:libprotobuf-c-dev json-c:libjson-c-dev zlib:zlib1g-dev \
+               libcurl:libcurl4-openssl-dev
 # Tools: protoc-c generates the pprof and OTLP encoders.
 DEB_PACKAGES := pkg-config protobuf-c-compiler libiberty-dev $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d))))
 # What the tests run, profile or compare against, as command:Debian package (node and a JDK for JIT code: about
@@ -46,15 +47,17 @@ DEP_LIBS   := $(shell pkg-config --libs $(LIB_MODULES)) -liberty -lpthread -lm
 TEST_LIBS  := $(shell pkg-config --libs cmocka)
 endif
 
-# Generated at build time: protobuf-c code for the pprof schema (src/profile/proto/profile.proto) and OTLP's
-# (src/profile/proto/otlp_*.proto, which import one another by their path from the repository root).
-PROTOS    := $(wildcard src/profile/proto/*.proto)
+# Generated at build time: protobuf-c code for the pprof schema (src/profile/proto/profile.proto), OTLP's
+# (src/profile/proto/otlp_*.proto, which import one another by their path from the repository root) and the
+# exporter's (src/export/proto/).
+PROTOS    := $(wildcard src/profile/proto/*.proto) $(wildcard src/export/proto/*.proto)
 GEN_SRCS  := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.c)
 GEN_HDRS  := $(GEN_SRCS:.c=.h)
 GEN_OBJS  := $(GEN_SRCS:.c=.o)
 CFLAGS    += -I$(BUILD)/gen
 
 LIB_SRCS  := $(wildcard src/sampling/*.c) $(wildcard src/processes/*.c) $(wildcard src/pipeline/*.c) \
+             $(wildcard src/export/*.c) \
              $(wildcard src/base/*.c) $(filter-out src/cmd/main.c,$(wildcard src/cmd/*.c)) \
              $(wildcard src/profile/*.c) $(wildcard unwind/*.c) \
              $(wildcard symbols/*.c) $(wildcard correlate/*.c)
@@ -130,8 +133,8 @@ $(BUILD)/%.o: %.c | $(GEN_HDRS)
 # The stack-delta table cache (unwind/stack_deltas_cache.h) trusts a cached table only from the same builder: a
 # hash of the builder's sources is part of its key, so any change to them makes earlier tables stale. The object
 # is rebuilt whenever one of them changes.
-SD_BUILDER_SRCS := $(wildcard unwind/stack_deltas.[ch] unwind/prologue.[ch] unwind/gopclntab.[ch] \
-                   unwind/byte_reader.[ch] unwind/stack_deltas_cache.[ch])
+SD_BUILDER_SRCS := $(wildcard unwind/stack_deltas.[ch] unwind/stack_delta_rule.[ch] unwind/prologue.[ch] \
+                   unwind/gopclntab.[ch] unwind/byte_reader.[ch] unwind/stack_deltas_cache.[ch])
 SD_BUILDER_HASH := $(shell cat $(SD_BUILDER_SRCS) | sha256sum | cut -c1-16)
 $(BUILD)/unwind/stack_deltas_cache.o: $(SD_BUILDER_SRCS)
 $(BUILD)/unwind/stack_deltas_cache.o: CFLAGS += -DSTACK_DELTAS_BUILDER_SOURCES='"$(SD_BUILDER_HASH)"'

@@ -4,6 +4,7 @@
 #include "symbols/stubs.h"
 
 #include "unwind/stack_deltas.h"
+#include "src/base/bsearch.h"
 
 #include <capstone/capstone.h>
 #include <errno.h>
@@ -180,11 +181,15 @@ static bool open_capstone(struct stub_names *p)
 	return p->cs_state == 1;
 }
 
+static bool slot_at_or_after(const void *slots, size_t i, const void *got)
+{
+	return ((const struct stub_slot *)slots)[i].got >= *(const uint64_t *)got;
+}
+
 static const char *slot_name(const struct stub_names *p, uint64_t got)
 {
-	struct stub_slot key = { got, NULL };
-	const struct stub_slot *s = p->nslots ? bsearch(&key, p->slots, p->nslots, sizeof(*p->slots), by_got) : NULL;
-	return s ? s->name : NULL;
+	size_t i = bsearch_first(p->slots, p->nslots, slot_at_or_after, &got);
+	return i < p->nslots && p->slots[i].got == got ? p->slots[i].name : NULL;
 }
 
 /* The function one stub (its bytes at code, addr) leads to: its jmp *slot(%rip), else an IBT .plt's push $i. */

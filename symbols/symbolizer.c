@@ -596,7 +596,8 @@ static bool label_at(const struct symbol_pass *p, GElf_Addr addr)
 	return last_label(p, addr, false) || last_label(p, addr, true);
 }
 
-/* The largest last covered address among the sized symbols sized[0..upto]. */
+/* The largest last covered address among the sized symbols sized[0..upto]. (A descent of the max tree, which
+ * halves a node's range at each step: no search of a sorted set, so not bsearch.h's.) */
 static GElf_Addr prefix_max_last(const struct symbol_pass *p, size_t upto)
 {
 	GElf_Addr max = 0;

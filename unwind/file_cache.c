@@ -1,25 +1,26 @@
 /*
  * file_cache.c — per-file data by file key. See file_cache.h.
  *
- * Open addressing with linear probing over a power-of-two table kept at most half full; a removed entry's
- * successors in its probe run are shifted back over it, so a lookup never meets a tombstone.
+ * The index is the shared hash index (src/base/hindex.h): each file is an entry of its own holding the key and
+ * the value made for it, indexed by a hash of the key's address, so a lookup is one probe, usually one slot, and
+ * one key comparison. An entry is allocated alone, so forgetting a file moves no other.
  */
 #include "unwind/file_cache.h"
+
+#include "src/base/hindex.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
-#define FC_MIN_SLOTS 64
-
+/* One cached file. */
 struct fc_entry {
-	const void *key;	/* NULL: empty */
+	const void *key;
 	void *value;
 };
 
 struct file_cache {
 	struct file_cache_hooks hooks;
-	struct fc_entry *slots;
-	size_t nslots, count;	/* nslots: 0 or a power of two */
+	struct hindex index;	/* hash of the key -> struct fc_entry * */
 };
 
 int file_cache_new(const struct file_cache_hooks *hooks, struct file_cache **out)
@@ -37,93 +38,73 @@ void file_cache_free(struct file_cache *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->nslots; i++)
-		if (c->slots[i].key)
-			c->hooks.release(c->hooks.ctx, c->slots[i].value);
-	free(c->slots);
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_next(&c->index, &pos, &v);) {
+		struct fc_entry *e = (struct fc_entry *)(uintptr_t)v;
+		c->hooks.release(c->hooks.ctx, e->value);
+		free(e);
+	}
+	hindex_free(&c->index);
 	free(c);
 }
 
-static size_t fc_home(const struct file_cache *c, const void *key)
+/* Keys are addresses: distinct keys get distinct hashes (hash_u64), well mixed in the bits the index uses. */
+static uint64_t fc_hash(const void *key)
 {
-	uint64_t h = (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ull;
-	return (size_t)(h >> 32) & (c->nslots - 1);
+	return hash_u64(HASH_SEED, (uintptr_t)key);
 }
 
-/* The slot holding key, or the empty one where it would go. Needs nslots > 0. */
-static size_t fc_slot(const struct file_cache *c, const void *key)
+static bool fc_has_key(const void *ctx, uint64_t value, const void *key)
 {
-	size_t i = fc_home(c, key);
-	while (c->slots[i].key && c->slots[i].key != key)
-		i = (i + 1) & (c->nslots - 1);
-	return i;
+	(void)ctx;
+	return ((const struct fc_entry *)(uintptr_t)value)->key == key;
+}
+
+static struct fc_entry *fc_find(const struct file_cache *c, const void *key)
+{
+	uint64_t v;
+	if (!hindex_find(&c->index, fc_hash(key), fc_has_key, NULL, key, &v))
+		return NULL;
+	return (struct fc_entry *)(uintptr_t)v;
 }
 
 void *file_cache_find(const struct file_cache *c, const void *key)
 {
-	if (!c->nslots || !key)
-		return NULL;
-	return c->slots[fc_slot(c, key)].value;
-}
-
-static int fc_grow(struct file_cache *c)
-{
-	size_t n = c->nslots ? 2 * c->nslots : FC_MIN_SLOTS;
-	struct fc_entry *old = c->slots;
-	size_t nold = c->nslots;
-	struct fc_entry *slots = calloc(n, sizeof(*slots));
-	if (!slots)
-		return -ENOMEM;
-	c->slots = slots;
-	c->nslots = n;
-	for (size_t i = 0; i < nold; i++)
-		if (old[i].key)
-			c->slots[fc_slot(c, old[i].key)] = old[i];
-	free(old);
-	return 0;
+	const struct fc_entry *e = key ? fc_find(c, key) : NULL;
+	return e ? e->value : NULL;
 }
 
 int file_cache_get(struct file_cache *c, const struct unwind_module *mod, void **value)
 {
-	const void *key = file_cache_key(mod);
-	void *v = mod->elf ? file_cache_find(c, key) : NULL;
-	if (v) {
-		*value = v;
-		return 0;
-	}
 	if (!mod->elf)
 		return -ENOENT;
-	if (2 * (c->count + 1) > c->nslots && fc_grow(c) < 0)
+	const void *key = file_cache_key(mod);
+	struct fc_entry *e = fc_find(c, key);
+	if (e) {
+		*value = e->value;
+		return 0;
+	}
+	e = malloc(sizeof(*e));
+	if (!e)
 		return -ENOMEM;
-	int err = c->hooks.make(c->hooks.ctx, key, mod->elf, &v);
-	if (err < 0)
+	*e = (struct fc_entry){ .key = key };
+	int err = c->hooks.make(c->hooks.ctx, key, mod->elf, &e->value);
+	if (err == 0 && (err = hindex_insert(&c->index, fc_hash(key), (uintptr_t)e)) < 0)
+		c->hooks.release(c->hooks.ctx, e->value);
+	if (err < 0) {
+		free(e);
 		return err;
-	c->slots[fc_slot(c, key)] = (struct fc_entry){ key, v };
-	c->count++;
-	*value = v;
+	}
+	*value = e->value;
 	return 0;
-}
-
-/* Whether the entry at j, whose home is h, may move back to the hole at i (its probe run passes i). */
-static bool fc_may_fill(size_t i, size_t j, size_t h)
-{
-	return i <= j ? (h <= i || h > j) : (h <= i && h > j);
 }
 
 void file_cache_forget(struct file_cache *c, const void *key)
 {
-	if (!c || !c->nslots || !key)
+	struct fc_entry *e = c && key ? fc_find(c, key) : NULL;
+	if (!e)
 		return;
-	size_t i = fc_slot(c, key), mask = c->nslots - 1;
-	if (!c->slots[i].key)
-		return;
-	c->hooks.release(c->hooks.ctx, c->slots[i].value);
-	c->count--;
-	for (size_t j = (i + 1) & mask; c->slots[j].key; j = (j + 1) & mask) {
-		if (fc_may_fill(i, j, fc_home(c, c->slots[j].key))) {
-			c->slots[i] = c->slots[j];
-			i = j;
-		}
-	}
-	c->slots[i] = (struct fc_entry){ NULL, NULL };
+	hindex_remove(&c->index, fc_hash(key), (uintptr_t)e);
+	c->hooks.release(c->hooks.ctx, e->value);
+	free(e);
 }

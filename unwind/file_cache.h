@@ -4,7 +4,8 @@
  * The reference unwinders (unwind_libunwind.h, unwind_libdw.h) derive data from each ELF file a walk meets: its
  * load layout, tables built from its CFI. They keep it here, keyed by unwind_module.cache_key (the Elf itself
  * for a module without one: file_cache_key), built on the file's first use by the make hook and released by the
- * release hook when the caller forgets the key or the cache is freed. A lookup is one hash probe.
+ * release hook when the caller forgets the key or the cache is freed. A lookup is one hash probe (in the shared
+ * index, src/base/hindex.h).
  *
  * Ownership: file_cache_new() / file_cache_free(); the cache owns the values make returned. Not thread-safe: one
  * per unwinder. Errors are negative errno values; nothing is exited on.
@@ -43,7 +44,8 @@ void *file_cache_find(const struct file_cache *c, const void *key);
 
 /*
  * The value of mod's file, built on first use. Returns 0 and *value, -ENOENT when the module has no Elf (nothing
- * to read), or -ENOMEM (nothing is cached then, the next call tries again).
+ * to read), or -ENOMEM (nothing is cached then, the next call tries again: a value made but not indexed is
+ * released).
  */
 int file_cache_get(struct file_cache *c, const struct unwind_module *mod, void **value);
 

@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "unwind/stack_deltas.h"
+#include "unwind/stack_delta_rule.h"
 #include "unwind/unwind.h"
 #include "unwind/unwind_deltas.h"
 

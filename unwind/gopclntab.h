@@ -49,7 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "unwind/stack_deltas.h"
+#include "unwind/stack_delta_rule.h"
 
 /* Table layout generation (not the exact Go release, which the table does not record). */
 enum gopclntab_version {

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "unwind/stack_deltas.h"
+#include "unwind/stack_delta_rule.h"
 
 struct prologue;
 

@@ -20,13 +20,12 @@
 #include "unwind/prologue.h"
 #include "src/base/bsearch.h"
 #include "src/base/clock.h"
+#include "src/base/hindex.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -123,8 +122,7 @@ struct sd_builder {
 
 	struct stack_delta_rule *rules;
 	uint32_t nrules, rules_cap;
-	uint32_t *rule_hash;		/* open addressing: rule index + 1, 0 = empty */
-	uint32_t hash_cap;
+	struct hindex rule_index;	/* sd_rule_hash -> index into rules */
 
 	struct sd_row *rows;
 	size_t nrows, rows_cap;
@@ -161,31 +159,11 @@ static void sd_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, 
 
 /* ---- rules ---------------------------------------------------------------------------------------------- */
 
-struct stack_delta_rule stack_delta_rule_make(enum stack_delta_kind kind)
-{
-	struct stack_delta_rule r;
-	memset(&r, 0, sizeof(r));
-	r.kind = (uint8_t)kind;
-	return r;
-}
-
-struct stack_delta_rule stack_delta_rule_rbp_frame(int32_t aux)
-{
-	struct stack_delta_rule r = stack_delta_rule_make(STACK_DELTA_CFA_FP);
-	r.cfa_off = 16;
-	r.fp = STACK_DELTA_FP_AT_CFA;
-	r.fp_off = -16;
-	r.aux = aux;
-	return r;
-}
-
-static uint32_t sd_rule_hash(const struct stack_delta_rule *r)
+static uint64_t sd_rule_hash(const struct stack_delta_rule *r)
 {
 	uint64_t h = (uint64_t)r->kind | (uint64_t)r->fp << 8 | (uint64_t)(uint16_t)r->fp_off << 16 |
 		     (uint64_t)(uint32_t)r->cfa_off << 32;
-	h ^= (uint64_t)(uint32_t)r->aux * 0x9e3779b97f4a7c15ull;
-	h *= 0xff51afd7ed558ccdull;
-	return (uint32_t)(h >> 32);
+	return hash_u64(h, (uint32_t)r->aux);
 }
 
 static bool sd_rule_eq(const struct stack_delta_rule *a, const struct stack_delta_rule *b)
@@ -194,30 +172,20 @@ static bool sd_rule_eq(const struct stack_delta_rule *a, const struct stack_delt
 	       a->aux == b->aux;
 }
 
-static int sd_rehash(struct sd_builder *b, uint32_t cap)
+/* Whether rule index value of the builder ctx is the rule key (the rule index's equality). */
+static bool sd_rule_is(const void *ctx, uint64_t value, const void *key)
 {
-	uint32_t *h = calloc(cap, sizeof(*h));
-	if (!h)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < b->nrules; i++) {
-		uint32_t j = sd_rule_hash(&b->rules[i]) & (cap - 1);
-		while (h[j])
-			j = (j + 1) & (cap - 1);
-		h[j] = i + 1;
-	}
-	free(b->rule_hash);
-	b->rule_hash = h;
-	b->hash_cap = cap;
-	return 0;
+	const struct sd_builder *b = ctx;
+	return sd_rule_eq(&b->rules[value], key);
 }
 
 /* Index of r in the rule table, adding it if new. Once the table is full, new rules become FALLBACK. */
 static uint16_t sd_intern(struct sd_builder *b, const struct stack_delta_rule *r)
 {
-	uint32_t j = sd_rule_hash(r) & (b->hash_cap - 1);
-	for (; b->rule_hash[j]; j = (j + 1) & (b->hash_cap - 1))
-		if (sd_rule_eq(&b->rules[b->rule_hash[j] - 1], r))
-			return (uint16_t)(b->rule_hash[j] - 1);
+	uint64_t hash = sd_rule_hash(r);
+	uint32_t idx;
+	if (hindex_find_index(&b->rule_index, hash, sd_rule_is, b, r, &idx))
+		return (uint16_t)idx;
 	if (b->nrules >= SD_MAX_RULES)
 		return SD_RULE_FALLBACK;
 	if (b->nrules == b->rules_cap) {
@@ -230,10 +198,11 @@ static uint16_t sd_intern(struct sd_builder *b, const struct stack_delta_rule *r
 		b->rules = n;
 		b->rules_cap = cap;
 	}
-	b->rules[b->nrules++] = *r;
-	b->rule_hash[j] = b->nrules;
-	if (b->nrules * 2 > b->hash_cap && sd_rehash(b, b->hash_cap * 2) < 0)
+	if (hindex_insert(&b->rule_index, hash, b->nrules) < 0) {
 		b->err = -ENOMEM;
+		return SD_RULE_FALLBACK;
+	}
+	b->rules[b->nrules++] = *r;
 	return (uint16_t)(b->nrules - 1);
 }
 
@@ -241,7 +210,7 @@ static int sd_rules_init(struct sd_builder *b)
 {
 	b->rules_cap = 64;
 	b->rules = malloc(b->rules_cap * sizeof(*b->rules));
-	if (!b->rules || sd_rehash(b, 256) < 0)
+	if (!b->rules)
 		return -ENOMEM;
 	struct stack_delta_rule inv = stack_delta_rule_make(STACK_DELTA_INVALID);
 	struct stack_delta_rule fb = stack_delta_rule_make(STACK_DELTA_FALLBACK);
@@ -1147,7 +1116,7 @@ static void sd_fini(struct sd_builder *b)
 	}
 	prologue_free(b->prologue);
 	free(b->rules);
-	free(b->rule_hash);
+	hindex_free(&b->rule_index);
 	free(b->rows);
 	free(b->ranges);
 	free(b->code);
@@ -1371,49 +1340,4 @@ int stack_deltas_lookup(const struct stack_deltas *t, uint64_t elf_va, struct st
 		return -ENOENT;
 	*out = t->rules[t->rule[after - 1]];
 	return out->kind == STACK_DELTA_INVALID ? -ENOENT : 0;
-}
-
-bool stack_delta_rule_frame_pointer(const struct stack_delta_rule *r, uint64_t sp, uint64_t *fp)
-{
-	if (r->kind != STACK_DELTA_CFA_SP || r->fp != STACK_DELTA_FP_AT_CFA || r->fp_off != -16)
-		return false;
-	*fp = sp + (uint64_t)(int64_t)r->cfa_off - 16;
-	return true;
-}
-
-void stack_delta_rule_format(const struct stack_delta_rule *r, char *buf, size_t len)
-{
-	static const char *const kinds[] = { "invalid", "cfa=sp", "cfa=fp", "cfa=*(sp", "cfa=*(fp", "plt",
-					     "signal", "stop", "fallback" };
-	const char *k = r->kind < sizeof(kinds) / sizeof(kinds[0]) ? kinds[r->kind] : "?";
-	int n;
-	switch (r->kind) {
-	case STACK_DELTA_CFA_SP:
-	case STACK_DELTA_CFA_FP:
-		n = snprintf(buf, len, "%s%+" PRId32, k, r->cfa_off);
-		break;
-	case STACK_DELTA_CFA_SP_DEREF:
-	case STACK_DELTA_CFA_FP_DEREF:
-		n = snprintf(buf, len, "%s%+" PRId32 ")%+" PRId32, k, r->cfa_off, r->aux);
-		break;
-	case STACK_DELTA_PLT:
-		n = snprintf(buf, len, "plt sp%+" PRId32 " ip&15>=%" PRId32, r->cfa_off, r->aux);
-		break;
-	default:
-		n = snprintf(buf, len, "%s%s", k,
-			     r->kind == STACK_DELTA_STOP && (r->aux & STACK_DELTA_GO_STACK_SWITCH) ? " go-switch" : "");
-		return;
-	}
-	if (n < 0 || (size_t)n >= len)
-		return;
-	if (r->kind == STACK_DELTA_CFA_FP && (r->aux & STACK_DELTA_GO_STACK_SWITCH)) {
-		int m = snprintf(buf + n, len - (size_t)n, " go-switch");
-		if (m < 0 || (size_t)m >= len - (size_t)n)
-			return;
-		n += m;
-	}
-	if (r->fp == STACK_DELTA_FP_AT_CFA)
-		snprintf(buf + n, len - (size_t)n, " fp=[cfa%+d]", r->fp_off);
-	else if (r->fp == STACK_DELTA_FP_AT_FP)
-		snprintf(buf + n, len - (size_t)n, " fp=[fp%+d]", r->fp_off);
 }

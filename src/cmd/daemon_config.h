@@ -19,6 +19,7 @@
 
 struct daemon_config {
 	struct run_settings run;	/* as record's */
+	struct export_settings export;	/* as record's; the spool is <output_dir>/otlp-spool */
 	char output_dir[PATH_MAX];
 	char config_path[PATH_MAX];	/* -c: the config file ("": none); a flag, not a key */
 	unsigned interval_s;		/* reporting interval */

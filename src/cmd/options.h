@@ -44,8 +44,18 @@ struct run_settings {
 	unsigned off_cpu_stack_size;	/* user stack copied per off-CPU sample */
 };
 
+/* Where record and the daemon send their profiles besides files: an OTLP receiver (src/export/otlp_sender.h). */
+struct export_settings {
+	char otlp_endpoint[1024];	/* "": no export */
+	struct setting_strings otlp_headers;	/* "Name=Value" each, never logged */
+	char otlp_ca_file[PATH_MAX];	/* "": the system's CA bundle */
+	unsigned otlp_timeout_s;	/* per request */
+	uint64_t otlp_spool_max;	/* the daemon's spool of unsent profiles, bytes */
+};
+
 struct record_options {
 	struct run_settings run;
+	struct export_settings export;
 	char output[PATH_MAX];
 	char save_samples[PATH_MAX];	/* "": no replay file */
 	double duration_s;		/* 0: until the targets end or a signal */
@@ -72,6 +82,8 @@ struct replay_options {
 extern const struct command_settings record_settings, daemon_settings, report_settings, convert_settings,
 	diff_settings, replay_settings;
 
+/* The group of export_settings in the daemon's settings (daemon.c starts the sender again when one changed). */
+extern const struct setting_group daemon_export_group;
 /* The group of run_settings in the daemon's settings (daemon.c restarts sampling when one of them changed). */
 extern const struct setting_group daemon_run_group;
 

@@ -164,6 +164,18 @@ static int parse_pids(const char *value, struct setting_pids *out)
 	return 0;
 }
 
+/* One more value, appended. */
+static int parse_strings(const char *value, struct setting_strings *out)
+{
+	size_t len = strlen(value);
+	if (!len || len >= SETTING_STRING_MAX)
+		return -EINVAL;
+	if (out->n == SETTING_MAX_STRINGS)
+		return -E2BIG;
+	memcpy(out->v[out->n++], value, len + 1);
+	return 0;
+}
+
 static int parse_value(const struct setting *s, const char *value, void *field)
 {
 	double d;
@@ -197,6 +209,8 @@ static int parse_value(const struct setting *s, const char *value, void *field)
 		return 0;
 	case SETTING_PIDS:
 		return parse_pids(value, field);
+	case SETTING_STRINGS:
+		return parse_strings(value, field);
 	}
 	return -EINVAL;
 }
@@ -204,7 +218,9 @@ static int parse_value(const struct setting *s, const char *value, void *field)
 int setting_parse(const struct setting *s, const char *value, void *field, char *why, size_t whylen)
 {
 	int err = parse_value(s, value, field);
-	if (err == -E2BIG)
+	if (err == -E2BIG && s->type == SETTING_STRINGS)
+		snprintf(why, whylen, "given at most %d times", SETTING_MAX_STRINGS);
+	else if (err == -E2BIG)
 		snprintf(why, whylen, "at most %d process IDs", SETTING_MAX_PIDS);
 	else if (err < 0)
 		setting_describe(s, why, whylen);
@@ -232,6 +248,7 @@ void setting_describe(const struct setting *s, char *why, size_t whylen)
 		[SETTING_PERCENT] = "a percentage from 0 to 100",
 		[SETTING_PID] = "a process ID",
 		[SETTING_PIDS] = "process IDs separated by commas",
+		[SETTING_STRINGS] = "text of 1 to 1023 bytes, once per value",
 	};
 	unsigned long long lo = s->min, hi = s->max;
 	if (s->type == SETTING_UNSIGNED)

@@ -22,6 +22,8 @@
  *   ENUM      one of `names`: the field (an int or enum) gets its index
  *   PID       a process ID, 0 to INT32_MAX (an int32_t field)
  *   PIDS      process IDs > 0 separated by commas, appended to a struct setting_pids field
+ *   STRINGS   text, once per value: each time given (flag or key) appended to a struct setting_strings field
+ *             (at most SETTING_MAX_STRINGS values of at most SETTING_STRING_MAX - 1 bytes)
  * Numbers are digits only: no sign, no spaces, no hexadecimal. Unsigned fields are 1, 4 or 8 bytes wide as the
  * table says (`size`); FLAG fields are int or bool.
  *
@@ -48,6 +50,7 @@ enum setting_type {
 	SETTING_ENUM,
 	SETTING_PID,
 	SETTING_PIDS,
+	SETTING_STRINGS,
 };
 
 enum setting_flags {
@@ -61,6 +64,14 @@ enum setting_flags {
 struct setting_pids {
 	unsigned n;
 	int32_t pids[SETTING_MAX_PIDS];
+};
+
+#define SETTING_MAX_STRINGS 16
+#define SETTING_STRING_MAX 1024
+
+struct setting_strings {
+	unsigned n;
+	char v[SETTING_MAX_STRINGS][SETTING_STRING_MAX];
 };
 
 struct setting {

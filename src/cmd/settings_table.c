@@ -103,9 +103,26 @@ static const struct setting record_items[] = {
 	{ "quiet", 'q', SETTING_FLAG, 0, REC(quiet), .help = "no progress or summary messages" },
 };
 
+#define EXP(m) FIELD(struct export_settings, m)
+
+/* record and the daemon: sending profiles to an OpenTelemetry Collector (OTLP/HTTP). */
+static const struct setting export_items[] = {
+	{ "otlp-endpoint", 0, SETTING_STRING, KEY, EXP(otlp_endpoint), .arg = "URL",
+	  .help = "also send each profile to this OTLP/HTTP receiver (http://HOST:4318 or https://...)" },
+	{ "otlp-header", 0, SETTING_STRINGS, KEY, EXP(otlp_headers), .arg = "NAME=VALUE",
+	  .help = "an HTTP header of every request (authentication; never logged); repeatable" },
+	{ "otlp-ca-file", 0, SETTING_STRING, KEY, EXP(otlp_ca_file), .arg = "FILE",
+	  .help = "CA certificates to verify an https:// receiver with (default: the system's)" },
+	{ "otlp-timeout", 0, SETTING_DURATION, KEY, EXP(otlp_timeout_s), .min = 1, .max = 3600, .arg = "DURATION",
+	  .def = "10s", .help = "each request's timeout" },
+	{ "otlp-spool-max", 0, SETTING_SIZE, KEY, EXP(otlp_spool_max), .min = 4096, .max = UINT64_MAX, .arg = "SIZE",
+	  .def = "256M", .help = "unsent profiles kept on disk while the receiver is down, the oldest dropped past SIZE" },
+};
+
 static const struct setting_group record_groups[] = {
 	{ record_items, COUNT(record_items), 0 },
 	GROUP(run_items, struct record_options, run),
+	GROUP(export_items, struct record_options, export),
 };
 
 const struct command_settings record_settings = {
@@ -150,9 +167,12 @@ static const struct setting daemon_items[] = {
 
 const struct setting_group daemon_run_group = GROUP(run_items, struct daemon_config, run);
 
+const struct setting_group daemon_export_group = GROUP(export_items, struct daemon_config, export);
+
 static const struct setting_group daemon_groups[] = {
 	{ daemon_items, COUNT(daemon_items), 0 },
 	GROUP(run_items, struct daemon_config, run),
+	GROUP(export_items, struct daemon_config, export),
 };
 
 const struct command_settings daemon_settings = {

@@ -698,7 +698,7 @@ static int collect_native(const struct traces *t, struct pending_frame **out, si
 		}
 	}
 	hindex_free(&seen);
-	if (err == 0)
+	if (err == 0 && *n)
 		qsort(v, *n, sizeof(*v), by_file);
 	*out = v;
 	return err;

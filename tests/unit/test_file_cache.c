@@ -1,8 +1,8 @@
 /*
  * Unit tests for unwind/file_cache.c, the per-file data of the reference unwinders: a value is made once per key
  * and found again; forgetting releases exactly that key's value and leaves every other findable (checked against
- * a plain array through thousands of random adds and forgets, so that the table's growth and its backward-shift
- * deletion meet every probe-run shape); a failed make caches nothing.
+ * a plain array through thousands of random adds and forgets, so that the index grows, leaves removed entries'
+ * slots behind and reuses them in every probe-run shape); a failed make caches nothing.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,28 +1,39 @@
 /*
  * Unit tests of src/pipeline/walk.c without a kernel event: each sample is taken by the test itself, in the test's own
- * thread (its registers and a copy of its stack, as perf would copy them), so that every walk is deterministic and
- * independent of the machine's load. The walks must name the functions the test called, in order, down to main:
+ * thread (its registers and a copy of its stack, as perf would copy them), or by a program the test runs, of itself,
+ * so that every walk is deterministic and independent of the machine's load. The walks must name the functions the
+ * sampled code called, in order, down to its root:
  * - through the stack-delta tables, each frame named by the module the unwinder found it in, and the same frames
  *   through the reference unwinder (libunwind, which names none: the walker looks each one up);
  * - a walk that meets a table still being built stops when the sample may be held, and is whole once it is built;
  * - over the memory budget (no table to be built), a walk stops at the first file without its table;
  * - the kernel's part of a call chain comes first, as kernel frames;
  * - JIT code its runtime's perf map names (a trampoline the test writes) is walked through by frame pointer;
- * - a walk is added to a replay capture, which reads back with the same registers and stack.
+ * - a walk is added to a replay capture, which reads back with the same registers and stack;
+ * - a Go sample taken on g0 (C code called through cgo, tests/fixtures/go/g0sample) goes on with its goroutine, as
+ *   the fast lane's reader read it, to the goroutine's outermost frame, each frame checked against the program's
+ *   own symbol table; the walk reads no live process (the sample's pid is no process's).
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <gelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/pipeline/fastlane.h"
 #include "src/processes/procmem.h"
 #include "src/pipeline/walk.h"
 #include "symbols/symbolizer.h"
+#include "tests/lib/testlib.h"
 
 #define STACK_COPY 8192
 
@@ -108,15 +119,20 @@ struct fixture {
 	struct walk *w;
 	struct walk_counts counts;
 	unsigned live_reads;
+	unsigned live_kind;	/* the last live read's */
+	int live_rc;
 };
 
 static void count_live_read(void *ctx, struct process *p, unsigned kind, int rc, bool fast, bool replaying)
 {
-	(void)p, (void)kind, (void)rc, (void)fast, (void)replaying;
-	((struct fixture *)ctx)->live_reads++;
+	struct fixture *f = ctx;
+	(void)p, (void)fast, (void)replaying;
+	f->live_reads++;
+	f->live_kind = kind;
+	f->live_rc = rc;
 }
 
-static struct fixture *make_with(bool reference, bool worker, struct replay_writer *capture)
+static struct fixture *make_opts(const struct walk_options *o, bool worker, struct replay_writer *capture)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	assert_non_null(f);
@@ -125,12 +141,17 @@ static struct fixture *make_with(bool reference, bool worker, struct replay_writ
 	assert_int_equal(jitinfo_mgr_new(NULL, &f->jit), 0);
 	if (worker)
 		assert_int_equal(execinfo_mgr_start_worker(f->em, -1), 0);
-	struct walk_options o = { .reference = reference, .max_stack_bytes = STACK_COPY,
-				  .stack_copy_bytes = STACK_COPY };
 	struct walk_deps d = { .procs = f->pm, .execinfo = f->em, .jit = f->jit, .capture = capture,
 			       .live_read = count_live_read, .ctx = f };
-	assert_int_equal(walk_new(&o, &d, &f->w), 0);
+	assert_int_equal(walk_new(o, &d, &f->w), 0);
 	return f;
+}
+
+static struct fixture *make_with(bool reference, bool worker, struct replay_writer *capture)
+{
+	struct walk_options o = { .reference = reference, .max_stack_bytes = STACK_COPY,
+				  .stack_copy_bytes = STACK_COPY };
+	return make_opts(&o, worker, capture);
 }
 
 static struct fixture *make(bool reference, bool worker)
@@ -339,6 +360,349 @@ static void test_walk_through_jit_code(void **state)
 	free(t);
 }
 
+/* ---- a Go sample on g0 (tests/fixtures/go/g0sample) ---- */
+
+/* Most of the stack the fixture copies (its G0_COPY): the walk sees as much, and reads no more. */
+#define GO_STACK_COPY 16384
+/* Above the kernel's PID_MAX_LIMIT: no live process has it, so whatever a walk of it needs from memory comes from
+ * the sample and what the fast lane held, never from a process that happens to run under that pid. */
+#define GO_PID ((1 << 22) + 1)
+#define GO_MAX_MEM 8
+
+/* The fixture's file, read back: its sample, the memory a reader holding the thread would see, its mappings. */
+struct go_sample {
+	uint8_t *file;
+	struct {
+		uint64_t ip, sp, bp, bx, r12, r13, r14, r15;	/* as the fixture writes them */
+	} regs;
+	const uint8_t *stack;
+	uint64_t stack_size;
+	uint64_t g0, g;
+	struct {
+		uint64_t addr;
+		const uint8_t *bytes;
+		uint64_t size;
+	} mem[GO_MAX_MEM];
+	unsigned nmem;
+	char exe[4096];
+	char *maps;
+};
+
+static void go_sample_read(const char *path, struct go_sample *s)
+{
+	FILE *f = fopen(path, "rb");
+	long size;
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	assert_true((size = ftell(f)) > 0);
+	rewind(f);
+	memset(s, 0, sizeof(*s));
+	s->file = malloc((size_t)size);
+	assert_non_null(s->file);
+	assert_int_equal(fread(s->file, 1, (size_t)size, f), (size_t)size);
+	fclose(f);
+	bool regs = false;
+	for (size_t at = 0; at < (size_t)size;) {
+		char tag[9] = { 0 };
+		uint64_t addr, len;
+		assert_true(at + 24 <= (size_t)size);
+		memcpy(tag, s->file + at, 8);
+		memcpy(&addr, s->file + at + 8, 8);
+		memcpy(&len, s->file + at + 16, 8);
+		const uint8_t *bytes = s->file + at + 24;
+		assert_true(len <= (size_t)size - at - 24);
+		at += 24 + len;
+		if (!strcmp(tag, "regs") && len == sizeof(s->regs)) {
+			memcpy(&s->regs, bytes, sizeof(s->regs));
+			regs = true;
+		} else if (!strcmp(tag, "stack")) {
+			s->stack = bytes;
+			s->stack_size = len;
+		} else if (!strcmp(tag, "g0")) {
+			s->g0 = addr;
+		} else if (!strcmp(tag, "g")) {
+			s->g = addr;
+		} else if (!strcmp(tag, "mem")) {
+			assert_true(s->nmem < GO_MAX_MEM);
+			s->mem[s->nmem].addr = addr;
+			s->mem[s->nmem].bytes = bytes;
+			s->mem[s->nmem++].size = len;
+		} else if (!strcmp(tag, "exe")) {
+			assert_true(len < sizeof(s->exe));
+			memcpy(s->exe, bytes, len);
+		} else if (!strcmp(tag, "maps")) {
+			s->maps = strndup((const char *)bytes, len);
+		} else {
+			fail_msg("unknown record %s in %s", tag, path);
+		}
+	}
+	assert_true(regs);
+	assert_non_null(s->stack);
+	assert_true(s->g0 && s->g && s->exe[0] && s->maps);
+}
+
+static void go_sample_free(struct go_sample *s)
+{
+	free(s->file);
+	free(s->maps);
+}
+
+/* unwind_memory over the fixture's memory records: what a reader of the process saw while it held the thread
+ * (short where a record ends, -EFAULT outside them, as process_vm_readv). */
+static ssize_t go_sample_memory(void *ctx, uint64_t at, void *buf, size_t len)
+{
+	const struct go_sample *s = ctx;
+	for (unsigned i = 0; i < s->nmem; i++) {
+		if (at < s->mem[i].addr || at - s->mem[i].addr >= s->mem[i].size)
+			continue;
+		size_t n = s->mem[i].size - (at - s->mem[i].addr);
+		n = n < len ? n : len;
+		memcpy(buf, s->mem[i].bytes + (at - s->mem[i].addr), n);
+		return (ssize_t)n;
+	}
+	return -EFAULT;
+}
+
+/* The process the sample is of, known only by its program's mappings (as perf's MMAP2 records would give them). */
+static struct process *go_process(struct fixture *f, const struct go_sample *s)
+{
+	struct process *p = procmgr_get(f->pm, GO_PID);
+	struct stat st;
+	char *maps = strdup(s->maps), *save = NULL;
+	unsigned n = 0;
+	assert_non_null(p);
+	assert_non_null(maps);
+	assert_int_equal(p->nmaps, 0);	/* nothing from a live process */
+	assert_int_equal(stat(s->exe, &st), 0);
+	for (char *line = strtok_r(maps, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		struct mapping m;
+		int exec;
+		const char *path;
+		if (procmgr_parse_maps_line(line, &m, &exec, &path) < 0 || strcmp(path, s->exe) != 0)
+			continue;
+		struct perf_mmap2 rec = { .pid = GO_PID, .tid = GO_PID, .addr = m.start, .len = m.end - m.start,
+					  .pgoff = m.pgoff, .ino = st.st_ino, .prot = (uint32_t)m.prot,
+					  .filename = path };
+		procmgr_on_mmap2(f->pm, &rec);
+		n++;
+	}
+	free(maps);
+	assert_true(n > 0);
+	return p;
+}
+
+/* The fixture's sample as perf would have given it: user registers and the copy of the g0 stack from SP up. */
+static void go_perf_sample(const struct go_sample *s, struct perf_sample *ps)
+{
+	memset(ps, 0, sizeof(*ps));
+	ps->ip = ps->regs[UNWIND_REG_IP] = s->regs.ip;
+	ps->regs[UNWIND_REG_SP] = s->regs.sp;
+	ps->regs[UNWIND_REG_BP] = s->regs.bp;
+	ps->regs[UNWIND_REG_BX] = s->regs.bx;
+	ps->regs[UNWIND_REG_R12] = s->regs.r12;
+	ps->regs[UNWIND_REG_R13] = s->regs.r13;
+	ps->regs[UNWIND_REG_R14] = s->regs.r14;
+	ps->regs[UNWIND_REG_R15] = s->regs.r15;
+	ps->regs_abi = PERF_SAMPLE_REGS_ABI_64;
+	ps->pid = ps->tid = GO_PID;
+	ps->time = 1;
+	ps->misc = PERF_RECORD_MISC_USER;
+	ps->stack = s->stack;
+	ps->stack_size = s->stack_size < GO_STACK_COPY ? s->stack_size : GO_STACK_COPY;
+}
+
+/* The oracle: the function of the binary's own ELF symbol table (libelf, not hostprof's symbolizer nor its Go
+ * tables) that holds addr, without the ABI suffix Go's linker gives assembly functions; "" for none. */
+static const char *elf_function(const char *exe, uint64_t addr, char *buf, size_t len)
+{
+	int fd = open(exe, O_RDONLY);
+	assert_true(fd >= 0);
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	assert_non_null(elf);
+	buf[0] = '\0';
+	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn && !buf[0]; scn = elf_nextscn(elf, scn)) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *name;
+			if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+			    addr < sym.st_value || addr - sym.st_value >= sym.st_size ||
+			    !(name = elf_strptr(elf, sh.sh_link, sym.st_name)))
+				continue;
+			snprintf(buf, len, "%s", name);
+			size_t n = strlen(buf);
+			if (n > 5 && !strcmp(buf + n - 5, ".abi0"))
+				buf[n - 5] = '\0';
+			break;
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	return buf;
+}
+
+/* The fixture built by the go command go_cmd, with cgo, and run: its sample of itself on g0, in s. */
+static void take_go_sample(const char *dir, const char *go_cmd, struct go_sample *s)
+{
+	char out[512], cc[512];
+	snprintf(cc, sizeof(cc), "command -v \"$('%s' env CC)\"", go_cmd);
+	test_require_tool(cc, "a C compiler for cgo");
+	test_go_build_with(go_cmd, dir, "g0sample", "g0sample", 1, "");
+	snprintf(out, sizeof(out), "%s/sample", dir);
+	assert_int_equal(test_run("'%s/g0sample' '%s'", dir, out), 0);
+	go_sample_read(out, s);
+}
+
+/* The last walk had n frames; if not, which it had, by the oracle. */
+static void expect_frame_count(const struct fixture *f, const struct walk_out *out, unsigned n, const char *exe)
+{
+	const struct trace_frame *fr = walk_frames(f->w);
+	char name[256];
+	if (out->n == n)
+		return;
+	for (unsigned i = 0; i < out->n; i++)
+		print_message("  #%u kind %u %#llx %s\n", i, (unsigned)fr[i].kind, (unsigned long long)fr[i].address,
+			      fr[i].exe ? elf_function(exe, fr[i].address, name, sizeof(name)) : "");
+	fail_msg("the walk has %u frames, want %u", out->n, n);
+}
+
+/*
+ * The frames of the fixture's sample, leaf first, by the program's symbol table: the C code on g0 (the capture,
+ * the function Go called and cgo's wrapper of it), runtime.asmcgocall that switched to g0, then the goroutine from
+ * where asmcgocall saved it (runtime.systemstack_switch, Go's marker of a switched goroutine) through the cgo call
+ * to main.sampleOnG0 and main.main, up to runtime.goexit, where every goroutine starts.
+ */
+static const char *const go_g0_frames[] = { "g0_capture", "g0_sample", "_cgo_*_Cfunc_g0_sample",
+					    "runtime.asmcgocall" };
+static const char *const go_goroutine_frames[] = { "runtime.systemstack_switch", "runtime.cgocall",
+						   "main._Cfunc_g0_sample", "main.sampleOnG0", "main.main",
+						   "runtime.main", "runtime.goexit" };
+#define GO_G0_FRAMES (sizeof(go_g0_frames) / sizeof(go_g0_frames[0]))
+#define GO_GOROUTINE_FRAMES (sizeof(go_goroutine_frames) / sizeof(go_goroutine_frames[0]))
+
+/* Frames [0, n) of the last walk are the program's, in file exe, named as want says (fnmatch patterns). */
+static void expect_go_frames(const struct fixture *f, const struct go_sample *s, unsigned first,
+			     const char *const *want, unsigned n)
+{
+	const struct trace_frame *fr = walk_frames(f->w);
+	char name[256];
+	for (unsigned i = 0; i < n; i++) {
+		const struct trace_frame *t = &fr[first + i];
+		if (t->kind != PROFILE_FRAME_NATIVE || !t->exe || strcmp(execinfo_path(t->exe), s->exe) != 0)
+			fail_msg("frame %u: kind %u in %s, want a frame of %s", first + i, (unsigned)t->kind,
+				 t->exe ? execinfo_path(t->exe) : "no file", s->exe);
+		elf_function(s->exe, t->address, name, sizeof(name));
+		if (fnmatch(want[i], name, 0) != 0)
+			fail_msg("frame %u at %#llx is in %s, want %s", first + i, (unsigned long long)t->address,
+				 name[0] ? name : "no function", want[i]);
+	}
+}
+
+/*
+ * A Go sample on g0: the walk goes through the C frames to runtime.asmcgocall, where the thread switched from the
+ * goroutine, and on with the goroutine the fast lane's reader read as it held the thread (go_stack_snapshot over
+ * the memory the fixture saw), to runtime.goexit: complete, and nothing read from a live process. A reader's
+ * goroutine of another switch (another frame pointer) is not taken, and without one the walk asks the process,
+ * which it cannot read (no process has its pid): it ends at the switch. With Go stacks off, it ends there too.
+ */
+static void walk_go_sample_on_g0(struct test_workdir *wd, const char *go_cmd)
+{
+	struct go_sample s;
+	struct go_stack *gs;
+	struct go_stack_snapshot snap;
+	struct perf_sample ps;
+	struct walk_out out;
+	take_go_sample(wd->dir, go_cmd, &s);
+	elf_version(EV_CURRENT);
+	struct walk_options o = { .go_stacks = true, .max_stack_bytes = GO_STACK_COPY,
+				  .stack_copy_bytes = GO_STACK_COPY };
+	struct fixture *f = make_opts(&o, false, NULL);
+	struct walk_in in = { .proc = go_process(f, &s), .ps = &ps, .counts = &f->counts };
+	go_perf_sample(&s, &ps);
+
+	/* What the fast lane's reader reads of a thread on g0 (go_stack_snapshot, as fastlane.c calls it), here from
+	 * the fixture's memory. It is given g0, as the g register names it on g0 in Go code (systemstack); C code
+	 * called through cgo still has the goroutine there, which go_stack_snapshot takes for a sample on the
+	 * goroutine's own stack, with nothing past the copy to read. */
+	struct go_stack_options go = { .max_stack = walk_go_max_stack(f->w) };
+	const struct unwind_memory image = { go_sample_memory, &s };
+	assert_int_equal(go_stack_new(&go, &gs), 0);
+	assert_int_equal(go_stack_snapshot(gs, &image, s.g0, s.regs.sp + ps.stack_size, &snap), 0);
+	assert_int_equal(snap.kind, GO_STACK_SNAPSHOT_GOROUTINE);
+	assert_int_equal(snap.g, s.g);
+
+	in.fast_go = &snap;
+	walk_sample(f->w, &in, &out);
+	expect_frame_count(f, &out, GO_G0_FRAMES + GO_GOROUTINE_FRAMES, s.exe);
+	expect_go_frames(f, &s, 0, go_g0_frames, GO_G0_FRAMES);
+	expect_go_frames(f, &s, GO_G0_FRAMES, go_goroutine_frames, GO_GOROUTINE_FRAMES);
+	assert_int_equal(f->counts.complete, 1);
+	assert_int_equal(walk_get_stats(f->w)->fast_goroutines, 1);
+	assert_int_equal(f->live_reads, 0);
+
+	/* The reader's goroutine left another switch (its saved frame pointer is not the one the walk recovered at
+	 * asmcgocall): not this sample's. The walk asks the process instead, and no live process has that pid: the
+	 * walk ends at the switch. */
+	struct go_stack_snapshot other = snap;
+	other.bp += 16;
+	in.fast_go = &other;
+	walk_sample(f->w, &in, &out);
+	expect_frame_count(f, &out, GO_G0_FRAMES + 1, s.exe);
+	expect_go_frames(f, &s, 0, go_g0_frames, GO_G0_FRAMES);
+	assert_int_equal(walk_frames(f->w)[GO_G0_FRAMES].kind, PROFILE_FRAME_ERROR);
+	assert_int_equal(walk_frames(f->w)[GO_G0_FRAMES].address, TRACE_ERROR_TRUNCATED);
+	assert_int_equal(f->counts.truncated, 1);
+	assert_int_equal(walk_get_stats(f->w)->fast_goroutines, 1);
+	assert_int_equal(f->live_reads, 1);
+	assert_int_equal(f->live_kind, FASTLANE_GO);
+	assert_true(f->live_rc < 0);
+
+	/* No reader's goroutine at all: the same. */
+	in.fast_go = NULL;
+	walk_sample(f->w, &in, &out);
+	expect_frame_count(f, &out, GO_G0_FRAMES + 1, s.exe);
+	assert_int_equal(f->counts.truncated, 2);
+	assert_int_equal(f->live_reads, 2);
+	destroy(f);
+
+	/* Go stacks off (record --no-go-stacks): the walk ends at the switch, though the goroutine is held for it,
+	 * and reads nothing. */
+	struct go_stack_stats st;
+	o.go_stacks = false;
+	f = make_opts(&o, false, NULL);
+	in = (struct walk_in){ .proc = go_process(f, &s), .ps = &ps, .fast_go = &snap, .counts = &f->counts };
+	walk_sample(f->w, &in, &out);
+	expect_frame_count(f, &out, GO_G0_FRAMES + 1, s.exe);
+	expect_go_frames(f, &s, 0, go_g0_frames, GO_G0_FRAMES);
+	assert_int_equal(walk_frames(f->w)[GO_G0_FRAMES].kind, PROFILE_FRAME_ERROR);
+	assert_int_equal(f->counts.truncated, 1);
+	assert_int_equal(walk_get_stats(f->w)->fast_goroutines, 0);
+	assert_int_equal(walk_go_stack_stats(f->w, &st), -ENOENT);
+	assert_int_equal(f->live_reads, 0);
+	destroy(f);
+
+	go_stack_free(gs);
+	go_sample_free(&s);
+}
+
+/* With the go on PATH. */
+static void test_walk_go_sample_on_g0(void **state)
+{
+	test_require_go();
+	walk_go_sample_on_g0(*state, "go");
+}
+
+/* With Debian's Go (golang-go, which make deps installs: 1.19 on Debian 12), whose runtime saves a goroutine in a
+ * gobuf of 7 words, not 6, and whose asmcgocall calls C itself. */
+static void test_walk_go_sample_on_g0_debian_go(void **state)
+{
+	test_require_tool("test -x /usr/lib/go/bin/go", "Debian's Go (golang-go)");
+	walk_go_sample_on_g0(*state, "/usr/lib/go/bin/go");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -348,6 +712,9 @@ int main(void)
 		cmocka_unit_test(test_kernel_frames_first),
 		cmocka_unit_test(test_walk_captured),
 		cmocka_unit_test(test_walk_through_jit_code),
+		cmocka_unit_test_setup_teardown(test_walk_go_sample_on_g0, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_walk_go_sample_on_g0_debian_go, test_workdir_setup,
+						test_workdir_teardown),
 	};
 	return cmocka_run_group_tests_name("walk", tests, NULL, NULL);
 }
