@@ -1,7 +1,7 @@
 /*
  * otlp.h — a profile as an OpenTelemetry (OTLP) profiles export request: the binary protobuf
  * ExportProfilesServiceRequest a collector takes at /v1development/profiles, for `hostprof convert --to otlp` and
- * for sending profiles to a collector.
+ * for the OTLP sender (src/export/otlp_sender.h).
  *
  * The message is built with protobuf-c code generated from src/profile/proto/otlp_*.proto (package
  * opentelemetry.proto.*, release OTLP_PROFILES_PROTO_VERSION; man/hostprof-profile.5, OTLP EXPORT, is the
@@ -43,20 +43,13 @@
 #define OTLP_PROFILES_PROTO_VERSION "v1.11.0"
 
 /*
- * The development revision of the profiles format that release is, as a sender announces it: HTTP header
- * OTLP_PROFILES_VERSION_HEADER (gRPC metadata OTLP_PROFILES_VERSION_METADATA) with value
- * OTLP_PROFILES_DEVELOPMENT_VERSION. A receiver that knows revisions answers one it does not take with HTTP 400 or
- * gRPC INVALID_ARGUMENT, which is final: the request is to be dropped, not retried. A request without the header
- * is read as revision 1.
+ * The development revision of the profiles format that release is: what a sender announces in the HTTP header
+ * OTLP-Profiles-Development-Version (gRPC metadata otlp-profiles-development-version). The OTLP sender
+ * (src/export/otlp_sender.h) sends it as its dev_version, to OTLP_PROFILES_PATH. A receiver that knows revisions
+ * answers one it does not take with HTTP 400 or gRPC INVALID_ARGUMENT, which is final: the request is dropped, not
+ * retried. A request without the header is read as revision 1.
  */
-#define OTLP_PROFILES_VERSION_HEADER "OTLP-Profiles-Development-Version"
-#define OTLP_PROFILES_VERSION_METADATA "otlp-profiles-development-version"
 #define OTLP_PROFILES_DEVELOPMENT_VERSION "1"
-
-/* Where a collector takes the request: the OTLP/HTTP path (Content-Type application/x-protobuf) and the gRPC
- * method. */
-#define OTLP_PROFILES_HTTP_PATH "/v1development/profiles"
-#define OTLP_PROFILES_GRPC_METHOD "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 
 /* The instrumentation scope's name. */
 #define OTLP_SCOPE_NAME "hostprof"

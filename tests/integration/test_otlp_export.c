@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "src/cmd/commands.h"
+#include "src/export/otlp_sender.h"
 #include "src/profile/ids.h"
 #include "src/profile/otlp.h"
 #include "src/profile/proto/otlp_profiles_service.pb-c.h"
@@ -442,9 +443,8 @@ static void post_request(const struct run *r, int port)
 	snprintf(resp, sizeof(resp), "%s/response.pb", r->dir);
 	snprintf(code, sizeof(code), "%s/http-code", r->dir);
 	assert_int_equal(test_run("curl -sS -o %s -w '%%{http_code}' -H 'Content-Type: application/x-protobuf' "
-				  "-H '%s: %s' --data-binary @%s http://127.0.0.1:%d%s > %s", resp,
-				  OTLP_PROFILES_VERSION_HEADER, OTLP_PROFILES_DEVELOPMENT_VERSION, r->pb, port,
-				  OTLP_PROFILES_HTTP_PATH, code), 0);
+				  "-H 'OTLP-Profiles-Development-Version: %s' --data-binary @%s http://127.0.0.1:%d%s > %s",
+				  resp, OTLP_PROFILES_DEVELOPMENT_VERSION, r->pb, port, OTLP_PROFILES_PATH, code), 0);
 	char *text = read_text(code);
 	size_t len;
 	uint8_t *body = read_bytes(resp, &len);
