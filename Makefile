@@ -15,14 +15,15 @@ DEP_MODULES := libdw:libdw-dev libelf:libelf-dev libunwind-generic:libunwind-dev
                capstone:libcapstone-dev msgpack:libmsgpack-dev cmocka:libcmocka-dev \
                libcrypto:libssl-dev libprotobuf-c:libprotobuf-c-dev json-c:libjson-c-dev zlib:zlib1g-dev \
                libcurl:libcurl4-openssl-dev
-# Tools: protoc-c generates the pprof encoder.
+# Tools: protoc-c generates the pprof and OTLP encoders.
 DEB_PACKAGES := pkg-config protobuf-c-compiler libiberty-dev $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d))))
 # What the tests run, profile or compare against, as command:Debian package (node and a JDK for JIT code: about
-# 130 MB to download; perf is the oracle many tests compare with). npm and rustc are installed only where no other
-# install provides them (nodesource's nodejs bundles npm, rustup's rustc is in ~/.cargo/bin).
+# 130 MB to download; perf is the oracle many tests compare with; protoc decodes OTLP output without hostprof's
+# schema, curl posts it to a collector). npm and rustc are installed only where no other install provides them
+# (nodesource's nodejs bundles npm, rustup's rustc is in ~/.cargo/bin).
 TEST_TOOLS   := perf:linux-perf go:golang-go node:nodejs javac:default-jdk-headless clang:clang ld.lld:lld \
                 sqlite3:sqlite3 xz:xz-utils python3:python3-minimal g++:g++ objdump:binutils addr2line:binutils \
-                setpriv:util-linux npm:npm rustc:rustc
+                setpriv:util-linux npm:npm rustc:rustc protoc:protobuf-compiler curl:curl
 PKG_MODULES  := $(foreach d,$(DEP_MODULES),$(word 1,$(subst :, ,$(d))))
 LIB_MODULES  := $(filter-out cmocka,$(PKG_MODULES))
 
@@ -46,7 +47,9 @@ DEP_LIBS   := $(shell pkg-config --libs $(LIB_MODULES)) -liberty -lpthread -lm
 TEST_LIBS  := $(shell pkg-config --libs cmocka)
 endif
 
-# Generated at build time: protobuf-c code for the pprof schema (src/profile/proto/profile.proto).
+# Generated at build time: protobuf-c code for the pprof schema (src/profile/proto/profile.proto), OTLP's
+# (src/profile/proto/otlp_*.proto, which import one another by their path from the repository root) and the
+# exporter's (src/export/proto/).
 PROTOS    := $(wildcard src/profile/proto/*.proto) $(wildcard src/export/proto/*.proto)
 GEN_SRCS  := $(PROTOS:%.proto=$(BUILD)/gen/%.pb-c.c)
 GEN_HDRS  := $(GEN_SRCS:.c=.h)
@@ -116,7 +119,7 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: %.proto
 	@mkdir -p $(BUILD)/gen
 	protoc-c --c_out=$(BUILD)/gen $<
 
-$(GEN_OBJS): %.o: %.c
+$(GEN_OBJS): %.o: %.c | $(GEN_HDRS)
 	$(CC) $(CFLAGS) $(DEP_CFLAGS) -c -o $@ $<
 
 # Generated files and test objects are not intermediates to delete after a build.

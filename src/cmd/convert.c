@@ -1,10 +1,12 @@
 /*
- * convert.c — `hostprof convert`: profiles to pprof, speedscope or collapsed stacks (src/profile/ writes each).
+ * convert.c — `hostprof convert`: profiles to pprof, speedscope, collapsed stacks or an OTLP profiles export
+ * request (src/profile/ writes each).
  * Exit status: 0 success, 1 on read or write errors (a half-written output file is removed), 2 on usage errors.
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include "src/cmd/options.h"
 #include "src/cmd/profile_inputs.h"
 #include "src/profile/collapsed.h"
+#include "src/profile/otlp.h"
 #include "src/profile/pprof.h"
 #include "src/profile/speedscope.h"
 
@@ -29,22 +32,35 @@ static int parse_convert_options(int argc, char **argv, struct convert_args *a, 
 	if (err)
 		return err > 0 ? 0 : 2;
 	if (!a->o.format_given) {
-		fprintf(stderr, "hostprof: convert needs --to collapsed, pprof or speedscope\n");
+		fprintf(stderr, "hostprof: convert needs --to collapsed, pprof, speedscope or otlp\n");
 		return 2;
 	}
 	if (a->o.stack_ids && a->o.format != CONVERT_COLLAPSED) {
 		fprintf(stderr, "hostprof: --stack-ids only applies to --to collapsed\n");
 		return 2;
 	}
-	if (a->o.value != PROFILE_VALUE_SAMPLES && a->o.format == CONVERT_PPROF) {
-		fprintf(stderr, "hostprof: --value applies to collapsed and speedscope (pprof carries every value: "
-				"go tool pprof -sample_index)\n");
+	if (a->o.value != PROFILE_VALUE_SAMPLES && (a->o.format == CONVERT_PPROF || a->o.format == CONVERT_OTLP)) {
+		fprintf(stderr, "hostprof: --value applies to collapsed and speedscope (pprof and otlp carry every "
+				"value)\n");
 		return 2;
 	}
 	a->collapsed.stack_ids = a->o.stack_ids;
 	a->collapsed.value = (enum profile_value)a->o.value;
 	a->out_path = a->o.output[0] ? a->o.output : NULL;
 	return -1;
+}
+
+/* The export request as a collector takes it, written as it is (no compression, no framing). */
+static int otlp_write(const struct profile *p, FILE *out)
+{
+	struct otlp_encode_options o = { .scope_version = HOSTPROF_VERSION };
+	uint8_t *buf;
+	size_t len;
+	int err = otlp_encode_profile(p, &o, &buf, &len);
+	if (err == 0 && fwrite(buf, 1, len, out) != len)
+		err = -EIO;
+	free(buf);
+	return err;
 }
 
 static int write_format(const struct profile *p, FILE *out, const struct convert_args *a)
@@ -56,6 +72,8 @@ static int write_format(const struct profile *p, FILE *out, const struct convert
 		return pprof_write(p, out);
 	case CONVERT_SPEEDSCOPE:
 		return speedscope_write(p, out, &so);
+	case CONVERT_OTLP:
+		return otlp_write(p, out);
 	case CONVERT_COLLAPSED:
 		break;
 	}
@@ -92,8 +110,9 @@ int cmd_convert(int argc, char **argv, const struct cli_env *env)
 	(void)env;
 	if (status >= 0)
 		return status;
-	if (a.o.format == CONVERT_PPROF && !a.out_path && isatty(STDOUT_FILENO)) {
-		fprintf(stderr, "hostprof: pprof output is binary: use -o FILE or redirect standard output\n");
+	if ((a.o.format == CONVERT_PPROF || a.o.format == CONVERT_OTLP) && !a.out_path && isatty(STDOUT_FILENO)) {
+		fprintf(stderr, "hostprof: %s output is binary: use -o FILE or redirect standard output\n",
+			a.o.format == CONVERT_PPROF ? "pprof" : "otlp");
 		return 2;
 	}
 	a.name = operand < argc ? argv[operand] : PROFILE_INPUTS_DEFAULT;

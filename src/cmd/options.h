@@ -64,7 +64,7 @@ struct record_options {
 	struct setting_pids pids;
 };
 
-enum convert_format { CONVERT_COLLAPSED, CONVERT_PPROF, CONVERT_SPEEDSCOPE };
+enum convert_format { CONVERT_COLLAPSED, CONVERT_PPROF, CONVERT_SPEEDSCOPE, CONVERT_OTLP };
 
 struct convert_options {
 	int format;			/* enum convert_format */

@@ -22,7 +22,7 @@
 static const char *const unwinder_names[] = { "deltas", "libunwind", NULL };	/* enum session_unwinder */
 static const char *const log_level_names[] = { "error", "warn", "info", "debug", NULL };	/* enum log_level */
 static const char *const sort_names[] = { "self", "total", NULL };	/* enum report_sort */
-static const char *const format_names[] = { "collapsed", "pprof", "speedscope", NULL };	/* convert_format */
+static const char *const format_names[] = { "collapsed", "pprof", "speedscope", "otlp", NULL };	/* convert_format */
 /* run_settings.fast_lane: which processes' samples the fast lane reads as they are taken. */
 static const char *const fast_lane_names[] = { "stacks", "apm", NULL };
 static const char *const value_names[] = { "samples", "cpu", "off-cpu", "wall", NULL };	/* enum profile_value */
@@ -213,7 +213,8 @@ ONE_TABLE_COMMAND(report_settings, "report", "usage: hostprof report [OPTIONS] [
 
 static const struct setting convert_items[] = {
 	{ "to", 't', SETTING_ENUM, 0, CNV(format), .names = format_names, .arg = "FORMAT",
-	  .given = offsetof(struct convert_options, format_given), .help = "collapsed, pprof or speedscope" },
+	  .given = offsetof(struct convert_options, format_given),
+	  .help = "collapsed, pprof, speedscope or otlp (an OpenTelemetry profiles export request)" },
 	{ "stack-ids", 0, SETTING_FLAG, 0, CNV(stack_ids),
 	  .help = "(collapsed) start each line with its stack-trace ID" },
 	{ "value", 0, SETTING_ENUM, 0, CNV(value), .names = value_names, .arg = "VALUE", .def = "samples",
@@ -223,7 +224,7 @@ static const struct setting convert_items[] = {
 };
 
 ONE_TABLE_COMMAND(convert_settings, "convert",
-		  "usage: hostprof convert [FILE|DIR...] --to collapsed|pprof|speedscope [--stack-ids] "
+		  "usage: hostprof convert [FILE|DIR...] --to collapsed|pprof|speedscope|otlp [--stack-ids] "
 		  "[--value VALUE] [-o OUT]\n",
 		  convert_items);
 

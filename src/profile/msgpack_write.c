@@ -21,6 +21,7 @@
 
 #include "src/base/atomic_file.h"
 #include "src/profile/msgpack_schema.h"
+#include "src/profile/process_groups.h"
 #include "src/profile/profile_impl.h"
 
 struct wattr {
@@ -54,11 +55,7 @@ struct writer {
 	uint32_t *location_attr;	/* per location: frame type (0 = absent) */
 	uint32_t (*sample_attrs)[3];	/* per sample: thread.id, thread.name, service.name */
 
-	/* Samples grouped by (pid, comm), one ResourceProfiles each, in order of first appearance. */
-	uint32_t *group_rep, ngroups, groups_cap;
-	struct hindex group_index;
-	uint32_t *group_start;		/* ngroups + 1 offsets into order */
-	uint32_t *order;		/* sample indices, grouped */
+	struct process_groups groups;	/* one ResourceProfiles each */
 };
 
 static uint64_t hash_wattr(const struct wattr *a)
@@ -134,49 +131,6 @@ static int prepare_location_attrs(struct writer *w)
 	return 0;
 }
 
-static uint64_t hash_group(const struct profile_sample *s)
-{
-	return hash_u64(hash_u64(HASH_SEED, (uint32_t)s->pid), s->comm);
-}
-
-static bool group_eq(const void *table, uint64_t g, const void *key)
-{
-	const struct writer *w = table;
-	const struct profile_sample *a = &w->p->samples.items[w->group_rep[g]], *b = key;
-	return a->pid == b->pid && a->comm == b->comm;
-}
-
-/* Group samples by (pid, comm) with a counting sort that keeps their order within a group. */
-static int prepare_groups(struct writer *w, uint32_t *group_of)
-{
-	const struct profile *p = w->p;
-	int err;
-	for (uint32_t i = 0; i < p->samples.count; i++) {
-		const struct profile_sample *s = &p->samples.items[i];
-		uint64_t h = hash_group(s);
-		if (hindex_find_index(&w->group_index, h, group_eq, w, s, &group_of[i]))
-			continue;
-		if ((err = profile_grow((void **)&w->group_rep, &w->groups_cap, (uint64_t)w->ngroups + 1,
-					sizeof(uint32_t))) < 0 ||
-		    (err = hindex_insert(&w->group_index, h, w->ngroups)) < 0)
-			return err;
-		w->group_rep[w->ngroups] = i;
-		group_of[i] = w->ngroups++;
-	}
-	if (!(w->group_start = calloc((size_t)w->ngroups + 1, sizeof(uint32_t))))
-		return -ENOMEM;
-	for (uint32_t i = 0; i < p->samples.count; i++)
-		w->group_start[group_of[i] + 1]++;
-	for (uint32_t g = 0; g < w->ngroups; g++)
-		w->group_start[g + 1] += w->group_start[g];
-	for (uint32_t i = 0; i < p->samples.count; i++)
-		w->order[w->group_start[group_of[i]]++] = i;
-	for (uint32_t g = w->ngroups; g > 0; g--)
-		w->group_start[g] = w->group_start[g - 1];
-	w->group_start[0] = 0;
-	return 0;
-}
-
 static int prepare_sample_attrs(struct writer *w)
 {
 	const struct profile *p = w->p;
@@ -199,25 +153,20 @@ static int writer_prepare(struct writer *w)
 {
 	const struct profile *p = w->p;
 	uint32_t nsamples = p->samples.count ? p->samples.count : 1;
-	uint32_t *group_of = calloc(nsamples, sizeof(uint32_t));
 	int err;
 	w->hex = calloc(p->mappings.count, sizeof(*w->hex));
 	w->mapping_attrs = calloc(p->mappings.count, sizeof(*w->mapping_attrs));
 	w->location_attr = calloc(p->locations.count, sizeof(*w->location_attr));
 	w->sample_attrs = calloc(nsamples, sizeof(*w->sample_attrs));
-	w->order = calloc(nsamples, sizeof(*w->order));
-	if (!group_of || !w->hex || !w->mapping_attrs || !w->location_attr || !w->sample_attrs || !w->order ||
-	    profile_grow((void **)&w->attrs, &w->attrs_cap, 1, sizeof(*w->attrs)) < 0) {
-		free(group_of);
+	if (!w->hex || !w->mapping_attrs || !w->location_attr || !w->sample_attrs ||
+	    profile_grow((void **)&w->attrs, &w->attrs_cap, 1, sizeof(*w->attrs)) < 0)
 		return -ENOMEM;
-	}
 	w->nattrs = 1;
 	prepare_strings(w);
-	if ((err = prepare_mapping_attrs(w)) == 0 && (err = prepare_location_attrs(w)) == 0 &&
-	    (err = prepare_sample_attrs(w)) == 0)
-		err = prepare_groups(w, group_of);
-	free(group_of);
-	return err;
+	if ((err = prepare_mapping_attrs(w)) < 0 || (err = prepare_location_attrs(w)) < 0 ||
+	    (err = prepare_sample_attrs(w)) < 0)
+		return err;
+	return process_groups_build(p, &w->groups);
 }
 
 static void writer_free(struct writer *w)
@@ -228,10 +177,7 @@ static void writer_free(struct writer *w)
 	free(w->mapping_attrs);
 	free(w->location_attr);
 	free(w->sample_attrs);
-	free(w->group_rep);
-	hindex_free(&w->group_index);
-	free(w->group_start);
-	free(w->order);
+	process_groups_free(&w->groups);
 }
 
 /* --- packing: errors are caught once, by the output callback, so pack calls are not checked one by one --- */
@@ -511,9 +457,9 @@ static void pack_profile(struct writer *w, uint32_t g)
 	msgpack_pack_map(pk, 6);
 	pack_value_type(w, 1, VT_SAMPLES, VT_COUNT);
 	msgpack_pack_uint64(pk, 2);
-	msgpack_pack_array(pk, w->group_start[g + 1] - w->group_start[g]);
-	for (uint32_t k = w->group_start[g]; k < w->group_start[g + 1]; k++)
-		pack_sample(w, w->order[k]);
+	msgpack_pack_array(pk, w->groups.start[g + 1] - w->groups.start[g]);
+	for (uint32_t k = w->groups.start[g]; k < w->groups.start[g + 1]; k++)
+		pack_sample(w, w->groups.order[k]);
 	pack_key_uint(pk, 3, info->start_unix_ns);
 	pack_key_uint(pk, 4, info->duration_ns);
 	pack_value_type(w, 5, VT_CPU, VT_NANOSECONDS);
@@ -523,9 +469,9 @@ static void pack_profile(struct writer *w, uint32_t g)
 static void pack_resource_profiles(struct writer *w)
 {
 	msgpack_packer *pk = &w->pk;
-	msgpack_pack_array(pk, w->ngroups);
-	for (uint32_t g = 0; g < w->ngroups; g++) {
-		const struct profile_sample *rep = &w->p->samples.items[w->group_rep[g]];
+	msgpack_pack_array(pk, w->groups.count);
+	for (uint32_t g = 0; g < w->groups.count; g++) {
+		const struct profile_sample *rep = process_group_sample(w->p, &w->groups, g);
 		msgpack_pack_map(pk, 2);
 		msgpack_pack_uint64(pk, 1);	/* Resource */
 		msgpack_pack_map(pk, 1);

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "src/base/arena.h"
+#include "src/profile/ids.h"
 #include "src/profile/profile_impl.h"
 #include "src/profile/proto/profile.pb-c.h"
 
@@ -30,47 +32,6 @@ typedef Perftools__Profiles__Function pb_function;
 #define KERNEL_MAPPING_NAME "[kernel.kallsyms]"
 #define JIT_MAPPING_NAME "[jit]"
 #define MAX_LABELS 7
-
-/* --- arena: zeroed allocations freed together ------------------------------------------------------------- */
-
-struct arena_block {
-	struct arena_block *next;
-	size_t used, size;
-	max_align_t data[];
-};
-
-struct arena {
-	struct arena_block *head;
-};
-
-static void *arena_alloc(struct arena *a, size_t count, size_t size)
-{
-	const size_t align = sizeof(max_align_t);
-	if (size && count > SIZE_MAX / size / 2)
-		return NULL;
-	size_t n = (count * size + align - 1) / align * align;
-	struct arena_block *b = a->head;
-	if (!b || b->size - b->used < n) {
-		size_t cap = n > 65536 ? n : 65536;
-		if (!(b = calloc(1, sizeof(*b) + cap)))
-			return NULL;
-		b->size = cap;
-		b->next = a->head;
-		a->head = b;
-	}
-	void *p = (char *)b->data + b->used;
-	b->used += n;
-	return p;
-}
-
-static void arena_free(struct arena *a)
-{
-	while (a->head) {
-		struct arena_block *next = a->head->next;
-		free(a->head);
-		a->head = next;
-	}
-}
 
 /* --- the builder ------------------------------------------------------------------------------------------ */
 
@@ -142,16 +103,6 @@ static int copy_profile_strings(struct builder *b)
 	b->strings[0] = "";	/* pprof requires it whatever element 0 of the input held */
 	b->nstrings = p->strings.count ? p->strings.count : 1;
 	return 0;
-}
-
-static void hex_encode(const uint8_t *bytes, size_t n, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = digits[bytes[i] >> 4];
-		out[2 * i + 1] = digits[bytes[i] & 15];
-	}
-	out[2 * n] = '\0';
 }
 
 static bool all_zero(const uint8_t *bytes, size_t n)
