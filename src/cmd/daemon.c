@@ -35,6 +35,7 @@
 #include "src/base/log.h"
 #include "src/cmd/commands.h"
 #include "src/cmd/daemon_config.h"
+#include "src/cmd/export.h"
 #include "src/cmd/options.h"
 #include "src/pipeline/event_loop.h"
 #include "src/pipeline/fastlane.h"
@@ -108,6 +109,7 @@ struct daemon {
 	unsigned nheld;
 	uint64_t held_bytes;
 	unsigned made_room;		/* old profiles deleted for room this interval */
+	struct otlp_sender *otlp;	/* --otlp-endpoint: each profile sent there too (export.h), else NULL */
 };
 
 static void forget_and_budget(struct daemon *d);
@@ -394,6 +396,43 @@ static void write_profile(struct daemon *d, struct held_profile h, const char *w
 		dlog(d, LOG_LEVEL_DEBUG, "retention removed %d old profiles", deleted);
 }
 
+/* The OTLP export's sender (export.h), spooling in <output>/otlp-spool; none without --otlp-endpoint. A sender that
+ * cannot start is said and the daemon goes on with its files. */
+static void start_export(struct daemon *d)
+{
+	char spool[PATH_MAX + 16];
+	struct log_sink log = { .write = session_log, .ctx = d };
+	snprintf(spool, sizeof(spool), "%s/otlp-spool", d->cfg.output_dir);
+	if (export_new(&d->cfg.export, spool, &log, &d->otlp) == 0 && d->otlp)
+		dlog(d, LOG_LEVEL_INFO, "otlp: sending each profile to %s too (spool %s)", d->cfg.export.otlp_endpoint,
+		     spool);
+}
+
+/* What waits is sent within deadline_ms, the rest kept in the spool for the next start. */
+static void stop_export(struct daemon *d, unsigned deadline_ms)
+{
+	if (!d->otlp)
+		return;
+	unsigned left = otlp_sender_flush(d->otlp, deadline_ms);
+	if (left)
+		dlog(d, LOG_LEVEL_INFO, "otlp: %u profiles not sent yet, kept in the spool for the next start", left);
+	otlp_sender_free(d->otlp);
+	d->otlp = NULL;
+}
+
+/* A profile's export request to the sender (which owns it then), or its encoding's error said. */
+static void export_report(struct daemon *d, struct report *r)
+{
+	if (r->otlp_err < 0)
+		dlog(d, LOG_LEVEL_ERROR, "otlp: cannot encode a profile: %s (not sent; its file is written)",
+		     strerror(-r->otlp_err));
+	if (r->otlp_data && d->otlp)
+		otlp_sender_submit(d->otlp, r->otlp_data, r->otlp_size);
+	else
+		free(r->otlp_data);
+	r->otlp_data = NULL;
+}
+
 /* A report back from the reporter: its traces to the session, its profile written. */
 static void finish_report(struct daemon *d, struct interval_report *ir)
 {
@@ -410,6 +449,7 @@ static void finish_report(struct daemon *d, struct interval_report *ir)
 		     d->cfg.output_dir, strerror(-r->err), (unsigned long long)h.samples);
 	else
 		write_profile(d, h, ir->why);
+	export_report(d, r);
 	dlog(d, LOG_LEVEL_DEBUG, "named the profile of %s in %.0f ms%s", ir->why, r->name_ns / 1e6,
 	     r->stats.symbolizers_closed ? " (symbolizers closed as used: over the memory budget)" : "");
 	profile_free(r->profile);
@@ -429,6 +469,8 @@ static void collect_reports(struct daemon *d, bool wait)
 	log_dropped(d);
 	log_fastlane(d);
 	log_memory(d);
+	struct log_sink log = { .write = session_log, .ctx = d };
+	export_log(d->otlp, &log);
 	forget_and_budget(d);
 }
 
@@ -453,6 +495,8 @@ static struct interval_report *make_report(struct daemon *d, const char *why, ui
 	}
 	ir->start = (time_t)(d->interval_start_unix_ns / 1000000000ULL);
 	ir->r.memory_budget = d->session ? memory_watch_sampling_budget(session_memory_watch(d->session)) : 0;
+	ir->r.otlp = d->otlp != NULL;
+	ir->r.otlp_options = (struct otlp_encode_options){ .scope_version = HOSTPROF_VERSION };
 	snprintf(ir->why, sizeof(ir->why), "%s", why);
 	return ir;
 }
@@ -552,12 +596,19 @@ static void reload(struct daemon *d)
 	    lock_dir(d, next.output_dir, &lock, "reload: keeping the current settings: ") < 0)
 		return;
 	int restart = settings_differ(&daemon_run_group, &d->cfg, &next); /* a sampler or session setting */
+	/* An export setting, or the directory its spool is in. */
+	int new_export = settings_differ(&daemon_export_group, &d->cfg, &next) ||
+			 strcmp(next.output_dir, d->cfg.output_dir) != 0;
+	if (new_export)
+		stop_export(d, 0);
 	if (restart) {
 		quiesce(d);
 		close_interval(d, "reload"); /* the samples so far belong to the old settings */
 		collect_reports(d, true);	/* their traces are the session's, which goes */
 	}
 	d->cfg = next;
+	if (new_export)
+		start_export(d);
 	if (lock >= 0) {
 		profile_dir_unlock(d->dir_lock);
 		d->dir_lock = lock;
@@ -673,6 +724,7 @@ static int daemon_start(struct daemon *d)
 	}
 	if ((err = start_sampling(d)) < 0)
 		return err;
+	start_export(d);
 	d->interval_start_unix_ns = clock_ns(CLOCK_REALTIME);
 	d->interval_start_mono_ns = clock_ns(CLOCK_MONOTONIC);
 	d->next_flush_ns = d->interval_start_mono_ns + (uint64_t)d->cfg.interval_s * 1000000000ULL;
@@ -727,8 +779,11 @@ int cmd_daemon(int argc, char **argv, const struct cli_env *env)
 		close_interval(d, "exit");
 		collect_reports(d, true);
 		save_held(d);
+		/* What the receiver has not taken yet: sent now within --otlp-timeout, else kept for the next start. */
+		stop_export(d, d->cfg.export.otlp_timeout_s * 1000);
 		dlog(d, LOG_LEVEL_INFO, "stopped after %llu profiles", (unsigned long long)d->profiles_written);
 	}
+	stop_export(d, 0);
 	collect_reports(d, true);	/* none is left: their traces are the session's */
 	reporter_free(d->reporter);
 	if (d->report_fd >= 0)

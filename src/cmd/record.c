@@ -27,6 +27,7 @@
 #include "src/base/clock.h"
 #include "src/base/host_id.h"
 #include "src/cmd/commands.h"
+#include "src/cmd/export.h"
 #include "src/cmd/options.h"
 #include "src/pipeline/event_loop.h"
 #include "src/pipeline/fastlane.h"
@@ -78,6 +79,7 @@ struct record_run {
 	int exec_fd;			/* exec's errno comes back on it if the command cannot run; -1 once read */
 	int child_status;
 	int child_exited;
+	int export_failed;		/* --otlp-endpoint given and the profile not sent */
 	int exec_error;			/* the command could not be run */
 	struct rusage child_usage;	/* the command's own CPU time, once it exited */
 	uint64_t start_unix_ns, start_mono_ns, end_mono_ns;
@@ -378,6 +380,10 @@ static int write_profile(struct record_run *r)
 				strerror(-ferr));
 		err = ferr == 0 ? 1 : err;
 	}
+	/* Sent once written (or saved elsewhere): a receiver that is down costs the export, never the file. */
+	if (err >= 0 && r->o->opts.export.otlp_endpoint[0] &&
+	    export_profile_now(&r->o->opts.export, p, r->o->opts.quiet) < 0)
+		r->export_failed = 1;
 	profile_free(p);
 	return err;
 }
@@ -701,6 +707,8 @@ static int record(struct record_plan *o, const struct cli_env *env)
 	target_watch_free(r.watch);
 	if (err < 0)
 		return r.exec_error ? 127 : 1;
+	if (r.export_failed)
+		return 1;	/* said: the profile is in its file, not at the receiver */
 	return child_exit_code(&r);
 }
 

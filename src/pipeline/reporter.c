@@ -3,6 +3,8 @@
  */
 #include "src/pipeline/reporter.h"
 
+#include "src/profile/otlp.h"
+
 #include <errno.h>
 #include <stdlib.h>
 
@@ -35,6 +37,10 @@ static void build(struct worker_job *base)
 	rp->err = traces_build_profile(rp->traces, rp->profile, &o, &rp->stats);
 	if (rp->err == 0)
 		rp->err = profile_encode(rp->profile, &rp->data, &rp->size);
+	rp->otlp_data = NULL;
+	rp->otlp_size = 0;
+	rp->otlp_err = rp->err == 0 && rp->otlp ?
+		       otlp_encode_profile(rp->profile, &rp->otlp_options, &rp->otlp_data, &rp->otlp_size) : 0;
 	rp->name_ns = clock_mono_ns() - t0;
 }
 

@@ -6,7 +6,7 @@
  * loses samples to it. So the daemon detaches each interval's traces from the session
  * (session_detach_interval(): counters filled in, JIT frames named) and submits them here with the profile they
  * go into; one worker thread (src/base/worker.h), in order, builds the profile (traces_build_profile()) and
- * encodes it (profile_encode()), and the report comes back through reporter_done(), the caller's poll woken by
+ * encodes it (profile_encode(), and otlp_encode_profile() when the report asks for an OTLP export too), and the report comes back through reporter_done(), the caller's poll woken by
  * the eventfd given at creation. The caller writes the bytes and gives the traces back to the session on its own
  * thread (session_release_interval()): the session's files and JIT entries are never released here.
  *
@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "src/base/worker.h"
+#include "src/profile/otlp.h"
 #include "src/profile/profile.h"
 #include "src/pipeline/traces.h"
 
@@ -33,10 +34,15 @@ struct report {
 	struct profile *profile;	/* its info filled in; built here */
 	uint64_t memory_budget;		/* VmRSS past which symbolizers are closed once used (traces.h) */
 	void *owner;			/* the caller's */
+	bool otlp;			/* also encode it for OTLP export (otlp.h) */
+	struct otlp_encode_options otlp_options;
 	/* out */
 	int err;			/* 0, or the build's or the encoding's error */
 	char *data;			/* the encoded profile (malloc'd; the caller frees), NULL on error */
 	size_t size;
+	uint8_t *otlp_data;		/* otlp: the export request (malloc'd; the caller frees), NULL on error */
+	size_t otlp_size;
+	int otlp_err;			/* 0, or its encoding's error */
 	uint64_t name_ns;		/* how long the build and encoding took (CLOCK_MONOTONIC) */
 	struct traces_build_stats stats;
 };

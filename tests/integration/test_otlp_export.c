@@ -655,12 +655,165 @@ static void test_collector(void **state)
 	assert_true(s > 33.3 - 6.0 && s < 33.3 + 6.0);
 }
 
+/* --- the daemon's export: the collector down, the daemon restarted, nothing lost --------------------------- */
+
+/* Each request the collector wrote (lines of the json files): its profile's start time and sample count. */
+struct arrival {
+	uint64_t start_ns, samples;
+};
+
+static unsigned read_arrivals(const char *json, struct arrival *out, unsigned max, unsigned n)
+{
+	struct stat st;
+	if (stat(json, &st) != 0 || st.st_size == 0)
+		return n;
+	char *text = read_text(json);
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		json_object *req = json_tokener_parse(line);
+		assert_non_null(req);
+		assert_true(n < max);
+		json_object *dict = member(req, "dictionary"), *rps = member(req, "resourceProfiles");
+		out[n] = (struct arrival){ 0 };
+		for (size_t r = 0; rps && r < json_object_array_length(rps); r++) {
+			json_object *scopes = member(jindex(rps, (int64_t)r), "scopeProfiles");
+			for (size_t s = 0; scopes && s < json_object_array_length(scopes); s++) {
+				json_object *profs = member(jindex(scopes, (int64_t)s), "profiles");
+				for (size_t k = 0; profs && k < json_object_array_length(profs); k++) {
+					json_object *prof = jindex(profs, (int64_t)k);
+					struct counts c = { 0 };
+					out[n].start_ns = strtoull(json_object_get_string(member(prof, "timeUnixNano")), NULL,
+								   10);
+					count_profile(dict, prof, &c);
+					out[n].samples += c.total;
+				}
+			}
+		}
+		json_object_put(req);
+		n++;
+	}
+	free(text);
+	return n;
+}
+
+static pid_t start_daemon(const char *dir, int port, const char *log)
+{
+	char out[600], endpoint[64];
+	snprintf(out, sizeof(out), "%s/profiles", dir);
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", port);
+	pid_t d = fork();
+	assert_true(d >= 0);
+	if (d == 0) {
+		if (!freopen(log, "a", stderr))
+			_exit(126);
+		execl(test_hostprof(), test_hostprof(), "daemon", "-o", out, "-F", "99", "--interval", "1",
+		      "--otlp-endpoint", endpoint, "--otlp-timeout", "5s", (char *)NULL);
+		_exit(127);
+	}
+	return d;
+}
+
+static void stop_daemon(pid_t d)
+{
+	int status;
+	kill(d, SIGTERM);
+	assert_int_equal(waitpid(d, &status, 0), d);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* Whether the spool is empty: every profile taken by the collector. */
+static bool spool_empty(const char *dir)
+{
+	return test_run("test -z \"$(ls -A %s/profiles/otlp-spool 2>/dev/null)\"", dir) == 0;
+}
+
+/*
+ * The daemon sends a profile a second while the collector runs; the collector stops (requests spool up), the
+ * daemon restarts meanwhile, the collector comes back: every profile the daemon wrote arrives, once, with the
+ * same number of samples as its file.
+ */
+static void test_daemon_loses_nothing_while_collector_down(void **state)
+{
+	struct run *r = *state;
+	char bin[600], json1[700], json2[700], clog[700], dlog[700], fixture[256], dir[600];
+	test_require_root("the daemon samples every CPU");
+	test_require_perf();
+	build_collector(bin, sizeof(bin));
+	snprintf(dir, sizeof(dir), "%s/daemon", r->dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(json1, sizeof(json1), "%s/before.json", dir);
+	snprintf(json2, sizeof(json2), "%s/after.json", dir);
+	snprintf(clog, sizeof(clog), "%s/otelcol.log", dir);
+	snprintf(dlog, sizeof(dlog), "%s/daemon.log", dir);
+	int port = free_port();
+	/* Something to sample in every interval, for its CPU time, whatever the machine's load. */
+	assert_int_equal(test_run("%s 30 >/dev/null 2>&1 & echo $! > %s/busy.pid",
+				  test_fixture_path("split_paths", fixture, sizeof(fixture)), dir), 0);
+	start_collector(r, bin, port, json1, clog);
+	pid_t d = start_daemon(dir, port, dlog);
+	sleep(3);
+	stop_collector(r);
+	sleep(3);		/* profiles wait in the spool */
+	stop_daemon(d);		/* its last profile too */
+	assert_false(spool_empty(dir));
+	d = start_daemon(dir, port, dlog);
+	sleep(2);
+	start_collector(r, bin, port, json2, clog);
+	for (int waited = 0; !spool_empty(dir); waited++) {
+		if (waited >= 60)
+			fail_msg("profiles still wait in the spool a minute after the collector came back");
+		sleep(1);
+	}
+	stop_daemon(d);
+	test_run("kill $(cat %s/busy.pid) 2>/dev/null; grep -E 'otlp' %s | tail -n 12 >&2", dir, dlog);
+	sleep_ms(500);	/* the collector's file exporter writes what it took */
+	stop_collector(r);
+	struct arrival got[256];
+	unsigned n = read_arrivals(json1, got, 256, 0);
+	unsigned before = n;
+	n = read_arrivals(json2, got, 256, n);
+	/* Every profile file (the empty ones too: a request with no samples has no Profile to time it) arrived. */
+	char cmd[700], path[1000];
+	snprintf(cmd, sizeof(cmd), "ls %s/profiles | grep -E '^profile-.*\\.msgpack$'", dir);
+	FILE *ls = popen(cmd, "r");
+	assert_non_null(ls);
+	unsigned files = 0, with_samples = 0;
+	for (char name[256]; fgets(name, sizeof(name), ls);) {
+		name[strcspn(name, "\n")] = '\0';
+		snprintf(path, sizeof(path), "%s/profiles/%s", dir, name);
+		struct profile *p = test_read_profile(path);
+		uint64_t total = test_total_samples(p), start = p->info.start_unix_ns;
+		profile_free(p);
+		files++;
+		if (!total)
+			continue;
+		with_samples++;
+		unsigned same = 0;
+		for (unsigned i = 0; i < n; i++) {
+			if (got[i].start_ns != start)
+				continue;
+			same++;
+			if (got[i].samples != total)
+				fail_msg("%s: %llu samples, the collector got %llu", name, (unsigned long long)total,
+					 (unsigned long long)got[i].samples);
+		}
+		if (same != 1)
+			fail_msg("%s arrived %u times", name, same);
+	}
+	pclose(ls);
+	fprintf(stderr, "daemon export: %u profiles written (%u with samples); the collector took %u before it "
+		"stopped and %u after it came back, the daemon restarted in between\n", files, with_samples, before,
+		n - before);
+	assert_true(before >= 1 && n - before >= 2);
+	assert_int_equal(n, files);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_decode_raw),
 		cmocka_unit_test(test_decode_schema),
 		cmocka_unit_test(test_collector),
+		cmocka_unit_test(test_daemon_loses_nothing_while_collector_down),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
