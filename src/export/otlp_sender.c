@@ -23,7 +23,7 @@
 #define RESPONSE_MAX 65536
 
 struct otlp_sender {
-	char *url, *url_for_log, *ca_file, *dev_header;	/* url_for_log: without user:password@ */
+	char *url, *url_for_log, *ca_file;	/* url_for_log: without user:password@ */
 	struct curl_slist *headers;
 	unsigned timeout_ms, retry_initial_ms, retry_max_ms;
 	struct log_sink log;
@@ -94,6 +94,17 @@ static void refusal_message(const struct response *r, char *out, size_t size)
 }
 
 
+/* curl's progress callback: a request in flight ends when the sender stops, so that stopping waits for no
+ * timeout (the request stays in the spool). */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	return __atomic_load_n(&((struct otlp_sender *)arg)->stop, __ATOMIC_RELAXED) ? 1 : 0;
+}
+
 /* POST one request (gzip'd body). *status: the HTTP status, 0 for a transport error; *retry_after_s: the
  * receiver's Retry-After, -1 if none. */
 static enum outcome post(struct otlp_sender *s, CURL *curl, const uint8_t *body, size_t len, struct response *r,
@@ -112,6 +123,9 @@ static enum outcome post(struct otlp_sender *s, CURL *curl, const uint8_t *body,
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(curl, CURLOPT_XFERINFODATA, s);
+	curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
 	if (s->ca_file)
 		curl_easy_setopt(curl, CURLOPT_CAINFO, s->ca_file);
 	r->len = 0;
@@ -388,7 +402,7 @@ void otlp_sender_free(struct otlp_sender *s)
 		return;
 	if (s->started) {
 		pthread_mutex_lock(&s->lock);
-		s->stop = true;
+		__atomic_store_n(&s->stop, true, __ATOMIC_RELAXED);	/* also read by on_progress(), unlocked */
 		pthread_cond_broadcast(&s->cond);
 		pthread_mutex_unlock(&s->lock);
 		pthread_join(s->thread, NULL);
@@ -398,7 +412,6 @@ void otlp_sender_free(struct otlp_sender *s)
 	free(s->url);
 	free(s->url_for_log);
 	free(s->ca_file);
-	free(s->dev_header);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	curl_global_cleanup();

@@ -16,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -324,6 +327,41 @@ static void test_spool_bound_drops_oldest(void **state)
 	free(dir);
 }
 
+/* A receiver that takes the connection and never answers: stopping the sender ends the request in flight at
+ * once, not after its 30 s timeout, and the request stays in the spool for the next start. */
+static void test_stop_ends_a_request_in_flight(void **state)
+{
+	(void)state;
+	struct log_capture log = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	char *dir = test_mkdtemp(), spool[600], endpoint[64];
+	snprintf(spool, sizeof(spool), "%s/spool", dir);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fd, 8), 0);	/* the kernel completes connections; nobody answers */
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", ntohs(a.sin_port));
+	struct otlp_sender_options o = { .endpoint = endpoint, .timeout_ms = 30000, .spool_dir = spool,
+					 .log = { .write = capture, .ctx = &log } };
+	struct otlp_sender *s = NULL;
+	assert_int_equal(otlp_sender_new(&o, &s), 0);
+	submit(s, "never answered");
+	assert_int_equal(otlp_sender_flush(s, 300), 1);	/* in flight */
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	otlp_sender_free(s);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double took = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	fprintf(stderr, "stopped with a request in flight in %.3f s (its timeout: 30 s)\n", took);
+	assert_true(took < 10.0);
+	close(fd);
+	assert_int_equal(test_run("test $(ls %s | wc -l) -eq 1", spool), 0);
+	test_rmdir_rf(dir);
+	free(dir);
+}
+
 static void test_bad_settings_refused(void **state)
 {
 	(void)state;
@@ -347,6 +385,7 @@ int main(void)
 		cmocka_unit_test(test_refused_dropped_and_said_once),
 		cmocka_unit_test(test_retry_after_honoured),
 		cmocka_unit_test(test_spool_bound_drops_oldest),
+		cmocka_unit_test(test_stop_ends_a_request_in_flight),
 		cmocka_unit_test(test_bad_settings_refused),
 	};
 	return cmocka_run_group_tests_name("otlp sender", tests, NULL, NULL);
