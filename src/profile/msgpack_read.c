@@ -795,10 +795,33 @@ static int read_sample(struct reader *r, const msgpack_object *o, const struct r
 	return 0;
 }
 
+/* The process's path and container, when the resource says them (files of earlier versions do not). Appended
+ * to the scratch profile as they come: several resources of one pid are made one by the merge. */
+static int read_resource_process(struct reader *r, const msgpack_object *attrs, int32_t pid)
+{
+	struct profile_process pr = { .pid = pid };
+	struct profile *t = r->tmp;
+	const msgpack_object *v;
+	int err;
+	if ((v = map_get_str(attrs, RESOURCE_EXE_PATH)) && v->type == MSGPACK_OBJECT_STR &&
+	    (err = tmp_add_string(r, v, &pr.exe_path)) < 0)
+		return err;
+	if ((v = map_get_str(attrs, RESOURCE_CONTAINER_ID)) && v->type == MSGPACK_OBJECT_STR &&
+	    (err = tmp_add_string(r, v, &pr.container_id)) < 0)
+		return err;
+	if (!pr.exe_path && !pr.container_id)
+		return 0;
+	if ((err = PROFILE_TABLE_RESERVE(t->processes, (uint64_t)t->processes.count + 1)) < 0)
+		return fail(r, err, "%s", strerror(-err));
+	t->processes.items[t->processes.count++] = pr;
+	return 0;
+}
+
 static int read_resource(struct reader *r, const msgpack_object *o, struct resource *res)
 {
 	static const uint8_t keys[] = { 1 };
 	const msgpack_object *attrs, *v;
+	int err;
 	*res = (struct resource){ 0 };
 	if (!o)
 		return 0;
@@ -813,9 +836,10 @@ static int read_resource(struct reader *r, const msgpack_object *o, struct resou
 			return fail(r, -EBADMSG, "corrupt: resource attribute " RESOURCE_PID " is not a pid");
 		res->pid = (int32_t)v->via.i64;
 	}
-	if ((v = map_get_str(attrs, RESOURCE_COMM)) && v->type == MSGPACK_OBJECT_STR)
-		return tmp_add_string(r, v, &res->comm);
-	return 0;
+	if ((v = map_get_str(attrs, RESOURCE_COMM)) && v->type == MSGPACK_OBJECT_STR &&
+	    (err = tmp_add_string(r, v, &res->comm)) < 0)
+		return err;
+	return read_resource_process(r, attrs, res->pid);
 }
 
 static int read_profile_samples(struct reader *r, const msgpack_object *profile, const struct resource *res)

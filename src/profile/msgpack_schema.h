@@ -46,6 +46,9 @@ enum attr_key {
 /* Resource attributes: one ResourceProfiles per (pid, comm). */
 #define RESOURCE_PID "process.pid"
 #define RESOURCE_COMM "process.executable.name"
+/* ... and, when known (struct profile_process), the program's path and the process's container. */
+#define RESOURCE_EXE_PATH "process.executable.path"
+#define RESOURCE_CONTAINER_ID "container.id"
 
 /* The attribute key's name ("thread.id"), NULL for ATTR_NKEYS and beyond. */
 const char *msgpack_attr_key_name(unsigned key);

@@ -476,10 +476,16 @@ static void pack_resource_profiles(struct writer *w)
 		msgpack_pack_uint64(pk, 1);	/* Resource */
 		msgpack_pack_map(pk, 1);
 		msgpack_pack_uint64(pk, 1);	/* attributes, as a map */
-		msgpack_pack_map(pk, 2);
+		const struct profile_process *proc = profile_find_process(w->p, rep->pid);
+		uint32_t exe = proc ? proc->exe_path : 0, container = proc ? proc->container_id : 0;
+		msgpack_pack_map(pk, 2 + (exe != 0) + (container != 0));
 		pack_str(pk, RESOURCE_PID);
 		msgpack_pack_int64(pk, rep->pid);
 		pack_skey_str(pk, RESOURCE_COMM, profile_string(w->p, rep->comm));
+		if (exe)
+			pack_skey_str(pk, RESOURCE_EXE_PATH, profile_string(w->p, exe));
+		if (container)
+			pack_skey_str(pk, RESOURCE_CONTAINER_ID, profile_string(w->p, container));
 		msgpack_pack_uint64(pk, 2);	/* scope_profiles */
 		msgpack_pack_array(pk, 1);
 		msgpack_pack_map(pk, 2);

@@ -15,6 +15,7 @@
 
 struct profile_index {
 	struct hindex strings, mappings, functions, locations, stacks, links, samples;
+	struct hindex processes;	/* hindex_u32(pid): index in processes */
 };
 
 int profile_grow(void **items, uint32_t *cap, uint64_t need, size_t elem_size)
@@ -179,6 +180,7 @@ static void free_index(struct profile_index *x)
 	hindex_free(&x->stacks);
 	hindex_free(&x->links);
 	hindex_free(&x->samples);
+	hindex_free(&x->processes);
 	free(x);
 }
 
@@ -210,6 +212,7 @@ void profile_free(struct profile *p)
 	free(p->stacks.items);
 	free(p->links.items);
 	free(p->samples.items);
+	free(p->processes.items);
 	free_index(p->index);
 	free(p);
 }
@@ -449,6 +452,38 @@ int profile_has_off_cpu(const struct profile *p)
 	return p->info.off_cpu_switches != 0;
 }
 
+/* --- processes ---------------------------------------------------------------------------------------------- */
+
+const struct profile_process *profile_find_process(const struct profile *p, int32_t pid)
+{
+	uint64_t i;
+	if (p->index)
+		return hindex_find(&p->index->processes, hindex_u32((uint32_t)pid), NULL, NULL, NULL, &i)
+			       ? &p->processes.items[i] : NULL;
+	for (i = 0; i < p->processes.count; i++) {	/* a reader's scratch profile, which has no index */
+		if (p->processes.items[i].pid == pid)
+			return &p->processes.items[i];
+	}
+	return NULL;
+}
+
+int profile_set_process(struct profile *p, const struct profile_process *pr)
+{
+	struct profile_process *e = (struct profile_process *)profile_find_process(p, pr->pid);
+	int err;
+	if (!e) {
+		if ((err = PROFILE_TABLE_RESERVE(p->processes, (uint64_t)p->processes.count + 1)) < 0 ||
+		    (p->index && (err = hindex_insert(&p->index->processes, hindex_u32((uint32_t)pr->pid),
+						      p->processes.count)) < 0))
+			return err;
+		e = &p->processes.items[p->processes.count++];
+		*e = (struct profile_process){ .pid = pr->pid };
+	}
+	e->exe_path = e->exe_path ? e->exe_path : pr->exe_path;
+	e->container_id = e->container_id ? e->container_id : pr->container_id;
+	return 0;
+}
+
 /* --- merge ------------------------------------------------------------------------------------------------- */
 
 /* src index -> dst index, per table; element 0 always maps to 0. */
@@ -502,6 +537,8 @@ static int merge_strings(struct profile *dst, const struct profile *src, struct 
 	for (uint32_t i = 0; i < src->samples.count; i++)
 		used[src->samples.items[i].comm] = used[src->samples.items[i].thread_name] =
 			used[src->samples.items[i].service] = 1;
+	for (uint32_t i = 0; i < src->processes.count; i++)
+		used[src->processes.items[i].exe_path] = used[src->processes.items[i].container_id] = 1;
 	for (uint32_t i = 1; i < src->strings.count && err == 0; i++) {
 		if (used[i])
 			err = profile_add_string(dst, profile_string(src, i), &m->strings[i]);
@@ -601,6 +638,19 @@ static int merge_samples(struct profile *dst, const struct profile *src, const s
 	return 0;
 }
 
+static int merge_processes(struct profile *dst, const struct profile *src, const struct merge_maps *m)
+{
+	for (uint32_t i = 0; i < src->processes.count; i++) {
+		struct profile_process x = src->processes.items[i];
+		x.exe_path = m->strings[x.exe_path];
+		x.container_id = m->strings[x.container_id];
+		int err = profile_set_process(dst, &x);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
 static int merge_info_string(struct profile *dst, char **d, const char *s)
 {
 	return !*d && s ? profile_set_info_string(dst, d, s) : 0;
@@ -660,7 +710,7 @@ int profile_merge(struct profile *dst, const struct profile *src)
 		return err;
 	if ((err = merge_maps_alloc(&m, src)) == 0 && (err = merge_dictionary_flat(dst, src, &m)) == 0 &&
 	    (err = merge_locations(dst, src, &m)) == 0 && (err = merge_stacks(dst, src, &m)) == 0 &&
-	    (err = merge_samples(dst, src, &m)) == 0)
+	    (err = merge_samples(dst, src, &m)) == 0 && (err = merge_processes(dst, src, &m)) == 0)
 		err = merge_info(dst, &src->info);
 	merge_maps_free(&m);
 	return err;
