@@ -54,8 +54,8 @@ typedef Opentelemetry__Proto__Common__V1__InstrumentationScope pb_scope;
 #define OTLP_MAX_MESSAGE ((size_t)INT32_MAX)
 
 /* The resource attributes of a process: host.id, host.name, host.arch, os.type, process.pid,
- * process.executable.name, service.name. */
-#define MAX_RESOURCE_ATTRS 7
+ * process.executable.name, process.executable.path, container.id, service.name. */
+#define MAX_RESOURCE_ATTRS 9
 /* A sample's attributes: thread.id, thread.name, service.name. */
 #define MAX_SAMPLE_ATTRS 3
 
@@ -652,7 +652,11 @@ static int build_resource(struct builder *b, const struct profile_sample *rep, c
 	memcpy(list, b->host_attrs, n * sizeof(*list));
 	if (!(list[n++] = key_value(b, RESOURCE_PID, rep->pid, NULL)))
 		return -ENOMEM;
+	const struct profile_process *proc = profile_find_process(b->p, rep->pid);
 	if ((err = add_str_kv(b, list, &n, RESOURCE_COMM, profile_string(b->p, rep->comm))) < 0 ||
+	    (proc && (err = add_str_kv(b, list, &n, RESOURCE_EXE_PATH, profile_string(b->p, proc->exe_path))) < 0) ||
+	    (proc && (err = add_str_kv(b, list, &n, RESOURCE_CONTAINER_ID,
+				       profile_string(b->p, proc->container_id))) < 0) ||
 	    (err = add_str_kv(b, list, &n, msgpack_attr_key_name(ATTR_SERVICE_NAME), service)) < 0)
 		return err;
 	r->attributes = list;

@@ -8,7 +8,8 @@
  * reference). The mapping:
  *   - One ResourceProfiles per process (pid and process name, as the profile groups them), its resource
  *     attributes host.id, host.name, host.arch, os.type "linux", process.pid, process.executable.name (the
- *     process name, when known) and service.name (the service an APM agent in the process published, when its
+ *     process name, when known), process.executable.path and container.id (struct profile_process, when known)
+ *     and service.name (the service an APM agent in the process published, when its
  *     samples carry one; a sample of another service carries its own as a sample attribute).
  *   - One ScopeProfiles per resource, scope "hostprof" and the options' version, holding one Profile per kind of
  *     value, each with the samples that have some of it: cpu/nanoseconds (each sample's CPU time; period_type

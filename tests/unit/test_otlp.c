@@ -258,11 +258,17 @@ static void test_resources(void **state)
 {
 	(void)state;
 	struct profile *p = build();
+	/* the program's path and container of the process that has them; the other has neither */
+	tp_process(p, 7, "/opt/app/bin/app", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	tp_process(p, 9, NULL, NULL);
 	pb_request *req = roundtrip(p, &(struct otlp_encode_options){ .host_arch = "amd64", .scope_version = "9.9" });
 	char text[1024], expect[1024];
 	assert_int_equal(req->n_resource_profiles, 2);
 	resource_text(req->resource_profiles[0], text, sizeof(text));
-	snprintf(expect, sizeof(expect), "%s,process.pid=7,process.executable.name=app,service.name=checkout", host);
+	snprintf(expect, sizeof(expect), "%s,process.pid=7,process.executable.name=app,"
+		 "process.executable.path=/opt/app/bin/app,"
+		 "container.id=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef,service.name=checkout",
+		 host);
 	assert_string_equal(text, expect);
 	resource_text(req->resource_profiles[1], text, sizeof(text));
 	snprintf(expect, sizeof(expect), "%s,process.pid=9", host);
