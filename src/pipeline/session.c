@@ -424,6 +424,9 @@ static void add_trace(struct session *s, struct process *p, const struct perf_sa
 	if (traces_add_linked(s->traces, &id, (pid_t)ps->pid, (pid_t)ps->tid, ps->pid ? p->comm : "swapper", tname,
 			      frames, n, ps->period, linked ? &link : NULL) == 0)
 		s->stats.samples++;
+	/* once per process and interval: what the export says of it besides its samples */
+	if (ps->pid && !traces_knows_process(s->traces, (pid_t)ps->pid))
+		traces_note_process(s->traces, (pid_t)ps->pid, procmgr_exe_path(p), procmgr_container_id(p));
 }
 
 

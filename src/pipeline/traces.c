@@ -36,6 +36,11 @@ struct count_key {
 	char comm[16], thread_name[16];
 };
 
+/* What traces_note_process() was told of a process. */
+struct process_note {
+	char *exe_path, *container_id;	/* NULL: unknown */
+};
+
 /* A JIT frame as its process's map named it when traces_name_jit() ran: copied, for a build on another thread. */
 struct jit_name {
 	struct jitinfo *jit;
@@ -64,6 +69,7 @@ struct traces {
 	struct hindex keys;	/* by (trace, pid, tid, APM link): struct count_key * */
 	struct hindex jit_names;	/* by (jitinfo, address): struct jit_name *, from traces_name_jit() */
 	bool jit_named;		/* traces_name_jit() ran: the build reads only jit_names of JIT code */
+	struct hindex processes;	/* hindex_u32(pid): struct process_note * */
 };
 
 int traces_new(struct execinfo_mgr *execinfo, const struct trace_kernel *kernel, struct traces **out)
@@ -107,6 +113,13 @@ void traces_reset(struct traces *t)
 		free(j->origin);
 		free(j);
 	}
+	for (uint32_t pos = 0; hindex_next(&t->processes, &pos, &v);) {
+		struct process_note *n = (struct process_note *)(uintptr_t)v;
+		free(n->exe_path);
+		free(n->container_id);
+		free(n);
+	}
+	hindex_clear(&t->processes);
 	hindex_clear(&t->keys);
 	hindex_clear(&t->traces);
 	hindex_clear(&t->by_frames);
@@ -125,6 +138,7 @@ void traces_free(struct traces *t)
 	hindex_free(&t->traces);
 	hindex_free(&t->by_frames);
 	hindex_free(&t->jit_names);
+	hindex_free(&t->processes);
 	free(t);
 }
 
@@ -406,6 +420,42 @@ int traces_add_off_cpu(struct traces *t, const struct trace_id *id, pid_t pid, p
 	k->off_cpu_ns += off_ns;
 	k->preempted_ns += preempted ? off_ns : 0;
 	return 0;
+}
+
+bool traces_knows_process(const struct traces *t, pid_t pid)
+{
+	uint64_t v;
+	return hindex_u32_get(&t->processes, (uint32_t)pid, &v);
+}
+
+/* A copy of s, NULL for "" or past the bound (a cut path would name another file); *err -ENOMEM on failure. */
+static char *note_copy(const char *s, int *err)
+{
+	size_t n = s ? strnlen(s, TRACE_PROCESS_STRING_MAX) : 0;
+	char *c = n && n < TRACE_PROCESS_STRING_MAX ? strndup(s, n) : NULL;
+	if (n && n < TRACE_PROCESS_STRING_MAX && !c)
+		*err = -ENOMEM;
+	return c;
+}
+
+int traces_note_process(struct traces *t, pid_t pid, const char *exe_path, const char *container_id)
+{
+	struct process_note *n;
+	int err = 0;
+	if (traces_knows_process(t, pid))
+		return 0;
+	if (!(n = calloc(1, sizeof(*n))))
+		return -ENOMEM;
+	n->exe_path = note_copy(exe_path, &err);
+	n->container_id = note_copy(container_id, &err);
+	if (err == 0)
+		err = hindex_u32_put(&t->processes, (uint32_t)pid, (uintptr_t)n);
+	if (err < 0) {
+		free(n->exe_path);
+		free(n->container_id);
+		free(n);
+	}
+	return err;
 }
 
 int traces_add(struct traces *t, pid_t pid, pid_t tid, const char *comm, const char *thread_name,
@@ -786,6 +836,23 @@ static int add_count(struct profile *p, const struct count_key *k)
 	return profile_add_sample(p, &s);
 }
 
+/* The processes' notes (a process is noted when its samples are counted). */
+static int add_processes(struct traces *t, struct profile *p)
+{
+	uint64_t v;
+	uint32_t pid;
+	int err = 0;
+	for (uint32_t pos = 0; err == 0 && hindex_u32_next(&t->processes, &pos, &pid, &v);) {
+		const struct process_note *n = (const struct process_note *)(uintptr_t)v;
+		struct profile_process pr = { .pid = (int32_t)pid };
+		if ((err = profile_add_string(p, n->exe_path, &pr.exe_path)) == 0 &&
+		    (err = profile_add_string(p, n->container_id, &pr.container_id)) == 0 &&
+		    (pr.exe_path || pr.container_id))
+			err = profile_set_process(p, &pr);
+	}
+	return err;
+}
+
 int traces_build_profile(struct traces *t, struct profile *p, const struct traces_build_options *o,
 			 struct traces_build_stats *stats)
 {
@@ -802,6 +869,8 @@ int traces_build_profile(struct traces *t, struct profile *p, const struct trace
 	free(memo.locations);
 	for (uint32_t pos = 0; err == 0 && hindex_next(&t->keys, &pos, &v);)
 		err = add_count(p, (const struct count_key *)(uintptr_t)v);
+	if (err == 0)
+		err = add_processes(t, p);
 	if (stats)
 		*stats = st;
 	return err;

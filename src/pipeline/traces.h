@@ -19,6 +19,7 @@
 #ifndef HOSTPROF_TRACES_H
 #define HOSTPROF_TRACES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -31,6 +32,8 @@
 
 /* Kernel frames a trace keeps (before its user frames, at most the session's --max-frames, and one error frame). */
 #define TRACE_MAX_KERNEL_FRAMES 255
+/* The longest program path or container id traces_note_process() keeps: the kernel's path limit. */
+#define TRACE_PROCESS_STRING_MAX 4096
 
 enum trace_error {
 	TRACE_ERROR_TRUNCATED = 1,	/* the unwinder stopped before the outermost frame */
@@ -99,6 +102,16 @@ int traces_add(struct traces *t, pid_t pid, pid_t tid, const char *comm, const c
 int traces_add_off_cpu(struct traces *t, const struct trace_id *id, pid_t pid, pid_t tid, const char *comm,
 		       const char *thread_name, const struct trace_frame *frames, unsigned n, uint64_t off_ns,
 		       int preempted, const struct trace_link *link);
+
+/*
+ * What is known of process pid beyond its samples, for the profile (struct profile_process): its program's path
+ * and its container's id (each copied, at most TRACE_PROCESS_STRING_MAX bytes, a longer one unknown rather than cut;
+ * NULL or "": unknown). The first
+ * note of a pid since the last reset is kept: a caller notes a process once, when traces_knows_process() says it
+ * is new. Returns 0 or -ENOMEM (nothing kept: the next note may succeed).
+ */
+int traces_note_process(struct traces *t, pid_t pid, const char *exe_path, const char *container_id);
+bool traces_knows_process(const struct traces *t, pid_t pid);
 
 /* Name kernel frames with k from now on (the table is loaded lazily, when a profile needs it); borrowed. */
 void traces_set_kallsyms(struct traces *t, struct kallsyms *k);

@@ -92,6 +92,45 @@ static void test_counts_and_dedup(void **state)
 	profile_free(p);
 }
 
+/* What was noted of each process reaches the profile: the first note per process, until a reset. */
+static void test_process_notes(void **state)
+{
+	struct tr_state *s = *state;
+	static const char id[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	struct trace_frame f = { .exe = s->self, .address = 0x1234, .kind = PROFILE_FRAME_NATIVE };
+	char *long_path = malloc(TRACE_PROCESS_STRING_MAX + 1);
+	assert_non_null(long_path);
+	memset(long_path, 'a', TRACE_PROCESS_STRING_MAX);
+	long_path[0] = '/';
+	long_path[TRACE_PROCESS_STRING_MAX] = '\0';
+	assert_int_equal(traces_add(s->t, 10, 10, "prog", "prog", &f, 1, 1000), 0);
+	assert_int_equal(traces_add(s->t, 20, 20, "other", "other", &f, 1, 1000), 0);
+	assert_int_equal(traces_add(s->t, 30, 30, "long", "long", &f, 1, 1000), 0);
+	assert_false(traces_knows_process(s->t, 10));
+	assert_int_equal(traces_note_process(s->t, 10, "/usr/bin/prog", id), 0);
+	assert_int_equal(traces_note_process(s->t, 10, "/usr/bin/later", NULL), 0);	/* the first note stays */
+	assert_int_equal(traces_note_process(s->t, 20, "", NULL), 0);	/* nothing known */
+	assert_int_equal(traces_note_process(s->t, 30, long_path, NULL), 0);	/* too long: not known, not cut */
+	assert_true(traces_knows_process(s->t, 10) && traces_knows_process(s->t, 20));
+
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
+	assert_int_equal(traces_name_jit(s->t), 0);
+	assert_int_equal(traces_build_profile(s->t, p, NULL, NULL), 0);
+	assert_int_equal(p->processes.count, 1);
+	const struct profile_process *pr = profile_find_process(p, 10);
+	assert_non_null(pr);
+	assert_string_equal(profile_string(p, pr->exe_path), "/usr/bin/prog");
+	assert_string_equal(profile_string(p, pr->container_id), id);
+	assert_null(profile_find_process(p, 20));
+	assert_null(profile_find_process(p, 30));
+	profile_free(p);
+
+	traces_reset(s->t);
+	assert_false(traces_knows_process(s->t, 10));
+	free(long_path);
+}
+
 /*
  * A known trace's ID is found again from its frames (the file object, address and kind) without hashing them:
  * those IDs must be the ones a handler that has never seen the traces computes, for native, kernel and error
@@ -290,6 +329,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_known_trace_ids_match, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trace_id_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_jit_frames, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_process_notes, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("traces", tests, NULL, NULL);
 }
