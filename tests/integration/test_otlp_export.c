@@ -324,6 +324,27 @@ static void test_decode_raw(void **state)
 
 /* --- protoc --decode: protobuf's own decoder, hostprof's schema ---------------------------------------- */
 
+/* Every resource names the fixture's program by its real path (record follows the fixture alone). */
+static void check_exe_path(const struct text_doc *d)
+{
+	char fixture[256], real[4096], want[4200];
+	size_t found = 0;
+	test_fixture_path("diff_work", fixture, sizeof(fixture));
+	assert_non_null(realpath(fixture, real));
+	snprintf(want, sizeof(want), "\"%s\"", real);
+	for (size_t i = 0; i + 2 < d->n; i++) {
+		if (strcmp(d->f[i].path, "resource_profiles.resource.attributes.key") != 0 ||
+		    strcmp(d->f[i].value, "\"process.executable.path\"") != 0)
+			continue;
+		assert_string_equal(d->f[i + 1].path, "resource_profiles.resource.attributes.value");
+		assert_string_equal(d->f[i + 2].path, "resource_profiles.resource.attributes.value.string_value");
+		assert_string_equal(d->f[i + 2].value, want);
+		found++;
+	}
+	fprintf(stderr, "protoc --decode: %zu resources with process.executable.path %s\n", found, want);
+	assert_int_equal(found, doc_count(d, "resource_profiles.resource"));
+}
+
 static void test_decode_schema(void **state)
 {
 	struct run *r = *state;
@@ -356,6 +377,7 @@ static void test_decode_schema(void **state)
 		(unsigned long long)cpu);
 	assert_int_equal(samples, test_total_samples(r->p));
 	assert_int_equal(cpu, want_cpu);
+	check_exe_path(&d);
 	doc_free(&d);
 }
 
