@@ -205,6 +205,8 @@ void profile_free(struct profile *p)
 		free(p->locations.items[i].lines);
 	for (uint32_t i = 0; i < p->stacks.count; i++)
 		free(p->stacks.items[i].locations);
+	for (uint32_t i = 0; i < p->samples.count; i++)
+		free(p->samples.items[i].timestamps);
 	free(p->strings.items);
 	free(p->mappings.items);
 	free(p->functions.items);
@@ -404,29 +406,62 @@ static struct profile_totals sample_totals(const struct profile_sample *s)
 	return (struct profile_totals){ s->count, s->cpu_ns, s->off_cpu_ns, s->preempted_ns };
 }
 
+/* Room for n more timestamps in *ts (holding have), allocated before any count changes, so a failure leaves the
+ * profile as it was. */
+static int reserve_timestamps(uint64_t **ts, uint32_t have, uint32_t n)
+{
+	uint64_t *grown;
+	if (n == 0)
+		return 0;
+	if ((uint64_t)have + n > UINT32_MAX)
+		return -EOVERFLOW;
+	if (!(grown = realloc(*ts, ((size_t)have + n) * sizeof(*grown))))
+		return -ENOMEM;
+	*ts = grown;
+	return 0;
+}
+
 int profile_add_sample(struct profile *p, const struct profile_sample *s)
 {
 	struct profile_totals sum, one = sample_totals(s);
-	uint32_t index;
-	bool added;
+	uint64_t hash = hash_sample(s), *ts = NULL;
+	uint32_t index, have = 0;
+	bool added, found;
 	int err;
 	if (!p->index)
 		return -EINVAL;
 	if (s->stack >= p->stacks.count || s->comm >= p->strings.count || s->thread_name >= p->strings.count ||
-	    s->service >= p->strings.count || s->link >= p->links.count)
+	    s->service >= p->strings.count || s->link >= p->links.count || s->ntimestamps > s->count)
 		return -EINVAL;
 	if (!totals_add(&p->totals, &one, p->info.period_ns, &sum))
 		return -EOVERFLOW;
-	err = intern(p, &TABLE_REF(p, samples, samples, sample_eq), s, hash_sample(s), &index, &added);
-	if (err == 0)
-		p->totals = sum;
-	if (err == 0 && !added) {
-		p->samples.items[index].count += s->count;
-		p->samples.items[index].cpu_ns += s->cpu_ns;
-		p->samples.items[index].off_cpu_ns += s->off_cpu_ns;
-		p->samples.items[index].preempted_ns += s->preempted_ns;
+	found = hindex_find_index(&p->index->samples, hash, sample_eq, p, s, &index);
+	if (found) {
+		ts = p->samples.items[index].timestamps;
+		have = p->samples.items[index].ntimestamps;
 	}
-	return err;
+	if ((err = reserve_timestamps(&ts, have, s->ntimestamps)) < 0)
+		return err;
+	if (found)
+		p->samples.items[index].timestamps = ts;	/* realloc moved it */
+	err = intern(p, &TABLE_REF(p, samples, samples, sample_eq), s, hash, &index, &added);
+	if (err < 0) {
+		free(ts);	/* a new sample's, not found */
+		return err;
+	}
+	struct profile_sample *d = &p->samples.items[index];
+	p->totals = sum;
+	if (!added) {
+		d->count += s->count;
+		d->cpu_ns += s->cpu_ns;
+		d->off_cpu_ns += s->off_cpu_ns;
+		d->preempted_ns += s->preempted_ns;
+	}
+	if (s->ntimestamps)
+		memcpy(ts + have, s->timestamps, (size_t)s->ntimestamps * sizeof(*ts));
+	d->timestamps = ts;
+	d->ntimestamps = have + s->ntimestamps;
+	return 0;
 }
 
 uint64_t profile_sample_value(const struct profile *p, const struct profile_sample *s, enum profile_value v)
@@ -690,6 +725,7 @@ static int merge_info(struct profile *dst, const struct profile_info *s)
 	add_saturating(&d->off_cpu_capped, s->off_cpu_capped);
 	add_saturating(&d->off_cpu_no_stack, s->off_cpu_no_stack);
 	add_saturating(&d->off_cpu_lost, s->off_cpu_lost);
+	add_saturating(&d->timestamps_dropped, s->timestamps_dropped);
 	if ((err = merge_info_string(dst, &d->producer, s->producer)) < 0 ||
 	    (err = merge_info_string(dst, &d->hostname, s->hostname)) < 0 ||
 	    (err = merge_info_string(dst, &d->host_id, s->host_id)) < 0 ||

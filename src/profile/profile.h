@@ -97,6 +97,11 @@ struct profile_sample {
 	uint64_t cpu_ns;	/* sum of the samples' periods in nanoseconds */
 	uint64_t off_cpu_ns;	/* time the thread spent off CPU having switched out with this stack */
 	uint64_t preempted_ns;	/* ... of it runnable (preempted, waiting for a CPU), not blocked */
+	/* When each CPU sample was taken (CLOCK_REALTIME, ns), in the order recorded: at most count of them, fewer
+	 * when the recorder dropped some (info.timestamps_dropped) or none (a file without them). Owned by the
+	 * profile that holds the sample: profile_add_sample() copies what it is given. */
+	uint32_t ntimestamps;
+	uint64_t *timestamps;
 };
 
 /* What is known of a process beyond its samples: one per pid. */
@@ -134,6 +139,7 @@ struct profile_info {
 	uint64_t off_cpu_capped;	/* off-CPU intervals whose stacks the rate cap left out */
 	uint64_t off_cpu_no_stack;	/* off-CPU intervals without a switch-out sample or a stack read live */
 	uint64_t off_cpu_lost;		/* switch-outs not tracked (too many threads) or unmatched switch-ins */
+	uint64_t timestamps_dropped;	/* samples counted without their time (struct profile_sample) */
 };
 
 /*
@@ -196,8 +202,9 @@ uint64_t profile_sample_value(const struct profile *p, const struct profile_samp
 int profile_has_off_cpu(const struct profile *p);
 
 /* Samples with equal (stack, pid, tid, comm, thread_name, link, service) are merged: counts, cpu_ns, off_cpu_ns
- * and preempted_ns add up. -EOVERFLOW, and p unchanged, when s would take the totals past their bound
- * (struct profile_totals). */
+ * and preempted_ns add up, timestamps are appended (copied). -EOVERFLOW, and p unchanged, when s would take the
+ * totals past their bound (struct profile_totals); -EINVAL for more timestamps than samples (ntimestamps > count),
+ * -ENOMEM with p unchanged. */
 int profile_add_sample(struct profile *p, const struct profile_sample *s);
 
 /* Record what is known of process pr->pid: its entry's fields that are 0 take pr's (the first value known wins,

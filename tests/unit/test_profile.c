@@ -286,6 +286,10 @@ static void assert_profiles_equal(const struct profile *a, const struct profile 
 		assert_non_null(s);
 		assert_int_equal(s->count, a->samples.items[i].count);
 		assert_int_equal(s->cpu_ns, a->samples.items[i].cpu_ns);
+		assert_int_equal(s->ntimestamps, a->samples.items[i].ntimestamps);
+		if (s->ntimestamps)
+			assert_memory_equal(s->timestamps, a->samples.items[i].timestamps,
+					    s->ntimestamps * sizeof(uint64_t));
 	}
 }
 
@@ -544,6 +548,59 @@ static void test_merge(void **state)
 	profile_free(d);
 	profile_free(b);
 	profile_free(c);
+}
+
+/* Samples' timestamps: copied in, appended when samples merge, written and read back, never more than samples. */
+static void test_timestamps(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128], err[256];
+	tmpdir_make(&d);
+	tmpdir_file(&d, "t.msgpack", path, sizeof(path));
+	struct profile *p = build_profile();
+	uint64_t t1[] = { 1700000000200000000ULL, 1700000000300000000ULL }, t2[] = { 1700000000100000000ULL };
+	struct profile_sample s = { .stack = 1, .pid = 300, .tid = 301, .comm = tp_string(p, "timed"), .count = 2,
+				    .cpu_ns = 20202020, .ntimestamps = 2, .timestamps = t1 };
+	assert_int_equal(profile_add_sample(p, &s), 0);
+	t1[0] = 0;	/* the profile holds its own copy */
+	s.count = 1;
+	s.cpu_ns = 10101010;
+	s.ntimestamps = 1;
+	s.timestamps = t2;
+	assert_int_equal(profile_add_sample(p, &s), 0);	/* merged: appended */
+	s.ntimestamps = 2;	/* more times than samples */
+	assert_int_equal(profile_add_sample(p, &s), -EINVAL);
+	p->info.timestamps_dropped = 4;
+	const struct profile_sample *m = &p->samples.items[p->samples.count - 1];
+	assert_int_equal(m->count, 3);
+	assert_int_equal(m->ntimestamps, 3);
+	assert_int_equal(m->timestamps[0], 1700000000200000000ULL);
+	assert_int_equal(m->timestamps[2], 1700000000100000000ULL);
+
+	assert_int_equal(profile_write_file(p, path), 0);
+	struct profile *q = read_ok(path);
+	assert_profiles_equal(p, q);
+	assert_int_equal(q->info.timestamps_dropped, 4);
+	/* merged with itself: the times of both, the drops of both */
+	assert_int_equal(profile_merge(q, p), 0);
+	const struct profile_sample *qm = NULL;
+	for (uint32_t i = 0; i < q->samples.count; i++)
+		qm = q->samples.items[i].pid == 300 ? &q->samples.items[i] : qm;
+	assert_non_null(qm);
+	assert_int_equal(qm->count, 6);
+	assert_int_equal(qm->ntimestamps, 6);
+	assert_int_equal(q->info.timestamps_dropped, 8);
+	profile_free(q);
+
+	/* a file with more times than samples is corrupt */
+	p->samples.items[p->samples.count - 1].count = 2;
+	assert_int_equal(profile_write_file(p, path), 0);
+	assert_int_equal(read_fails(path, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "timestamps"));
+	p->samples.items[p->samples.count - 1].count = 3;
+	profile_free(p);
+	tmpdir_remove(&d);
 }
 
 static void test_concatenated_maps_merge(void **state)
@@ -1321,6 +1378,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_round_trip_empty),
 		cmocka_unit_test(test_merge),
+		cmocka_unit_test(test_timestamps),
 		cmocka_unit_test(test_concatenated_maps_merge),
 		cmocka_unit_test(test_truncated_file),
 		cmocka_unit_test(test_corrupted_bytes),
