@@ -80,16 +80,23 @@ struct trace_link {
 };
 
 /*
- * As traces_add(), with the stack-trace ID already computed by traces_hash() (NULL: computed here) and the APM
- * context of a correlated sample (NULL: none).
+ * As traces_add(), with the stack-trace ID already computed by traces_hash() (NULL: computed here), the time the
+ * sample was taken (CLOCK_REALTIME ns; 0: unknown) and the APM context of a correlated sample (NULL: none).
+ * The time is kept with the count, in the order given, while the table holds fewer than its limit of times
+ * (traces_set_timestamp_limit()); past it, or without memory for it, or unknown, the sample still counts and
+ * its time is dropped, counted (the profile's info.timestamps_dropped).
  */
 int traces_add_linked(struct traces *t, const struct trace_id *id, pid_t pid, pid_t tid, const char *comm,
 		      const char *thread_name, const struct trace_frame *frames, unsigned n, uint64_t period_ns,
-		      const struct trace_link *link);
+		      uint64_t time_ns, const struct trace_link *link);
+
+/* The most sample times the table keeps until its reset (TRACES_MAX_TIMESTAMPS unless set): 8 bytes each. */
+#define TRACES_MAX_TIMESTAMPS 1000000u
+void traces_set_timestamp_limit(struct traces *t, uint64_t max);
 
 /*
- * Count one sample of frames[0..n) for (pid, tid). comm and thread_name are copied the first time the key is
- * seen. period_ns is the sample's period. Returns 0 or -ENOMEM.
+ * Count one sample of frames[0..n) for (pid, tid), its time unknown. comm and thread_name are copied the first
+ * time the key is seen. period_ns is the sample's period. Returns 0 or -ENOMEM.
  */
 int traces_add(struct traces *t, pid_t pid, pid_t tid, const char *comm, const char *thread_name,
 	       const struct trace_frame *frames, unsigned n, uint64_t period_ns);
