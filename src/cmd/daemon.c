@@ -450,6 +450,10 @@ static void finish_report(struct daemon *d, struct interval_report *ir)
 	else
 		write_profile(d, h, ir->why);
 	export_report(d, r);
+	if (r->err == 0 && r->profile->info.timestamps_dropped)
+		dlog(d, LOG_LEVEL_WARN, "%llu samples of %s counted without their time (a profile keeps at most %u): "
+		     "their processes' OTLP profiles have no timestamps", (unsigned long long)r->profile->info.timestamps_dropped,
+		     ir->why, TRACES_MAX_TIMESTAMPS);
 	dlog(d, LOG_LEVEL_DEBUG, "named the profile of %s in %.0f ms%s", ir->why, r->name_ns / 1e6,
 	     r->stats.symbolizers_closed ? " (symbolizers closed as used: over the memory budget)" : "");
 	profile_free(r->profile);

@@ -368,6 +368,10 @@ static int write_profile(struct record_run *r)
 		err = fill_info(r, p);
 	if (err == 0)
 		err = session_build_profile(r->session, p);
+	if (err == 0 && p->info.timestamps_dropped)
+		fprintf(stderr, "hostprof: %llu samples counted without their time (a profile keeps at most %u): their "
+			"processes' OTLP profiles have no timestamps\n", (unsigned long long)p->info.timestamps_dropped,
+			TRACES_MAX_TIMESTAMPS);
 	if (err < 0) {
 		fprintf(stderr, "hostprof: cannot make the profile: %s\n", strerror(-err));
 	} else if ((err = profile_write_file(p, out)) < 0) {

@@ -44,6 +44,8 @@ struct session {
 	int wake_fd;				/* eventfd the fast lane and the table worker write */
 	struct jitinfo_mgr *jit;		/* profiled processes' JIT code (perf maps, jitdump files) */
 	struct kernel_frames *kernel;		/* the kernel's build id, _text and symbols (kernel_frames.h) */
+	uint64_t realtime_offset_ns;		/* CLOCK_REALTIME - CLOCK_MONOTONIC at the start: samples' times (the
+						 * sampler's events are on CLOCK_MONOTONIC) as the profile keeps them */
 	pid_t self;
 	struct session_stats stats;
 	struct session_stats report;		/* session_stats()'s copy, the parts' counts filled in */
@@ -165,6 +167,7 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 		s->opts = *o;
 	s->sampler = sampler;
 	s->self = getpid();
+	s->realtime_offset_ns = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
 	s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	/* Each NULL on failure: checked with the rest below. */
 	if (kernel_frames_new(sampler_kernel_enabled(sampler), s->opts.use_cache, &s->kernel) == 0 &&
@@ -399,11 +402,18 @@ static int correlated(struct session *s, struct process *p, const struct perf_sa
 	return apm_link_sample(s->apm, p, !lanes_apm_checked(s->lanes, p->pid), &as, id, ctx, link);
 }
 
+/* When the sample was taken, CLOCK_REALTIME ns (0: its record has no time). */
+static uint64_t sample_time(const struct session *s, const struct perf_sample *ps)
+{
+	return ps->time ? ps->time + s->realtime_offset_ns : 0;
+}
+
 /* A sample of a process over the tracking limit still counts, under one visible frame. */
 static int count_untracked(struct session *s, const struct perf_sample *ps)
 {
 	struct trace_frame f = { .kind = PROFILE_FRAME_ERROR, .address = TRACE_ERROR_TOO_MANY };
-	if (traces_add(s->traces, (pid_t)ps->pid, (pid_t)ps->tid, "", "", &f, 1, ps->period) == 0) {
+	if (traces_add_linked(s->traces, NULL, (pid_t)ps->pid, (pid_t)ps->tid, "", "", &f, 1, ps->period,
+			      sample_time(s, ps), NULL) == 0) {
 		s->stats.samples++;
 		s->stats.untracked++;
 	}
@@ -422,8 +432,11 @@ static void add_trace(struct session *s, struct process *p, const struct perf_sa
 	traces_hash(s->traces, frames, n, &id);
 	int linked = s->apm && ps->pid && correlated(s, p, ps, ps->time, fe, &id, &ctx, &link);
 	if (traces_add_linked(s->traces, &id, (pid_t)ps->pid, (pid_t)ps->tid, ps->pid ? p->comm : "swapper", tname,
-			      frames, n, ps->period, linked ? &link : NULL) == 0)
+			      frames, n, ps->period, sample_time(s, ps), linked ? &link : NULL) == 0)
 		s->stats.samples++;
+	/* once per process and interval: what the export says of it besides its samples */
+	if (ps->pid && !traces_knows_process(s->traces, (pid_t)ps->pid))
+		traces_note_process(s->traces, (pid_t)ps->pid, procmgr_exe_path(p), procmgr_container_id(p));
 }
 
 

@@ -33,7 +33,14 @@ struct count_key {
 	struct count_link *link;	/* APM context, NULL for most samples */
 	uint64_t count, cpu_ns;
 	uint64_t off_cpu_ns, preempted_ns;	/* time off CPU (traces_add_off_cpu), and of it runnable */
+	uint64_t *times;	/* of the samples counted, CLOCK_REALTIME ns: at most count */
+	uint32_t ntimes, captimes;
 	char comm[16], thread_name[16];
+};
+
+/* What traces_note_process() was told of a process. */
+struct process_note {
+	char *exe_path, *container_id;	/* NULL: unknown */
 };
 
 /* A JIT frame as its process's map named it when traces_name_jit() ran: copied, for a build on another thread. */
@@ -64,6 +71,9 @@ struct traces {
 	struct hindex keys;	/* by (trace, pid, tid, APM link): struct count_key * */
 	struct hindex jit_names;	/* by (jitinfo, address): struct jit_name *, from traces_name_jit() */
 	bool jit_named;		/* traces_name_jit() ran: the build reads only jit_names of JIT code */
+	struct hindex processes;	/* hindex_u32(pid): struct process_note * */
+	uint64_t ntimes, max_times;	/* sample times kept in the counts, and the most kept */
+	uint64_t times_dropped;		/* samples counted without their time */
 };
 
 int traces_new(struct execinfo_mgr *execinfo, const struct trace_kernel *kernel, struct traces **out)
@@ -72,6 +82,7 @@ int traces_new(struct execinfo_mgr *execinfo, const struct trace_kernel *kernel,
 	if (!t)
 		return -ENOMEM;
 	t->execinfo = execinfo;
+	t->max_times = TRACES_MAX_TIMESTAMPS;
 	if (kernel)
 		t->kernel = *kernel;
 	*out = t;
@@ -96,8 +107,10 @@ void traces_reset(struct traces *t)
 	for (uint32_t pos = 0; hindex_next(&t->keys, &pos, &v);) {
 		struct count_key *k = (struct count_key *)(uintptr_t)v;
 		free(k->link);
+		free(k->times);
 		free(k);
 	}
+	t->ntimes = t->times_dropped = 0;
 	for (uint32_t pos = 0; hindex_next(&t->traces, &pos, &v);)
 		trace_free(t, (struct trace *)(uintptr_t)v);
 	for (uint32_t pos = 0; hindex_next(&t->jit_names, &pos, &v);) {
@@ -107,6 +120,13 @@ void traces_reset(struct traces *t)
 		free(j->origin);
 		free(j);
 	}
+	for (uint32_t pos = 0; hindex_next(&t->processes, &pos, &v);) {
+		struct process_note *n = (struct process_note *)(uintptr_t)v;
+		free(n->exe_path);
+		free(n->container_id);
+		free(n);
+	}
+	hindex_clear(&t->processes);
 	hindex_clear(&t->keys);
 	hindex_clear(&t->traces);
 	hindex_clear(&t->by_frames);
@@ -125,6 +145,7 @@ void traces_free(struct traces *t)
 	hindex_free(&t->traces);
 	hindex_free(&t->by_frames);
 	hindex_free(&t->jit_names);
+	hindex_free(&t->processes);
 	free(t);
 }
 
@@ -384,15 +405,42 @@ static struct count_key *count_for(struct traces *t, const struct trace_id *id, 
 	return key_intern(t, &ref, comm, thread_name);
 }
 
+void traces_set_timestamp_limit(struct traces *t, uint64_t max)
+{
+	t->max_times = max;
+}
+
+/* Keep the time of k's latest sample, within the table's limit; a time not kept is counted. */
+static void keep_time(struct traces *t, struct count_key *k, uint64_t time_ns)
+{
+	if (!time_ns || t->ntimes >= t->max_times || k->ntimes >= UINT32_MAX / 2) {
+		t->times_dropped++;
+		return;
+	}
+	if (k->ntimes == k->captimes) {
+		uint32_t cap = k->captimes ? 2 * k->captimes : 4;
+		uint64_t *grown = realloc(k->times, (size_t)cap * sizeof(*grown));
+		if (!grown) {
+			t->times_dropped++;
+			return;
+		}
+		k->times = grown;
+		k->captimes = cap;
+	}
+	k->times[k->ntimes++] = time_ns;
+	t->ntimes++;
+}
+
 int traces_add_linked(struct traces *t, const struct trace_id *id, pid_t pid, pid_t tid, const char *comm,
 		      const char *thread_name, const struct trace_frame *frames, unsigned n, uint64_t period_ns,
-		      const struct trace_link *link)
+		      uint64_t time_ns, const struct trace_link *link)
 {
 	struct count_key *k = count_for(t, id, pid, tid, comm, thread_name, frames, n, link);
 	if (!k)
 		return -ENOMEM;
 	k->count++;
 	k->cpu_ns += period_ns;
+	keep_time(t, k, time_ns);
 	return 0;
 }
 
@@ -408,10 +456,46 @@ int traces_add_off_cpu(struct traces *t, const struct trace_id *id, pid_t pid, p
 	return 0;
 }
 
+bool traces_knows_process(const struct traces *t, pid_t pid)
+{
+	uint64_t v;
+	return hindex_u32_get(&t->processes, (uint32_t)pid, &v);
+}
+
+/* A copy of s, NULL for "" or past the bound (a cut path would name another file); *err -ENOMEM on failure. */
+static char *note_copy(const char *s, int *err)
+{
+	size_t n = s ? strnlen(s, TRACE_PROCESS_STRING_MAX) : 0;
+	char *c = n && n < TRACE_PROCESS_STRING_MAX ? strndup(s, n) : NULL;
+	if (n && n < TRACE_PROCESS_STRING_MAX && !c)
+		*err = -ENOMEM;
+	return c;
+}
+
+int traces_note_process(struct traces *t, pid_t pid, const char *exe_path, const char *container_id)
+{
+	struct process_note *n;
+	int err = 0;
+	if (traces_knows_process(t, pid))
+		return 0;
+	if (!(n = calloc(1, sizeof(*n))))
+		return -ENOMEM;
+	n->exe_path = note_copy(exe_path, &err);
+	n->container_id = note_copy(container_id, &err);
+	if (err == 0)
+		err = hindex_u32_put(&t->processes, (uint32_t)pid, (uintptr_t)n);
+	if (err < 0) {
+		free(n->exe_path);
+		free(n->container_id);
+		free(n);
+	}
+	return err;
+}
+
 int traces_add(struct traces *t, pid_t pid, pid_t tid, const char *comm, const char *thread_name,
 	       const struct trace_frame *frames, unsigned n, uint64_t period_ns)
 {
-	return traces_add_linked(t, NULL, pid, tid, comm, thread_name, frames, n, period_ns, NULL);
+	return traces_add_linked(t, NULL, pid, tid, comm, thread_name, frames, n, period_ns, 0, NULL);
 }
 
 /* --- building a profile --------------------------------------------------------------------------------- */
@@ -770,6 +854,8 @@ static int add_count(struct profile *p, const struct count_key *k)
 		.cpu_ns = k->cpu_ns,
 		.off_cpu_ns = k->off_cpu_ns,
 		.preempted_ns = k->preempted_ns,
+		.ntimestamps = k->ntimes,
+		.timestamps = k->times,
 	};
 	int err;
 	if ((err = profile_add_string(p, k->comm, &s.comm)) < 0 ||
@@ -784,6 +870,23 @@ static int add_count(struct profile *p, const struct count_key *k)
 			return err;
 	}
 	return profile_add_sample(p, &s);
+}
+
+/* The processes' notes (a process is noted when its samples are counted). */
+static int add_processes(struct traces *t, struct profile *p)
+{
+	uint64_t v;
+	uint32_t pid;
+	int err = 0;
+	for (uint32_t pos = 0; err == 0 && hindex_u32_next(&t->processes, &pos, &pid, &v);) {
+		const struct process_note *n = (const struct process_note *)(uintptr_t)v;
+		struct profile_process pr = { .pid = (int32_t)pid };
+		if ((err = profile_add_string(p, n->exe_path, &pr.exe_path)) == 0 &&
+		    (err = profile_add_string(p, n->container_id, &pr.container_id)) == 0 &&
+		    (pr.exe_path || pr.container_id))
+			err = profile_set_process(p, &pr);
+	}
+	return err;
 }
 
 int traces_build_profile(struct traces *t, struct profile *p, const struct traces_build_options *o,
@@ -802,6 +905,10 @@ int traces_build_profile(struct traces *t, struct profile *p, const struct trace
 	free(memo.locations);
 	for (uint32_t pos = 0; err == 0 && hindex_next(&t->keys, &pos, &v);)
 		err = add_count(p, (const struct count_key *)(uintptr_t)v);
+	if (err == 0)
+		err = add_processes(t, p);
+	if (err == 0)
+		p->info.timestamps_dropped += t->times_dropped;
 	if (stats)
 		*stats = st;
 	return err;

@@ -19,6 +19,7 @@
 #ifndef HOSTPROF_TRACES_H
 #define HOSTPROF_TRACES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -31,6 +32,8 @@
 
 /* Kernel frames a trace keeps (before its user frames, at most the session's --max-frames, and one error frame). */
 #define TRACE_MAX_KERNEL_FRAMES 255
+/* The longest program path or container id traces_note_process() keeps: the kernel's path limit. */
+#define TRACE_PROCESS_STRING_MAX 4096
 
 enum trace_error {
 	TRACE_ERROR_TRUNCATED = 1,	/* the unwinder stopped before the outermost frame */
@@ -77,16 +80,23 @@ struct trace_link {
 };
 
 /*
- * As traces_add(), with the stack-trace ID already computed by traces_hash() (NULL: computed here) and the APM
- * context of a correlated sample (NULL: none).
+ * As traces_add(), with the stack-trace ID already computed by traces_hash() (NULL: computed here), the time the
+ * sample was taken (CLOCK_REALTIME ns; 0: unknown) and the APM context of a correlated sample (NULL: none).
+ * The time is kept with the count, in the order given, while the table holds fewer than its limit of times
+ * (traces_set_timestamp_limit()); past it, or without memory for it, or unknown, the sample still counts and
+ * its time is dropped, counted (the profile's info.timestamps_dropped).
  */
 int traces_add_linked(struct traces *t, const struct trace_id *id, pid_t pid, pid_t tid, const char *comm,
 		      const char *thread_name, const struct trace_frame *frames, unsigned n, uint64_t period_ns,
-		      const struct trace_link *link);
+		      uint64_t time_ns, const struct trace_link *link);
+
+/* The most sample times the table keeps until its reset (TRACES_MAX_TIMESTAMPS unless set): 8 bytes each. */
+#define TRACES_MAX_TIMESTAMPS 1000000u
+void traces_set_timestamp_limit(struct traces *t, uint64_t max);
 
 /*
- * Count one sample of frames[0..n) for (pid, tid). comm and thread_name are copied the first time the key is
- * seen. period_ns is the sample's period. Returns 0 or -ENOMEM.
+ * Count one sample of frames[0..n) for (pid, tid), its time unknown. comm and thread_name are copied the first
+ * time the key is seen. period_ns is the sample's period. Returns 0 or -ENOMEM.
  */
 int traces_add(struct traces *t, pid_t pid, pid_t tid, const char *comm, const char *thread_name,
 	       const struct trace_frame *frames, unsigned n, uint64_t period_ns);
@@ -99,6 +109,16 @@ int traces_add(struct traces *t, pid_t pid, pid_t tid, const char *comm, const c
 int traces_add_off_cpu(struct traces *t, const struct trace_id *id, pid_t pid, pid_t tid, const char *comm,
 		       const char *thread_name, const struct trace_frame *frames, unsigned n, uint64_t off_ns,
 		       int preempted, const struct trace_link *link);
+
+/*
+ * What is known of process pid beyond its samples, for the profile (struct profile_process): its program's path
+ * and its container's id (each copied, at most TRACE_PROCESS_STRING_MAX bytes, a longer one unknown rather than cut;
+ * NULL or "": unknown). The first
+ * note of a pid since the last reset is kept: a caller notes a process once, when traces_knows_process() says it
+ * is new. Returns 0 or -ENOMEM (nothing kept: the next note may succeed).
+ */
+int traces_note_process(struct traces *t, pid_t pid, const char *exe_path, const char *container_id);
+bool traces_knows_process(const struct traces *t, pid_t pid);
 
 /* Name kernel frames with k from now on (the table is loaded lazily, when a profile needs it); borrowed. */
 void traces_set_kallsyms(struct traces *t, struct kallsyms *k);

@@ -82,6 +82,7 @@ static void process_free(struct procmgr *pm, struct process *p)
 	procmgr_drop_replaced(pm, p);
 	free(p->maps);
 	free(p->threads);
+	free(p->exe_path);
 	free(p);
 }
 
@@ -493,6 +494,8 @@ void procmgr_on_comm(struct procmgr *pm, const struct perf_comm *c)
 	if (c->exec) {
 		/* exec replaces the address space: the old mappings' records came before this one. */
 		process_replace_image(pm, p);
+		free(p->exe_path);
+		p->exe_path = NULL;
 		p->nthreads = 0;
 		p->last_resync_ns = 0;
 	}
@@ -519,6 +522,9 @@ void procmgr_on_fork(struct procmgr *pm, const struct perf_task *t)
 		procmgr_drop_replaced(pm, child);
 		child->nthreads = 0;
 		child->exited = 0;
+		free(child->exe_path);
+		child->exe_path = NULL;
+		child->container_known = false;
 	} else if (!(child = process_new(pm, (pid_t)t->pid))) {
 		return;
 	}
@@ -527,6 +533,10 @@ void procmgr_on_fork(struct procmgr *pm, const struct perf_task *t)
 		return;
 	}
 	memcpy(child->comm, parent->comm, sizeof(child->comm));
+	if (parent->exe_path)
+		child->exe_path = strdup(parent->exe_path);	/* else learned later, from the child's mappings */
+	child->container_known = parent->container_known;
+	memcpy(child->container_id, parent->container_id, sizeof(child->container_id));
 	for (unsigned i = 0; i < parent->nmaps; i++)
 		keep_mapping(pm, child, &parent->maps[i]);
 }
@@ -702,4 +712,38 @@ const char *procmgr_thread_name(struct procmgr *pm, struct process *p, pid_t tid
 	if (!t->name[0])
 		snprintf(t->name, sizeof(t->name), "%s", p->comm);
 	return t->name;
+}
+
+/* A copy of path when it is not longer than the kernel's limit: a cut path would name another file. */
+static char *exe_path_copy(const char *path, size_t len)
+{
+	return len > 0 && len < PROCMGR_EXE_PATH_MAX && memchr(path, '\0', len) == NULL ? strndup(path, len) : NULL;
+}
+
+static char *read_exe_link(pid_t pid)
+{
+	char fname[64], buf[PROCMGR_EXE_PATH_MAX];
+	snprintf(fname, sizeof(fname), "/proc/%d/exe", (int)pid);
+	ssize_t n = readlink(fname, buf, sizeof(buf));
+	return n > 0 ? exe_path_copy(buf, (size_t)n) : NULL;
+}
+
+const char *procmgr_exe_path(struct process *p)
+{
+	if (!p->exe_path) {
+		const struct mapping *prog = program_mapping(p);
+		/* The records' path is of the image the samples were taken in; /proc's is of the image now. */
+		p->exe_path = prog ? exe_path_copy(prog->path, strnlen(prog->path, PROCMGR_EXE_PATH_MAX))
+				   : read_exe_link(p->pid);
+	}
+	return p->exe_path ? p->exe_path : "";
+}
+
+const char *procmgr_container_id(struct process *p)
+{
+	if (!p->container_known) {
+		container_id_read(p->pid, p->container_id);	/* a process gone has none we can say */
+		p->container_known = true;
+	}
+	return p->container_id;
 }

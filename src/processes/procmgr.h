@@ -21,11 +21,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "src/processes/container_id.h"
 #include "src/processes/execinfo.h"
 #include "src/sampling/perf_record.h"
 
 #define PROCMGR_RESYNC_NS 200000000ULL
 #define PROCMGR_COMM_LEN 16
+/* The longest program path kept (the kernel's own limit); a longer one is not known rather than cut. */
+#define PROCMGR_EXE_PATH_MAX 4096
 
 struct mapping {
 	uint64_t start, end, pgoff;
@@ -60,6 +63,9 @@ struct process {
 	 * program's registers, and samples it takes in between carry the old program's. */
 	struct mapping *replaced;
 	unsigned nreplaced;
+	char *exe_path;		/* its program's path, NULL until procmgr_exe_path() learns it; an exec forgets it */
+	bool container_known;	/* container_id was read (procmgr_container_id()) */
+	char container_id[CONTAINER_ID_LEN + 1];	/* "" if none */
 };
 
 struct procmgr;
@@ -113,6 +119,17 @@ void procmgr_drop_replaced(struct procmgr *pm, struct process *p);
 /* Open the mapping's file (one of p's, or code of its replaced image) through the executable-info manager if not
  * done yet; returns its entry or NULL. */
 struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, struct mapping *m);
+
+/*
+ * The path of p's program, "" if unknown; owned by p, valid until the next call with p or p's exec. Learned once
+ * per image: the path of its program's mapping as the records told it (the first mapping of a file, as for the
+ * exec check above), else the link /proc/PID/exe, at most PROCMGR_EXE_PATH_MAX bytes; a child has its parent's
+ * until it execs. A path that could not be learned is tried again at the next call.
+ */
+const char *procmgr_exe_path(struct process *p);
+/* The id of the container p runs in (container_id.h), "" if none or unknown; read from /proc/PID/cgroup at the
+ * first call (a child has its parent's). Owned by p, as long as p. */
+const char *procmgr_container_id(struct process *p);
 
 /* The thread's name (from COMM records or /proc); "" if unknown. */
 const char *procmgr_thread_name(struct procmgr *pm, struct process *p, pid_t tid);

@@ -406,7 +406,8 @@ static int read_header(struct reader *r, const msgpack_object *h)
 	    (err = header_uint(r, stats, "off_cpu_threshold_ns", &i->off_cpu_threshold_ns)) < 0 ||
 	    (err = header_uint(r, stats, "off_cpu_capped", &i->off_cpu_capped)) < 0 ||
 	    (err = header_uint(r, stats, "off_cpu_no_stack", &i->off_cpu_no_stack)) < 0 ||
-	    (err = header_uint(r, stats, "off_cpu_lost", &i->off_cpu_lost)) < 0)
+	    (err = header_uint(r, stats, "off_cpu_lost", &i->off_cpu_lost)) < 0 ||
+	    (err = header_uint(r, stats, "timestamps_dropped", &i->timestamps_dropped)) < 0)
 		return err;
 	return 0;
 }
@@ -756,11 +757,31 @@ struct resource {
 	uint32_t comm;
 };
 
+/* A sample's timestamps (absent: none): unsigned integers, no more than its count (one per CPU sample). */
+static int read_timestamps(struct reader *r, const msgpack_object *o, uint32_t i, struct profile_sample *s)
+{
+	const msgpack_object_array *a;
+	int err = get_array(r, o, "sample", i, PROFILE_EXT_TIMESTAMPS, &a);
+	if (err < 0 || a->size == 0)
+		return err;
+	if (a->size > s->count)
+		return fail(r, -EBADMSG, "corrupt: sample %" PRIu32 " has %" PRIu32 " timestamps for %" PRIu64
+			    " samples", i, a->size, s->count);
+	if (!(s->timestamps = malloc((size_t)a->size * sizeof(*s->timestamps))))
+		return fail(r, -ENOMEM, "%s", strerror(ENOMEM));
+	s->ntimestamps = a->size;
+	for (uint32_t k = 0; k < a->size; k++) {
+		if ((err = get_uint(r, &a->ptr[k], "sample", i, PROFILE_EXT_TIMESTAMPS, &s->timestamps[k])) < 0)
+			return err;
+	}
+	return 0;
+}
+
 static int read_sample(struct reader *r, const msgpack_object *o, const struct resource *res)
 {
 	static const uint8_t keys[] = { 1, 2, 3, 4, PROFILE_EXT_CPU_NS, PROFILE_EXT_OFF_CPU_NS,
-					PROFILE_EXT_PREEMPTED_NS };
-	const msgpack_object *f[7];
+					PROFILE_EXT_PREEMPTED_NS, PROFILE_EXT_TIMESTAMPS };
+	const msgpack_object *f[8];
 	const struct rattr *at[MAX_ELEMENT_ATTRS];
 	const msgpack_object_array *values;
 	struct profile_sample s = { .pid = res->pid, .comm = res->comm };
@@ -769,7 +790,7 @@ static int read_sample(struct reader *r, const msgpack_object *o, const struct r
 	int err;
 	if ((err = expect_map(r, o, "sample", i)) < 0)
 		return err;
-	map_fields(o, keys, 7, f);
+	map_fields(o, keys, 8, f);
 	if ((err = get_ref(r, f[0], "sample", i, 1, "stack", t->stacks.count, &s.stack)) < 0 ||
 	    (err = get_attrs(r, f[1], "sample", i, 2, at, MAX_ELEMENT_ATTRS, &nat)) < 0 ||
 	    (err = get_ref(r, f[2], "sample", i, 3, "link", t->links.count, &s.link)) < 0 ||
@@ -781,6 +802,10 @@ static int read_sample(struct reader *r, const msgpack_object *o, const struct r
 		return err;
 	if (s.preempted_ns > s.off_cpu_ns)
 		return fail(r, -EBADMSG, "corrupt: sample %" PRIu32 ": preempted time exceeds its off-CPU time", i);
+	if ((err = read_timestamps(r, f[7], i, &s)) < 0) {
+		free(s.timestamps);
+		return err;
+	}
 	for (uint32_t k = 0; k < nat; k++) {
 		if (at[k]->key == ATTR_THREAD_ID && at[k]->has_int)
 			s.tid = (int32_t)at[k]->ival;
@@ -789,9 +814,33 @@ static int read_sample(struct reader *r, const msgpack_object *o, const struct r
 		else if (at[k]->key == ATTR_SERVICE_NAME)
 			s.service = at[k]->str;
 	}
-	if ((err = PROFILE_TABLE_RESERVE(t->samples, (uint64_t)t->samples.count + 1)) < 0)
+	if ((err = PROFILE_TABLE_RESERVE(t->samples, (uint64_t)t->samples.count + 1)) < 0) {
+		free(s.timestamps);
 		return fail(r, err, "%s", strerror(-err));
+	}
 	t->samples.items[t->samples.count++] = s;
+	return 0;
+}
+
+/* The process's path and container, when the resource says them (files of earlier versions do not). Appended
+ * to the scratch profile as they come: several resources of one pid are made one by the merge. */
+static int read_resource_process(struct reader *r, const msgpack_object *attrs, int32_t pid)
+{
+	struct profile_process pr = { .pid = pid };
+	struct profile *t = r->tmp;
+	const msgpack_object *v;
+	int err;
+	if ((v = map_get_str(attrs, RESOURCE_EXE_PATH)) && v->type == MSGPACK_OBJECT_STR &&
+	    (err = tmp_add_string(r, v, &pr.exe_path)) < 0)
+		return err;
+	if ((v = map_get_str(attrs, RESOURCE_CONTAINER_ID)) && v->type == MSGPACK_OBJECT_STR &&
+	    (err = tmp_add_string(r, v, &pr.container_id)) < 0)
+		return err;
+	if (!pr.exe_path && !pr.container_id)
+		return 0;
+	if ((err = PROFILE_TABLE_RESERVE(t->processes, (uint64_t)t->processes.count + 1)) < 0)
+		return fail(r, err, "%s", strerror(-err));
+	t->processes.items[t->processes.count++] = pr;
 	return 0;
 }
 
@@ -799,6 +848,7 @@ static int read_resource(struct reader *r, const msgpack_object *o, struct resou
 {
 	static const uint8_t keys[] = { 1 };
 	const msgpack_object *attrs, *v;
+	int err;
 	*res = (struct resource){ 0 };
 	if (!o)
 		return 0;
@@ -813,9 +863,10 @@ static int read_resource(struct reader *r, const msgpack_object *o, struct resou
 			return fail(r, -EBADMSG, "corrupt: resource attribute " RESOURCE_PID " is not a pid");
 		res->pid = (int32_t)v->via.i64;
 	}
-	if ((v = map_get_str(attrs, RESOURCE_COMM)) && v->type == MSGPACK_OBJECT_STR)
-		return tmp_add_string(r, v, &res->comm);
-	return 0;
+	if ((v = map_get_str(attrs, RESOURCE_COMM)) && v->type == MSGPACK_OBJECT_STR &&
+	    (err = tmp_add_string(r, v, &res->comm)) < 0)
+		return err;
+	return read_resource_process(r, attrs, res->pid);
 }
 
 static int read_profile_samples(struct reader *r, const msgpack_object *profile, const struct resource *res)

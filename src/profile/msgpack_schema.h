@@ -30,6 +30,7 @@
 #define PROFILE_EXT_CPU_NS 100		/* Sample: sum of the samples' periods, ns */
 #define PROFILE_EXT_OFF_CPU_NS 101	/* Sample: time off CPU, ns (written when not 0) */
 #define PROFILE_EXT_PREEMPTED_NS 102	/* Sample: ... of it preempted (runnable), ns (written when not 0) */
+#define PROFILE_EXT_TIMESTAMPS 103	/* Sample: array of its CPU samples' CLOCK_REALTIME times, ns (when any) */
 
 /* Attribute keys hostprof writes into the attribute table (OTel semantic conventions). */
 enum attr_key {
@@ -46,6 +47,9 @@ enum attr_key {
 /* Resource attributes: one ResourceProfiles per (pid, comm). */
 #define RESOURCE_PID "process.pid"
 #define RESOURCE_COMM "process.executable.name"
+/* ... and, when known (struct profile_process), the program's path and the process's container. */
+#define RESOURCE_EXE_PATH "process.executable.path"
+#define RESOURCE_CONTAINER_ID "container.id"
 
 /* The attribute key's name ("thread.id"), NULL for ATTR_NKEYS and beyond. */
 const char *msgpack_attr_key_name(unsigned key);

@@ -224,7 +224,9 @@ static void pack_header(struct writer *w)
 	pack_skey_str(pk, "host.id", i->host_id);
 	pack_skey_str(pk, "kernel", i->kernel);
 	pack_str(pk, "stats");
-	msgpack_pack_map(pk, 11 + (i->off_cpu_switches ? 5 : 0));
+	msgpack_pack_map(pk, 11 + (i->off_cpu_switches ? 5 : 0) + (i->timestamps_dropped != 0));
+	if (i->timestamps_dropped)
+		pack_skey_uint(pk, "timestamps_dropped", i->timestamps_dropped);
 	if (i->off_cpu_switches) {
 		pack_skey_uint(pk, "off_cpu_switches", i->off_cpu_switches);
 		pack_skey_uint(pk, "off_cpu_threshold_ns", i->off_cpu_threshold_ns);
@@ -426,7 +428,8 @@ static void pack_sample(struct writer *w, uint32_t i)
 {
 	const struct profile_sample *s = &w->p->samples.items[i];
 	msgpack_packer *pk = &w->pk;
-	msgpack_pack_map(pk, 4 + (s->link != 0) + (s->off_cpu_ns != 0) + (s->preempted_ns != 0));
+	msgpack_pack_map(pk, 4 + (s->link != 0) + (s->off_cpu_ns != 0) + (s->preempted_ns != 0) +
+				     (s->ntimestamps != 0));
 	pack_key_uint(pk, 1, s->stack);
 	pack_attr_indices(pk, 2, w->sample_attrs[i], 3);
 	if (s->link)
@@ -439,6 +442,12 @@ static void pack_sample(struct writer *w, uint32_t i)
 		pack_key_uint(pk, PROFILE_EXT_OFF_CPU_NS, s->off_cpu_ns);
 	if (s->preempted_ns)
 		pack_key_uint(pk, PROFILE_EXT_PREEMPTED_NS, s->preempted_ns);
+	if (s->ntimestamps) {
+		msgpack_pack_uint64(pk, PROFILE_EXT_TIMESTAMPS);
+		msgpack_pack_array(pk, s->ntimestamps);
+		for (uint32_t k = 0; k < s->ntimestamps; k++)
+			msgpack_pack_uint64(pk, s->timestamps[k]);
+	}
 }
 
 static void pack_value_type(struct writer *w, uint64_t key, int type, int unit)
@@ -476,10 +485,16 @@ static void pack_resource_profiles(struct writer *w)
 		msgpack_pack_uint64(pk, 1);	/* Resource */
 		msgpack_pack_map(pk, 1);
 		msgpack_pack_uint64(pk, 1);	/* attributes, as a map */
-		msgpack_pack_map(pk, 2);
+		const struct profile_process *proc = profile_find_process(w->p, rep->pid);
+		uint32_t exe = proc ? proc->exe_path : 0, container = proc ? proc->container_id : 0;
+		msgpack_pack_map(pk, 2 + (exe != 0) + (container != 0));
 		pack_str(pk, RESOURCE_PID);
 		msgpack_pack_int64(pk, rep->pid);
 		pack_skey_str(pk, RESOURCE_COMM, profile_string(w->p, rep->comm));
+		if (exe)
+			pack_skey_str(pk, RESOURCE_EXE_PATH, profile_string(w->p, exe));
+		if (container)
+			pack_skey_str(pk, RESOURCE_CONTAINER_ID, profile_string(w->p, container));
 		msgpack_pack_uint64(pk, 2);	/* scope_profiles */
 		msgpack_pack_array(pk, 1);
 		msgpack_pack_map(pk, 2);

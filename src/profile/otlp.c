@@ -54,8 +54,8 @@ typedef Opentelemetry__Proto__Common__V1__InstrumentationScope pb_scope;
 #define OTLP_MAX_MESSAGE ((size_t)INT32_MAX)
 
 /* The resource attributes of a process: host.id, host.name, host.arch, os.type, process.pid,
- * process.executable.name, service.name. */
-#define MAX_RESOURCE_ATTRS 7
+ * process.executable.name, process.executable.path, container.id, service.name. */
+#define MAX_RESOURCE_ATTRS 9
 /* A sample's attributes: thread.id, thread.name, service.name. */
 #define MAX_SAMPLE_ATTRS 3
 
@@ -545,6 +545,48 @@ static int value_type(struct builder *b, const char *type, const char *unit, pb_
 	return 0;
 }
 
+/* Whether every sample of g counted on CPU has the time of each of its samples: then the samples/count Profile
+ * gives them (one shape per Profile: all its samples timed, or none). */
+static bool group_timed(const struct profile *p, const struct group_samples *g)
+{
+	bool any = false;
+	for (uint32_t i = 0; i < g->n; i++) {
+		const struct profile_sample *s = &p->samples.items[g->order[i]];
+		if (s->count && s->ntimestamps != s->count)
+			return false;
+		any |= s->count != 0;
+	}
+	return any;
+}
+
+/* t within the Profile's [time_unix_nano, time_unix_nano + duration_nano), as OTLP requires: a sample taken just
+ * before the interval began and read after it (the daemon's next interval) is stamped at its start. */
+static uint64_t within_profile(const struct profile_info *i, uint64_t t)
+{
+	uint64_t last;
+	if (__builtin_add_overflow(i->start_unix_ns, i->duration_ns ? i->duration_ns - 1 : 0, &last))
+		last = UINT64_MAX;
+	return t < i->start_unix_ns ? i->start_unix_ns : t > last ? last : t;
+}
+
+/* A timed sample's values and timestamps, parallel: one sample each, at its time. */
+static int timed_values(struct builder *b, const struct profile_sample *s, pb_sample *out)
+{
+	int64_t *values = arena_alloc(&b->arena, s->ntimestamps, sizeof(*values));
+	uint64_t *times = arena_alloc(&b->arena, s->ntimestamps, sizeof(*times));
+	if (!values || !times)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < s->ntimestamps; k++) {
+		values[k] = 1;
+		times[k] = within_profile(&b->p->info, s->timestamps[k]);
+	}
+	out->values = values;
+	out->n_values = s->ntimestamps;
+	out->timestamps_unix_nano = times;
+	out->n_timestamps_unix_nano = s->ntimestamps;
+	return 0;
+}
+
 /* The Profile of value kind k over g's samples that have some of it; NULL in *out when none has. */
 static int build_profile(struct builder *b, const struct group_samples *g, enum value_kind k, pb_profile **out)
 {
@@ -573,6 +615,7 @@ static int build_profile(struct builder *b, const struct group_samples *g, enum 
 		prof->period_type = b->period_type;
 		prof->period = (int64_t)p->info.period_ns;
 	}
+	bool timed = k == VK_SAMPLES && group_timed(p, g);
 	for (uint32_t i = 0, j = 0; i < g->n; i++) {
 		uint64_t v = sample_value(p, &p->samples.items[g->order[i]], k);
 		if (!v)
@@ -581,6 +624,8 @@ static int build_profile(struct builder *b, const struct group_samples *g, enum 
 		values[j] = (int64_t)v;	/* at most PROFILE_VALUE_MAX (profile.h) */
 		ss[j].values = &values[j];
 		ss[j].n_values = 1;
+		if (timed && (err = timed_values(b, &p->samples.items[g->order[i]], &ss[j])) < 0)
+			return err;
 		j++;
 	}
 	prof->samples = ptrs;
@@ -652,7 +697,11 @@ static int build_resource(struct builder *b, const struct profile_sample *rep, c
 	memcpy(list, b->host_attrs, n * sizeof(*list));
 	if (!(list[n++] = key_value(b, RESOURCE_PID, rep->pid, NULL)))
 		return -ENOMEM;
+	const struct profile_process *proc = profile_find_process(b->p, rep->pid);
 	if ((err = add_str_kv(b, list, &n, RESOURCE_COMM, profile_string(b->p, rep->comm))) < 0 ||
+	    (proc && (err = add_str_kv(b, list, &n, RESOURCE_EXE_PATH, profile_string(b->p, proc->exe_path))) < 0) ||
+	    (proc && (err = add_str_kv(b, list, &n, RESOURCE_CONTAINER_ID,
+				       profile_string(b->p, proc->container_id))) < 0) ||
 	    (err = add_str_kv(b, list, &n, msgpack_attr_key_name(ATTR_SERVICE_NAME), service)) < 0)
 		return err;
 	r->attributes = list;

@@ -8,7 +8,8 @@
  * reference). The mapping:
  *   - One ResourceProfiles per process (pid and process name, as the profile groups them), its resource
  *     attributes host.id, host.name, host.arch, os.type "linux", process.pid, process.executable.name (the
- *     process name, when known) and service.name (the service an APM agent in the process published, when its
+ *     process name, when known), process.executable.path and container.id (struct profile_process, when known)
+ *     and service.name (the service an APM agent in the process published, when its
  *     samples carry one; a sample of another service carries its own as a sample attribute).
  *   - One ScopeProfiles per resource, scope "hostprof" and the options' version, holding one Profile per kind of
  *     value, each with the samples that have some of it: cpu/nanoseconds (each sample's CPU time; period_type
@@ -16,8 +17,12 @@
  *     profile with off-CPU time, off-cpu/nanoseconds and preempted/nanoseconds (the part of it the thread was
  *     runnable). A Profile holds a single sample type: that is why each kind is a Profile of its own. Each Profile
  *     has the profile's start time and duration.
- *   - Samples are already aggregated (no timestamps: the profile keeps none): one value each, attributes thread.id
- *     and thread.name, link_index to the APM trace and transaction (span) of a correlated sample.
+ *   - Samples are aggregated: one value each, attributes thread.id and thread.name, link_index to the APM trace and
+ *     transaction (span) of a correlated sample. In the samples/count Profile of a process all of whose CPU
+ *     samples have their time (struct profile_sample), each sample has instead values and timestamps_unix_nano
+ *     in parallel, one sample (value 1) at each time, so that the values still add up to the count; times are
+ *     held within the Profile's [time_unix_nano, time_unix_nano + duration_nano). A process some of whose
+ *     samples lost their time (the profile's info.timestamps_dropped) gets no timestamps, rather than some.
  *   - One ProfilesDictionary for the whole request with only what the samples reach: element 0 of every table the
  *     zero value, strings and attributes unique. Mappings keep the profile's ranges and file name, with the
  *     attributes process.executable.build_id.gnu (GNU build ID, hex) and process.executable.build_id.htlhash (the

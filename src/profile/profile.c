@@ -15,6 +15,7 @@
 
 struct profile_index {
 	struct hindex strings, mappings, functions, locations, stacks, links, samples;
+	struct hindex processes;	/* hindex_u32(pid): index in processes */
 };
 
 int profile_grow(void **items, uint32_t *cap, uint64_t need, size_t elem_size)
@@ -179,6 +180,7 @@ static void free_index(struct profile_index *x)
 	hindex_free(&x->stacks);
 	hindex_free(&x->links);
 	hindex_free(&x->samples);
+	hindex_free(&x->processes);
 	free(x);
 }
 
@@ -203,6 +205,8 @@ void profile_free(struct profile *p)
 		free(p->locations.items[i].lines);
 	for (uint32_t i = 0; i < p->stacks.count; i++)
 		free(p->stacks.items[i].locations);
+	for (uint32_t i = 0; i < p->samples.count; i++)
+		free(p->samples.items[i].timestamps);
 	free(p->strings.items);
 	free(p->mappings.items);
 	free(p->functions.items);
@@ -210,6 +214,7 @@ void profile_free(struct profile *p)
 	free(p->stacks.items);
 	free(p->links.items);
 	free(p->samples.items);
+	free(p->processes.items);
 	free_index(p->index);
 	free(p);
 }
@@ -401,29 +406,62 @@ static struct profile_totals sample_totals(const struct profile_sample *s)
 	return (struct profile_totals){ s->count, s->cpu_ns, s->off_cpu_ns, s->preempted_ns };
 }
 
+/* Room for n more timestamps in *ts (holding have), allocated before any count changes, so a failure leaves the
+ * profile as it was. */
+static int reserve_timestamps(uint64_t **ts, uint32_t have, uint32_t n)
+{
+	uint64_t *grown;
+	if (n == 0)
+		return 0;
+	if ((uint64_t)have + n > UINT32_MAX)
+		return -EOVERFLOW;
+	if (!(grown = realloc(*ts, ((size_t)have + n) * sizeof(*grown))))
+		return -ENOMEM;
+	*ts = grown;
+	return 0;
+}
+
 int profile_add_sample(struct profile *p, const struct profile_sample *s)
 {
 	struct profile_totals sum, one = sample_totals(s);
-	uint32_t index;
-	bool added;
+	uint64_t hash = hash_sample(s), *ts = NULL;
+	uint32_t index, have = 0;
+	bool added, found;
 	int err;
 	if (!p->index)
 		return -EINVAL;
 	if (s->stack >= p->stacks.count || s->comm >= p->strings.count || s->thread_name >= p->strings.count ||
-	    s->service >= p->strings.count || s->link >= p->links.count)
+	    s->service >= p->strings.count || s->link >= p->links.count || s->ntimestamps > s->count)
 		return -EINVAL;
 	if (!totals_add(&p->totals, &one, p->info.period_ns, &sum))
 		return -EOVERFLOW;
-	err = intern(p, &TABLE_REF(p, samples, samples, sample_eq), s, hash_sample(s), &index, &added);
-	if (err == 0)
-		p->totals = sum;
-	if (err == 0 && !added) {
-		p->samples.items[index].count += s->count;
-		p->samples.items[index].cpu_ns += s->cpu_ns;
-		p->samples.items[index].off_cpu_ns += s->off_cpu_ns;
-		p->samples.items[index].preempted_ns += s->preempted_ns;
+	found = hindex_find_index(&p->index->samples, hash, sample_eq, p, s, &index);
+	if (found) {
+		ts = p->samples.items[index].timestamps;
+		have = p->samples.items[index].ntimestamps;
 	}
-	return err;
+	if ((err = reserve_timestamps(&ts, have, s->ntimestamps)) < 0)
+		return err;
+	if (found)
+		p->samples.items[index].timestamps = ts;	/* realloc moved it */
+	err = intern(p, &TABLE_REF(p, samples, samples, sample_eq), s, hash, &index, &added);
+	if (err < 0) {
+		free(ts);	/* a new sample's, not found */
+		return err;
+	}
+	struct profile_sample *d = &p->samples.items[index];
+	p->totals = sum;
+	if (!added) {
+		d->count += s->count;
+		d->cpu_ns += s->cpu_ns;
+		d->off_cpu_ns += s->off_cpu_ns;
+		d->preempted_ns += s->preempted_ns;
+	}
+	if (s->ntimestamps)
+		memcpy(ts + have, s->timestamps, (size_t)s->ntimestamps * sizeof(*ts));
+	d->timestamps = ts;
+	d->ntimestamps = have + s->ntimestamps;
+	return 0;
 }
 
 uint64_t profile_sample_value(const struct profile *p, const struct profile_sample *s, enum profile_value v)
@@ -447,6 +485,38 @@ int profile_has_off_cpu(const struct profile *p)
 		if (p->samples.items[i].off_cpu_ns)
 			return 1;
 	return p->info.off_cpu_switches != 0;
+}
+
+/* --- processes ---------------------------------------------------------------------------------------------- */
+
+const struct profile_process *profile_find_process(const struct profile *p, int32_t pid)
+{
+	uint64_t i;
+	if (p->index)
+		return hindex_find(&p->index->processes, hindex_u32((uint32_t)pid), NULL, NULL, NULL, &i)
+			       ? &p->processes.items[i] : NULL;
+	for (i = 0; i < p->processes.count; i++) {	/* a reader's scratch profile, which has no index */
+		if (p->processes.items[i].pid == pid)
+			return &p->processes.items[i];
+	}
+	return NULL;
+}
+
+int profile_set_process(struct profile *p, const struct profile_process *pr)
+{
+	struct profile_process *e = (struct profile_process *)profile_find_process(p, pr->pid);
+	int err;
+	if (!e) {
+		if ((err = PROFILE_TABLE_RESERVE(p->processes, (uint64_t)p->processes.count + 1)) < 0 ||
+		    (p->index && (err = hindex_insert(&p->index->processes, hindex_u32((uint32_t)pr->pid),
+						      p->processes.count)) < 0))
+			return err;
+		e = &p->processes.items[p->processes.count++];
+		*e = (struct profile_process){ .pid = pr->pid };
+	}
+	e->exe_path = e->exe_path ? e->exe_path : pr->exe_path;
+	e->container_id = e->container_id ? e->container_id : pr->container_id;
+	return 0;
 }
 
 /* --- merge ------------------------------------------------------------------------------------------------- */
@@ -502,6 +572,8 @@ static int merge_strings(struct profile *dst, const struct profile *src, struct 
 	for (uint32_t i = 0; i < src->samples.count; i++)
 		used[src->samples.items[i].comm] = used[src->samples.items[i].thread_name] =
 			used[src->samples.items[i].service] = 1;
+	for (uint32_t i = 0; i < src->processes.count; i++)
+		used[src->processes.items[i].exe_path] = used[src->processes.items[i].container_id] = 1;
 	for (uint32_t i = 1; i < src->strings.count && err == 0; i++) {
 		if (used[i])
 			err = profile_add_string(dst, profile_string(src, i), &m->strings[i]);
@@ -601,6 +673,19 @@ static int merge_samples(struct profile *dst, const struct profile *src, const s
 	return 0;
 }
 
+static int merge_processes(struct profile *dst, const struct profile *src, const struct merge_maps *m)
+{
+	for (uint32_t i = 0; i < src->processes.count; i++) {
+		struct profile_process x = src->processes.items[i];
+		x.exe_path = m->strings[x.exe_path];
+		x.container_id = m->strings[x.container_id];
+		int err = profile_set_process(dst, &x);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
 static int merge_info_string(struct profile *dst, char **d, const char *s)
 {
 	return !*d && s ? profile_set_info_string(dst, d, s) : 0;
@@ -640,6 +725,7 @@ static int merge_info(struct profile *dst, const struct profile_info *s)
 	add_saturating(&d->off_cpu_capped, s->off_cpu_capped);
 	add_saturating(&d->off_cpu_no_stack, s->off_cpu_no_stack);
 	add_saturating(&d->off_cpu_lost, s->off_cpu_lost);
+	add_saturating(&d->timestamps_dropped, s->timestamps_dropped);
 	if ((err = merge_info_string(dst, &d->producer, s->producer)) < 0 ||
 	    (err = merge_info_string(dst, &d->hostname, s->hostname)) < 0 ||
 	    (err = merge_info_string(dst, &d->host_id, s->host_id)) < 0 ||
@@ -660,7 +746,7 @@ int profile_merge(struct profile *dst, const struct profile *src)
 		return err;
 	if ((err = merge_maps_alloc(&m, src)) == 0 && (err = merge_dictionary_flat(dst, src, &m)) == 0 &&
 	    (err = merge_locations(dst, src, &m)) == 0 && (err = merge_stacks(dst, src, &m)) == 0 &&
-	    (err = merge_samples(dst, src, &m)) == 0)
+	    (err = merge_samples(dst, src, &m)) == 0 && (err = merge_processes(dst, src, &m)) == 0)
 		err = merge_info(dst, &src->info);
 	merge_maps_free(&m);
 	return err;

@@ -97,6 +97,18 @@ struct profile_sample {
 	uint64_t cpu_ns;	/* sum of the samples' periods in nanoseconds */
 	uint64_t off_cpu_ns;	/* time the thread spent off CPU having switched out with this stack */
 	uint64_t preempted_ns;	/* ... of it runnable (preempted, waiting for a CPU), not blocked */
+	/* When each CPU sample was taken (CLOCK_REALTIME, ns), in the order recorded: at most count of them, fewer
+	 * when the recorder dropped some (info.timestamps_dropped) or none (a file without them). Owned by the
+	 * profile that holds the sample: profile_add_sample() copies what it is given. */
+	uint32_t ntimestamps;
+	uint64_t *timestamps;
+};
+
+/* What is known of a process beyond its samples: one per pid. */
+struct profile_process {
+	int32_t pid;
+	uint32_t exe_path;	/* string index: its program's path, 0 if unknown */
+	uint32_t container_id;	/* string index: the id of the container it runs in, 0 if none */
 };
 
 /* The values a sample carries, as views and exports weigh samples by them. */
@@ -127,6 +139,7 @@ struct profile_info {
 	uint64_t off_cpu_capped;	/* off-CPU intervals whose stacks the rate cap left out */
 	uint64_t off_cpu_no_stack;	/* off-CPU intervals without a switch-out sample or a stack read live */
 	uint64_t off_cpu_lost;		/* switch-outs not tracked (too many threads) or unmatched switch-ins */
+	uint64_t timestamps_dropped;	/* samples counted without their time (struct profile_sample) */
 };
 
 /*
@@ -154,6 +167,8 @@ struct profile {
 	PROFILE_TABLE(struct profile_link, links);
 	/* samples start at index 0: they are not a dictionary table */
 	PROFILE_TABLE(struct profile_sample, samples);
+	/* processes start at index 0 too, one per pid (profile_set_process()) */
+	PROFILE_TABLE(struct profile_process, processes);
 	struct profile_totals totals;	/* of the samples (profile_add_sample()) */
 	struct profile_index *index;
 };
@@ -187,9 +202,16 @@ uint64_t profile_sample_value(const struct profile *p, const struct profile_samp
 int profile_has_off_cpu(const struct profile *p);
 
 /* Samples with equal (stack, pid, tid, comm, thread_name, link, service) are merged: counts, cpu_ns, off_cpu_ns
- * and preempted_ns add up. -EOVERFLOW, and p unchanged, when s would take the totals past their bound
- * (struct profile_totals). */
+ * and preempted_ns add up, timestamps are appended (copied). -EOVERFLOW, and p unchanged, when s would take the
+ * totals past their bound (struct profile_totals); -EINVAL for more timestamps than samples (ntimestamps > count),
+ * -ENOMEM with p unchanged. */
 int profile_add_sample(struct profile *p, const struct profile_sample *s);
+
+/* Record what is known of process pr->pid: its entry's fields that are 0 take pr's (the first value known wins,
+ * as a merge's info does). */
+int profile_set_process(struct profile *p, const struct profile_process *pr);
+/* The entry of process pid, NULL if none. Valid until the next profile_set_process(). */
+const struct profile_process *profile_find_process(const struct profile *p, int32_t pid);
 
 /* The string at index i, "" when out of range. */
 const char *profile_string(const struct profile *p, uint32_t i);
@@ -225,7 +247,7 @@ int profile_encode(const struct profile *p, char **data, size_t *size);
 int profile_read_file(const char *path, struct profile **out, char *errbuf, size_t errlen);
 
 /*
- * Merge src into dst, re-interning its tables and adding its samples and counters. Only the strings src's
+ * Merge src into dst, re-interning its tables and adding its samples, processes and counters. Only the strings src's
  * elements reference are carried over. The time span grows to cover both; other info fields keep dst's value
  * when set; the info counters (samples, lost, ...) add up, stopping at UINT64_MAX. src must be a different
  * profile whose indices are valid. -EOVERFLOW, before dst is changed, when the samples of both together would

@@ -302,6 +302,8 @@ static int print_summary(const struct profile *p, uint64_t total, FILE *out)
 	fprintf(out, "Unwound completely: %.2f%%\n", counter_pct(i->unwound_complete, samples));
 	fprintf(out, "Truncated:          %" PRIu64 " (%.2f%%)\n", i->truncated, counter_pct(i->truncated, samples));
 	fprintf(out, "Unknown:            %" PRIu64 " (%.2f%%)\n", i->unknown, counter_pct(i->unknown, samples));
+	if (i->timestamps_dropped)	/* said only when some are missing: most profiles have them all */
+		fprintf(out, "Without time:       %" PRIu64 " samples\n", i->timestamps_dropped);
 	return 0;
 }
 

@@ -280,7 +280,8 @@ static void test_decode_raw(void **state)
 	test_require_tool("command -v protoc", "protoc (Debian's protobuf-compiler)");
 	protoc_to_doc(r, "--decode_raw", "raw.txt", &d);
 	const struct profile_info *i = &r->p->info;
-	const char *keys[] = { "host.id", "host.name", "host.arch", "os.type", "process.pid", "process.executable.name" };
+	const char *keys[] = { "host.id", "host.name", "host.arch", "os.type", "process.pid", "process.executable.name",
+			       "process.executable.path" };
 	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
 		snprintf(buf, sizeof(buf), "\"%s\"", keys[k]);
 		assert_true(doc_has(&d, "1.1.1.1", buf));
@@ -300,13 +301,14 @@ static void test_decode_raw(void **state)
 	assert_true(doc_names(&d, "1.2.2.1.1", "2.5", "samples") && doc_names(&d, "1.2.2.1.2", "2.5", "count"));
 	assert_true(doc_names(&d, "1.2.2.5.1", "2.5", "cpu") && doc_names(&d, "1.2.2.5.2", "2.5", "nanoseconds"));
 	/* Samples (v1.10's numbers): stack_index 1, attribute_indices 2 (thread.id at least), values 4 (packed: a
-	 * string or, where its bytes happen to read as a message, a message), no timestamps 5. */
+	 * string or, where its bytes happen to read as a message, a message), and timestamps 5 (packed too) in the
+	 * samples/count Profile only, whose samples are those of the cpu/nanoseconds one. */
 	size_t nsamples = doc_count(&d, "1.2.2.2");
 	assert_true(nsamples >= 2 * NFUNCTIONS);
 	assert_int_equal(doc_count(&d, "1.2.2.2.1"), nsamples);
 	assert_int_equal(doc_count(&d, "1.2.2.2.2"), nsamples);
 	assert_int_equal(doc_count(&d, "1.2.2.2.4"), nsamples);
-	assert_int_equal(doc_count(&d, "1.2.2.2.5"), 0);
+	assert_int_equal(doc_count(&d, "1.2.2.2.5"), nsamples / 2);
 	/* The dictionary: element 0 of each table empty, the frames' functions and files named, attributes. */
 	assert_string_equal(doc_string(&d, "2.5", 0, buf, sizeof(buf)), "");
 	assert_true(doc_has(&d, "2.1", "\"\"") && doc_has(&d, "2.2", "\"\"") && doc_has(&d, "2.3", "\"\"") &&
@@ -323,6 +325,27 @@ static void test_decode_raw(void **state)
 }
 
 /* --- protoc --decode: protobuf's own decoder, hostprof's schema ---------------------------------------- */
+
+/* Every resource names the fixture's program by its real path (record follows the fixture alone). */
+static void check_exe_path(const struct text_doc *d)
+{
+	char fixture[256], real[4096], want[4200];
+	size_t found = 0;
+	test_fixture_path("diff_work", fixture, sizeof(fixture));
+	assert_non_null(realpath(fixture, real));
+	snprintf(want, sizeof(want), "\"%s\"", real);
+	for (size_t i = 0; i + 2 < d->n; i++) {
+		if (strcmp(d->f[i].path, "resource_profiles.resource.attributes.key") != 0 ||
+		    strcmp(d->f[i].value, "\"process.executable.path\"") != 0)
+			continue;
+		assert_string_equal(d->f[i + 1].path, "resource_profiles.resource.attributes.value");
+		assert_string_equal(d->f[i + 2].path, "resource_profiles.resource.attributes.value.string_value");
+		assert_string_equal(d->f[i + 2].value, want);
+		found++;
+	}
+	fprintf(stderr, "protoc --decode: %zu resources with process.executable.path %s\n", found, want);
+	assert_int_equal(found, doc_count(d, "resource_profiles.resource"));
+}
 
 static void test_decode_schema(void **state)
 {
@@ -356,6 +379,7 @@ static void test_decode_schema(void **state)
 		(unsigned long long)cpu);
 	assert_int_equal(samples, test_total_samples(r->p));
 	assert_int_equal(cpu, want_cpu);
+	check_exe_path(&d);
 	doc_free(&d);
 }
 
@@ -528,17 +552,38 @@ static bool stack_has(json_object *dict, int64_t stack_index, const char *name)
 
 struct counts {
 	uint64_t total, cpu_ns, per_function[NFUNCTIONS];
+	uint64_t timestamps, outside;	/* samples' timestamps, and those outside their Profile's interval */
 	bool resource_ok;	/* process.pid and process.executable.name as the profile has them */
 };
+
+/* A sample's values added up (one each, or one per timestamp in parallel); its timestamps counted into c, and
+ * those outside [start, start + duration). */
+static int64_t sample_values(json_object *s, uint64_t start, uint64_t duration, struct counts *c)
+{
+	json_object *values = member(s, "values"), *times = member(s, "timestampsUnixNano");
+	size_t nv = values ? json_object_array_length(values) : 0, nt = times ? json_object_array_length(times) : 0;
+	int64_t v = 0;
+	assert_true(nt == 0 || nt == nv);
+	for (size_t k = 0; k < nv; k++)
+		v += strtoll(json_object_get_string(jindex(values, (int64_t)k)), NULL, 10);
+	for (size_t k = 0; k < nt; k++) {
+		uint64_t t = strtoull(json_object_get_string(jindex(times, (int64_t)k)), NULL, 10);
+		c->outside += t < start || t - start >= duration;
+	}
+	c->timestamps += nt;
+	return v;
+}
 
 /* Add what one Profile holds to c. */
 static void count_profile(json_object *dict, json_object *prof, struct counts *c)
 {
 	const char *type = jstring(dict, jint(member(prof, "sampleType"), "typeStrindex"));
 	json_object *samples = member(prof, "samples");
+	uint64_t start = strtoull(json_object_get_string(member(prof, "timeUnixNano")), NULL, 10);
+	uint64_t duration = (uint64_t)jint(prof, "durationNano");
 	for (size_t i = 0; samples && i < json_object_array_length(samples); i++) {
 		json_object *s = jindex(samples, (int64_t)i);
-		int64_t v = strtoll(json_object_get_string(jindex(member(s, "values"), 0)), NULL, 10);
+		int64_t v = sample_values(s, start, duration, c);
 		if (strcmp(type, "cpu") == 0) {
 			c->cpu_ns += (uint64_t)v;
 			continue;
@@ -642,6 +687,11 @@ static void test_collector(void **state)
 		(unsigned long long)c.cpu_ns);
 	assert_true(c.resource_ok);
 	assert_int_equal(c.total, test_total_samples(r->p));
+	/* every sample with its time, within the profile's interval */
+	fprintf(stderr, "collector: %llu timestamps, %llu outside the profile's interval\n",
+		(unsigned long long)c.timestamps, (unsigned long long)c.outside);
+	assert_int_equal(c.timestamps, c.total);
+	assert_int_equal(c.outside, 0);
 	assert_int_equal(c.cpu_ns, want_cpu);
 	for (size_t k = 0; k < NFUNCTIONS; k++) {
 		uint64_t want = test_samples_with_function(r->p, functions[k]);
@@ -684,6 +734,7 @@ static unsigned read_arrivals(const char *json, struct arrival *out, unsigned ma
 					out[n].start_ns = strtoull(json_object_get_string(member(prof, "timeUnixNano")), NULL,
 								   10);
 					count_profile(dict, prof, &c);
+					assert_int_equal(c.outside, 0);
 					out[n].samples += c.total;
 				}
 			}

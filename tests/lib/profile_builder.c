@@ -59,6 +59,13 @@ void tp_sample(struct profile *p, struct profile_sample s, const char *comm, con
 	assert_int_equal(profile_add_sample(p, &s), 0);
 }
 
+void tp_process(struct profile *p, int32_t pid, const char *exe_path, const char *container_id)
+{
+	struct profile_process pr = { .pid = pid, .exe_path = tp_string(p, exe_path),
+				      .container_id = tp_string(p, container_id) };
+	assert_int_equal(profile_set_process(p, &pr), 0);
+}
+
 void tp_sample_unchecked(struct profile *p, struct profile_sample s)
 {
 	assert_int_equal(PROFILE_TABLE_RESERVE(p->samples, (uint64_t)p->samples.count + 1), 0);

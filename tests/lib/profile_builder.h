@@ -19,6 +19,8 @@ uint32_t tp_location(struct profile *p, uint32_t mapping, uint64_t address, uint
 uint32_t tp_stack(struct profile *p, uint8_t id, const uint32_t *locs, uint32_t n);
 /* Add s (stack, pid, tid, count, link, cpu_ns as given) with its comm and thread names. */
 void tp_sample(struct profile *p, struct profile_sample s, const char *comm, const char *thread);
+/* Record pid's program path and container id (NULL: unknown, none). */
+void tp_process(struct profile *p, int32_t pid, const char *exe_path, const char *container_id);
 /* Append s as it is, past profile_add_sample()'s checks and merging: a sample no writer makes (counts that add
  * up past PROFILE_VALUE_MAX), for the readers' tests. */
 void tp_sample_unchecked(struct profile *p, struct profile_sample s);

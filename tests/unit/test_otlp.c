@@ -258,11 +258,17 @@ static void test_resources(void **state)
 {
 	(void)state;
 	struct profile *p = build();
+	/* the program's path and container of the process that has them; the other has neither */
+	tp_process(p, 7, "/opt/app/bin/app", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	tp_process(p, 9, NULL, NULL);
 	pb_request *req = roundtrip(p, &(struct otlp_encode_options){ .host_arch = "amd64", .scope_version = "9.9" });
 	char text[1024], expect[1024];
 	assert_int_equal(req->n_resource_profiles, 2);
 	resource_text(req->resource_profiles[0], text, sizeof(text));
-	snprintf(expect, sizeof(expect), "%s,process.pid=7,process.executable.name=app,service.name=checkout", host);
+	snprintf(expect, sizeof(expect), "%s,process.pid=7,process.executable.name=app,"
+		 "process.executable.path=/opt/app/bin/app,"
+		 "container.id=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef,service.name=checkout",
+		 host);
 	assert_string_equal(text, expect);
 	resource_text(req->resource_profiles[1], text, sizeof(text));
 	snprintf(expect, sizeof(expect), "%s,process.pid=9", host);
@@ -593,6 +599,72 @@ static void test_cpu_only(void **state)
 	profile_free(p);
 }
 
+/* A sample with its times, added as traces_build_profile() does. */
+static void timed_sample(struct profile *p, uint32_t stack, int32_t pid, uint64_t count, const uint64_t *times,
+			 uint32_t ntimes)
+{
+	struct profile_sample s = { .stack = stack, .pid = pid, .tid = pid, .comm = tp_string(p, "t"), .count = count,
+				    .ntimestamps = ntimes, .timestamps = (uint64_t *)times };
+	assert_int_equal(profile_add_sample(p, &s), 0);
+}
+
+/* The samples/count Profile of a process whose samples all have their times: values and timestamps in parallel,
+ * one sample at each time, within the Profile's interval; a process that lost some times has none. */
+static void test_timestamps(void **state)
+{
+	(void)state;
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
+	info(p);
+	struct profile_line l[] = { { tp_function(p, "main", NULL), 0 } };
+	uint32_t loc = tp_location(p, tp_mapping(p, "/bin/x"), 0x10, PROFILE_FRAME_NATIVE, l, 1);
+	uint32_t loc2 = tp_location(p, tp_mapping(p, "/bin/x"), 0x20, PROFILE_FRAME_NATIVE, l, 1);
+	uint32_t a = tp_stack(p, 1, &loc, 1), b = tp_stack(p, 2, &loc2, 1);
+	const uint64_t end = START_NS + 2000000000;
+	timed_sample(p, a, 5, 3, (uint64_t[]){ START_NS + 5, START_NS - 7, end }, 3);	/* two outside */
+	timed_sample(p, b, 5, 1, (uint64_t[]){ START_NS + 1000 }, 1);
+	timed_sample(p, a, 6, 2, (uint64_t[]){ START_NS + 9 }, 1);	/* one time dropped */
+	p->info.timestamps_dropped = 1;
+	pb_request *req = roundtrip(p, NULL);
+	assert_int_equal(req->n_resource_profiles, 2);
+	for (size_t r = 0; r < 2; r++) {
+		const Opentelemetry__Proto__Profiles__V1development__ScopeProfiles *sp =
+			req->resource_profiles[r]->scope_profiles[0];
+		assert_int_equal(sp->n_profiles, 2);
+		char type[64];
+		type_text(req->dictionary, sp->profiles[1], type, sizeof(type));
+		assert_string_equal(type, "samples/count");
+		for (size_t i = 0; i < sp->profiles[0]->n_samples; i++)	/* cpu/nanoseconds: aggregated */
+			assert_int_equal(sp->profiles[0]->samples[i]->n_timestamps_unix_nano, 0);
+		const pb_profile *prof = sp->profiles[1];
+		int64_t total = 0;
+		for (size_t i = 0; i < prof->n_samples; i++) {
+			const pb_sample *x = prof->samples[i];
+			if (r == 1) {	/* pid 6 */
+				assert_int_equal(x->n_timestamps_unix_nano, 0);
+				assert_int_equal(x->n_values, 1);
+				total += x->values[0];
+				continue;
+			}
+			assert_int_equal(x->n_values, x->n_timestamps_unix_nano);
+			for (size_t k = 0; k < x->n_values; k++) {
+				assert_int_equal(x->values[k], 1);
+				total += x->values[k];
+				assert_true(x->timestamps_unix_nano[k] >= prof->time_unix_nano);
+				assert_true(x->timestamps_unix_nano[k] < prof->time_unix_nano + prof->duration_nano);
+			}
+			if (x->n_values == 3) {
+				assert_int_equal(x->timestamps_unix_nano[0], START_NS + 5);
+				assert_int_equal(x->timestamps_unix_nano[1], START_NS);
+				assert_int_equal(x->timestamps_unix_nano[2], end - 1);
+			}
+		}
+		assert_int_equal(total, r == 0 ? 4 : 2);
+	}
+	request_free(req);
+	profile_free(p);
+}
+
 /* An empty profile is a request with no resources and a dictionary of zero elements. */
 static void test_empty(void **state)
 {
@@ -637,6 +709,7 @@ int main(void)
 		cmocka_unit_test(test_cpu_only),
 		cmocka_unit_test(test_empty),
 		cmocka_unit_test(test_deterministic),
+		cmocka_unit_test(test_timestamps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -124,6 +124,41 @@ static void test_fork_exec_exit(void **state)
 	assert_int_equal(procmgr_count(s->pm), 1);
 }
 
+/* The program's path: from the process's own mappings, its parent's until it execs, "" when nothing says it. */
+static void test_exe_path_and_container(void **state)
+{
+	struct pm_state *s = *state;
+	char self[PROCMGR_EXE_PATH_MAX], want_container[CONTAINER_ID_LEN + 1];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	assert_true(n > 0);
+	self[n] = '\0';
+	struct process *p = procmgr_get(s->pm, getpid());
+	assert_string_equal(procmgr_exe_path(p), self);
+	container_id_read(getpid(), want_container);
+	assert_string_equal(procmgr_container_id(p), want_container);
+
+	struct process *fake = procmgr_get(s->pm, FAKE_PID);
+	assert_string_equal(procmgr_exe_path(fake), "");	/* no mapping, no /proc */
+	assert_string_equal(procmgr_container_id(fake), "");
+	struct perf_mmap2 m = { .pid = FAKE_PID, .tid = FAKE_PID, .addr = 0x400000, .len = 0x1000, .ino = 42,
+				.filename = "/usr/bin/prog" };
+	procmgr_on_mmap2(s->pm, &m);
+	assert_string_equal(procmgr_exe_path(fake), "/usr/bin/prog");	/* tried again, now known */
+
+	struct perf_task fork = { .pid = FAKE_PID + 1, .ppid = FAKE_PID, .tid = FAKE_PID + 1, .ptid = FAKE_PID };
+	procmgr_on_fork(s->pm, &fork);
+	struct process *child = procmgr_get(s->pm, FAKE_PID + 1);
+	assert_string_equal(procmgr_exe_path(child), "/usr/bin/prog");
+	struct perf_comm exec = { .pid = FAKE_PID + 1, .tid = FAKE_PID + 1, .exec = 1, .comm = "other" };
+	procmgr_on_comm(s->pm, &exec);
+	assert_string_equal(procmgr_exe_path(child), "");	/* the old program's path went with its image */
+	m.pid = m.tid = FAKE_PID + 1;
+	m.filename = "/usr/bin/other";
+	procmgr_on_mmap2(s->pm, &m);
+	assert_string_equal(procmgr_exe_path(child), "/usr/bin/other");
+	assert_string_equal(procmgr_exe_path(fake), "/usr/bin/prog");
+}
+
 static int data_marker = 5;
 
 __attribute__((noinline)) static int marker_function(int x)
@@ -381,6 +416,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_vdso_image, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_writable_file_truncated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anonymous_code, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exe_path_and_container, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("procmgr", tests, NULL, NULL);
 }

@@ -127,6 +127,8 @@ static void set_info(struct profile *p)
 }
 
 /* A profile using every table and field: inline lines, kernel, Go, JIT, error and unsymbolized frames, links. */
+#define CONTAINER "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
 static struct profile *build_profile(void)
 {
 	struct profile *p;
@@ -177,6 +179,8 @@ static struct profile *build_profile(void)
 	sample(p, s1, 100, 101, "app", "worker-1", li, 2);
 	sample(p, s2, 200, 200, "app2", "", 0, 1);
 	sample(p, s3, 100, 101, "app", "worker-1", 0, 1);
+	tp_process(p, 100, "/opt/app/bin/app", CONTAINER);
+	tp_process(p, 200, "/usr/bin/app2", NULL);
 	return p;
 }
 
@@ -258,17 +262,34 @@ static const struct profile_sample *find_sample(const struct profile *p, const s
 	return NULL;
 }
 
+/* The same program paths and containers per pid, as strings. */
+static void assert_processes_equal(const struct profile *a, const struct profile *b)
+{
+	assert_int_equal(a->processes.count, b->processes.count);
+	for (uint32_t i = 0; i < a->processes.count; i++) {
+		const struct profile_process *x = &a->processes.items[i], *y = profile_find_process(b, x->pid);
+		assert_non_null(y);
+		assert_string_equal(profile_string(a, x->exe_path), profile_string(b, y->exe_path));
+		assert_string_equal(profile_string(a, x->container_id), profile_string(b, y->container_id));
+	}
+}
+
 /* Same dictionary indices; the same samples in any order (the file groups them by process). */
 static void assert_profiles_equal(const struct profile *a, const struct profile *b)
 {
 	assert_info_equal(&a->info, &b->info);
 	assert_dictionary_equal(a, b);
+	assert_processes_equal(a, b);
 	assert_int_equal(a->samples.count, b->samples.count);
 	for (uint32_t i = 0; i < a->samples.count; i++) {
 		const struct profile_sample *s = find_sample(b, &a->samples.items[i]);
 		assert_non_null(s);
 		assert_int_equal(s->count, a->samples.items[i].count);
 		assert_int_equal(s->cpu_ns, a->samples.items[i].cpu_ns);
+		assert_int_equal(s->ntimestamps, a->samples.items[i].ntimestamps);
+		if (s->ntimestamps)
+			assert_memory_equal(s->timestamps, a->samples.items[i].timestamps,
+					    s->ntimestamps * sizeof(uint64_t));
 	}
 }
 
@@ -512,8 +533,74 @@ static void test_merge(void **state)
 		assert_int_equal(c->samples.items[i].count, 2 * a->samples.items[i].count);
 	assert_int_equal(profile_merge(c, c), -EINVAL);
 	profile_free(a);
+	/* What is known of a process: the first profile's value wins, a value it lacks comes from the other. */
+	struct profile *d;
+	assert_int_equal(profile_new(&d), 0);
+	tp_process(d, 200, "/usr/bin/renamed", CONTAINER);
+	tp_process(d, 300, "/bin/sh", NULL);
+	assert_int_equal(profile_merge(c, d), 0);
+	assert_int_equal(c->processes.count, 3);
+	assert_string_equal(profile_string(c, profile_find_process(c, 100)->exe_path), "/opt/app/bin/app");
+	assert_string_equal(profile_string(c, profile_find_process(c, 200)->exe_path), "/usr/bin/app2");
+	assert_string_equal(profile_string(c, profile_find_process(c, 200)->container_id), CONTAINER);
+	assert_string_equal(profile_string(c, profile_find_process(c, 300)->exe_path), "/bin/sh");
+	assert_null(profile_find_process(c, 400));
+	profile_free(d);
 	profile_free(b);
 	profile_free(c);
+}
+
+/* Samples' timestamps: copied in, appended when samples merge, written and read back, never more than samples. */
+static void test_timestamps(void **state)
+{
+	(void)state;
+	struct tmpdir d;
+	char path[128], err[256];
+	tmpdir_make(&d);
+	tmpdir_file(&d, "t.msgpack", path, sizeof(path));
+	struct profile *p = build_profile();
+	uint64_t t1[] = { 1700000000200000000ULL, 1700000000300000000ULL }, t2[] = { 1700000000100000000ULL };
+	struct profile_sample s = { .stack = 1, .pid = 300, .tid = 301, .comm = tp_string(p, "timed"), .count = 2,
+				    .cpu_ns = 20202020, .ntimestamps = 2, .timestamps = t1 };
+	assert_int_equal(profile_add_sample(p, &s), 0);
+	t1[0] = 0;	/* the profile holds its own copy */
+	s.count = 1;
+	s.cpu_ns = 10101010;
+	s.ntimestamps = 1;
+	s.timestamps = t2;
+	assert_int_equal(profile_add_sample(p, &s), 0);	/* merged: appended */
+	s.ntimestamps = 2;	/* more times than samples */
+	assert_int_equal(profile_add_sample(p, &s), -EINVAL);
+	p->info.timestamps_dropped = 4;
+	const struct profile_sample *m = &p->samples.items[p->samples.count - 1];
+	assert_int_equal(m->count, 3);
+	assert_int_equal(m->ntimestamps, 3);
+	assert_int_equal(m->timestamps[0], 1700000000200000000ULL);
+	assert_int_equal(m->timestamps[2], 1700000000100000000ULL);
+
+	assert_int_equal(profile_write_file(p, path), 0);
+	struct profile *q = read_ok(path);
+	assert_profiles_equal(p, q);
+	assert_int_equal(q->info.timestamps_dropped, 4);
+	/* merged with itself: the times of both, the drops of both */
+	assert_int_equal(profile_merge(q, p), 0);
+	const struct profile_sample *qm = NULL;
+	for (uint32_t i = 0; i < q->samples.count; i++)
+		qm = q->samples.items[i].pid == 300 ? &q->samples.items[i] : qm;
+	assert_non_null(qm);
+	assert_int_equal(qm->count, 6);
+	assert_int_equal(qm->ntimestamps, 6);
+	assert_int_equal(q->info.timestamps_dropped, 8);
+	profile_free(q);
+
+	/* a file with more times than samples is corrupt */
+	p->samples.items[p->samples.count - 1].count = 2;
+	assert_int_equal(profile_write_file(p, path), 0);
+	assert_int_equal(read_fails(path, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "timestamps"));
+	p->samples.items[p->samples.count - 1].count = 3;
+	profile_free(p);
+	tmpdir_remove(&d);
 }
 
 static void test_concatenated_maps_merge(void **state)
@@ -830,6 +917,13 @@ static void test_crafted_good_and_unknown_keys(void **state)
 		assert_int_equal(p->samples.items[0].count, 6);
 		assert_string_equal(profile_string(p, p->samples.items[0].comm), "crafted");
 		assert_int_equal(profile_find_string(p, "future", &(uint32_t){ 0 }), -ENOENT);	/* orphan dropped */
+		/* a file without the process's path and container (as earlier versions wrote) has none */
+		assert_int_equal(p->processes.count, (uint32_t)extras);
+		if (extras) {
+			assert_int_equal(p->processes.items[0].pid, 42);
+			assert_int_equal(p->processes.items[0].exe_path, 0);
+			assert_string_equal(profile_string(p, p->processes.items[0].container_id), "abc");
+		}
 		profile_free(p);
 	}
 	tmpdir_remove(&d);
@@ -1284,6 +1378,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_round_trip_empty),
 		cmocka_unit_test(test_merge),
+		cmocka_unit_test(test_timestamps),
 		cmocka_unit_test(test_concatenated_maps_merge),
 		cmocka_unit_test(test_truncated_file),
 		cmocka_unit_test(test_corrupted_bytes),

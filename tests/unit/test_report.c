@@ -68,6 +68,18 @@ static void test_report_by_self(void **state)
 	profile_free(p);
 }
 
+/* Samples counted without their time are said in the summary, which says nothing of times otherwise. */
+static void test_report_without_time(void **state)
+{
+	(void)state;
+	struct profile *p = tp_example_profile();
+	p->info.timestamps_dropped = 3;
+	char *text = run_report(p, NULL);
+	assert_non_null(strstr(text, "Unknown:            0 (0.00%)\nWithout time:       3 samples\n\n"));
+	free(text);
+	profile_free(p);
+}
+
 /* --lines: a row per source line, the line of each frame (an inlined frame's own, the call site in its caller). */
 static void test_report_lines(void **state)
 {
@@ -212,6 +224,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_report_by_self),
+		cmocka_unit_test(test_report_without_time),
 		cmocka_unit_test(test_report_lines),
 		cmocka_unit_test(test_report_by_total_with_limit),
 		cmocka_unit_test(test_report_ties_by_name),

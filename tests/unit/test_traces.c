@@ -92,6 +92,104 @@ static void test_counts_and_dedup(void **state)
 	profile_free(p);
 }
 
+/* Each count keeps its samples' times, in order, up to the table's limit; past it the samples count without
+ * them, and the profile says how many. A reset starts over. */
+static void test_sample_times(void **state)
+{
+	struct tr_state *s = *state;
+	struct trace_frame f[2] = {
+		{ .exe = s->self, .address = 0x1234, .kind = PROFILE_FRAME_NATIVE },
+		{ .exe = s->self, .address = 0x2000, .kind = PROFILE_FRAME_NATIVE },
+	};
+	const uint64_t t0 = 1700000000000000000ULL;
+	traces_set_timestamp_limit(s->t, 10);
+	for (uint64_t i = 0; i < 8; i++)	/* one thread, two stacks, alternating */
+		assert_int_equal(traces_add_linked(s->t, NULL, 10, 11, "p", "t", f, 1 + i % 2, 1000, t0 + i, NULL), 0);
+	for (uint64_t i = 0; i < 5; i++)	/* another thread: its last three past the limit */
+		assert_int_equal(traces_add_linked(s->t, NULL, 10, 12, "p", "t", f, 2, 1000, t0 + 100 + i, NULL), 0);
+	assert_int_equal(traces_add_linked(s->t, NULL, 10, 11, "p", "t", f, 1, 1000, 0, NULL), 0);	/* no time */
+	assert_int_equal(traces_add_off_cpu(s->t, NULL, 10, 13, "p", "t", f, 1, 5000, 0, NULL), 0);
+
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
+	assert_int_equal(traces_name_jit(s->t), 0);
+	assert_int_equal(traces_build_profile(s->t, p, NULL, NULL), 0);
+	uint64_t counted = 0, timed = 0;
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_sample *x = &p->samples.items[i];
+		counted += x->count;
+		timed += x->ntimestamps;
+		assert_true(x->ntimestamps <= x->count);
+		for (uint32_t k = 1; k < x->ntimestamps; k++)
+			assert_true(x->timestamps[k] > x->timestamps[k - 1]);	/* in the order taken */
+		if (x->tid == 11 && p->stacks.items[x->stack].nlocations == 1) {
+			assert_int_equal(x->count, 5);
+			assert_int_equal(x->ntimestamps, 4);
+			assert_int_equal(x->timestamps[0], t0);
+			assert_int_equal(x->timestamps[3], t0 + 6);
+		}
+		if (x->tid == 12) {
+			assert_int_equal(x->count, 5);
+			assert_int_equal(x->ntimestamps, 2);
+			assert_int_equal(x->timestamps[1], t0 + 101);
+		}
+		if (x->tid == 13)
+			assert_int_equal(x->ntimestamps, 0);
+	}
+	assert_int_equal(counted, 14);
+	assert_int_equal(timed, 10);
+	assert_int_equal(p->info.timestamps_dropped, 4);
+	profile_free(p);
+
+	traces_reset(s->t);
+	assert_int_equal(traces_add_linked(s->t, NULL, 10, 11, "p", "t", f, 1, 1000, t0, NULL), 0);
+	assert_int_equal(profile_new(&p), 0);
+	assert_int_equal(traces_name_jit(s->t), 0);
+	assert_int_equal(traces_build_profile(s->t, p, NULL, NULL), 0);
+	assert_int_equal(p->samples.items[0].ntimestamps, 1);
+	assert_int_equal(p->info.timestamps_dropped, 0);
+	profile_free(p);
+}
+
+/* What was noted of each process reaches the profile: the first note per process, until a reset. */
+static void test_process_notes(void **state)
+{
+	struct tr_state *s = *state;
+	static const char id[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	struct trace_frame f = { .exe = s->self, .address = 0x1234, .kind = PROFILE_FRAME_NATIVE };
+	char *long_path = malloc(TRACE_PROCESS_STRING_MAX + 1);
+	assert_non_null(long_path);
+	memset(long_path, 'a', TRACE_PROCESS_STRING_MAX);
+	long_path[0] = '/';
+	long_path[TRACE_PROCESS_STRING_MAX] = '\0';
+	assert_int_equal(traces_add(s->t, 10, 10, "prog", "prog", &f, 1, 1000), 0);
+	assert_int_equal(traces_add(s->t, 20, 20, "other", "other", &f, 1, 1000), 0);
+	assert_int_equal(traces_add(s->t, 30, 30, "long", "long", &f, 1, 1000), 0);
+	assert_false(traces_knows_process(s->t, 10));
+	assert_int_equal(traces_note_process(s->t, 10, "/usr/bin/prog", id), 0);
+	assert_int_equal(traces_note_process(s->t, 10, "/usr/bin/later", NULL), 0);	/* the first note stays */
+	assert_int_equal(traces_note_process(s->t, 20, "", NULL), 0);	/* nothing known */
+	assert_int_equal(traces_note_process(s->t, 30, long_path, NULL), 0);	/* too long: not known, not cut */
+	assert_true(traces_knows_process(s->t, 10) && traces_knows_process(s->t, 20));
+
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
+	assert_int_equal(traces_name_jit(s->t), 0);
+	assert_int_equal(traces_build_profile(s->t, p, NULL, NULL), 0);
+	assert_int_equal(p->processes.count, 1);
+	const struct profile_process *pr = profile_find_process(p, 10);
+	assert_non_null(pr);
+	assert_string_equal(profile_string(p, pr->exe_path), "/usr/bin/prog");
+	assert_string_equal(profile_string(p, pr->container_id), id);
+	assert_null(profile_find_process(p, 20));
+	assert_null(profile_find_process(p, 30));
+	profile_free(p);
+
+	traces_reset(s->t);
+	assert_false(traces_knows_process(s->t, 10));
+	free(long_path);
+}
+
 /*
  * A known trace's ID is found again from its frames (the file object, address and kind) without hashing them:
  * those IDs must be the ones a handler that has never seen the traces computes, for native, kernel and error
@@ -167,9 +265,9 @@ static void test_many_traces_and_reset(void **state)
 	assert_int_equal(traces_keys(s->t), 0);
 	struct trace_link a = { .trace_id = { 1 }, .transaction_id = { 7 } }, b = a;
 	b.transaction_id[7] = 9;
-	assert_int_equal(traces_add_linked(s->t, NULL, 5, 6, "prog", "t", f, 2, 10, &a), 0);
-	assert_int_equal(traces_add_linked(s->t, NULL, 5, 6, "prog", "t", f, 2, 10, &b), 0);
-	assert_int_equal(traces_add_linked(s->t, NULL, 5, 6, "prog", "t", f, 2, 10, &a), 0);
+	assert_int_equal(traces_add_linked(s->t, NULL, 5, 6, "prog", "t", f, 2, 10, 0, &a), 0);
+	assert_int_equal(traces_add_linked(s->t, NULL, 5, 6, "prog", "t", f, 2, 10, 0, &b), 0);
+	assert_int_equal(traces_add_linked(s->t, NULL, 5, 6, "prog", "t", f, 2, 10, 0, &a), 0);
 	assert_int_equal(traces_add(s->t, 5, 6, "prog", "t", f, 2, 10), 0);
 	assert_int_equal(traces_count(s->t), 1);
 	assert_int_equal(traces_keys(s->t), 3);
@@ -290,6 +388,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_known_trace_ids_match, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trace_id_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_jit_frames, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_process_notes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sample_times, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("traces", tests, NULL, NULL);
 }
