@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/profile/proto/otlp_profiles_service.pb-c.h"
 #include "tests/lib/testlib.h"
 
 #define MAX_MSGS 200000
@@ -171,6 +173,62 @@ static void apm_run_cleanup(struct apm_run *r)
 	free(r->dir);
 }
 
+/*
+ * The same profile as an OTLP export (`convert --to otlp`), decoded by protobuf-c from the wire: the samples/count
+ * Profiles' samples that link to a trace add up to the msgpack profile's linked samples, and each link's span is
+ * one of the fixture's transactions (0xc0 + its number in the first byte), its trace id the one the msgpack link
+ * has. Returns the linked samples.
+ */
+static uint64_t otlp_linked(const char *msgpack, const char *dir, const struct profile *p)
+{
+	typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest request;
+	char pb[600];
+	snprintf(pb, sizeof(pb), "%s/apm.otlp.pb", dir);
+	assert_int_equal(test_run("\"$HOSTPROF\" convert %s --to otlp -o %s", msgpack, pb), 0);
+	FILE *f = fopen(pb, "rbe");
+	assert_non_null(f);
+	static uint8_t buf[64 << 20];
+	size_t len = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	request *req = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
+		NULL, len, buf);
+	assert_non_null(req);
+	const Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary *dict = req->dictionary;
+	uint64_t linked = 0;
+	for (size_t r = 0; r < req->n_resource_profiles; r++) {
+		for (size_t sc = 0; sc < req->resource_profiles[r]->n_scope_profiles; sc++) {
+			const Opentelemetry__Proto__Profiles__V1development__ScopeProfiles *scope =
+				req->resource_profiles[r]->scope_profiles[sc];
+			for (size_t k = 0; k < scope->n_profiles; k++) {
+				const Opentelemetry__Proto__Profiles__V1development__Profile *prof = scope->profiles[k];
+				if (strcmp(dict->string_table[prof->sample_type->type_strindex], "samples") != 0)
+					continue;
+				for (size_t i = 0; i < prof->n_samples; i++) {
+					const Opentelemetry__Proto__Profiles__V1development__Sample *smp = prof->samples[i];
+					if (!smp->link_index)
+						continue;
+					assert_true((size_t)smp->link_index < dict->n_link_table);
+					const Opentelemetry__Proto__Profiles__V1development__Link *l =
+						dict->link_table[smp->link_index];
+					assert_int_equal(l->span_id.len, 8);
+					assert_int_equal(l->trace_id.len, 16);
+					assert_int_equal(l->span_id.data[0] & 0xf0, 0xc0);
+					bool known = false;	/* a trace id of the msgpack profile's links */
+					for (uint32_t m = 1; m < p->links.count && !known; m++)
+						known = !memcmp(p->links.items[m].trace_id, l->trace_id.data, 16) &&
+							!memcmp(p->links.items[m].span_id, l->span_id.data, 8);
+					assert_true(known);
+					for (size_t v = 0; v < smp->n_values; v++)
+						linked += (uint64_t)smp->values[v];
+				}
+			}
+		}
+	}
+	opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__free_unpacked(req,
+														 NULL);
+	return linked;
+}
+
 static void test_correlation_end_to_end(void **state)
 {
 	(void)state;
@@ -256,6 +314,11 @@ static void test_correlation_end_to_end(void **state)
 	}
 	assert_int_equal(linked, correlated);
 	assert_true(named >= sent);
+	/* And so does its OTLP export: a trace backend can go from a span to these samples. */
+	uint64_t exported = otlp_linked(out, dir, p);
+	fprintf(stderr, "apm: %llu linked samples in the profile, %llu in its OTLP export\n",
+		(unsigned long long)linked, (unsigned long long)exported);
+	assert_int_equal(exported, linked);
 	profile_free(p);
 	free(d.msgs);
 	apm_run_cleanup(&r);
