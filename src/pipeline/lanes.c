@@ -98,8 +98,11 @@ static void take_lane(struct lanes *l, pid_t pid, unsigned kinds, const char *wh
 		return;
 	if (err == -ENOTSUP || err == -EALREADY)
 		return;
+	/* Gone before its events were open: a short-lived process, nothing to say but at debug level (its samples
+	 * are in the main rings, and the lane counts it refused). */
+	enum log_level level = err == -ESRCH ? LOG_LEVEL_DEBUG : LOG_LEVEL_WARN;
 	const char *why = l->fastlane && fastlane_error(l->fastlane)[0] ? fastlane_error(l->fastlane) : strerror(-err);
-	log_write(&l->o.log, LOG_LEVEL_WARN, "pid %d: no fast lane (%s): its samples are read in batches, too late %s",
+	log_write(&l->o.log, level, "pid %d: no fast lane (%s): its samples are read in batches, too late %s",
 		  (int)pid, why, what);
 }
 
