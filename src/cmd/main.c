@@ -4,6 +4,7 @@
  * This is the only file with mutable global state: the flags the signal handlers set.
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,13 +40,16 @@ static const struct command {
 	const char *name;
 	int (*run)(int argc, char **argv, const struct cli_env *env);
 	const char *summary;
+	/* A reader of its output that goes away (`| head`) ends it quietly, by SIGPIPE, as it does other tools;
+	 * record and the daemon ignore SIGPIPE (sockets to APM agents and collectors report EPIPE instead). */
+	bool pipe_ends_it;
 } commands[] = {
-	{ "record", cmd_record, "profile a command, processes (-p) or the whole system (-a)" },
-	{ "daemon", cmd_daemon, "profile the whole system continuously into a directory of profiles" },
-	{ "report", cmd_report, "show the top functions of a profile" },
-	{ "convert", cmd_convert, "convert a profile (--to pprof, speedscope or collapsed)" },
-	{ "diff", cmd_diff, "compare two profiles; exit status 1 when a function regressed" },
-	{ "replay", cmd_replay, "unwind the samples of a replay file again (--compare, --bench)" },
+	{ "record", cmd_record, "profile a command, processes (-p) or the whole system (-a)", false },
+	{ "daemon", cmd_daemon, "profile the whole system continuously into a directory of profiles", false },
+	{ "report", cmd_report, "show the top functions of a profile", true },
+	{ "convert", cmd_convert, "convert a profile (--to pprof, otlp, speedscope or collapsed)", true },
+	{ "diff", cmd_diff, "compare two profiles; exit status 1 when a function regressed", true },
+	{ "replay", cmd_replay, "unwind the samples of a replay file again (--compare, --bench)", true },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -89,5 +93,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	install_signal_handlers();
+	if (cmd->pipe_ends_it)
+		signal(SIGPIPE, SIG_DFL);
 	return cmd->run(argc - 1, argv + 1, &env);
 }

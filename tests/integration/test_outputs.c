@@ -307,6 +307,24 @@ static void test_report_views(void **state)
 	profile_free(b);
 }
 
+/* A reader that goes away (`| head -1`) ends the output quietly: no error message, and the exit status of a process
+ * a closed pipe ended (141: SIGPIPE), as other tools give. The reader here closes the pipe before reading anything
+ * (hostprof reads its 40 inputs first), so every write meets the closed pipe. */
+static void test_closed_pipe_is_quiet(void **state)
+{
+	struct outputs *o = *state;
+	require_profiles(o);
+	static const char *const commands[] = { "report --tree --percent-limit 0 --lines", "convert --to collapsed" };
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		assert_int_equal(test_run("d=%s && s=$(for k in $(seq 40); do printf '%%s ' %s; done) && "
+					  "{ \"$HOSTPROF\" %s $s 2> $d/pipe.err; echo $? > $d/pipe.status; } | "
+					  "{ exec 0<&-; sleep 1; }; "
+					  "cat $d/pipe.status $d/pipe.err >&2 && "
+					  "grep -qx 141 $d/pipe.status && ! test -s $d/pipe.err",
+					  o->dir, o->slow, commands[i]), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -318,6 +336,7 @@ int main(void)
 		cmocka_unit_test(test_speedscope),
 		cmocka_unit_test(test_collapsed_stack_ids),
 		cmocka_unit_test(test_report_views),
+		cmocka_unit_test(test_closed_pipe_is_quiet),
 	};
 	return cmocka_run_group_tests_name("outputs", tests, setup, teardown);
 }
