@@ -137,7 +137,6 @@ struct sd_builder {
 	size_t ncode;
 	uint64_t *funcs;		/* sorted function symbol addresses, to split code without CFI */
 	size_t nfuncs;
-	bool is_program;		/* an executable (not a library): its entry point is the outermost frame */
 	uint64_t go_lo, go_hi;		/* Go code, described by .gopclntab (have_go) */
 	bool have_go;
 
@@ -794,12 +793,12 @@ static int sd_collect_symtab(struct sd_builder *b, Elf_Scn *scn, const GElf_Shdr
 	return 0;
 }
 
-/* Function start addresses from .symtab and .dynsym, and a program's entry point (a stripped program has no
+/* Function start addresses from .symtab and .dynsym, and the file's entry point (a stripped program has no
  * symbol there, and its entry, the outermost frame, is no call's target): where code without CFI is split. */
 static int sd_collect_funcs(struct sd_builder *b)
 {
 	size_t cap = 0;
-	if (b->is_program && b->ehdr.e_entry && sd_add_func(b, b->ehdr.e_entry, &cap) < 0)
+	if (b->ehdr.e_entry && sd_add_func(b, b->ehdr.e_entry, &cap) < 0)
 		return -ENOMEM;
 	for (Elf_Scn *scn = elf_nextscn(b->elf, NULL); scn; scn = elf_nextscn(b->elf, scn)) {
 		GElf_Shdr sh;
@@ -861,7 +860,9 @@ static void sd_analyse_function(struct sd_builder *b, const struct sd_code *c, u
 {
 	struct sd_emitter em = { b, -1 };
 	const uint8_t *code = c->bytes ? c->bytes + (start - c->start) : NULL;
-	if (b->is_program && start == b->ehdr.e_entry) {
+	/* Where the kernel starts a file (a program's _start, or the dynamic loader's, which runs first in every
+	 * dynamic program and has no CFI in glibc) nothing called: the outermost frame. */
+	if (b->ehdr.e_entry && start == b->ehdr.e_entry) {
 		struct stack_delta_rule stop = stack_delta_rule_make(STACK_DELTA_STOP);
 		sd_emit(&em, start, &stop);
 		return;
@@ -1077,19 +1078,6 @@ static struct stack_deltas *sd_pack(struct sd_builder *b, size_t n)
 
 /* ---- build ---------------------------------------------------------------------------------------------- */
 
-static bool sd_has_interp(Elf *elf)
-{
-	size_t n;
-	if (elf_getphdrnum(elf, &n) != 0)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Phdr ph;
-		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_INTERP)
-			return true;
-	}
-	return false;
-}
-
 static int sd_init(struct sd_builder *b, Elf *elf, struct stack_deltas_stats *st)
 {
 	memset(b, 0, sizeof(*b));
@@ -1102,7 +1090,6 @@ static int sd_init(struct sd_builder *b, Elf *elf, struct stack_deltas_stats *st
 	if (!b->ident || b->ident[EI_CLASS] != ELFCLASS64 || b->ident[EI_DATA] != ELFDATA2LSB ||
 	    b->ehdr.e_machine != EM_X86_64)
 		return -ENOTSUP;
-	b->is_program = b->ehdr.e_type == ET_EXEC || (b->ehdr.e_type == ET_DYN && sd_has_interp(elf));
 	return sd_rules_init(b);
 }
 

@@ -453,6 +453,44 @@ static void test_stop_and_signal(void **state)
 	expect_sym_rule("sig_func", 8, "signal");
 }
 
+/* The dynamic loader runs first in every dynamic program, from its entry point (_start), which glibc gives no CFI:
+ * there a walk stops, complete, instead of guessing a caller that does not exist ("[truncated];_start;_dl_start").
+ * The loader is the one this test program was started by (its PT_INTERP), its entry read from its ELF header. */
+static void test_loader_entry_is_outermost(void **state)
+{
+	(void)state;
+	char interp[256] = "";
+	int fd;
+	Elf *self = open_elf("/proc/self/exe", &fd);
+	assert_non_null(self);
+	size_t n;
+	assert_int_equal(elf_getphdrnum(self, &n), 0);
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		size_t len;
+		const char *raw = elf_rawfile(self, &len);
+		if (gelf_getphdr(self, (int)i, &ph) && ph.p_type == PT_INTERP && ph.p_offset + ph.p_filesz <= len &&
+		    ph.p_filesz < sizeof(interp))
+			memcpy(interp, raw + ph.p_offset, ph.p_filesz);
+	}
+	close_elf(self, fd);
+	if (!interp[0])
+		test_skip("this test program is linked statically: no dynamic loader");
+	Elf *elf = open_elf(interp, &fd);
+	assert_non_null(elf);
+	GElf_Ehdr eh;
+	assert_non_null(gelf_getehdr(elf, &eh));
+	assert_true(eh.e_entry != 0);
+	struct stack_deltas *t;
+	struct stack_deltas_stats st;
+	assert_int_equal(stack_deltas_build(elf, &t, &st), 0);
+	fprintf(stderr, "%s: entry 0x%llx\n", interp, (unsigned long long)eh.e_entry);
+	expect_rule(t, eh.e_entry, "stop");
+	expect_rule(t, eh.e_entry + 8, "stop");	/* _start calls _dl_start: its return address is inside */
+	stack_deltas_free(t);
+	close_elf(elf, fd);
+}
+
 static void test_code_without_cfi(void **state)
 {
 	(void)state;
@@ -834,6 +872,7 @@ int main(void)
 		cmocka_unit_test(test_expressions),
 		cmocka_unit_test(test_fallback_rows),
 		cmocka_unit_test(test_stop_and_signal),
+		cmocka_unit_test(test_loader_entry_is_outermost),
 		cmocka_unit_test(test_code_without_cfi),
 		cmocka_unit_test(test_rows_merged_and_bounded),
 		cmocka_unit_test(test_debug_frame),
