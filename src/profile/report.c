@@ -35,6 +35,7 @@ struct report {
 	uint32_t *line_rows;	/* per (location, line): row; one entry for a location without lines */
 	uint32_t generation;	/* bumped per counted stack, so recursion counts a row's total once */
 	bool lines;		/* rows per source line: "function (file.c:LINE)" */
+	bool addresses;		/* a row per address of unnamed code, not one per library */
 	enum profile_value value;	/* what a sample weighs */
 };
 
@@ -93,6 +94,30 @@ static int append_function_file(const struct profile *p, const struct profile_lo
 	return frame_buf_append(b, ")", 1);
 }
 
+/* A frame without a function name (stripped code, no symbol there), which is not an error frame. */
+static bool unnamed_frame(const struct profile *p, const struct profile_location *l, uint32_t line)
+{
+	if (l->frame_kind & PROFILE_FRAME_ERROR)
+		return false;
+	if (line >= l->nlines)
+		return true;
+	uint32_t f = l->lines[line].function;
+	return f >= p->functions.count || !*profile_string(p, p->functions.items[f].name);
+}
+
+/* The row of a library's unnamed code: "[libLLVM-14.so.1]", "[kernel]", or "[unknown]" outside any file. */
+static int library_row_name(const struct frame_buf *lib, struct frame_buf *name)
+{
+	int err;
+	if (!lib->len)
+		return frame_buf_append(name, "[unknown]", 9);
+	if (lib->s[0] == '[')
+		return frame_buf_append(name, lib->s, lib->len);
+	if ((err = frame_buf_append(name, "[", 1)) < 0 || (err = frame_buf_append(name, lib->s, lib->len)) < 0)
+		return err;
+	return frame_buf_append(name, "]", 1);
+}
+
 static int location_rows(struct report *rp, uint32_t loc, uint32_t *out, struct frame_buf *name,
 			 struct frame_buf *lib)
 {
@@ -104,6 +129,14 @@ static int location_rows(struct report *rp, uint32_t loc, uint32_t *out, struct 
 		return err;
 	for (uint32_t j = 0; j < n; j++) {
 		name->len = 0;
+		/* A stripped library's samples fall on thousands of addresses, none of which would reach the top rows
+		 * on its own: by default they are one row, the library's (as go tool pprof shows them). */
+		if (!rp->addresses && unnamed_frame(rp->p, l, j)) {
+			if ((err = library_row_name(lib, name)) < 0 ||
+			    (err = intern_row(rp, &(struct row_key){ name->s, lib->s }, &out[j])) < 0)
+				return err;
+			continue;
+		}
 		if ((err = frame_name_append(rp->p, l, j, FRAME_NAME_ESCAPED, name)) < 0 ||
 		    (err = append_function_file(rp->p, l, j, rp->lines, name)) < 0 ||
 		    (err = intern_row(rp, &(struct row_key){ name->s, lib->s }, &out[j])) < 0)
@@ -758,7 +791,7 @@ static int print_report(struct report *rp, uint32_t *sel, uint32_t n, FILE *out,
 int report_print(const struct profile *p, FILE *out, const struct report_options *o)
 {
 	struct report_options opt = effective_options(o);
-	struct report rp = { .p = p, .lines = opt.lines,
+	struct report rp = { .p = p, .lines = opt.lines, .addresses = opt.addresses,
 			     .value = opt.wall ? PROFILE_VALUE_WALL : opt.off_cpu ? PROFILE_VALUE_OFF_CPU :
 									    PROFILE_VALUE_SAMPLES };
 	uint32_t *sel = NULL, n = 0;

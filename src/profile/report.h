@@ -49,6 +49,8 @@ struct report_options {
 	int32_t pid;
 	double percent_limit;	/* hide tree nodes under this share; < 0 means REPORT_DEFAULT_PERCENT_LIMIT */
 	bool lines;		/* rows (and tree nodes) per source line: "function (file.c:LINE)" */
+	bool addresses;		/* code without a function name: a row per address ("lib.so+0x1234"), not one per
+				 * library ("[lib.so]") */
 	bool off_cpu;		/* weigh stacks by time off CPU (profiles recorded with --off-cpu) */
 	bool wall;		/* weigh stacks by wall time (CPU + off CPU), after a table of each thread's split */
 	unsigned tree_depth;	/* levels of frames a tree shows below a process; 0 means REPORT_DEFAULT_TREE_DEPTH,

@@ -60,7 +60,7 @@ static void test_report_by_self(void **state)
 		      "  Self%  Total%     Self  Library    Function\n"
 		      " 57.14%  57.14%        8  app        helper (util.h)\n"
 		      " 21.43%  28.57%        3  app        rec (app.c)\n"
-		      " 14.29%  14.29%        2  libc.so.6  libc.so.6+0x9abc\n"
+		      " 14.29%  14.29%        2  libc.so.6  [libc.so.6]\n"
 		      "  7.14%   7.14%        1  [kernel]   schedule\n"
 		      "  0.00%  92.86%        0  app        main (app.c)\n"
 		      "  0.00%  71.43%        0  app        work (app.c)\n"
@@ -90,7 +90,7 @@ static void test_report_lines(void **state)
 		      "  Self%  Total%     Self  Library    Function\n"
 		      " 50.00%  50.00%        7  app        helper (util.h:3)\n"
 		      " 21.43%  28.57%        3  app        rec (app.c:30)\n"
-		      " 14.29%  14.29%        2  libc.so.6  libc.so.6+0x9abc\n"
+		      " 14.29%  14.29%        2  libc.so.6  [libc.so.6]\n"
 		      "  7.14%   7.14%        1  app        helper (util.h:4)\n"
 		      "  7.14%   7.14%        1  [kernel]   schedule\n"
 		      "  0.00%  92.86%        0  app        main (app.c:9)\n"
@@ -99,6 +99,40 @@ static void test_report_lines(void **state)
 		      "  0.00%  14.29%        0  app        work (app.c:22)\n"
 		      "  0.00%   7.14%        0             [truncated]\n"
 		      "  0.00%   7.14%        0  app        work (app.c:21)\n");
+	profile_free(p);
+}
+
+/* Code without a function name: one row per library by default (a stripped library's samples spread over many
+ * addresses would each stay below the top rows), a row per address with addresses. */
+static void test_report_unnamed_code_grouped(void **state)
+{
+	(void)state;
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
+	p->info.period_ns = 1000000;
+	uint32_t lib = tp_mapping(p, "/usr/lib/libLLVM-14.so.1"), app = tp_mapping(p, "/bin/app");
+	struct profile_line mainl = { tp_function(p, "main", "app.c"), 1 };
+	uint32_t lm = tp_location(p, app, 0x100, PROFILE_FRAME_NATIVE, &mainl, 1);
+	for (uint32_t i = 0; i < 5; i++) {
+		uint32_t lu = tp_location(p, lib, 0x1000 + 0x40 * i, PROFILE_FRAME_NATIVE, NULL, 0);
+		uint32_t locs[] = { lu, lm }, st = tp_stack(p, (uint8_t)(10 + i), locs, 2);
+		tp_sample(p, (struct profile_sample){ .stack = st, .pid = 7, .tid = 7, .count = 2 }, "app", "app");
+	}
+	struct profile_line hot = { tp_function(p, "hot", "app.c"), 2 };
+	uint32_t lh = tp_location(p, app, 0x200, PROFILE_FRAME_NATIVE, &hot, 1), locs[] = { lh, lm };
+	tp_sample(p, (struct profile_sample){ .stack = tp_stack(p, 2, locs, 2), .pid = 7, .tid = 7, .count = 3 }, "app",
+		  "app");
+	struct report_options o = { .sort = REPORT_SORT_SELF };
+	char *text = run_report(p, &o);
+	assert_non_null(strstr(text, " 76.92%  76.92%       10  libLLVM-14.so.1  [libLLVM-14.so.1]\n"));
+	assert_null(strstr(text, "+0x"));
+	free(text);
+	o.addresses = true;
+	text = run_report(p, &o);
+	assert_null(strstr(text, "[libLLVM-14.so.1]"));
+	assert_non_null(strstr(text, "libLLVM-14.so.1+0x1000\n"));
+	assert_non_null(strstr(text, "libLLVM-14.so.1+0x1100\n"));
+	free(text);
 	profile_free(p);
 }
 
@@ -226,6 +260,7 @@ int main(void)
 		cmocka_unit_test(test_report_by_self),
 		cmocka_unit_test(test_report_without_time),
 		cmocka_unit_test(test_report_lines),
+		cmocka_unit_test(test_report_unnamed_code_grouped),
 		cmocka_unit_test(test_report_by_total_with_limit),
 		cmocka_unit_test(test_report_ties_by_name),
 		cmocka_unit_test(test_report_empty),

@@ -432,6 +432,12 @@ static void test_hostile_strings_escaped(void **state)
 	assert_non_null(strstr(text, "Host:               hostx\\x1b[2J"));
 	assert_non_null(strstr(text, "(Linux 6x\\x1b"));
 	assert_non_null(strstr(text, "Event:              evx\\x1b"));
+	/* Its unnamed code is the library's row, escaped; with --addresses a row per address, escaped too. */
+	assert_non_null(strstr(text, "[libx\\x1b[2J\\n\\r\\xc2\\x9b\\xe2\\x80\\xae\\xffy.so]"));
+	free(text);
+	struct report_options addresses = { .limit = 5, .addresses = true };
+	text = run_report(p, &addresses, 0);
+	assert_escaped(text, 10 + 4);
 	assert_non_null(strstr(text, "libx\\x1b[2J\\n\\r\\xc2\\x9b\\xe2\\x80\\xae\\xffy.so+0x2000"));
 	free(text);
 	text = run_report(p, &tree, 0);
