@@ -157,8 +157,10 @@ static uint64_t backoff_ns(struct otlp_sender *s, long retry_after_s)
 	uint64_t ms = s->backoff_ms ? s->backoff_ms : s->retry_initial_ms;
 	s->backoff_ms = ms * 2 > s->retry_max_ms ? s->retry_max_ms : (unsigned)(ms * 2);
 	ms = ms * 4 / 5 + r % (ms * 2 / 5 + 1);
+	/* Not sooner than a tenth of a second: "Retry-After: 0" again and again would be a busy loop. */
 	if (retry_after_s >= 0)
 		ms = (uint64_t)retry_after_s * 1000 < s->retry_max_ms ? (uint64_t)retry_after_s * 1000 : s->retry_max_ms;
+	ms = ms < 100 ? 100 : ms;
 	return ms * 1000000ULL;
 }
 
@@ -189,6 +191,7 @@ static void settle(struct otlp_sender *s, enum outcome o, size_t len, long statu
 		otlp_spool_pop(s->spool);
 	} else {
 		s->stats.retries++;
+		otlp_spool_release(s->spool);
 		s->next_try_ns = clock_mono_ns() + backoff_ns(s, retry_after_s);
 		if (!s->failing && status)
 			log_write(&s->log, LOG_LEVEL_WARN, "otlp: cannot send to %s (HTTP %ld): %u profiles wait, tried "

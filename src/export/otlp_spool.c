@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@ struct otlp_spool {
 	uint64_t max_bytes, bytes, next_seq, dropped;
 	struct entry *entries;	/* oldest first, from head */
 	unsigned head, count, cap;
+	bool oldest_in_flight;	/* peeked and not yet popped or released: never dropped for room */
 	struct log_sink log;
 };
 
@@ -149,10 +151,10 @@ void otlp_spool_close(struct otlp_spool *s)
 	free(s);
 }
 
-/* Remove the oldest request; dropped: for room, said in the log. */
-static void remove_oldest(struct otlp_spool *s, int dropped)
+/* Remove the request at position i from the oldest (0 or 1); dropped: for room, said in the log. */
+static void remove_entry(struct otlp_spool *s, unsigned i, int dropped)
 {
-	struct entry *e = &s->entries[s->head];
+	struct entry *e = &s->entries[s->head + i];
 	char path[PATH_MAX];
 	if (s->dir) {
 		entry_path(s, e->seq, path, sizeof(path));
@@ -165,10 +167,27 @@ static void remove_oldest(struct otlp_spool *s, int dropped)
 	}
 	s->bytes -= e->len;
 	free(e->data);
+	if (i == 1)	/* the oldest stays, one place on */
+		s->entries[s->head + 1] = s->entries[s->head];
 	s->head++;
 	s->count--;
 	if (!s->count)
 		s->head = 0;
+}
+
+/* Room for len more bytes: the oldest requests go first, but the one being sent, which the receiver may have
+ * taken already. -ENOSPC when only that one is left and there is still no room. */
+static int make_room(struct otlp_spool *s, size_t len)
+{
+	while (s->max_bytes && s->bytes + len > s->max_bytes) {
+		if (s->count > (s->oldest_in_flight ? 1u : 0u))
+			remove_entry(s, s->oldest_in_flight ? 1 : 0, 1);
+		else if (s->count)
+			return -ENOSPC;
+		else
+			break;
+	}
+	return 0;
 }
 
 int otlp_spool_push(struct otlp_spool *s, uint8_t *data, size_t len)
@@ -179,8 +198,10 @@ int otlp_spool_push(struct otlp_spool *s, uint8_t *data, size_t len)
 		free(data);
 		return -EFBIG;
 	}
-	while (s->count && s->max_bytes && s->bytes + len > s->max_bytes)
-		remove_oldest(s, 1);
+	if ((err = make_room(s, len)) < 0) {
+		free(data);
+		return err;
+	}
 	struct entry e = { .seq = s->next_seq, .len = len };
 	if (s->dir) {
 		entry_path(s, e.seq, path, sizeof(path));
@@ -209,6 +230,7 @@ int otlp_spool_peek(struct otlp_spool *s, uint8_t **data, size_t *len)
 				return -ENOMEM;
 			memcpy(*data, e->data, e->len);
 			*len = e->len;
+			s->oldest_in_flight = true;
 			return 0;
 		}
 		entry_path(s, e->seq, path, sizeof(path));
@@ -216,13 +238,15 @@ int otlp_spool_peek(struct otlp_spool *s, uint8_t **data, size_t *len)
 		int err = fd < 0 ? fd : read_fd_all(fd, SPOOL_MAX_REQUEST, data, len);
 		if (fd >= 0)
 			close(fd);
-		if (err == 0)
+		if (err == 0) {
+			s->oldest_in_flight = true;
 			return 0;
+		}
 		if (err == -ENOMEM)
 			return err;
 		log_write(&s->log, LOG_LEVEL_WARN, "otlp: cannot read %s (%s): that profile is dropped", path,
 			  strerror(-err));
-		remove_oldest(s, 0);
+		remove_entry(s, 0, 0);
 	}
 	return -ENOENT;
 }
@@ -230,7 +254,13 @@ int otlp_spool_peek(struct otlp_spool *s, uint8_t **data, size_t *len)
 void otlp_spool_pop(struct otlp_spool *s)
 {
 	if (s->count)
-		remove_oldest(s, 0);
+		remove_entry(s, 0, 0);
+	s->oldest_in_flight = false;
+}
+
+void otlp_spool_release(struct otlp_spool *s)
+{
+	s->oldest_in_flight = false;
 }
 
 unsigned otlp_spool_count(const struct otlp_spool *s)

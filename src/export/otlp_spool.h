@@ -28,12 +28,16 @@ int otlp_spool_open(const char *dir, uint64_t max_bytes, const struct log_sink *
 void otlp_spool_close(struct otlp_spool *s);
 
 /* Append a request (ownership of data taken, freed on every path). Older ones go first when the bound needs
- * room; a request larger than the bound by itself is refused (-EFBIG). Returns 0 or a negative errno. */
+ * room, but never the one being sent (peeked, not yet popped or released): when only it is left and there is
+ * still no room, the new request is refused (-ENOSPC); one larger than the bound by itself too (-EFBIG).
+ * Returns 0 or a negative errno. */
 int otlp_spool_push(struct otlp_spool *s, uint8_t *data, size_t len);
-/* The oldest request: 0 and a malloc'd copy in *data (the caller frees), -ENOENT when empty. */
+/* The oldest request, now being sent: 0 and a malloc'd copy in *data (the caller frees), -ENOENT when empty. */
 int otlp_spool_peek(struct otlp_spool *s, uint8_t **data, size_t *len);
-/* The oldest request is done with (sent, or refused for good): removed. */
+/* The request being sent is done with (sent, or refused for good): removed. */
 void otlp_spool_pop(struct otlp_spool *s);
+/* The request being sent was not taken: it stays the oldest, to be sent again. */
+void otlp_spool_release(struct otlp_spool *s);
 unsigned otlp_spool_count(const struct otlp_spool *s);
 uint64_t otlp_spool_bytes(const struct otlp_spool *s);
 /* Requests dropped to stay within the bound since the start. */
