@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <zlib.h>
 
 #include "src/base/clock.h"
 #include "src/base/escape.h"
+#include "src/base/gzip.h"
 #include "src/base/hindex.h"
 #include "src/export/otlp_spool.h"
 #include "src/export/proto/rpc_status.pb-c.h"
@@ -57,27 +57,24 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *arg)
 	return bytes;	/* the rest is not needed, but taken: the connection stays usable */
 }
 
-/* data gzip'd into *out (malloc'd). 0 or -ENOMEM / -EIO. */
+/* data gzip'd into *out (malloc'd): the body as it goes on the wire. 0, -ENOMEM or -EIO. */
 static int gzip(const uint8_t *data, size_t len, uint8_t **out, size_t *out_len)
 {
-	z_stream z = { 0 };
-	if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+	char *buf = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&buf, &size);
+	if (!f)
 		return -ENOMEM;
-	uLong bound = deflateBound(&z, (uLong)len) + 32;
-	int err = (*out = malloc(bound)) ? 0 : -ENOMEM;
-	z.next_in = (Bytef *)data;
-	z.avail_in = (uInt)len;
-	z.next_out = *out;
-	z.avail_out = (uInt)bound;
-	if (!err && deflate(&z, Z_FINISH) != Z_STREAM_END)
-		err = -EIO;
-	*out_len = z.total_out;
-	deflateEnd(&z);
-	if (err) {
-		free(*out);
-		*out = NULL;
+	int err = gzip_write(data, len, f);
+	if (fclose(f) != 0 && err == 0)
+		err = -ENOMEM;
+	if (err < 0) {
+		free(buf);
+		return err;
 	}
-	return err;
+	*out = (uint8_t *)buf;
+	*out_len = size;
+	return 0;
 }
 
 /* The receiver's message from a refused response: its google.rpc.Status, or its text; escaped, bounded. */

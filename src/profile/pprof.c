@@ -13,9 +13,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "src/base/arena.h"
+#include "src/base/gzip.h"
 #include "src/profile/ids.h"
 #include "src/profile/profile_impl.h"
 #include "src/profile/proto/profile.pb-c.h"
@@ -550,46 +550,6 @@ int pprof_encode(const struct profile *p, uint8_t **buf, size_t *len)
 			*len = perftools__profiles__profile__pack(&b.msg, *buf);
 	}
 	builder_free(&b);
-	return err;
-}
-
-/* --- gzip ------------------------------------------------------------------------------------------------- */
-
-static int deflate_to(z_stream *z, FILE *out, int flush)
-{
-	unsigned char chunk[65536];
-	int rc;
-	do {
-		z->next_out = chunk;
-		z->avail_out = sizeof(chunk);
-		rc = deflate(z, flush);
-		if (rc == Z_STREAM_ERROR)
-			return -EIO;
-		size_t n = sizeof(chunk) - z->avail_out;
-		if (n && fwrite(chunk, 1, n, out) != n)
-			return -EIO;
-	} while (z->avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
-	return 0;
-}
-
-static int gzip_write(const uint8_t *data, size_t len, FILE *out)
-{
-	z_stream z = { 0 };
-	int err = 0;
-	/* windowBits 15 + 16: a gzip header and trailer, which pprof expects on disk. */
-	if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		return -ENOMEM;
-	while (len && err == 0) {
-		uInt n = len > (1u << 30) ? (1u << 30) : (uInt)len;
-		z.next_in = (Bytef *)data;
-		z.avail_in = n;
-		err = deflate_to(&z, out, Z_NO_FLUSH);
-		data += n;
-		len -= n;
-	}
-	if (err == 0)
-		err = deflate_to(&z, out, Z_FINISH);
-	deflateEnd(&z);
 	return err;
 }
 
