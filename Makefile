@@ -44,7 +44,8 @@ MISSING_TOOLS := $(sort $(foreach t,$(TEST_TOOLS),$(call tool_missing,$(word 1,$
 
 ifeq ($(MISSING),)
 DEP_CFLAGS := $(shell pkg-config --cflags $(LIB_MODULES))
-DEP_LIBS   := $(shell pkg-config --libs $(LIB_MODULES)) -liberty -lpthread -lm
+# libcurl is opened at run time, when profiles are sent (src/export/otlp_sender.c): its headers only.
+DEP_LIBS   := $(shell pkg-config --libs $(filter-out libcurl,$(LIB_MODULES))) -liberty -lpthread -lm
 TEST_LIBS  := $(shell pkg-config --libs cmocka)
 endif
 

@@ -4,6 +4,7 @@
 #include "src/export/otlp_sender.h"
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -22,8 +23,57 @@
 /* The most of a response body read: a receiver's error message, not its data. */
 #define RESPONSE_MAX 65536
 
+/* libcurl, opened when a sender starts (dlopen): every other command of hostprof, and record and the daemon
+ * without an endpoint, start without its ~30 libraries (TLS, IDN, HTTP/2, ...), which doubled the start-up of
+ * `hostprof report`. The functions hostprof calls, by name. */
+struct curl_api {
+	void *lib;
+	CURLcode (*global_init)(long flags);
+	void (*global_cleanup)(void);
+	CURL *(*easy_init)(void);
+	void (*easy_reset)(CURL *curl);
+	void (*easy_cleanup)(CURL *curl);
+	CURLcode (*easy_setopt)(CURL *curl, CURLoption option, ...);
+	CURLcode (*easy_perform)(CURL *curl);
+	CURLcode (*easy_getinfo)(CURL *curl, CURLINFO info, ...);
+	const char *(*easy_strerror)(CURLcode code);
+	struct curl_slist *(*slist_append)(struct curl_slist *list, const char *s);
+	void (*slist_free_all)(struct curl_slist *list);
+};
+
+#define CURL_LIBRARY "libcurl.so.4"
+
+/* The library and its functions; -ENOENT (said in log) when it is not installed. */
+static int curl_api_open(struct curl_api *a, const struct log_sink *log)
+{
+	static const char *const names[] = { "curl_global_init", "curl_global_cleanup", "curl_easy_init",
+					     "curl_easy_reset", "curl_easy_cleanup", "curl_easy_setopt",
+					     "curl_easy_perform", "curl_easy_getinfo", "curl_easy_strerror",
+					     "curl_slist_append", "curl_slist_free_all" };
+	void **slots[] = { (void **)&a->global_init, (void **)&a->global_cleanup, (void **)&a->easy_init,
+			   (void **)&a->easy_reset, (void **)&a->easy_cleanup, (void **)&a->easy_setopt,
+			   (void **)&a->easy_perform, (void **)&a->easy_getinfo, (void **)&a->easy_strerror,
+			   (void **)&a->slist_append, (void **)&a->slist_free_all };
+	if (!(a->lib = dlopen(CURL_LIBRARY, RTLD_NOW | RTLD_LOCAL))) {
+		log_write(log, LOG_LEVEL_ERROR, "otlp: cannot load %s (%s): install the libcurl4 package to send "
+			  "profiles", CURL_LIBRARY, dlerror());
+		return -ENOENT;
+	}
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!(*slots[i] = dlsym(a->lib, names[i]))) {
+			log_write(log, LOG_LEVEL_ERROR, "otlp: %s has no %s: too old a libcurl", CURL_LIBRARY, names[i]);
+			dlclose(a->lib);
+			a->lib = NULL;
+			return -ENOENT;
+		}
+	}
+	return 0;
+}
+
 struct otlp_sender {
 	char *url, *url_for_log, *ca_file;	/* url_for_log: without user:password@ */
+	struct curl_api curl;		/* libcurl's functions (dlopen'd) */
+	bool curl_inited;		/* its global state made (curl_global_init) */
 	struct curl_slist *headers;
 	unsigned timeout_ms, retry_initial_ms, retry_max_ms;
 	struct log_sink log;
@@ -109,32 +159,32 @@ static enum outcome post(struct otlp_sender *s, CURL *curl, const uint8_t *body,
 {
 	char curl_err[CURL_ERROR_SIZE] = "";
 	curl_off_t after = -1;
-	curl_easy_reset(curl);
-	curl_easy_setopt(curl, CURLOPT_URL, s->url);
-	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, s->headers);
-	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
-	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_err);
-	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(curl, CURLOPT_WRITEDATA, r);
-	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-	curl_easy_setopt(curl, CURLOPT_XFERINFODATA, s);
-	curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+	s->curl.easy_reset(curl);
+	s->curl.easy_setopt(curl, CURLOPT_URL, s->url);
+	s->curl.easy_setopt(curl, CURLOPT_HTTPHEADER, s->headers);
+	s->curl.easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+	s->curl.easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	s->curl.easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
+	s->curl.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	s->curl.easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_err);
+	s->curl.easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+	s->curl.easy_setopt(curl, CURLOPT_WRITEDATA, r);
+	s->curl.easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	s->curl.easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+	s->curl.easy_setopt(curl, CURLOPT_XFERINFODATA, s);
+	s->curl.easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
 	if (s->ca_file)
-		curl_easy_setopt(curl, CURLOPT_CAINFO, s->ca_file);
+		s->curl.easy_setopt(curl, CURLOPT_CAINFO, s->ca_file);
 	r->len = 0;
 	*status = 0;
 	*retry_after_s = -1;
-	CURLcode rc = curl_easy_perform(curl);
+	CURLcode rc = s->curl.easy_perform(curl);
 	if (rc != CURLE_OK) {
-		escape_str(err, err_size, curl_err[0] ? curl_err : curl_easy_strerror(rc));
+		escape_str(err, err_size, curl_err[0] ? curl_err : s->curl.easy_strerror(rc));
 		return RETRY;
 	}
-	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
-	if (curl_easy_getinfo(curl, CURLINFO_RETRY_AFTER, &after) == CURLE_OK && after >= 0)
+	s->curl.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+	if (s->curl.easy_getinfo(curl, CURLINFO_RETRY_AFTER, &after) == CURLE_OK && after >= 0)
 		*retry_after_s = (long)after;
 	r->body[r->len] = '\0';
 	if (*status >= 200 && *status < 300)
@@ -253,7 +303,7 @@ static void *sender_main(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);	/* signals are the caller's (they interrupt its poll) */
-	CURL *curl = curl_easy_init();
+	CURL *curl = s->curl.easy_init();
 	struct response *r = malloc(sizeof(*r));
 	pthread_mutex_lock(&s->lock);
 	if (!curl || !r)
@@ -264,12 +314,12 @@ static void *sender_main(void *arg)
 	pthread_mutex_unlock(&s->lock);
 	free(r);
 	if (curl)
-		curl_easy_cleanup(curl);
+		s->curl.easy_cleanup(curl);
 	return NULL;
 }
 
 /* "Name=Value" as an HTTP header line; -EINVAL for a name or value that would break the request. */
-static int add_header(struct curl_slist **list, const char *spec)
+static int add_header(const struct curl_api *api, struct curl_slist **list, const char *spec)
 {
 	const char *eq = strchr(spec, '=');
 	if (!eq || eq == spec || strpbrk(spec, "\r\n") || memchr(spec, ':', (size_t)(eq - spec)) ||
@@ -279,7 +329,7 @@ static int add_header(struct curl_slist **list, const char *spec)
 	int n = snprintf(line, sizeof(line), "%.*s: %s", (int)(eq - spec), spec, eq + 1);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return -EINVAL;
-	struct curl_slist *next = curl_slist_append(*list, line);
+	struct curl_slist *next = api->slist_append(*list, line);
 	if (!next)
 		return -ENOMEM;
 	*list = next;
@@ -309,14 +359,14 @@ static int configure(struct otlp_sender *s, const struct otlp_sender_options *o)
 {
 	int err = make_urls(s, o->endpoint ? o->endpoint : "");
 	for (unsigned i = 0; !err && i < o->nheaders && i < OTLP_MAX_HEADERS; i++)
-		err = add_header(&s->headers, o->headers[i]);
+		err = add_header(&s->curl, &s->headers, o->headers[i]);
 	static const char *fixed[] = { "Content-Type=application/x-protobuf", "Content-Encoding=gzip", "Expect=" };
 	for (unsigned i = 0; !err && i < sizeof(fixed) / sizeof(fixed[0]); i++)
-		err = add_header(&s->headers, fixed[i]);
+		err = add_header(&s->curl, &s->headers, fixed[i]);
 	char dev[256];
 	if (!err && o->dev_version) {
 		snprintf(dev, sizeof(dev), "OTLP-Profiles-Development-Version=%s", o->dev_version);
-		err = add_header(&s->headers, dev);
+		err = add_header(&s->curl, &s->headers, dev);
 	}
 	if (!err && o->ca_file && !(s->ca_file = strdup(o->ca_file)))
 		err = -ENOMEM;
@@ -338,7 +388,10 @@ int otlp_sender_new(const struct otlp_sender_options *o, struct otlp_sender **ou
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	int err = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -ENOMEM;
+	int err = curl_api_open(&s->curl, &o->log);
+	if (!err && s->curl.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		err = -ENOMEM;
+	s->curl_inited = !err;
 	if (!err)
 		err = configure(s, o);
 	if (!err)
@@ -408,12 +461,16 @@ void otlp_sender_free(struct otlp_sender *s)
 		pthread_join(s->thread, NULL);
 	}
 	otlp_spool_close(s->spool);
-	curl_slist_free_all(s->headers);
+	if (s->curl.lib)
+		s->curl.slist_free_all(s->headers);
 	free(s->url);
 	free(s->url_for_log);
 	free(s->ca_file);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
-	curl_global_cleanup();
+	if (s->curl_inited)
+		s->curl.global_cleanup();
+	if (s->curl.lib)
+		dlclose(s->curl.lib);
 	free(s);
 }
