@@ -71,6 +71,8 @@ struct ud_walk {
 	struct unwind_sample extended_stack;
 	const void *step_module;	/* the last step's frame's module (unwind_frame.module), NULL: unknown */
 	uint64_t step_bias;
+	const struct unwind_frame *frames;	/* the frames so far, the last the one being stepped */
+	size_t nframes;
 };
 
 /* The module unwind_frame.module names for a frame in w->mod: a file's code, not JIT code nor a file's data. */
@@ -378,13 +380,16 @@ static bool ud_call_before(struct ud_walk *w, uint64_t ra)
 	return call_site_follows_call(w->u->calls, w->mod.elf, w->mod.cache_key, ra - w->mod.bias);
 }
 
-/* Whether ra, a caller a guess found, follows a call instruction (ud_call_before); refusals counted. A guessed
- * caller in JIT code is refused: nothing can vouch for it. */
+static bool ud_chain_vouches(struct ud_walk *w, uint64_t ra);
+
+/* Whether ra, a caller a guess found, follows a call instruction (ud_call_before), or the sample's frame-pointer
+ * chain says the same (ud_chain_vouches: the only witness for a caller in JIT code, whose bytes no image holds);
+ * refusals counted. */
 static bool ud_follows_call(struct ud_walk *w, uint64_t ra)
 {
 	if (ra == 0 || !ud_find_module(w, ra - 1))
 		return false;
-	if (ud_call_before(w, ra))
+	if ((!w->mod.jit && ud_call_before(w, ra)) || ud_chain_vouches(w, ra))
 		return true;
 	w->u->stats.implausible_callers++;
 	return false;
@@ -577,7 +582,11 @@ static bool ud_frame_owns_fp(struct ud_walk *w, const struct unwind_deltas_regs 
 {
 	struct stack_delta_rule rule;
 	uint64_t ip = r->regs[UNWIND_REG_IP], addr = r->exact_ip ? ip : ip - 1, fp;
-	if (!ud_known(r, UNWIND_REG_BP) || !ud_find_module(w, addr) || !ud_rule(w, addr - w->mod.bias, &rule))
+	if (!ud_known(r, UNWIND_REG_BP) || !ud_find_module(w, addr))
+		return false;
+	if (w->mod.jit)
+		return !w->mod.jit_cfa_sp;	/* JIT code keeps frame pointers (ud_step_jit), but a shaped trampoline */
+	if (!ud_rule(w, addr - w->mod.bias, &rule))
 		return false;
 	if (rule.kind == STACK_DELTA_CFA_SP)
 		return stack_delta_rule_frame_pointer(&rule, r->regs[UNWIND_REG_SP], &fp) && fp == r->regs[UNWIND_REG_BP];
@@ -609,6 +618,20 @@ static ptrdiff_t ud_chain_position(struct ud_walk *w, const struct unwind_frame 
 	return (ptrdiff_t)(k - skip);
 }
 
+/*
+ * Whether the sample's frame-pointer chain names ra as the caller of the frame being stepped: the chain agrees
+ * with every frame so far, and its next entry is ra. The kernel took the chain at the sample, from the registers
+ * and the stack as they were, independently of any guess: a guess that lands on the same return address at the
+ * same depth found the frame the code's own frame pointers describe (V8's built-ins and JIT code keep them).
+ */
+static bool ud_chain_vouches(struct ud_walk *w, uint64_t ra)
+{
+	if (!w->frames || w->nframes == 0 || w->s != w->sample)
+		return false;
+	ptrdiff_t pos = ud_chain_position(w, w->frames, w->nframes - 1);
+	return pos >= 0 && (size_t)pos + 1 < w->sample->fp_chain_len && w->sample->fp_chain[pos + 1] == ra;
+}
+
 /* Whether the frame whose registers are r runs under a guessed rule (or none is known). */
 static bool ud_frame_guessed(struct ud_walk *w, const struct unwind_deltas_regs *r)
 {
@@ -621,7 +644,10 @@ static bool ud_frame_guessed(struct ud_walk *w, const struct unwind_deltas_regs 
  * Append the chain's entries from index from: each is the caller of the one before as long as that one kept its
  * own frame pointer (past a frame without, the next entry would skip a caller: the walk ends there, truncated).
  * Ends complete at an outermost frame (STOP rule). The kernel follows frame pointers wherever they lead: an
- * entry after a guessed frame (after_guess for the first), or into guessed code, must follow a call.
+ * entry after a guessed frame (after_guess for the first), or into guessed code, must follow a call. Code without
+ * CFI may or may not keep its frame pointer (V8's built-ins do): past it, the next entry must be plausible in the
+ * same way. JIT code keeps its frame pointer (ud_step_jit) but for a shaped trampoline, whose caller the chain
+ * skips; an entry in JIT code after a guessed frame has nothing but the chain to vouch for it, as in a JIT step.
  */
 static size_t ud_append_chain(struct ud_walk *w, size_t from, struct unwind_frame *frames, size_t n, size_t max,
 			      bool after_guess, enum unwind_status *status)
@@ -631,8 +657,16 @@ static size_t ud_append_chain(struct ud_walk *w, size_t from, struct unwind_fram
 	for (size_t i = from; i < w->sample->fp_chain_len && n < max; i++) {
 		struct stack_delta_rule rule;
 		uint64_t ra = chain[i];
-		if (ra == 0 || !ud_find_module(w, ra - 1) || !ud_rule(w, ra - 1 - w->mod.bias, &rule) ||
-		    rule.kind == STACK_DELTA_INVALID)
+		if (ra == 0 || !ud_find_module(w, ra - 1))
+			break;
+		if (w->mod.jit) {
+			frames[n++] = (struct unwind_frame){ .ip = ra, .flags = 0 };
+			if (w->mod.jit_cfa_sp)
+				break;
+			after_guess = false;
+			continue;
+		}
+		if (!ud_rule(w, ra - 1 - w->mod.bias, &rule) || rule.kind == STACK_DELTA_INVALID)
 			break;
 		bool guessed = ud_rule_guessed(&rule);
 		if ((after_guess || guessed) && !ud_follows_call(w, ra))
@@ -644,7 +678,7 @@ static size_t ud_append_chain(struct ud_walk *w, size_t from, struct unwind_fram
 			*status = UNWIND_COMPLETE;
 			break;
 		}
-		if (!ud_rule_keeps_fp(&rule))
+		if (!guessed && !ud_rule_keeps_fp(&rule))
 			break;
 	}
 	return n;
@@ -659,12 +693,48 @@ static size_t ud_follow_chain(struct ud_walk *w, struct unwind_frame *frames, si
 			      enum unwind_status *status)
 {
 	ptrdiff_t pos = ud_chain_position(w, frames, n - 1);
-	if (pos < 0 || (size_t)pos + 1 >= w->sample->fp_chain_len || !ud_frame_owns_fp(w, &w->r))
+	bool guessed = ud_frame_guessed(w, &w->r);
+	if (pos < 0 || (size_t)pos + 1 >= w->sample->fp_chain_len || (!guessed && !ud_frame_owns_fp(w, &w->r)))
 		return n;
-	size_t added = ud_append_chain(w, (size_t)pos + 1, frames, n, max, ud_frame_guessed(w, &w->r), status);
+	size_t added = ud_append_chain(w, (size_t)pos + 1, frames, n, max, guessed, status);
 	if (added > n)
 		w->u->stats.fp_chain_walks++;
 	return added;
+}
+
+/*
+ * A step by frame pointer for a frame in code without CFI (frames[n - 1], its registers w->r) on the sample's own
+ * stack, taken where the sample's frame-pointer chain vouches for it: the chain agrees with every frame so far,
+ * and the return address at FP + 8 in the stack is the chain's next entry. Code without CFI that keeps a frame
+ * pointer (V8's built-ins) moves SP by amounts a prologue sweep cannot know, while its frame pointer is right;
+ * and unlike the chain alone, the step gives the caller's SP and FP, so the walk goes on under the caller's CFI.
+ * before: asked before the guess, which it replaces only where the guessed rule says the frame owns its frame
+ * pointer (a frame that has not pushed one yet would skip its caller); else asked after the guess failed.
+ */
+static bool ud_step_by_chain(struct ud_walk *w, const struct unwind_frame *frames, size_t n, bool before)
+{
+	struct unwind_deltas_regs *r = &w->r;
+	uint64_t ip = r->regs[UNWIND_REG_IP], addr = r->exact_ip ? ip : ip - 1;
+	uint64_t sp = r->regs[UNWIND_REG_SP], fp = r->regs[UNWIND_REG_BP], caller_fp, ra;
+	if (!w->sample->fp_chain || w->s != w->sample || w->switched || !ud_known(r, UNWIND_REG_BP) ||
+	    !ud_find_module(w, addr) || w->mod.jit || !ud_frame_guessed(w, r) || (before && !ud_frame_owns_fp(w, r)))
+		return false;
+	ptrdiff_t pos = ud_chain_position(w, frames, n - 1);
+	if (pos < 0 || (size_t)pos + 1 >= w->sample->fp_chain_len || (fp & 7) || fp < sp ||
+	    fp - sp > UD_JIT_FRAME_MAX || fp > UINT64_MAX - 16 || !ud_load(w, fp, &caller_fp) ||
+	    !ud_load(w, fp + 8, &ra) || ra != w->sample->fp_chain[pos + 1] || !ud_find_module(w, addr))
+		return false;
+	w->step_module = ud_frame_module(w);
+	w->step_bias = w->mod.bias;
+	w->at_go_switch = false;
+	r->regs[UNWIND_REG_SP] = fp + 16;
+	r->regs[UNWIND_REG_IP] = ra;
+	r->regs[UNWIND_REG_BP] = caller_fp;
+	r->known = UNWIND_DELTAS_REG(UNWIND_REG_SP) | UNWIND_DELTAS_REG(UNWIND_REG_IP) |
+		   UNWIND_DELTAS_REG(UNWIND_REG_BP);
+	r->exact_ip = false;
+	w->u->stats.fp_chain_steps++;
+	return true;
 }
 
 /*
@@ -702,7 +772,9 @@ int unwind_deltas_unwind(struct unwind_deltas *u, const struct unwind_process *p
 	frames[0] = (struct unwind_frame){ .ip = w.r.regs[UNWIND_REG_IP], .flags = 0 };
 	size_t n = 1;
 	for (;;) {
-		enum ud_step st = ud_step(&w);
+		w.frames = frames;
+		w.nframes = n;
+		enum ud_step st = ud_step_by_chain(&w, frames, n, true) ? UD_STEP_OK : ud_step(&w);
 		frames[n - 1].module = w.step_module;
 		frames[n - 1].bias = w.step_bias;
 		bool bogus = st == UD_STEP_BOGUS;
@@ -722,8 +794,12 @@ int unwind_deltas_unwind(struct unwind_deltas *u, const struct unwind_process *p
 			*status = UNWIND_COMPLETE;
 		else if (st == UD_STEP_NO_MODULE && n == 1)
 			*status = UNWIND_UNKNOWN_LEAF;
-		else if (st == UD_STEP_FAIL && !w.switched && !w.err && !bogus)
-			n = ud_follow_chain(&w, frames, n, max, status);
+		else if (st == UD_STEP_FAIL && !w.switched && !w.err && !bogus) {
+			if (ud_step_by_chain(&w, frames, n, false))
+				st = UD_STEP_OK;
+			else
+				n = ud_follow_chain(&w, frames, n, max, status);
+		}
 		if (st != UD_STEP_OK || n == max)
 			break;
 		frames[n] = (struct unwind_frame){ .ip = w.r.regs[UNWIND_REG_IP],

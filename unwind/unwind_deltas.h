@@ -147,6 +147,7 @@ struct unwind_deltas_stats {
 	uint64_t stack_switches, stack_switch_failures;	/* stack-switch hook calls that continued / did not */
 	uint64_t stack_extensions, stack_extension_failures;	/* the same for the stack-extension hook */
 	uint64_t fp_chain_walks;	/* walks that would have ended truncated, continued with the sample's chain */
+	uint64_t fp_chain_steps;	/* frames in code without CFI stepped by frame pointer, the chain vouching */
 	uint64_t implausible_callers;	/* guessed callers refused: no call instruction ends at them */
 	uint64_t fp_chain_joins, fp_chain_join_failures;	/* switches given for joining the chain (JOIN) */
 	uint64_t jit_steps, jit_step_failures;	/* frames in JIT code walked by frame pointer, or not (implausible) */

@@ -526,12 +526,13 @@ static void print_frame_limit(struct record_run *r)
 static void print_fp_chain(const struct unwind_deltas_stats *us)
 {
 	uint64_t joins = us->fp_chain_joins + us->fp_chain_join_failures;
-	if (!us->fp_chain_walks && !joins)
+	if (!us->fp_chain_walks && !joins && !us->fp_chain_steps)
 		return;
 	fprintf(stderr, "hostprof: fp chain: %llu walks the stack copy could not finish went on with the kernel's "
-			"frame-pointer chain; %llu of %llu g0 switches joined it\n",
-		(unsigned long long)us->fp_chain_walks, (unsigned long long)us->fp_chain_joins,
-		(unsigned long long)joins);
+			"frame-pointer chain; %llu frames in code without CFI stepped by frame pointer where the chain "
+			"agreed; %llu of %llu g0 switches joined it\n",
+		(unsigned long long)us->fp_chain_walks, (unsigned long long)us->fp_chain_steps,
+		(unsigned long long)us->fp_chain_joins, (unsigned long long)joins);
 }
 
 static void print_jit(const struct session_counters *c)
@@ -577,9 +578,21 @@ static void print_held(const struct session_stats *st)
 			(unsigned long long)st->table_pending);
 }
 
+/* Where the lost samples were lost, when not all in the kernel's rings: "" or ": N by the kernel's rings, M on the
+ * fast lane" (lost counts every one: the total stays "(N lost)" where one place lost them all). */
+static const char *lost_where(const struct session_stats *st, char *buf, size_t size)
+{
+	if (!st->lost_fast_lane || st->lost_fast_lane > st->lost)
+		return "";
+	snprintf(buf, size, ": %llu by the kernel's rings, %llu on the fast lane",
+		 (unsigned long long)(st->lost - st->lost_fast_lane), (unsigned long long)st->lost_fast_lane);
+	return buf;
+}
+
 static void print_summary(struct record_run *r)
 {
 	const struct session_stats *st = session_stats(r->session);
+	char where[96];
 	double secs = (double)(r->end_mono_ns - r->start_mono_ns) / 1e9;
 	double n = st->samples ? (double)st->samples : 1.0;
 	struct rusage self;
@@ -591,9 +604,10 @@ static void print_summary(struct record_run *r)
 	/* Tables are built by the worker thread (in the CPU total); loads from the cache are in the unwinds. */
 	uint64_t unwind_ns = st->unwind_ns;
 	fprintf(stderr,
-		"hostprof: %llu samples in %.2f s (%llu lost), %u processes, %.1f%% unwound completely; "
+		"hostprof: %llu samples in %.2f s (%llu lost%s), %u processes, %.1f%% unwound completely; "
 		"unwinding %.2f us/sample, handling %.2f us/sample, hostprof CPU %.3f s, %ld context switches",
-		(unsigned long long)st->samples, secs, (unsigned long long)st->lost, c.processes,
+		(unsigned long long)st->samples, secs, (unsigned long long)st->lost, lost_where(st, where, sizeof(where)),
+		c.processes,
 		100.0 * (double)st->walks.complete / n, (double)unwind_ns / 1e3 / n,
 		(double)st->handle_ns / 1e3 / n, cpu_seconds(&self),
 		self.ru_nvcsw + self.ru_nivcsw);

@@ -49,6 +49,7 @@ struct session {
 	pid_t self;
 	struct session_stats stats;
 	struct session_stats report;		/* session_stats()'s copy, the parts' counts filled in */
+	uint64_t fast_lost_base;		/* the fast lane's losses when the counts were last reset */
 	struct memory_watch *memory;		/* the budget, as session_tick() watches it (memory_watch.h) */
 	struct offcpu_time *offcpu;		/* NULL unless off-CPU profiling (offcpu_time.h) */
 	uint64_t finish_ns;			/* session_finish()'s time: threads still off CPU count up to it */
@@ -229,12 +230,24 @@ void session_free(struct session *s)
 	free(s);
 }
 
+/* Samples the fast lane lost since it started: its queues full, its rings full. */
+static uint64_t fast_lane_lost(const struct session *s)
+{
+	struct fastlane_stats fs;
+	if (!lanes_fastlane(s->lanes))
+		return 0;
+	fastlane_get_stats(lanes_fastlane(s->lanes), &fs);
+	return fs.queue_full + fs.kernel_lost;
+}
+
 /* The session's own counts with its parts' filled in, as a copy: the parts count on, unaware of it. */
 const struct session_stats *session_stats(struct session *s)
 {
 	const struct walk_stats *ws = walk_get_stats(s->walk);
 	struct session_stats *r = &s->report;
 	*r = s->stats;
+	r->lost_fast_lane = fast_lane_lost(s) - s->fast_lost_base;
+	r->lost += r->lost_fast_lane;
 	r->unwind_ns = ws->unwind_ns;
 	r->capture_errors = ws->capture_errors;
 	r->fast_goroutines = ws->fast_goroutines;
@@ -658,7 +671,9 @@ static int prepare_profile(struct session *s, struct profile *p)
 {
 	off_cpu_to_profile(s, p);
 	p->info.samples += s->stats.samples;
-	p->info.lost += s->stats.lost;
+	uint64_t fast_lost = fast_lane_lost(s) - s->fast_lost_base;
+	p->info.lost += s->stats.lost + fast_lost;
+	p->info.lost_fast_lane += fast_lost;
 	p->info.unwound_complete += s->stats.walks.complete;
 	p->info.truncated += s->stats.walks.truncated;
 	p->info.unknown += s->stats.walks.unknown;
@@ -712,6 +727,7 @@ void session_reset_counts(struct session *s)
 {
 	traces_reset(s->traces);
 	memset(&s->stats, 0, sizeof(s->stats));
+	s->fast_lost_base = fast_lane_lost(s);
 	walk_reset_stats(s->walk);
 	if (s->offcpu)
 		offcpu_time_reset_stats(s->offcpu);

@@ -66,7 +66,8 @@
 
 struct session_stats {
 	uint64_t samples;	/* samples counted into traces */
-	uint64_t lost;		/* samples the kernel dropped */
+	uint64_t lost;		/* samples lost, wherever: the kernel's rings, and the fast lane's (lost_fast_lane) */
+	uint64_t lost_fast_lane;	/* ... of them on the fast lane: its queue was full, or its rings (fastlane.h) */
 	struct walk_counts walks;	/* how the CPU samples' stacks ended */
 	uint64_t bad_records;	/* records that failed to decode */
 	uint64_t unwind_ns;	/* time spent unwinding user stacks */

@@ -393,6 +393,7 @@ static int read_header(struct reader *r, const msgpack_object *h)
 		return 0;
 	if ((err = header_uint(r, stats, "samples", &i->samples)) < 0 ||
 	    (err = header_uint(r, stats, "lost", &i->lost)) < 0 ||
+	    (err = header_uint(r, stats, "lost_fast_lane", &i->lost_fast_lane)) < 0 ||
 	    (err = header_uint(r, stats, "unwound_complete", &i->unwound_complete)) < 0 ||
 	    (err = header_uint(r, stats, "truncated", &i->truncated)) < 0 ||
 	    (err = header_uint(r, stats, "unknown", &i->unknown)) < 0 ||

@@ -224,7 +224,9 @@ static void pack_header(struct writer *w)
 	pack_skey_str(pk, "host.id", i->host_id);
 	pack_skey_str(pk, "kernel", i->kernel);
 	pack_str(pk, "stats");
-	msgpack_pack_map(pk, 11 + (i->off_cpu_switches ? 5 : 0) + (i->timestamps_dropped != 0));
+	msgpack_pack_map(pk, 11 + (i->off_cpu_switches ? 5 : 0) + (i->timestamps_dropped != 0) + (i->lost_fast_lane != 0));
+	if (i->lost_fast_lane)
+		pack_skey_uint(pk, "lost_fast_lane", i->lost_fast_lane);
 	if (i->timestamps_dropped)
 		pack_skey_uint(pk, "timestamps_dropped", i->timestamps_dropped);
 	if (i->off_cpu_switches) {

@@ -717,6 +717,7 @@ static int merge_info(struct profile *dst, const struct profile_info *s)
 	d->frequency_hz = d->frequency_hz ? d->frequency_hz : s->frequency_hz;
 	add_saturating(&d->samples, s->samples);
 	add_saturating(&d->lost, s->lost);
+	add_saturating(&d->lost_fast_lane, s->lost_fast_lane);
 	add_saturating(&d->unwound_complete, s->unwound_complete);
 	add_saturating(&d->truncated, s->truncated);
 	add_saturating(&d->unknown, s->unknown);

@@ -129,7 +129,8 @@ struct profile_info {
 	uint64_t period_ns;	/* nominal sampling period: 1e9 / frequency */
 	uint64_t frequency_hz;
 	uint64_t samples;	/* samples taken (== sum of sample counts) */
-	uint64_t lost;		/* samples the kernel dropped (PERF_RECORD_LOST) */
+	uint64_t lost;		/* samples lost, wherever: the kernel's rings (PERF_RECORD_LOST) and the fast lane's */
+	uint64_t lost_fast_lane;	/* ... of them lost on the fast lane (its queue full, or its rings) */
 	uint64_t unwound_complete;	/* samples whose user stack reached its outermost frame */
 	uint64_t truncated;	/* samples ending in a [truncated] frame */
 	uint64_t unknown;	/* samples whose IP was in no known mapping */

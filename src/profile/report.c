@@ -325,7 +325,11 @@ static int print_summary(const struct profile *p, uint64_t total, FILE *out)
 		return err;
 	print_origin(i, out);
 	fprintf(out, "Duration:           %.2f s\n", (double)i->duration_ns / 1e9);
-	fprintf(out, "Samples:            %" PRIu64 " (lost %" PRIu64 ")\n", samples, i->lost);
+	fprintf(out, "Samples:            %" PRIu64 " (lost %" PRIu64, samples, i->lost);
+	if (i->lost_fast_lane && i->lost_fast_lane <= i->lost)
+		fprintf(out, ": %" PRIu64 " by the kernel's rings, %" PRIu64 " on the fast lane",
+			i->lost - i->lost_fast_lane, i->lost_fast_lane);
+	fprintf(out, ")\n");
 	fprintf(out, "Event:              %s", escape_str(buf, sizeof(buf), i->event && *i->event ? i->event : "unknown"));
 	if (i->frequency_hz)
 		fprintf(out, " at %" PRIu64 " Hz", i->frequency_hz);

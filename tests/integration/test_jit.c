@@ -35,6 +35,22 @@ static const char hot_js[] =
 	"}\n"
 	"console.log(caller());\n";
 
+/* A regular expression run over a text, by CPU time (3 s): V8's built-ins (RegExpPrototypeExec, SubString,
+ * ToNumber: code in node's binary without CFI) between the compiled regular expression and JavaScript. */
+static const char regex_js[] =
+	"const words = [];\n"
+	"for (let i = 0; i < 2000; i++) words.push('item' + i + ' value=' + (i * 7919 % 1000) + ' key' + (i % 13));\n"
+	"const text = words.join('\\n');\n"
+	"const re = /value=(\\d+) key(\\d+)/g;\n"
+	"function scan() { let m, s = 0; re.lastIndex = 0; while ((m = re.exec(text)) !== null) s += +m[1]; return s; }\n"
+	"function main() {\n"
+	"  const end = process.cpuUsage().user + 3e6;\n"
+	"  let t = 0;\n"
+	"  while (process.cpuUsage().user < end) t += scan();\n"
+	"  return t;\n"
+	"}\n"
+	"console.log(main());\n";
+
 static const char hot_java[] =
 	"public class Hot {\n"
 	"    static long f(long n) {\n"
@@ -212,6 +228,69 @@ static void test_node_perf_map(void **state)
 	profile_free(p);
 }
 
+/* Samples with a frame named part: how many, how many of them reach root without an error frame, and how many
+ * show the frame named twice in a row (a frame no walk should make up: part is not recursive). */
+struct builtin_counts {
+	uint64_t total, named, complete, doubled;
+};
+
+static void count_builtin(const struct profile *p, const char *part, const char *root, struct builtin_counts *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->total = test_total_samples(p);
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_sample *s = &p->samples.items[i];
+		const struct profile_stack *st = &p->stacks.items[s->stack];
+		bool named = false, rooted = false, doubled = false;
+		for (uint32_t k = 0; k < st->nlocations; k++) {
+			const char *name = location_name(p, st->locations[k]);
+			bool here = strstr(name, part) != NULL;
+			doubled |= here && k > 0 && strstr(location_name(p, st->locations[k - 1]), part);
+			named |= here;
+			rooted |= strcmp(name, root) == 0;
+		}
+		c->named += named ? s->count : 0;
+		c->complete += named && rooted && !test_stack_has_error(p, s->stack) ? s->count : 0;
+		c->doubled += named && doubled ? s->count : 0;
+	}
+}
+
+/*
+ * node running a regular expression, its built-ins in the stack: V8's built-ins have no CFI, and the callers a
+ * guess of their frames finds (compiled JavaScript, whose bytes no file holds) have nothing to vouch for them
+ * but the kernel's frame-pointer chain, which V8's frames keep. Stacks through them are as complete as perf's
+ * frame-pointer call graph finds all of the program's (the oracle, recorded alike), and no built-in is shown
+ * twice.
+ */
+static void test_node_regex_builtins(void **state)
+{
+	struct test_workdir *w = *state;
+	char cmd[1000];
+	struct builtin_counts c;
+	test_require_perf();
+	test_require_tool("command -v node", "node");
+	write_text(w->dir, "regex.js", regex_js);
+	command_line(cmd, sizeof(cmd), w->dir, "node --perf-basic-prof regex.js");
+	assert_int_equal(test_run("\"$HOSTPROF\" record -o %s -- %s >/dev/null", w->out, cmd), 0);
+	remove_perf_map(w->dir);
+	struct profile *p = test_read_profile(w->out);
+	/* perf's chain ends at __libc_start_call_main: libc's __libc_start_main keeps no frame pointer */
+	count_builtin(p, "Builtins_RegExpPrototypeExec", "__libc_start_call_main", &c);
+	double perf = test_perf_children_share(
+		w->dir, &(struct test_perf_query){ .cmd = cmd, .callgraph = "fp", .symbol = "__libc_start_call_main" });
+	remove_perf_map(w->dir);
+	fprintf(stderr, "node regex: %llu samples, %.1f%% under RegExpPrototypeExec, %.1f%% of those complete to "
+			"__libc_start_call_main, %llu with it doubled; perf record --call-graph fp: %.1f%% of all "
+			"samples under __libc_start_call_main\n", (unsigned long long)c.total, test_share(c.named, c.total),
+		test_share(c.complete, c.named), (unsigned long long)c.doubled, perf);
+	assert_true(c.total >= 300 && test_share(c.named, c.total) >= 20.0);
+	assert_true(test_share(c.complete, c.named) >= 90.0);
+	assert_true(c.doubled * 100 <= c.named);
+	if (perf >= 0)
+		assert_true(test_share(c.complete, c.named) >= perf - 5.0);
+	profile_free(p);
+}
+
 /* node --perf-prof: the names come from the jitdump file node maps, with source lines from its debug records. */
 static void test_node_jitdump(void **state)
 {
@@ -340,6 +419,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_node_perf_map, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_node_jitdump, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_node_regex_builtins, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_java_perf_map_at_exit, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_java_without_frame_pointers, test_workdir_setup,
 						test_workdir_teardown),

@@ -205,6 +205,7 @@ static void assert_info_equal(const struct profile_info *a, const struct profile
 	assert_int_equal(a->frequency_hz, b->frequency_hz);
 	assert_int_equal(a->samples, b->samples);
 	assert_int_equal(a->lost, b->lost);
+	assert_int_equal(a->lost_fast_lane, b->lost_fast_lane);
 	assert_int_equal(a->unwound_complete, b->unwound_complete);
 	assert_int_equal(a->truncated, b->truncated);
 	assert_int_equal(a->unknown, b->unknown);
@@ -473,6 +474,8 @@ static void test_round_trip(void **state)
 	tmpdir_make(&d);
 	tmpdir_file(&d, "p.msgpack", path, sizeof(path));
 	struct profile *p = build_profile();
+	p->info.lost = 5;
+	p->info.lost_fast_lane = 3;	/* written only when not zero: the other profiles leave it out */
 	assert_int_equal(profile_write_file(p, path), 0);
 	assert_int_equal(count_temp_files(d.path), 0);
 	struct profile *q = read_ok(path);
@@ -520,11 +523,13 @@ static void test_merge(void **state)
 	struct profile *a = build_profile(), *b = build_profile(), *c;
 	assert_int_equal(profile_new(&c), 0);
 	b->info.start_unix_ns += 3000000000ULL;	/* b runs 1 s after a ends */
+	b->info.lost_fast_lane = 1;	/* b's one lost sample was lost on the fast lane */
 	assert_int_equal(profile_merge(c, a), 0);
 	assert_profiles_equal(a, c);	/* into an empty profile: identical */
 	assert_int_equal(profile_merge(c, b), 0);
 	assert_int_equal(c->info.samples, 14);
 	assert_int_equal(c->info.lost, 2);
+	assert_int_equal(c->info.lost_fast_lane, 1);
 	assert_int_equal(c->info.start_unix_ns, a->info.start_unix_ns);
 	assert_int_equal(c->info.duration_ns, 5000000000ULL);
 	assert_int_equal(c->stacks.count, a->stacks.count);

@@ -68,6 +68,20 @@ static void test_report_by_self(void **state)
 	profile_free(p);
 }
 
+/* The header says where samples were lost when the fast lane lost some: every one is in the total. */
+static void test_report_lost_where(void **state)
+{
+	(void)state;
+	struct profile *p = tp_example_profile();
+	struct report_options o = { .sort = REPORT_SORT_SELF };
+	p->info.lost = 7;
+	p->info.lost_fast_lane = 5;
+	char *text = run_report(p, &o);
+	assert_non_null(strstr(text, "(lost 7: 2 by the kernel's rings, 5 on the fast lane)\n"));
+	free(text);
+	profile_free(p);
+}
+
 /* Samples counted without their time are said in the summary, which says nothing of times otherwise. */
 static void test_report_without_time(void **state)
 {
@@ -258,6 +272,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_report_by_self),
+		cmocka_unit_test(test_report_lost_where),
 		cmocka_unit_test(test_report_without_time),
 		cmocka_unit_test(test_report_lines),
 		cmocka_unit_test(test_report_unnamed_code_grouped),
