@@ -9,10 +9,10 @@
 
 #include "src/base/hindex.h"
 
-/* A process takes the fast lane (lanes_live_read()) once its reads in batches found 1 in LIVE_LATE_SHARE of its
- * samples stale within a window of LIVE_WINDOW samples (counted from its first read; ~1 s at 999 Hz: a start-up's
- * burst does not say how the process goes on); or, for Go's goroutines, after LIVE_READS_FOR_LANE reads if they
- * were needed by at least 1 in LIVE_SHARE of its samples meanwhile. */
+/* A process takes the fast lane (lanes_live_read()) once its reads in batches found 1 in LIVE_LATE_SHARE of a
+ * window of LIVE_WINDOW samples stale (counted from its first read; ~1 s at 999 Hz: a start-up's few stale reads
+ * do not say how the process goes on), or after LIVE_READS_FOR_LANE reads if they were needed by at least 1 in
+ * LIVE_SHARE of its samples meanwhile (its last batch is read after it exits, when nothing can be). */
 #define LIVE_WINDOW 1024
 #define LIVE_LATE_SHARE 20
 #define LIVE_READS_FOR_LANE 32
@@ -172,11 +172,11 @@ void lanes_count_sample(struct lanes *l, pid_t pid)
  * A walk read p's live memory in a batch: its goroutine (Go, with a g register: kind FASTLANE_GO) or its stack past
  * the copy (kind FASTLANE_DEEP). What it read may have moved on meanwhile (rc -ESTALE), and a process's last batch
  * is read after it exited, when nothing can be. A process that needs such reads for a good share of its samples
- * (busy Go code), or found enough of them stale to lose 1 in LIVE_LATE_SHARE of its stacks, takes the fast lane,
- * whose readers read them while they hold the thread; programs whose batches do well enough stay in them. The lane
- * costs a wakeup and a read per sample (70-85 us of hostprof's CPU a sample, against 3-25 in batches); taken at the
- * first 4 stale reads of a process, it bought a JVM's stacks 1.4 points of completeness, and those of a compiler
- * (clang++, deep template recursion) a stack read past the copy the batch found changed in 13% of its samples.
+ * (deep recursion, busy Go code), or found enough of them stale to lose 1 in LIVE_LATE_SHARE of its stacks, takes
+ * the fast lane, whose readers read them while they hold the thread; programs whose batches do well enough stay in
+ * them. The lane costs a wakeup and a read per sample (70-85 us of hostprof's CPU a sample, against 3-25 in
+ * batches); taken at the first 4 stale reads of a process, as it was, it bought a JVM (PreserveFramePointer, whose
+ * stacks run past the copy now and then, changing while it starts) 1.4 points of completeness for 75 us a sample.
  * A held sample's read counts as a need but never as late: its lateness is hostprof's (the table it waited for),
  * not the program's, while its need is the program's. Not counting it left a new program, whose first batch is
  * all held while its tables are built, in the batches for one more batch: in Go >= 1.23, whose stack growth
@@ -204,8 +204,7 @@ void lanes_live_read(struct lanes *l, struct process *p, unsigned kind, int rc, 
 		v += 1ull << 24;
 	if (rc == -ESTALE && !replaying && LIVE_LATE(v) < LIVE_LATE_MAX)
 		v += 1ull << 44;
-	bool busy = (LIVE_KINDS(v) & FASTLANE_GO) && LIVE_READS(v) == LIVE_READS_FOR_LANE &&
-		    LIVE_READS(v) * LIVE_SHARE >= LIVE_SAMPLES(v);
+	bool busy = LIVE_READS(v) == LIVE_READS_FOR_LANE && LIVE_READS(v) * LIVE_SHARE >= LIVE_SAMPLES(v);
 	bool late = rc == -ESTALE && !replaying && LIVE_LATE(v) == LIVE_WINDOW / LIVE_LATE_SHARE;
 	if (busy || late)
 		v |= LIVE_LANE;
