@@ -24,7 +24,8 @@ DEB_PACKAGES := pkg-config protobuf-c-compiler libiberty-dev $(foreach d,$(DEP_M
 # (nodesource's nodejs bundles npm, rustup's rustc is in ~/.cargo/bin).
 TEST_TOOLS   := perf:linux-perf go:golang-go node:nodejs javac:default-jdk-headless clang:clang ld.lld:lld \
                 sqlite3:sqlite3 xz:xz-utils pydoc3:python3 g++:g++ objdump:binutils addr2line:binutils \
-                setpriv:util-linux npm:npm rustc:rustc protoc:protobuf-compiler curl:curl
+                setpriv:util-linux npm:npm rustc:rustc protoc:protobuf-compiler curl:curl \
+                chromium:chromium
 PKG_MODULES  := $(foreach d,$(DEP_MODULES),$(word 1,$(subst :, ,$(d))))
 LIB_MODULES  := $(filter-out cmocka,$(PKG_MODULES))
 
@@ -140,6 +141,9 @@ SD_BUILDER_SRCS := $(wildcard unwind/stack_deltas.[ch] unwind/stack_delta_rule.[
 SD_BUILDER_HASH := $(shell cat $(SD_BUILDER_SRCS) | sha256sum | cut -c1-16)
 $(BUILD)/unwind/stack_deltas_cache.o: $(SD_BUILDER_SRCS)
 $(BUILD)/unwind/stack_deltas_cache.o: CFLAGS += -DSTACK_DELTAS_BUILDER_SOURCES='"$(SD_BUILDER_HASH)"'
+
+# The flame graph page is put into its writer's object by the assembler (.incbin): rebuild it when the page changes.
+$(BUILD)/src/profile/flame_html.o: src/profile/flame.html
 
 # The sources and objects among a program's prerequisites, not the headers -MMD adds to them.
 LINK_INPUTS = $(filter %.c %.o,$^)
