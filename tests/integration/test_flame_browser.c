@@ -1,0 +1,286 @@
+/*
+ * The flame graph pages of `convert --to html` and `diff --html`, opened in a real browser: Debian's chromium,
+ * headless, with every network request sent to a closed port (a proxy at 127.0.0.1:9, names resolving to
+ * nothing). Profiles are of the diff_work fixture (tests/fixtures/diff_work.c): a base run, and one where
+ * variable_leaf does three times the work.
+ *
+ * The page is driven from a harness page the test writes next to it, which loads it in a frame (chromium's
+ * --allow-file-access-from-files lets the harness reach into it), clicks a frame and the reset button, types a
+ * search, reads what the page shows, counts the resources the page loaded, and writes it all into its own DOM,
+ * which `chromium --dump-dom` prints. One screenshot of each page is kept in $BUILD/artifacts.
+ * Skips, saying why, where the kernel refuses perf_event_open; a missing chromium fails (make deps installs it).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tests/lib/testlib.h"
+
+#define RECORD "\"$HOSTPROF\" record -q -F 1999"
+#define WIDTH 1200
+/* Headless, no network: a proxy nothing listens on, and no name resolves. A profile directory of its own. */
+#define CHROMIUM "timeout 120 chromium --headless --no-sandbox --disable-gpu --no-first-run " \
+		 "--proxy-server=127.0.0.1:9 --host-resolver-rules='MAP * ~NOTFOUND' --user-data-dir=%s/chromium"
+
+struct pages {
+	char *dir;
+	bool recorded;
+	char base[512], slow[512];
+};
+
+static int setup(void **state)
+{
+	struct pages *o = calloc(1, sizeof(*o));
+	if (!o || !(o->dir = test_mkdtemp()))
+		return -1;
+	snprintf(o->base, sizeof(o->base), "%s/base.msgpack", o->dir);
+	snprintf(o->slow, sizeof(o->slow), "%s/slow.msgpack", o->dir);
+	*state = o;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct pages *o = *state;
+	test_rmdir_rf(o->dir);
+	free(o->dir);
+	free(o);
+	return 0;
+}
+
+static void require_profiles(struct pages *o)
+{
+	char fixture[256];
+	test_require_perf();
+	test_require_tool("command -v chromium", "chromium");
+	if (o->recorded)
+		return;
+	test_fixture_path("diff_work", fixture, sizeof(fixture));
+	assert_int_equal(test_run(RECORD " -o %s -- %s base 40", o->base, fixture), 0);
+	assert_int_equal(test_run(RECORD " -o %s -- %s slow 40 3", o->slow, fixture), 0);
+	o->recorded = true;
+}
+
+static char *read_text(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *text = NULL;
+	size_t cap = 0;
+	assert_non_null(f);
+	if (getdelim(&text, &cap, '\0', f) < 0) {
+		free(text);
+		text = strdup("");
+	}
+	fclose(f);
+	return text;
+}
+
+/* The harness: loads page in a frame, clicks the first frame named target, then the reset button, searches for
+ * search, and writes "key=value" lines into <pre id="result">, ending with "end". */
+static void write_harness(const char *dir, const char *page, const char *target, const char *search)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/harness.html", dir);
+	FILE *f = fopen(path, "we");
+	assert_non_null(f);
+	fprintf(f,
+		"<!DOCTYPE html><html><body><pre id=\"result\">pending</pre>\n"
+		"<iframe id=\"page\" src=\"%s\" style=\"width:%dpx;height:700px;border:0\"></iframe>\n"
+		"<script>\n"
+		"const out = [], TARGET = '%s', SEARCH = '%s';\n"
+		"const frames = (doc) => [...doc.querySelectorAll('#flame .f')];\n"
+		"const named = (doc, n) => frames(doc).find((e) => e.textContent === n);\n"
+		"const width = (doc, n) => { const e = named(doc, n); return e ? parseFloat(e.style.width) : -1; };\n"
+		"function red(e) {\n"
+		"  const m = /rgb\\(255, (\\d+), (\\d+)\\)/.exec(e.style.backgroundColor);\n"
+		"  return m ? 255 - Number(m[1]) : -1;\n"
+		"}\n"
+		"function blue(e) {\n"
+		"  const m = /rgb\\((\\d+), (\\d+), 255\\)/.exec(e.style.backgroundColor);\n"
+		"  return m && m[1] !== '255' ? 255 - Number(m[1]) : -1;\n"
+		"}\n"
+		"document.getElementById('page').addEventListener('load', () => {\n"
+		"  const w = document.getElementById('page').contentWindow, doc = w.document;\n"
+		"  try {\n"
+		"    out.push('names=|' + [...new Set(frames(doc).map((e) => e.textContent))].join('|') + '|');\n"
+		"    out.push('full=' + doc.getElementById('flame').clientWidth);\n"
+		"    const by = (f) => frames(doc).map((e) => [f(e), e.textContent]).sort((a, b) => b[0] - a[0])[0];\n"
+		"    out.push('reddest=' + by(red)[1]);\n"
+		"    out.push('bluest=' + by(blue)[1]);\n"
+		"    out.push('verdict=' + doc.getElementById('verdict').textContent);\n"
+		"    out.push('before=' + width(doc, TARGET));\n"
+		"    named(doc, TARGET).dispatchEvent(new w.MouseEvent('click', { bubbles: true }));\n"
+		"    out.push('zoomed=' + width(doc, TARGET));\n"
+		"    doc.getElementById('reset').click();\n"
+		"    out.push('back=' + width(doc, TARGET));\n"
+		"    const s = doc.getElementById('search');\n"
+		"    s.value = '^' + SEARCH + '$';\n"
+		"    s.dispatchEvent(new w.Event('input'));\n"
+		"    out.push('match=' + doc.getElementById('match').textContent);\n"
+		"    out.push('resources=' + w.performance.getEntriesByType('resource').length);\n"
+		"  } catch (e) { out.push('error=' + e); }\n"
+		"  document.getElementById('result').textContent = out.join('\\n') + '\\nend\\n';\n"
+		"});\n"
+		"</script></body></html>\n",
+		page, WIDTH + 16, target, search);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* Run the harness on dir/page; returns the result lines (to free). */
+static char *run_harness(const char *dir, const char *page, const char *target, const char *search)
+{
+	char path[600];
+	write_harness(dir, page, target, search);
+	assert_int_equal(test_run(CHROMIUM " --allow-file-access-from-files --virtual-time-budget=10000 "
+					   "--dump-dom file://%s/harness.html > %s/dom.html 2> %s/chromium.log",
+				  dir, dir, dir, dir), 0);
+	snprintf(path, sizeof(path), "%s/dom.html", dir);
+	char *dom = read_text(path);
+	fprintf(stderr, "%s\n", dom);
+	assert_non_null(strstr(dom, "\nend\n"));
+	return dom;
+}
+
+/* The value of "key=" in the result lines, copied into buf. */
+static const char *result(const char *dom, const char *key, char *buf, size_t size)
+{
+	char k[64];
+	snprintf(k, sizeof(k), "\n%s=", key);
+	const char *at = strstr(dom, k);
+	if (!at) {	/* the first line follows the element's start tag */
+		snprintf(k, sizeof(k), ">%s=", key);
+		at = strstr(dom, k);
+	}
+	assert_non_null(at);
+	at += strlen(k);
+	size_t n = strcspn(at, "\n");
+	snprintf(buf, size, "%.*s", (int)(n < size ? n : size - 1), at);
+	return buf;
+}
+
+static double result_number(const char *dom, const char *key)
+{
+	char buf[256];
+	return strtod(result(dom, key, buf, sizeof(buf)), NULL);
+}
+
+/* report's Total share of function (its row "name (file)"), in percent. */
+static double report_total(const struct pages *o, const char *profile, const char *function)
+{
+	char path[600], row[256];
+	snprintf(path, sizeof(path), "%s/report.txt", o->dir);
+	assert_int_equal(test_run("\"$HOSTPROF\" report --sort total -n 100 %s > %s", profile, path), 0);
+	char *text = read_text(path);
+	snprintf(row, sizeof(row), " %s (", function);
+	double self = -1, total = -1;
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		if (strstr(line, row) && sscanf(line, "%lf%% %lf%%", &self, &total) == 2)
+			break;
+	}
+	free(text);
+	assert_true(total >= 0);
+	return total;
+}
+
+/* What the page holds names no resource: no URL, no src or href attribute. */
+static void assert_self_contained(const char *path)
+{
+	char *html = read_text(path);
+	assert_null(strstr(html, "://"));
+	assert_null(strstr(html, "src="));
+	assert_null(strstr(html, "href="));
+	assert_null(strstr(html, "@import"));
+	free(html);
+}
+
+static void screenshot(const struct pages *o, const char *page, const char *name)
+{
+	char dir[512];
+	snprintf(dir, sizeof(dir), "%s/artifacts", test_build_dir());
+	mkdir(dir, 0755);
+	assert_int_equal(test_run(CHROMIUM " --window-size=%d,600 --screenshot=%s/%s file://%s/%s 2>> %s/chromium.log",
+				  o->dir, WIDTH, dir, name, o->dir, page, o->dir), 0);
+	char path[600];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(st.st_size > 1000);
+	fprintf(stderr, "screenshot: %s\n", path);
+}
+
+static void test_flame_page(void **state)
+{
+	struct pages *o = *state;
+	char page[600], buf[4096];
+	require_profiles(o);
+	snprintf(page, sizeof(page), "%s/flame.html", o->dir);
+	assert_int_equal(test_run("\"$HOSTPROF\" convert %s --to html -o %s", o->base, page), 0);
+	assert_self_contained(page);
+	char *dom = run_harness(o->dir, "flame.html", "variable_part", "variable_leaf");
+	assert_null(strstr(dom, "\nerror="));
+	/* The fixture's functions are on the page, as text. */
+	result(dom, "names", buf, sizeof(buf));
+	for (const char *const *f = (const char *const[]){ "main", "steady_part", "steady_leaf", "variable_part",
+							     "variable_leaf", NULL }; *f; f++) {
+		char bar[64];
+		snprintf(bar, sizeof(bar), "|%s|", *f);
+		assert_non_null(strstr(buf, bar));
+	}
+	/* A click zooms: the frame takes the whole width; reset gives its width back. */
+	double full = result_number(dom, "full"), before = result_number(dom, "before");
+	fprintf(stderr, "full %.2f, variable_part before %.2f, zoomed %.2f, back %.2f\n", full, before,
+		result_number(dom, "zoomed"), result_number(dom, "back"));
+	assert_true(full > WIDTH - 50);
+	assert_true(before > 0.3 * full && before < 0.7 * full);
+	assert_true(result_number(dom, "zoomed") > full - 0.5 && result_number(dom, "zoomed") < full + 0.5);
+	assert_true(result_number(dom, "back") > before - 0.5 && result_number(dom, "back") < before + 0.5);
+	/* Search gives report's Total share. */
+	result(dom, "match", buf, sizeof(buf));
+	double shown = strtod(buf + strcspn(buf, "0123456789"), NULL), want = report_total(o, o->base, "variable_leaf");
+	fprintf(stderr, "variable_leaf: page %.2f%%, report %.2f%%\n", shown, want);
+	assert_true(shown > 30 && shown > want - 0.1 && shown < want + 0.1);
+	/* Nothing was loaded: no resource entry, and the proxy refused all anyway. */
+	assert_int_equal((int)result_number(dom, "resources"), 0);
+	free(dom);
+	screenshot(o, "flame.html", "flame.png");
+}
+
+static void test_diff_page(void **state)
+{
+	struct pages *o = *state;
+	char page[600], buf[1024];
+	require_profiles(o);
+	snprintf(page, sizeof(page), "%s/diff.html", o->dir);
+	/* diff's exit status stays: 1, the regression; the page is written all the same. */
+	assert_int_equal(test_run("\"$HOSTPROF\" diff --html %s %s %s > /dev/null", page, o->base, o->slow), 1);
+	assert_self_contained(page);
+	char *dom = run_harness(o->dir, "diff.html", "variable_leaf", "variable_leaf");
+	assert_null(strstr(dom, "\nerror="));
+	assert_string_equal(result(dom, "reddest", buf, sizeof(buf)), "variable_leaf");
+	assert_string_equal(result(dom, "bluest", buf, sizeof(buf)), "steady_leaf");
+	assert_non_null(strstr(result(dom, "verdict", buf, sizeof(buf)), "FAIL: "));
+	assert_int_equal((int)result_number(dom, "resources"), 0);
+	free(dom);
+	screenshot(o, "diff.html", "diff.png");
+	/* Past the change, the status is 0 and the page says OK. */
+	assert_int_equal(test_run("\"$HOSTPROF\" diff --threshold 40 --html %s %s %s > /dev/null", page, o->base,
+				  o->slow), 0);
+	char *html = read_text(page);
+	assert_non_null(strstr(html, "\"verdict\":\"OK: "));
+	free(html);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_flame_page),
+		cmocka_unit_test(test_diff_page),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
