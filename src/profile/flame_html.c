@@ -299,6 +299,14 @@ static void put_key(struct json_out *j, const char *key, const char *value)
 	put_text(j, ",");
 }
 
+/* A name the user gave (a file's), escaped as the profile's names are: one line, valid UTF-8. */
+static void put_name_key(struct json_out *j, struct flame *f, const char *key, const char *value)
+{
+	f->name.len = 0;
+	if (j->err == 0 && (j->err = frame_text_append(&f->name, value, FRAME_NAME_ESCAPED)) == 0)
+		put_key(j, key, f->name.s ? f->name.s : "");
+}
+
 static void write_frames(struct json_out *j, const struct flame *f)
 {
 	put_text(j, "\"frames\":[");
@@ -383,10 +391,10 @@ static void write_data(struct json_out *j, struct flame *f, const struct flame_h
 	static const char *const values[] = { "samples", "cpu", "off-cpu", "wall" };	/* enum profile_value */
 	unsigned v = o && (unsigned)o->value < 4 ? (unsigned)o->value : 0;
 	put_text(j, "{");
-	put_key(j, "title", o && o->title ? o->title : "hostprof");
+	put_name_key(j, f, "title", o && o->title ? o->title : "hostprof");
 	put_key(j, "value", values[v]);
 	if (f->nsides > 1) {
-		put_key(j, "baseTitle", o->base_title ? o->base_title : "base");
+		put_name_key(j, f, "baseTitle", o->base_title ? o->base_title : "base");
 		put_key(j, "verdict", o->verdict ? o->verdict : "");
 	}
 	write_frames(j, f);

@@ -11,8 +11,9 @@
  * profile its threads (pid, tid, process name, thread name) and its samples (leaf node, thread, sample count, CPU
  * ns, off-CPU ns), so the page can weigh stacks by any value (enum profile_value) and fold or split processes
  * and threads without asking again. Frame names are those of frame_name.h, inlined functions frames of their own.
- * Strings are escaped as src/base/escape.h says (the names come from the processes profiled; valid UTF-8 keeps the
- * JSON readable), then as JSON strings, with every '<' written as \u003c so no string can end the script
+ * Strings, the titles too, are escaped as src/base/escape.h says (the names come from the processes profiled;
+ * valid UTF-8 keeps the JSON readable), the verdict excepted (diff's line, whose names are escaped already), then
+ * as JSON strings, with every '<' written as \u003c so no string can end the script
  * element it is in or open a comment there.
  *
  * Only reads the profiles. Returns 0, -ENOMEM, -EOVERFLOW (more than 2^31 frames or nodes), or -EIO when
