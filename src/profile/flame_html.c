@@ -2,7 +2,8 @@
  * flame_html.c — the HTML flame graph. See flame_html.h.
  *
  * Frames are interned once per (location, line) of each profile on first use, as speedscope.c does; a stack's
- * leaf node is found once per stack and each node once per (parent, frame, line), through a hash index. Numbers
+ * leaf node is found once per stack and each node once per (parent, frame), through a hash index, so a node is a
+ * path of frames as the page draws it; the source lines met at a node are kept with it (the first few). Numbers
  * are written as they are; every string goes through json-c's string escaping, then '<' becomes \u003c.
  */
 #include "src/profile/flame_html.h"
@@ -34,9 +35,13 @@ extern const char hostprof_flame_template[];	/* NUL-terminated */
 
 #define NONE UINT32_MAX		/* no frame or node yet; as a parent: the stack's root */
 
+/* The source lines a node lists: a frame's sampled lines, or its calls' lines, are a handful in the usual case. */
+#define NODE_LINES 4
+
 struct node {
 	uint32_t parent, frame;
-	int64_t line;
+	uint32_t nlines;
+	int64_t lines[NODE_LINES];	/* distinct, positive, in the order met */
 };
 
 struct thread {
@@ -125,21 +130,34 @@ static int line_frame(struct flame *f, struct side *s, uint32_t loc, uint32_t li
 static bool node_eq(const void *ctx, uint64_t value, const void *key)
 {
 	const struct node *a = &((const struct flame *)ctx)->nodes.items[value], *b = key;
-	return a->parent == b->parent && a->frame == b->frame && a->line == b->line;
+	return a->parent == b->parent && a->frame == b->frame;
 }
 
-static int intern_node(struct flame *f, const struct node *key, uint32_t *node)
+static void node_add_line(struct node *n, int64_t line)
 {
-	uint64_t h = hash_u64(hash_u64(hash_u64(HASH_SEED, key->parent), key->frame), (uint64_t)key->line);
+	for (uint32_t i = 0; i < n->nlines; i++) {
+		if (n->lines[i] == line)
+			return;
+	}
+	if (line > 0 && n->nlines < NODE_LINES)
+		n->lines[n->nlines++] = line;
+}
+
+static int intern_node(struct flame *f, const struct node *key, int64_t line, uint32_t *node)
+{
+	uint64_t h = hash_u64(hash_u64(HASH_SEED, key->parent), key->frame);
 	int err;
-	if (hindex_find_index(&f->node_index, h, node_eq, f, key, node))
+	if (hindex_find_index(&f->node_index, h, node_eq, f, key, node)) {
+		node_add_line(&f->nodes.items[*node], line);
 		return 0;
+	}
 	if (f->nodes.count >= INT32_MAX)
 		return -EOVERFLOW;
 	if ((err = PROFILE_TABLE_RESERVE(f->nodes, (uint64_t)f->nodes.count + 1)) < 0 ||
 	    (err = hindex_insert(&f->node_index, h, f->nodes.count)) < 0)
 		return err;
-	f->nodes.items[f->nodes.count] = *key;
+	f->nodes.items[f->nodes.count] = (struct node){ .parent = key->parent, .frame = key->frame };
+	node_add_line(&f->nodes.items[f->nodes.count], line);
 	*node = f->nodes.count++;
 	return 0;
 }
@@ -159,8 +177,7 @@ static int stack_leaf(struct flame *f, struct side *s, uint32_t st, uint32_t *le
 		for (uint32_t j = location_nlines(s->p, stack->locations[k]); j-- > 0;) {
 			if ((err = line_frame(f, s, stack->locations[k], j, &key.frame)) < 0)
 				return err;
-			key.line = j < l->nlines ? l->lines[j].line : 0;
-			if ((err = intern_node(f, &key, &key.parent)) < 0)
+			if ((err = intern_node(f, &key, j < l->nlines ? l->lines[j].line : 0, &key.parent)) < 0)
 				return err;
 		}
 	}
@@ -319,16 +336,27 @@ static void write_frames(struct json_out *j, const struct flame *f)
 		put_int(j, f->kinds.items[i]);
 		put_text(j, "]");
 	}
+	/* Each node as (its distance back to its parent, frame, first line or 0): a parent is often the node just
+	 * before, so most distances are 1; a root's distance points before the first node, at -1. */
 	put_text(j, "],\"nodes\":[");
 	for (uint32_t i = 0; i < f->nodes.count && j->err == 0; i++) {
 		const struct node *n = &f->nodes.items[i];
-		if (i)
-			put_text(j, ",");
-		put_int(j, n->parent == NONE ? -1 : (int64_t)n->parent);
+		put_text(j, i ? "," : "");
+		put_int(j, (int64_t)i - (n->parent == NONE ? -1 : (int64_t)n->parent));
 		put_text(j, ",");
 		put_int(j, n->frame);
 		put_text(j, ",");
-		put_int(j, n->line);
+		put_int(j, n->nlines ? n->lines[0] : 0);
+	}
+	put_text(j, "],\"lines\":[");	/* (node, line) pairs of the further lines, by node */
+	for (uint32_t i = 0, first = 1; i < f->nodes.count && j->err == 0; i++) {
+		const struct node *n = &f->nodes.items[i];
+		for (uint32_t k = 1; k < n->nlines; k++, first = 0) {
+			put_text(j, first ? "" : ",");
+			put_int(j, i);
+			put_text(j, ",");
+			put_int(j, n->lines[k]);
+		}
 	}
 	put_text(j, "],");
 }

@@ -7,7 +7,9 @@
  * fetched when the page opens, and the page names no other resource.
  *
  * The data: every frame once (name, source file or library, frame kind); the stacks of both profiles as one tree
- * of (parent, frame, line) nodes, a stack being its leaf node, so a prefix many stacks share is written once; per
+ * of (parent, frame) nodes, a parent before its children, a stack being its leaf node, so a prefix many stacks
+ * share is written once, with the first few source lines met at each node (the lines sampled in a leaf function,
+ * or a caller's call sites); per
  * profile its threads (pid, tid, process name, thread name) and its samples (leaf node, thread, sample count, CPU
  * ns, off-CPU ns), so the page can weigh stacks by any value (enum profile_value) and fold or split processes
  * and threads without asking again. Frame names are those of frame_name.h, inlined functions frames of their own.

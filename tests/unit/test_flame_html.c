@@ -74,11 +74,17 @@ static void test_data_reads_back(void **state)
 					    json_object_array_get_idx(frames, i), 0)), "main") == 0;
 	assert_true(main_seen);
 	size_t nn = json_object_array_length(nodes) / 3;
+	int64_t parents[64], node_frames[64];
 	assert_int_equal(json_object_array_length(nodes) % 3, 0);
-	for (size_t i = 0; i < nn; i++) {	/* a parent comes before its children */
-		int64_t parent = json_object_get_int64(json_object_array_get_idx(nodes, 3 * i));
-		assert_true(parent >= -1 && parent < (int64_t)i);
+	assert_true(nn > 5 && nn <= 64);
+	for (size_t i = 0; i < nn; i++) {	/* (distance back to the parent, frame, line): a parent comes first */
+		parents[i] = (int64_t)i - json_object_get_int64(json_object_array_get_idx(nodes, 3 * i));
+		node_frames[i] = json_object_get_int64(json_object_array_get_idx(nodes, 3 * i + 1));
+		assert_true(parents[i] >= -1 && parents[i] < (int64_t)i);
+		for (size_t k = 0; k < i; k++)	/* one node per path: no sibling has the same frame */
+			assert_false(parents[k] == parents[i] && node_frames[k] == node_frames[i]);
 	}
+	assert_int_equal(json_object_array_length(get(d, "lines")) % 2, 0);	/* (node, line) pairs */
 	json_object *prof = json_object_array_get_idx(get(d, "profiles"), 0), *samples = get(prof, "samples");
 	int64_t total = 0;
 	for (size_t i = 0; i + 4 < json_object_array_length(samples); i += 5)
