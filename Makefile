@@ -19,13 +19,14 @@ DEP_MODULES := libdw:libdw-dev libelf:libelf-dev libunwind-generic:libunwind-dev
 DEB_PACKAGES := pkg-config protobuf-c-compiler libiberty-dev $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d))))
 # What the tests run, profile or compare against, as command:Debian package (node and a JDK for JIT code: about
 # 130 MB to download; perf is the oracle many tests compare with; protoc decodes OTLP output without hostprof's
-# schema, curl posts it to a collector; the python3 package, probed by its pydoc3, brings the standard library the
+# schema, curl posts it to a collector; chromium opens the flame graph pages headless, script gives record a
+# terminal; the python3 package, probed by its pydoc3, brings the standard library the
 # scripted OTLP receiver needs, which python3-minimal lacks). npm and rustc are installed only where no other install provides them
 # (nodesource's nodejs bundles npm, rustup's rustc is in ~/.cargo/bin).
 TEST_TOOLS   := perf:linux-perf go:golang-go node:nodejs javac:default-jdk-headless clang:clang ld.lld:lld \
                 sqlite3:sqlite3 xz:xz-utils pydoc3:python3 g++:g++ objdump:binutils addr2line:binutils \
                 setpriv:util-linux npm:npm rustc:rustc protoc:protobuf-compiler curl:curl \
-                chromium:chromium
+                chromium:chromium script:bsdutils
 PKG_MODULES  := $(foreach d,$(DEP_MODULES),$(word 1,$(subst :, ,$(d))))
 LIB_MODULES  := $(filter-out cmocka,$(PKG_MODULES))
 
