@@ -36,6 +36,7 @@ struct report {
 	uint32_t generation;	/* bumped per counted stack, so recursion counts a row's total once */
 	bool lines;		/* rows per source line: "function (file.c:LINE)" */
 	bool addresses;		/* a row per address of unnamed code, not one per library */
+	bool no_inline;		/* a location's inlined lines take the row of its physical function */
 	enum profile_value value;	/* what a sample weighs */
 };
 
@@ -127,7 +128,7 @@ static int location_rows(struct report *rp, uint32_t loc, uint32_t *out, struct 
 	lib->len = 0;
 	if ((err = frame_library_append(rp->p, l, FRAME_NAME_ESCAPED, lib)) < 0)
 		return err;
-	for (uint32_t j = 0; j < n; j++) {
+	for (uint32_t j = rp->no_inline ? n - 1 : 0; j < n; j++) {
 		name->len = 0;
 		/* A stripped library's samples fall on thousands of addresses, none of which would reach the top rows
 		 * on its own: by default they are one row, the library's (as go tool pprof shows them). */
@@ -142,6 +143,8 @@ static int location_rows(struct report *rp, uint32_t loc, uint32_t *out, struct 
 		    (err = intern_row(rp, &(struct row_key){ name->s, lib->s }, &out[j])) < 0)
 			return err;
 	}
+	for (uint32_t j = 0; rp->no_inline && j + 1 < n; j++)	/* folded: the inlined lines are the caller's */
+		out[j] = out[n - 1];
 	return 0;
 }
 
@@ -185,6 +188,12 @@ static uint32_t location_nlines(const struct profile *p, uint32_t loc)
 	return p->locations.items[loc].nlines ? p->locations.items[loc].nlines : 1;
 }
 
+/* The frames a location shows: one per line, or one with the inlined ones folded (all lines have its row). */
+static uint32_t shown_lines(const struct report *rp, uint32_t loc)
+{
+	return rp->no_inline ? 1 : location_nlines(rp->p, loc);
+}
+
 static void attribute_stack(struct report *rp, uint32_t s, uint64_t c)
 {
 	const struct profile_stack *st = &rp->p->stacks.items[s];
@@ -193,7 +202,7 @@ static void attribute_stack(struct report *rp, uint32_t s, uint64_t c)
 		return;
 	rp->rows[stack_row(rp, st, 0, 0)].self += c;
 	for (uint32_t k = 0; k < st->nlocations; k++) {
-		for (uint32_t j = 0; j < location_nlines(rp->p, st->locations[k]); j++) {
+		for (uint32_t j = 0; j < shown_lines(rp, st->locations[k]); j++) {
 			struct row *r = &rp->rows[stack_row(rp, st, k, j)];
 			if (r->stamp != gen) {
 				r->stamp = gen;
@@ -314,7 +323,7 @@ static double counter_pct(uint64_t part, uint64_t samples)
 	return v > 100.0 ? 100.0 : v;
 }
 
-static int print_summary(const struct profile *p, uint64_t total, FILE *out)
+static int print_summary(const struct profile *p, uint64_t total, bool no_inline, FILE *out)
 {
 	const struct profile_info *i = &p->info;
 	uint64_t samples = i->samples ? i->samples : total;
@@ -332,6 +341,7 @@ static int print_summary(const struct profile *p, uint64_t total, FILE *out)
 	fprintf(out, "\nUnwinder:           %s\n",
 		escape_str(buf, sizeof(buf), i->unwinder && *i->unwinder ? i->unwinder : "unknown"));
 	fprintf(out, "Processes:          %u\n", processes);
+	fprintf(out, "Inlined functions:  %s\n", no_inline ? "folded into their callers" : "rows of their own");
 	fprintf(out, "Unwound completely: %.2f%%\n", counter_pct(i->unwound_complete, samples));
 	fprintf(out, "Truncated:          %" PRIu64 " (%.2f%%)\n", i->truncated, counter_pct(i->truncated, samples));
 	fprintf(out, "Unknown:            %" PRIu64 " (%.2f%%)\n", i->unknown, counter_pct(i->unknown, samples));
@@ -450,7 +460,7 @@ static uint64_t levels_from(const struct report *rp, const struct profile_stack 
 {
 	uint64_t n = 0;
 	for (uint32_t i = 0; i <= k; i++)
-		n += location_nlines(rp->p, st->locations[i]);
+		n += shown_lines(rp, st->locations[i]);
 	return n;
 }
 
@@ -466,9 +476,9 @@ static int tree_add(struct tree *t, const struct report *rp, const struct stack_
 		return err;
 	t->nodes[node].total += sc->count;
 	for (uint32_t k = st->nlocations; k-- > 0;) {
-		for (uint32_t j = location_nlines(rp->p, st->locations[k]); j-- > 0;) {
+		for (uint32_t j = shown_lines(rp, st->locations[k]); j-- > 0;) {
 			if (level == t->depth) {
-				uint64_t below = levels_from(rp, st, k) - location_nlines(rp->p, st->locations[k]) + j + 1;
+				uint64_t below = levels_from(rp, st, k) - shown_lines(rp, st->locations[k]) + j + 1;
 				if (below > t->nodes[node].below)
 					t->nodes[node].below = below;
 				return 0;
@@ -772,7 +782,7 @@ static int print_report(struct report *rp, uint32_t *sel, uint32_t n, FILE *out,
 	}
 	if (o->filter_pid && !n)
 		return -ESRCH;
-	if ((err = print_summary(rp->p, count, out)) < 0)
+	if ((err = print_summary(rp->p, count, rp->no_inline, out)) < 0)
 		return err;
 	print_off_cpu_summary(rp->p, out);
 	if (o->filter_pid) {
@@ -791,7 +801,7 @@ static int print_report(struct report *rp, uint32_t *sel, uint32_t n, FILE *out,
 int report_print(const struct profile *p, FILE *out, const struct report_options *o)
 {
 	struct report_options opt = effective_options(o);
-	struct report rp = { .p = p, .lines = opt.lines, .addresses = opt.addresses,
+	struct report rp = { .p = p, .lines = opt.lines, .addresses = opt.addresses, .no_inline = opt.no_inline,
 			     .value = opt.wall ? PROFILE_VALUE_WALL : opt.off_cpu ? PROFILE_VALUE_OFF_CPU :
 									    PROFILE_VALUE_SAMPLES };
 	uint32_t *sel = NULL, n = 0;

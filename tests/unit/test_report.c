@@ -38,6 +38,7 @@ static const char *const summary =
 	"Event:              cpu-clock at 99 Hz\n"
 	"Unwinder:           libunwind\n"
 	"Processes:          2\n"
+	"Inlined functions:  rows of their own\n"
 	"Unwound completely: 92.86%\n"
 	"Truncated:          1 (7.14%)\n"
 	"Unknown:            0 (0.00%)\n"
@@ -65,6 +66,30 @@ static void test_report_by_self(void **state)
 		      "  0.00%  92.86%        0  app        main (app.c)\n"
 		      "  0.00%  71.43%        0  app        work (app.c)\n"
 		      "  0.00%   7.14%        0             [truncated]\n");
+	profile_free(p);
+}
+
+/* --no-inline: helper's samples are work's, its self ones too, as perf counts them; the header says so. */
+static void test_report_no_inline(void **state)
+{
+	(void)state;
+	struct profile *p = tp_example_profile();
+	char *text = run_report(p, &(struct report_options){ .no_inline = true });
+	assert_non_null(strstr(text, "Processes:          2\nInlined functions:  folded into their callers\n"));
+	assert_non_null(strstr(text, "\n\n"
+				     "  Self%  Total%     Self  Library    Function\n"
+				     " 57.14%  71.43%        8  app        work (app.c)\n"
+				     " 21.43%  28.57%        3  app        rec (app.c)\n"
+				     " 14.29%  14.29%        2  libc.so.6  [libc.so.6]\n"
+				     "  7.14%   7.14%        1  [kernel]   schedule\n"
+				     "  0.00%  92.86%        0  app        main (app.c)\n"
+				     "  0.00%   7.14%        0             [truncated]\n"));
+	free(text);
+	/* In the tree, work ends the path: no helper node below it. */
+	text = run_report(p, &(struct report_options){ .no_inline = true, .tree = true, .percent_limit = 0 });
+	assert_null(strstr(text, "helper"));
+	assert_non_null(strstr(text, "work (app.c)"));
+	free(text);
 	profile_free(p);
 }
 
@@ -188,6 +213,7 @@ static void test_report_empty(void **state)
 				  "Event:              unknown\n"
 				  "Unwinder:           unknown\n"
 				  "Processes:          0\n"
+				  "Inlined functions:  rows of their own\n"
 				  "Unwound completely: 0.00%\n"
 				  "Truncated:          0 (0.00%)\n"
 				  "Unknown:            0 (0.00%)\n"
@@ -258,6 +284,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_report_by_self),
+		cmocka_unit_test(test_report_no_inline),
 		cmocka_unit_test(test_report_without_time),
 		cmocka_unit_test(test_report_lines),
 		cmocka_unit_test(test_report_unnamed_code_grouped),
