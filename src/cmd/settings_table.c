@@ -203,6 +203,8 @@ static const struct setting report_items[] = {
 	  .help = "show each frame's source line: function (file.c:LINE), a row per line" },
 	{ "addresses", 0, SETTING_FLAG, 0, RPT(addresses),
 	  .help = "a row per address of code without a function name, not one per library" },
+	{ "wide", 0, SETTING_FLAG, 0, RPT(wide),
+	  .help = "whole names on a terminal, not cut to its width" },
 	{ "no-inline", 0, SETTING_FLAG, 0, RPT(no_inline),
 	  .help = "fold inlined functions into their callers (self samples included), as perf report does" },
 	{ "off-cpu", 0, SETTING_FLAG, 0, RPT(off_cpu),

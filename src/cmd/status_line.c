@@ -21,13 +21,12 @@ bool status_line_due(const struct status_line *s, uint64_t now_ns)
 	return s->on && (!s->last_ns || now_ns - s->last_ns >= (uint64_t)STATUS_LINE_INTERVAL_MS * 900000);
 }
 
-/* The terminal's width, or 80 when it does not say. */
-static int columns(FILE *out)
+int status_line_columns(FILE *out)
 {
 	struct winsize w;
-	if (ioctl(fileno(out), TIOCGWINSZ, &w) == 0 && w.ws_col > 0)
+	if (isatty(fileno(out)) && ioctl(fileno(out), TIOCGWINSZ, &w) == 0)
 		return w.ws_col;
-	return 80;
+	return 0;
 }
 
 void status_line_show(struct status_line *s, uint64_t now_ns, const char *fmt, ...)
@@ -39,7 +38,8 @@ void status_line_show(struct status_line *s, uint64_t now_ns, const char *fmt, .
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	int width = columns(s->out) - 1;	/* the last column would wrap on some terminals */
+	int cols = status_line_columns(s->out);
+	int width = (cols > 0 ? cols : 80) - 1;	/* the last column would wrap on some terminals */
 	fprintf(s->out, "\r%.*s" ERASE_LINE, width > 0 ? width : 0, text);
 	fflush(s->out);
 	s->shown = true;

@@ -35,4 +35,7 @@ void status_line_show(struct status_line *s, uint64_t now_ns, const char *fmt, .
 /* Erase the line, if one is shown. */
 void status_line_clear(struct status_line *s);
 
+/* The width of the terminal out is, in columns; 0 when out is not a terminal (or does not say). */
+int status_line_columns(FILE *out);
+
 #endif

@@ -368,7 +368,29 @@ static int compare_rows(const void *a, const void *b, void *arg)
 	return strcmp(x->library, y->library);
 }
 
-static void print_table(FILE *out, struct row **sorted, uint32_t n, uint64_t total, enum profile_value value)
+/* Names shorter than this are never cut, however narrow the line: a name cut shorter says little. */
+#define NAME_MIN_COLUMNS 24
+
+/* name, cut to the columns left of a line of width once used are taken ("..." at its end), or whole when width
+ * is 0. Columns are counted as characters: escaped names are ASCII and valid UTF-8, cut between characters. */
+static void print_name(FILE *out, const char *name, unsigned width, size_t used)
+{
+	size_t room = width > used + NAME_MIN_COLUMNS ? width - used : NAME_MIN_COLUMNS, chars = 0, cut = 0;
+	const char *c = name;
+	for (; *c && (width == 0 || chars <= room); c++) {
+		if (((unsigned char)*c & 0xc0) == 0x80)
+			continue;	/* a UTF-8 continuation byte: the same character */
+		if (++chars == room - 2)
+			cut = (size_t)(c - name);	/* where "..." starts if the name is too long */
+	}
+	if (width == 0 || chars <= room)
+		fputs(name, out);
+	else
+		fprintf(out, "%.*s...", (int)cut, name);
+}
+
+static void print_table(FILE *out, struct row **sorted, uint32_t n, uint64_t total, enum profile_value value,
+			unsigned line_width)
 {
 	int width = (int)strlen("Library");
 	for (uint32_t k = 0; k < n; k++) {
@@ -384,7 +406,9 @@ static void print_table(FILE *out, struct row **sorted, uint32_t n, uint64_t tot
 			fprintf(out, "%8.1f", (double)r->self / 1e6);
 		else
 			fprintf(out, "%8" PRIu64, r->self);
-		fprintf(out, "  %-*s  %s\n", width, r->library, r->name);
+		fprintf(out, "  %-*s  ", width, r->library);
+		print_name(out, r->name, line_width, 28 + (size_t)width);	/* the columns before the name */
+		fputc('\n', out);
 	}
 }
 
@@ -402,7 +426,7 @@ static int print_top(struct report *rp, const struct view *v, FILE *out, const s
 	enum report_sort sort = o->sort;
 	qsort_r(sorted, n, sizeof(*sorted), compare_rows, &sort);
 	if (n)
-		print_table(out, sorted, n < o->limit ? n : o->limit, v->total, rp->value);
+		print_table(out, sorted, n < o->limit ? n : o->limit, v->total, rp->value, o->width);
 	else
 		fprintf(out, "No samples.\n");
 	free(sorted);
@@ -499,6 +523,7 @@ struct tree_print {
 	FILE *out;
 	uint64_t total;
 	double limit;		/* percent */
+	unsigned width;		/* the line width names are cut to; 0: none */
 	struct frame_buf prefix;	/* the guide lines drawn left of a node's children */
 	char root[ESCAPE_SHOWN_MAX];	/* a root's name (a process's) escaped: the others' rows are already */
 };
@@ -545,12 +570,14 @@ static int visible_children(const struct tree_print *tp, uint32_t node, uint32_t
 
 /* The guide lines left of a node at level: drawn for at most REPORT_TREE_INDENT_MAX levels, so that a line's
  * length does not grow with the depth; a node deeper than that shows its level instead: "[70] `- name". */
-static void print_guides(struct tree_print *tp, uint32_t level, bool last)
+static size_t print_guides(struct tree_print *tp, uint32_t level, bool last)
 {
+	int n = 0;
 	fputs(tp->prefix.s ? tp->prefix.s : "", tp->out);
 	if (level > REPORT_TREE_INDENT_MAX)
-		fprintf(tp->out, "[%u] ", level);
+		n = fprintf(tp->out, "[%u] ", level);
 	fputs(last ? "`- " : "|- ", tp->out);
+	return tp->prefix.len + (n > 0 ? (size_t)n : 0) + 3;	/* the columns printed */
 }
 
 /* What the depth limit cut below n (which has no children then): one line with the share of the samples that
@@ -573,11 +600,10 @@ static int print_subtree(struct tree_print *tp, uint32_t node, uint32_t level, b
 	int err = 0;
 	fprintf(tp->out, "%6.2f%% %6.2f%%  ", pct(n->total, tp->total), pct(n->self, tp->total));
 	if (level == 0)
-		fprintf(tp->out, "%s\n", escape_str(tp->root, sizeof(tp->root), node_name(tp, node)));
-	else {
-		print_guides(tp, level, last);
-		fprintf(tp->out, "%s\n", node_name(tp, node));
-	}
+		print_name(tp->out, escape_str(tp->root, sizeof(tp->root), node_name(tp, node)), tp->width, 17);
+	else
+		print_name(tp->out, node_name(tp, node), tp->width, 17 + print_guides(tp, level, last));
+	fputc('\n', tp->out);
 	if (level > 0 && level < REPORT_TREE_INDENT_MAX &&
 	    (err = frame_buf_append(&tp->prefix, last ? "   " : "|  ", 3)) < 0)
 		return err;
@@ -597,7 +623,8 @@ static int print_subtree(struct tree_print *tp, uint32_t node, uint32_t level, b
 static int print_tree(const struct report *rp, const struct view *v, FILE *out, const struct report_options *o)
 {
 	struct tree t = { .depth = o->tree_depth };
-	struct tree_print tp = { .rp = rp, .t = &t, .out = out, .total = v->total, .limit = o->percent_limit };
+	struct tree_print tp = { .rp = rp, .t = &t, .out = out, .total = v->total, .limit = o->percent_limit,
+				 .width = o->width };
 	uint32_t *roots = NULL, nroots = 0;
 	int err = profile_grow((void **)&t.nodes, &t.cap, 1, sizeof(*t.nodes));
 	if (err == 0)

@@ -93,6 +93,36 @@ static void test_report_no_inline(void **state)
 	profile_free(p);
 }
 
+/* A width cuts long names to fit ("..." at the end), in the table and the tree; without one they are whole. */
+static void test_report_width(void **state)
+{
+	(void)state;
+	char name[400];
+	memset(name, 'x', sizeof(name) - 1);
+	memcpy(name, "ns::Long<", 9);
+	name[sizeof(name) - 1] = '\0';
+	struct profile *p = tp_example_profile();
+	uint32_t fn = tp_function(p, name, "long.cc");
+	uint32_t loc = tp_location(p, tp_mapping(p, "/bin/app"), 0x77, PROFILE_FRAME_NATIVE,
+				   &(struct profile_line){ .function = fn }, 1);
+	uint32_t st = tp_stack(p, 0x77, (uint32_t[]){ loc }, 1);
+	tp_sample(p, (struct profile_sample){ .stack = st, .pid = 1, .tid = 1, .count = 1 }, "app", NULL);
+	for (int tree = 0; tree < 2; tree++) {
+		char *text = run_report(p, &(struct report_options){ .width = 80, .tree = tree, .percent_limit = 0 });
+		for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+			assert_true(strlen(line) <= 80);
+		free(text);
+		text = run_report(p, &(struct report_options){ .width = 80, .tree = tree, .percent_limit = 0 });
+		assert_non_null(strstr(text, "ns::Long<xxx"));
+		assert_non_null(strstr(text, "xx...\n"));
+		free(text);
+		text = run_report(p, &(struct report_options){ .tree = tree, .percent_limit = 0 });
+		assert_non_null(strstr(text, name));	/* whole */
+		free(text);
+	}
+	profile_free(p);
+}
+
 /* Samples counted without their time are said in the summary, which says nothing of times otherwise. */
 static void test_report_without_time(void **state)
 {
@@ -285,6 +315,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_report_by_self),
 		cmocka_unit_test(test_report_no_inline),
+		cmocka_unit_test(test_report_width),
 		cmocka_unit_test(test_report_without_time),
 		cmocka_unit_test(test_report_lines),
 		cmocka_unit_test(test_report_unnamed_code_grouped),
