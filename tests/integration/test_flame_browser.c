@@ -114,6 +114,10 @@ static void write_harness(const char *dir, const char *page, const char *target,
 		"    out.push('elements=' + frames(doc).length);\n"
 		"    out.push('merged=' + doc.querySelectorAll('#flame .merged').length);\n"
 		"    out.push('names=|' + [...new Set(frames(doc).map((e) => e.textContent))].join('|') + '|');\n"
+		"    out.push('kinds=|' + frames(doc).map((e) => e.textContent + ':' + e.dataset.kind).join('|') + '|');\n"
+		"    const wide = (n) => { const e = named(doc, n); return e ? (parseFloat(e.style.width) / "
+		"doc.getElementById('flame').clientWidth * 100).toFixed(2) : -1; };\n"
+		"    out.push('offcpu=' + wide('[off-CPU]'));\n"
 		"    out.push('full=' + doc.getElementById('flame').clientWidth);\n"
 		"    const by = (f) => frames(doc).map((e) => [f(e), e.textContent]).sort((a, b) => b[0] - a[0])[0];\n"
 		"    out.push('reddest=' + by(red)[1]);\n"
@@ -154,7 +158,8 @@ static char *run_harness(const char *dir, const char *page, const char *target, 
 				  dir, dir, dir, dir), 0);
 	snprintf(path, sizeof(path), "%s/dom.html", dir);
 	char *dom = read_text(path);
-	fprintf(stderr, "%s\n", dom);
+	const char *res = strstr(dom, "<pre id=\"result\">");
+	fprintf(stderr, "%.3000s\n", res ? res : dom);	/* what the page showed, not the whole page again */
 	assert_non_null(strstr(dom, "\nend\n"));
 	return dom;
 }
@@ -367,12 +372,66 @@ static void test_large_page(void **state)
 	free(dom);
 }
 
+/* Frames of every kind, and off-CPU time: main > runtime.main (Go) > JS:handler (JIT) > schedule (kernel), 10
+ * samples, 10 ms on CPU and 30 ms off it; main > work, 10 samples, 10 ms. */
+static void write_kinds_profile(const char *path)
+{
+	struct profile *p;
+	assert_int_equal(profile_new(&p), 0);
+	uint32_t map = tp_mapping(p, "/bin/app"), loc[5];
+	const char *names[] = { "main", "runtime.main", "JS:handler", "schedule", "work" };
+	const uint8_t kinds[] = { PROFILE_FRAME_NATIVE, PROFILE_FRAME_GO, PROFILE_FRAME_JIT, PROFILE_FRAME_KERNEL,
+				  PROFILE_FRAME_NATIVE };
+	for (int i = 0; i < 5; i++)
+		loc[i] = tp_location(p, map, 0x100 * (i + 1), kinds[i],
+				     &(struct profile_line){ .function = tp_function(p, names[i], "app.c"), .line = i + 1 },
+				     1);
+	uint32_t waits = tp_stack(p, 1, (uint32_t[]){ loc[3], loc[2], loc[1], loc[0] }, 4);
+	uint32_t works = tp_stack(p, 2, (uint32_t[]){ loc[4], loc[0] }, 2);
+	tp_sample(p, (struct profile_sample){ .stack = waits, .pid = 7, .tid = 7, .count = 10, .cpu_ns = 10000000,
+					      .off_cpu_ns = 30000000 }, "app", "app");
+	tp_sample(p, (struct profile_sample){ .stack = works, .pid = 7, .tid = 7, .count = 10, .cpu_ns = 10000000 },
+		  "app", "app");
+	assert_int_equal(profile_write_file(p, path), 0);
+	profile_free(p);
+}
+
+/* Each kind of frame is drawn as its kind; weighed by wall time, off-CPU time is an [off-CPU] frame over the stack
+ * that waited, and search counts it with the stack. */
+static void test_kinds_and_off_cpu(void **state)
+{
+	struct pages *o = *state;
+	char profile[600], buf[4096];
+	test_require_tool("command -v chromium", "chromium");
+	snprintf(profile, sizeof(profile), "%s/kinds.msgpack", o->dir);
+	write_kinds_profile(profile);
+	assert_int_equal(test_run("\"$HOSTPROF\" convert %s --to html --value wall -o %s/kinds.html", profile,
+				  o->dir), 0);
+	char *dom = run_harness(o->dir, "kinds.html", "", "");
+	assert_null(strstr(dom, "\nerror="));
+	result(dom, "kinds", buf, sizeof(buf));
+	for (const char *const *k = (const char *const[]){ "|main:native|", "|runtime.main:Go|", "|JS:handler:JIT|",
+							     "|schedule:kernel|", "|[off-CPU]:off-CPU|", "|work:native|",
+							     NULL }; *k; k++)
+		assert_non_null(strstr(buf, *k));
+	double off = result_number(dom, "offcpu");
+	fprintf(stderr, "[off-CPU]: %.2f%% of the width (want 60)\n", off);
+	assert_true(off > 59.9 && off < 60.1);
+	free(dom);
+	/* Search share, weighed by wall time: schedule's stack, its off-CPU time included, is 40 of 50 ms. */
+	dom = run_harness(o->dir, "kinds.html", "work", "schedule");
+	double share = strtod(strchr(result(dom, "match", buf, sizeof(buf)), ':') + 1, NULL);
+	assert_true(share > 79.99 && share < 80.01);
+	free(dom);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_flame_page),
 		cmocka_unit_test(test_diff_page),
 		cmocka_unit_test(test_large_page),
+		cmocka_unit_test(test_kinds_and_off_cpu),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
