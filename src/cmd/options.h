@@ -61,6 +61,7 @@ struct record_options {
 	double duration_s;		/* 0: until the targets end or a signal */
 	int all_cpus;
 	int quiet;
+	int verbose;			/* the run's details after the summary line */
 	struct setting_pids pids;
 };
 

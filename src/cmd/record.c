@@ -605,6 +605,20 @@ static void print_held(const struct session_stats *st)
 			(unsigned long long)st->table_pending);
 }
 
+/* The summary, one line as perf's: samples, lost, processes, completeness, the output. */
+static void print_summary_line(struct record_run *r)
+{
+	const struct session_stats *st = session_stats(r->session);
+	struct session_counters c;
+	session_counters(r->session, &c);
+	fprintf(stderr, "hostprof: %llu samples in %.2f s (%llu lost), %u processes, %.1f%% unwound completely; wrote "
+			"%s\n",
+		(unsigned long long)st->samples, (double)(r->end_mono_ns - r->start_mono_ns) / 1e9,
+		(unsigned long long)st->lost, c.processes,
+		100.0 * (double)st->walks.complete / (double)(st->samples ? st->samples : 1), r->o->opts.output);
+}
+
+/* -v: the summary line with hostprof's costs, then every part's details. */
 static void print_summary(struct record_run *r)
 {
 	const struct session_stats *st = session_stats(r->session);
@@ -612,6 +626,10 @@ static void print_summary(struct record_run *r)
 	double n = st->samples ? (double)st->samples : 1.0;
 	struct rusage self;
 	struct session_counters c;
+	if (!r->o->opts.verbose) {
+		print_summary_line(r);
+		return;
+	}
 	getrusage(RUSAGE_SELF, &self);
 	session_counters(r->session, &c);
 	unsigned tables = c.tables.tables, cached = c.tables.tables_cached;
@@ -722,7 +740,8 @@ static int record(struct record_plan *o, const struct cli_env *env)
 	if (go_fd >= 0)
 		err = let_command_go(&r, go_fd, err);
 	if (err == 0) {
-		if (!o->opts.quiet)
+		/* Said where someone watches (a terminal) or asked for the details: under a pipe, the summary only. */
+		if (!o->opts.quiet && (o->opts.verbose || isatty(STDERR_FILENO)))
 			fprintf(stderr, "hostprof: recording at %u Hz (%s)%s\n", o->sampler.freq_hz,
 				sampler_event(r.sampler), o->command ? "" : ", Ctrl-C to stop");
 		struct rusage self;

@@ -101,6 +101,8 @@ static const struct setting record_items[] = {
 	{ "save-samples", 0, SETTING_STRING, 0, REC(save_samples), .arg = "FILE",
 	  .help = "also save the raw samples to a replay file" },
 	{ "quiet", 'q', SETTING_FLAG, 0, REC(quiet), .help = "no progress or summary messages" },
+	{ "verbose", 'v', SETTING_FLAG, 0, REC(verbose),
+	  .help = "the run's details after the summary: costs, tables, fast lane, held samples, stacks" },
 };
 
 #define EXP(m) FIELD(struct export_settings, m)

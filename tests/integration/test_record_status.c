@@ -1,7 +1,7 @@
 /*
  * record's live status line (src/cmd/status_line.h): on a terminal (a pseudo-terminal from script(1)) it is
  * written and rewritten in place with the samples, and erased before the summary; under a pipe, or with -q on a
- * terminal, not a byte of it. The fixture is diff_work (tests/fixtures/diff_work.c), about a second of CPU.
+ * terminal, not a byte of it. Under a pipe record says one summary line, and its details with -v. The fixture is diff_work (tests/fixtures/diff_work.c), about a second of CPU.
  * Skips, saying why, where the kernel refuses perf_event_open.
  */
 #include <setjmp.h>
@@ -66,9 +66,19 @@ static void test_terminal_shows_status(void **state)
 static void test_pipe_and_quiet_show_none(void **state)
 {
 	char *text = record(*state, "", 0);
-	assert_non_null(strstr(text, " samples in "));	/* the summary */
+	/* Under a pipe: the one summary line and nothing else (no errors here). */
+	assert_non_null(strstr(text, "hostprof: "));
+	assert_true(strstr(text, "hostprof: ") == text && strchr(text, '\n') == text + strlen(text) - 1);
+	assert_non_null(strstr(text, " samples in "));
+	assert_non_null(strstr(text, " unwound completely; wrote "));
 	assert_null(strchr(text, '\r'));
 	assert_null(strchr(text, '\033'));
+	free(text);
+	/* -v: the details follow it. */
+	text = record(*state, "-v", 0);
+	assert_non_null(strstr(text, "hostprof: recording at "));
+	assert_non_null(strstr(text, " context switches"));
+	assert_non_null(strstr(text, "stack-delta tables"));
 	free(text);
 	text = record(*state, "-q", 1);
 	assert_null(strstr(text, "\rhostprof: "));
