@@ -19,12 +19,14 @@ DEP_MODULES := libdw:libdw-dev libelf:libelf-dev libunwind-generic:libunwind-dev
 DEB_PACKAGES := pkg-config protobuf-c-compiler libiberty-dev $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d))))
 # What the tests run, profile or compare against, as command:Debian package (node and a JDK for JIT code: about
 # 130 MB to download; perf is the oracle many tests compare with; protoc decodes OTLP output without hostprof's
-# schema, curl posts it to a collector; the python3 package, probed by its pydoc3, brings the standard library the
+# schema, curl posts it to a collector; chromium opens the flame graph pages headless, script gives record a
+# terminal; the python3 package, probed by its pydoc3, brings the standard library the
 # scripted OTLP receiver needs, which python3-minimal lacks). npm and rustc are installed only where no other install provides them
 # (nodesource's nodejs bundles npm, rustup's rustc is in ~/.cargo/bin).
 TEST_TOOLS   := perf:linux-perf go:golang-go node:nodejs javac:default-jdk-headless clang:clang ld.lld:lld \
                 sqlite3:sqlite3 xz:xz-utils pydoc3:python3 g++:g++ objdump:binutils addr2line:binutils \
-                setpriv:util-linux npm:npm rustc:rustc protoc:protobuf-compiler curl:curl
+                setpriv:util-linux npm:npm rustc:rustc protoc:protobuf-compiler curl:curl \
+                chromium:chromium script:bsdutils
 PKG_MODULES  := $(foreach d,$(DEP_MODULES),$(word 1,$(subst :, ,$(d))))
 LIB_MODULES  := $(filter-out cmocka,$(PKG_MODULES))
 
@@ -140,6 +142,9 @@ SD_BUILDER_SRCS := $(wildcard unwind/stack_deltas.[ch] unwind/stack_delta_rule.[
 SD_BUILDER_HASH := $(shell cat $(SD_BUILDER_SRCS) | sha256sum | cut -c1-16)
 $(BUILD)/unwind/stack_deltas_cache.o: $(SD_BUILDER_SRCS)
 $(BUILD)/unwind/stack_deltas_cache.o: CFLAGS += -DSTACK_DELTAS_BUILDER_SOURCES='"$(SD_BUILDER_HASH)"'
+
+# The flame graph page is put into its writer's object by the assembler (.incbin): rebuild it when the page changes.
+$(BUILD)/src/profile/flame_html.o: src/profile/flame.html
 
 # The sources and objects among a program's prerequisites, not the headers -MMD adds to them.
 LINK_INPUTS = $(filter %.c %.o,$^)

@@ -1,6 +1,6 @@
 /*
- * convert.c — `hostprof convert`: profiles to pprof, speedscope, collapsed stacks or an OTLP profiles export
- * request (src/profile/ writes each).
+ * convert.c — `hostprof convert`: profiles to pprof, speedscope, collapsed stacks, an OTLP profiles export
+ * request or an HTML flame graph page (src/profile/ writes each).
  * Exit status: 0 success, 1 on read or write errors (a half-written output file is removed), 2 on usage errors.
  */
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include "src/cmd/options.h"
 #include "src/cmd/profile_inputs.h"
 #include "src/profile/collapsed.h"
+#include "src/profile/flame_html.h"
 #include "src/profile/otlp.h"
 #include "src/profile/pprof.h"
 #include "src/profile/speedscope.h"
@@ -22,7 +23,7 @@ struct convert_args {
 	struct convert_options o;
 	struct collapsed_options collapsed;
 	const char *out_path;	/* NULL: standard output */
-	const char *name;	/* the first input, to name the speedscope document */
+	const char *name;	/* the first input, to name the speedscope document and the flame graph page */
 };
 
 /* Parse convert's options into a; returns -1 to go on, else the exit status. */
@@ -32,7 +33,7 @@ static int parse_convert_options(int argc, char **argv, struct convert_args *a, 
 	if (err)
 		return err > 0 ? 0 : 2;
 	if (!a->o.format_given) {
-		fprintf(stderr, "hostprof: convert needs --to collapsed, pprof, speedscope or otlp\n");
+		fprintf(stderr, "hostprof: convert needs --to collapsed, pprof, speedscope, otlp or html\n");
 		return 2;
 	}
 	if (a->o.stack_ids && a->o.format != CONVERT_COLLAPSED) {
@@ -40,8 +41,8 @@ static int parse_convert_options(int argc, char **argv, struct convert_args *a, 
 		return 2;
 	}
 	if (a->o.value != PROFILE_VALUE_SAMPLES && (a->o.format == CONVERT_PPROF || a->o.format == CONVERT_OTLP)) {
-		fprintf(stderr, "hostprof: --value applies to collapsed and speedscope (pprof and otlp carry every "
-				"value)\n");
+		fprintf(stderr, "hostprof: --value applies to collapsed, speedscope and html (pprof and otlp carry "
+				"every value)\n");
 		return 2;
 	}
 	a->collapsed.stack_ids = a->o.stack_ids;
@@ -67,7 +68,10 @@ static int write_format(const struct profile *p, FILE *out, const struct convert
 {
 	struct speedscope_options so = { .name = a->name, .exporter = "hostprof " HOSTPROF_VERSION,
 					 .value = (enum profile_value)a->o.value };
+	struct flame_html_options fo = { .title = a->name, .value = (enum profile_value)a->o.value };
 	switch ((enum convert_format)a->o.format) {
+	case CONVERT_HTML:
+		return flame_html_write(p, out, &fo);
 	case CONVERT_PPROF:
 		return pprof_write(p, out);
 	case CONVERT_SPEEDSCOPE:

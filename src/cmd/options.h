@@ -61,16 +61,18 @@ struct record_options {
 	double duration_s;		/* 0: until the targets end or a signal */
 	int all_cpus;
 	int quiet;
+	int verbose;			/* the run's details after the summary line */
 	struct setting_pids pids;
 };
 
-enum convert_format { CONVERT_COLLAPSED, CONVERT_PPROF, CONVERT_SPEEDSCOPE, CONVERT_OTLP };
+enum convert_format { CONVERT_COLLAPSED, CONVERT_PPROF, CONVERT_SPEEDSCOPE, CONVERT_OTLP, CONVERT_HTML };
 
 struct convert_options {
 	int format;			/* enum convert_format */
 	bool format_given;
 	bool stack_ids;
-	int value;			/* enum profile_value: what collapsed lines count, speedscope weighs */
+	int value;			/* enum profile_value: what collapsed lines count, speedscope weighs, the flame
+				 * graph page shows first */
 	char output[PATH_MAX];		/* "": standard output */
 };
 

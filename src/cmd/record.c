@@ -29,6 +29,7 @@
 #include "src/cmd/commands.h"
 #include "src/cmd/export.h"
 #include "src/cmd/options.h"
+#include "src/cmd/status_line.h"
 #include "src/pipeline/event_loop.h"
 #include "src/pipeline/fastlane.h"
 #include "src/profile/profile.h"
@@ -84,6 +85,9 @@ struct record_run {
 	struct rusage child_usage;	/* the command's own CPU time, once it exited */
 	uint64_t start_unix_ns, start_mono_ns, end_mono_ns;
 	struct steady warm, end;	/* hostprof's CPU time and context switches once warmed up, and at the end */
+	struct status_line status;	/* the live line on a terminal */
+	double status_cpu_s;	/* hostprof's CPU seconds at the last status line, for its CPU share since */
+	uint64_t status_ns;	/* ... and when that was */
 };
 
 static int parse_args(int argc, char **argv, struct record_plan *p)
@@ -300,6 +304,28 @@ static int wait_ms(uint64_t deadline, int session_ms)
  * One wakeup per half-full ring, drain timer, target exit, fast-lane batch or signal: drain every ring,
  * then let the session do its due work. Nothing here costs a system call per sample.
  */
+static double cpu_seconds(const struct rusage *ru);
+
+/* The status line: elapsed time, samples, lost, processes, and hostprof's CPU share since the last line. */
+static void show_status(struct record_run *r)
+{
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	if (!status_line_due(&r->status, now))
+		return;
+	const struct session_stats *st = session_stats(r->session);
+	struct session_counters c;
+	struct rusage self;
+	session_counters(r->session, &c);
+	getrusage(RUSAGE_SELF, &self);
+	double cpu = cpu_seconds(&self), since = (double)(now - r->status_ns) / 1e9;
+	double share = since > 0 ? 100.0 * (cpu - r->status_cpu_s) / since : 0;
+	status_line_show(&r->status, now, "hostprof: %.1f s, %llu samples, %llu lost, %u processes, hostprof CPU %.1f%%",
+			 (double)(now - r->start_mono_ns) / 1e9, (unsigned long long)st->samples,
+			 (unsigned long long)st->lost, c.processes, share);
+	r->status_cpu_s = cpu;
+	r->status_ns = now;
+}
+
 static void run_loop(struct record_run *r)
 {
 	double duration_s = r->o->opts.duration_s;
@@ -321,7 +347,9 @@ static void run_loop(struct record_run *r)
 			break;
 		if (deadline && clock_ns(CLOCK_MONOTONIC) >= deadline)
 			break;
+		show_status(r);
 	}
+	status_line_clear(&r->status);
 	free(fds);
 	take_point(r, &r->end);
 	r->end_mono_ns = clock_ns(CLOCK_MONOTONIC);
@@ -589,6 +617,21 @@ static const char *lost_where(const struct session_stats *st, char *buf, size_t 
 	return buf;
 }
 
+/* The summary, one line as perf's: samples, lost, processes, completeness, the output. */
+static void print_summary_line(struct record_run *r)
+{
+	const struct session_stats *st = session_stats(r->session);
+	struct session_counters c;
+	char where[96];
+	session_counters(r->session, &c);
+	fprintf(stderr, "hostprof: %llu samples in %.2f s (%llu lost%s), %u processes, %.1f%% unwound completely; "
+			"wrote %s\n",
+		(unsigned long long)st->samples, (double)(r->end_mono_ns - r->start_mono_ns) / 1e9,
+		(unsigned long long)st->lost, lost_where(st, where, sizeof(where)), c.processes,
+		100.0 * (double)st->walks.complete / (double)(st->samples ? st->samples : 1), r->o->opts.output);
+}
+
+/* -v: the summary line with hostprof's costs, then every part's details. */
 static void print_summary(struct record_run *r)
 {
 	const struct session_stats *st = session_stats(r->session);
@@ -597,6 +640,10 @@ static void print_summary(struct record_run *r)
 	double n = st->samples ? (double)st->samples : 1.0;
 	struct rusage self;
 	struct session_counters c;
+	if (!r->o->opts.verbose) {
+		print_summary_line(r);
+		return;
+	}
 	getrusage(RUSAGE_SELF, &self);
 	session_counters(r->session, &c);
 	unsigned tables = c.tables.tables, cached = c.tables.tables_cached;
@@ -708,9 +755,15 @@ static int record(struct record_plan *o, const struct cli_env *env)
 	if (go_fd >= 0)
 		err = let_command_go(&r, go_fd, err);
 	if (err == 0) {
-		if (!o->opts.quiet)
+		/* Said where someone watches (a terminal) or asked for the details: under a pipe, the summary only. */
+		if (!o->opts.quiet && (o->opts.verbose || isatty(STDERR_FILENO)))
 			fprintf(stderr, "hostprof: recording at %u Hz (%s)%s\n", o->sampler.freq_hz,
 				sampler_event(r.sampler), o->command ? "" : ", Ctrl-C to stop");
+		struct rusage self;
+		status_line_init(&r.status, stderr, !o->opts.quiet);
+		getrusage(RUSAGE_SELF, &self);
+		r.status_cpu_s = cpu_seconds(&self);	/* the first line's CPU share: since the start */
+		r.status_ns = r.start_mono_ns;
 		run_loop(&r);
 		int written = write_profile(&r);
 		err = written > 0 ? -EIO : written;

@@ -11,6 +11,7 @@
 #include "src/cmd/commands.h"
 #include "src/cmd/options.h"
 #include "src/cmd/profile_inputs.h"
+#include "src/cmd/status_line.h"
 #include "src/profile/report.h"
 
 int cmd_report(int argc, char **argv, const struct cli_env *env)
@@ -20,6 +21,8 @@ int cmd_report(int argc, char **argv, const struct cli_env *env)
 	(void)env;
 	if (err)
 		return err > 0 ? 0 : 2;
+	/* On a terminal, names fit its width (C++ names run to hundreds of characters); --wide, or a pipe, whole. */
+	o.width = o.wide ? 0 : (unsigned)status_line_columns(stdout);
 	struct profile *p;
 	if (profile_inputs_load(argv + operand, argc - operand, &p) < 0)
 		return 1;

@@ -22,7 +22,7 @@
 static const char *const unwinder_names[] = { "deltas", "libunwind", NULL };	/* enum session_unwinder */
 static const char *const log_level_names[] = { "error", "warn", "info", "debug", NULL };	/* enum log_level */
 static const char *const sort_names[] = { "self", "total", NULL };	/* enum report_sort */
-static const char *const format_names[] = { "collapsed", "pprof", "speedscope", "otlp", NULL };	/* convert_format */
+static const char *const format_names[] = { "collapsed", "pprof", "speedscope", "otlp", "html", NULL };	/* convert_format */
 /* run_settings.fast_lane: which processes' samples the fast lane reads as they are taken. */
 static const char *const fast_lane_names[] = { "stacks", "apm", NULL };
 static const char *const value_names[] = { "samples", "cpu", "off-cpu", "wall", NULL };	/* enum profile_value */
@@ -101,6 +101,8 @@ static const struct setting record_items[] = {
 	{ "save-samples", 0, SETTING_STRING, 0, REC(save_samples), .arg = "FILE",
 	  .help = "also save the raw samples to a replay file" },
 	{ "quiet", 'q', SETTING_FLAG, 0, REC(quiet), .help = "no progress or summary messages" },
+	{ "verbose", 'v', SETTING_FLAG, 0, REC(verbose),
+	  .help = "the run's details after the summary: costs, tables, fast lane, held samples, stacks" },
 };
 
 #define EXP(m) FIELD(struct export_settings, m)
@@ -203,6 +205,10 @@ static const struct setting report_items[] = {
 	  .help = "show each frame's source line: function (file.c:LINE), a row per line" },
 	{ "addresses", 0, SETTING_FLAG, 0, RPT(addresses),
 	  .help = "a row per address of code without a function name, not one per library" },
+	{ "wide", 0, SETTING_FLAG, 0, RPT(wide),
+	  .help = "whole names on a terminal, not cut to its width" },
+	{ "no-inline", 0, SETTING_FLAG, 0, RPT(no_inline),
+	  .help = "fold inlined functions into their callers (self samples included), as perf report does" },
 	{ "off-cpu", 0, SETTING_FLAG, 0, RPT(off_cpu),
 	  .help = "weigh stacks by their time off CPU (a profile recorded with --off-cpu)" },
 	{ "wall", 0, SETTING_FLAG, 0, RPT(wall),
@@ -216,17 +222,18 @@ ONE_TABLE_COMMAND(report_settings, "report", "usage: hostprof report [OPTIONS] [
 static const struct setting convert_items[] = {
 	{ "to", 't', SETTING_ENUM, 0, CNV(format), .names = format_names, .arg = "FORMAT",
 	  .given = offsetof(struct convert_options, format_given),
-	  .help = "collapsed, pprof, speedscope or otlp (an OpenTelemetry profiles export request)" },
+	  .help = "collapsed, pprof, speedscope, otlp (an OpenTelemetry profiles export request) or html (a "
+		  "flame graph page)" },
 	{ "stack-ids", 0, SETTING_FLAG, 0, CNV(stack_ids),
 	  .help = "(collapsed) start each line with its stack-trace ID" },
 	{ "value", 0, SETTING_ENUM, 0, CNV(value), .names = value_names, .arg = "VALUE", .def = "samples",
-	  .help = "(collapsed, speedscope) weigh stacks by samples, cpu, off-cpu or wall time (times in "
-		  "microseconds in collapsed stacks)" },
+	  .help = "(collapsed, speedscope, html) weigh stacks by samples, cpu, off-cpu or wall time (times in "
+		  "microseconds in collapsed stacks; the value a flame graph page opens with)" },
 	{ "output", 'o', SETTING_STRING, 0, CNV(output), .arg = "FILE", .help = "write there, not to standard output" },
 };
 
 ONE_TABLE_COMMAND(convert_settings, "convert",
-		  "usage: hostprof convert [FILE|DIR...] --to collapsed|pprof|speedscope|otlp [--stack-ids] "
+		  "usage: hostprof convert [FILE|DIR...] --to collapsed|pprof|speedscope|otlp|html [--stack-ids] "
 		  "[--value VALUE] [-o OUT]\n",
 		  convert_items);
 
@@ -239,6 +246,8 @@ static const struct setting diff_items[] = {
 	  .help = "show the N biggest changes" },
 	{ "value", 0, SETTING_ENUM, 0, DIF(value), .names = value_names, .arg = "VALUE", .def = "samples",
 	  .help = "compare shares of samples, cpu, off-cpu or wall time" },
+	{ "html", 0, SETTING_STRING, 0, DIF(html), .arg = "FILE",
+	  .help = "also write a differential flame graph of NEW there (red grew, blue shrank)" },
 };
 
 ONE_TABLE_COMMAND(diff_settings, "diff", "usage: hostprof diff BASE NEW [OPTIONS]\n"

@@ -188,7 +188,7 @@ static const struct diff_row *largest_growth(const struct diff *d)
 	return best;
 }
 
-static void print_verdict(const struct diff *d, FILE *out, double threshold)
+void diff_print_verdict(const struct diff *d, FILE *out, double threshold)
 {
 	uint32_t n = diff_regressions(d, threshold), listed = 0;
 	if (!n) {
@@ -217,6 +217,6 @@ int diff_print(const struct diff *d, FILE *out, const struct diff_options *o)
 		o = &def;
 	print_header(d, out, o);
 	print_rows(d, out, o->limit ? o->limit : DIFF_DEFAULT_LIMIT);
-	print_verdict(d, out, o->threshold);
+	diff_print_verdict(d, out, o->threshold);
 	return ferror(out) ? -EIO : 0;
 }

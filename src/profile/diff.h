@@ -20,6 +20,7 @@
 #ifndef HOSTPROF_DIFF_H
 #define HOSTPROF_DIFF_H
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -48,6 +49,7 @@ struct diff_options {
 	unsigned limit;		/* rows to print; 0 means DIFF_DEFAULT_LIMIT */
 	const char *base_name, *new_name;	/* shown in the header; NULL: "base", "new" */
 	int value;		/* enum profile_value the shares are of (the command's --value) */
+	char html[PATH_MAX];	/* the command's --html: where to write a differential flame graph; "": none */
 };
 
 int diff_compute(const struct profile *base, const struct profile *new, struct diff *d);
@@ -64,5 +66,7 @@ double diff_noise(uint64_t base_samples, uint64_t new_samples);
 
 /* Header, the table of the biggest changes, and a verdict line ("FAIL: ..." or "OK: ..."). */
 int diff_print(const struct diff *d, FILE *out, const struct diff_options *o);
+/* The verdict alone, as diff_print() ends: an empty line, then "FAIL: ..." or "OK: ..." and a line break. */
+void diff_print_verdict(const struct diff *d, FILE *out, double threshold);
 
 #endif

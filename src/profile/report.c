@@ -36,6 +36,7 @@ struct report {
 	uint32_t generation;	/* bumped per counted stack, so recursion counts a row's total once */
 	bool lines;		/* rows per source line: "function (file.c:LINE)" */
 	bool addresses;		/* a row per address of unnamed code, not one per library */
+	bool no_inline;		/* a location's inlined lines take the row of its physical function */
 	enum profile_value value;	/* what a sample weighs */
 };
 
@@ -127,7 +128,7 @@ static int location_rows(struct report *rp, uint32_t loc, uint32_t *out, struct 
 	lib->len = 0;
 	if ((err = frame_library_append(rp->p, l, FRAME_NAME_ESCAPED, lib)) < 0)
 		return err;
-	for (uint32_t j = 0; j < n; j++) {
+	for (uint32_t j = rp->no_inline ? n - 1 : 0; j < n; j++) {
 		name->len = 0;
 		/* A stripped library's samples fall on thousands of addresses, none of which would reach the top rows
 		 * on its own: by default they are one row, the library's (as go tool pprof shows them). */
@@ -142,6 +143,8 @@ static int location_rows(struct report *rp, uint32_t loc, uint32_t *out, struct 
 		    (err = intern_row(rp, &(struct row_key){ name->s, lib->s }, &out[j])) < 0)
 			return err;
 	}
+	for (uint32_t j = 0; rp->no_inline && j + 1 < n; j++)	/* folded: the inlined lines are the caller's */
+		out[j] = out[n - 1];
 	return 0;
 }
 
@@ -185,6 +188,12 @@ static uint32_t location_nlines(const struct profile *p, uint32_t loc)
 	return p->locations.items[loc].nlines ? p->locations.items[loc].nlines : 1;
 }
 
+/* The frames a location shows: one per line, or one with the inlined ones folded (all lines have its row). */
+static uint32_t shown_lines(const struct report *rp, uint32_t loc)
+{
+	return rp->no_inline ? 1 : location_nlines(rp->p, loc);
+}
+
 static void attribute_stack(struct report *rp, uint32_t s, uint64_t c)
 {
 	const struct profile_stack *st = &rp->p->stacks.items[s];
@@ -193,7 +202,7 @@ static void attribute_stack(struct report *rp, uint32_t s, uint64_t c)
 		return;
 	rp->rows[stack_row(rp, st, 0, 0)].self += c;
 	for (uint32_t k = 0; k < st->nlocations; k++) {
-		for (uint32_t j = 0; j < location_nlines(rp->p, st->locations[k]); j++) {
+		for (uint32_t j = 0; j < shown_lines(rp, st->locations[k]); j++) {
 			struct row *r = &rp->rows[stack_row(rp, st, k, j)];
 			if (r->stamp != gen) {
 				r->stamp = gen;
@@ -314,7 +323,7 @@ static double counter_pct(uint64_t part, uint64_t samples)
 	return v > 100.0 ? 100.0 : v;
 }
 
-static int print_summary(const struct profile *p, uint64_t total, FILE *out)
+static int print_summary(const struct profile *p, uint64_t total, bool no_inline, FILE *out)
 {
 	const struct profile_info *i = &p->info;
 	uint64_t samples = i->samples ? i->samples : total;
@@ -336,6 +345,7 @@ static int print_summary(const struct profile *p, uint64_t total, FILE *out)
 	fprintf(out, "\nUnwinder:           %s\n",
 		escape_str(buf, sizeof(buf), i->unwinder && *i->unwinder ? i->unwinder : "unknown"));
 	fprintf(out, "Processes:          %u\n", processes);
+	fprintf(out, "Inlined functions:  %s\n", no_inline ? "folded into their callers" : "rows of their own");
 	fprintf(out, "Unwound completely: %.2f%%\n", counter_pct(i->unwound_complete, samples));
 	fprintf(out, "Truncated:          %" PRIu64 " (%.2f%%)\n", i->truncated, counter_pct(i->truncated, samples));
 	fprintf(out, "Unknown:            %" PRIu64 " (%.2f%%)\n", i->unknown, counter_pct(i->unknown, samples));
@@ -362,7 +372,29 @@ static int compare_rows(const void *a, const void *b, void *arg)
 	return strcmp(x->library, y->library);
 }
 
-static void print_table(FILE *out, struct row **sorted, uint32_t n, uint64_t total, enum profile_value value)
+/* Names shorter than this are never cut, however narrow the line: a name cut shorter says little. */
+#define NAME_MIN_COLUMNS 24
+
+/* name, cut to the columns left of a line of width once used are taken ("..." at its end), or whole when width
+ * is 0. Columns are counted as characters: escaped names are ASCII and valid UTF-8, cut between characters. */
+static void print_name(FILE *out, const char *name, unsigned width, size_t used)
+{
+	size_t room = width > used + NAME_MIN_COLUMNS ? width - used : NAME_MIN_COLUMNS, chars = 0, cut = 0;
+	const char *c = name;
+	for (; *c && (width == 0 || chars <= room); c++) {
+		if (((unsigned char)*c & 0xc0) == 0x80)
+			continue;	/* a UTF-8 continuation byte: the same character */
+		if (++chars == room - 2)
+			cut = (size_t)(c - name);	/* where "..." starts if the name is too long */
+	}
+	if (width == 0 || chars <= room)
+		fputs(name, out);
+	else
+		fprintf(out, "%.*s...", (int)cut, name);
+}
+
+static void print_table(FILE *out, struct row **sorted, uint32_t n, uint64_t total, enum profile_value value,
+			unsigned line_width)
 {
 	int width = (int)strlen("Library");
 	for (uint32_t k = 0; k < n; k++) {
@@ -378,7 +410,9 @@ static void print_table(FILE *out, struct row **sorted, uint32_t n, uint64_t tot
 			fprintf(out, "%8.1f", (double)r->self / 1e6);
 		else
 			fprintf(out, "%8" PRIu64, r->self);
-		fprintf(out, "  %-*s  %s\n", width, r->library, r->name);
+		fprintf(out, "  %-*s  ", width, r->library);
+		print_name(out, r->name, line_width, 28 + (size_t)width);	/* the columns before the name */
+		fputc('\n', out);
 	}
 }
 
@@ -396,7 +430,7 @@ static int print_top(struct report *rp, const struct view *v, FILE *out, const s
 	enum report_sort sort = o->sort;
 	qsort_r(sorted, n, sizeof(*sorted), compare_rows, &sort);
 	if (n)
-		print_table(out, sorted, n < o->limit ? n : o->limit, v->total, rp->value);
+		print_table(out, sorted, n < o->limit ? n : o->limit, v->total, rp->value, o->width);
 	else
 		fprintf(out, "No samples.\n");
 	free(sorted);
@@ -454,7 +488,7 @@ static uint64_t levels_from(const struct report *rp, const struct profile_stack 
 {
 	uint64_t n = 0;
 	for (uint32_t i = 0; i <= k; i++)
-		n += location_nlines(rp->p, st->locations[i]);
+		n += shown_lines(rp, st->locations[i]);
 	return n;
 }
 
@@ -470,9 +504,9 @@ static int tree_add(struct tree *t, const struct report *rp, const struct stack_
 		return err;
 	t->nodes[node].total += sc->count;
 	for (uint32_t k = st->nlocations; k-- > 0;) {
-		for (uint32_t j = location_nlines(rp->p, st->locations[k]); j-- > 0;) {
+		for (uint32_t j = shown_lines(rp, st->locations[k]); j-- > 0;) {
 			if (level == t->depth) {
-				uint64_t below = levels_from(rp, st, k) - location_nlines(rp->p, st->locations[k]) + j + 1;
+				uint64_t below = levels_from(rp, st, k) - shown_lines(rp, st->locations[k]) + j + 1;
 				if (below > t->nodes[node].below)
 					t->nodes[node].below = below;
 				return 0;
@@ -493,6 +527,7 @@ struct tree_print {
 	FILE *out;
 	uint64_t total;
 	double limit;		/* percent */
+	unsigned width;		/* the line width names are cut to; 0: none */
 	struct frame_buf prefix;	/* the guide lines drawn left of a node's children */
 	char root[ESCAPE_SHOWN_MAX];	/* a root's name (a process's) escaped: the others' rows are already */
 };
@@ -539,12 +574,14 @@ static int visible_children(const struct tree_print *tp, uint32_t node, uint32_t
 
 /* The guide lines left of a node at level: drawn for at most REPORT_TREE_INDENT_MAX levels, so that a line's
  * length does not grow with the depth; a node deeper than that shows its level instead: "[70] `- name". */
-static void print_guides(struct tree_print *tp, uint32_t level, bool last)
+static size_t print_guides(struct tree_print *tp, uint32_t level, bool last)
 {
+	int n = 0;
 	fputs(tp->prefix.s ? tp->prefix.s : "", tp->out);
 	if (level > REPORT_TREE_INDENT_MAX)
-		fprintf(tp->out, "[%u] ", level);
+		n = fprintf(tp->out, "[%u] ", level);
 	fputs(last ? "`- " : "|- ", tp->out);
+	return tp->prefix.len + (n > 0 ? (size_t)n : 0) + 3;	/* the columns printed */
 }
 
 /* What the depth limit cut below n (which has no children then): one line with the share of the samples that
@@ -567,11 +604,10 @@ static int print_subtree(struct tree_print *tp, uint32_t node, uint32_t level, b
 	int err = 0;
 	fprintf(tp->out, "%6.2f%% %6.2f%%  ", pct(n->total, tp->total), pct(n->self, tp->total));
 	if (level == 0)
-		fprintf(tp->out, "%s\n", escape_str(tp->root, sizeof(tp->root), node_name(tp, node)));
-	else {
-		print_guides(tp, level, last);
-		fprintf(tp->out, "%s\n", node_name(tp, node));
-	}
+		print_name(tp->out, escape_str(tp->root, sizeof(tp->root), node_name(tp, node)), tp->width, 17);
+	else
+		print_name(tp->out, node_name(tp, node), tp->width, 17 + print_guides(tp, level, last));
+	fputc('\n', tp->out);
 	if (level > 0 && level < REPORT_TREE_INDENT_MAX &&
 	    (err = frame_buf_append(&tp->prefix, last ? "   " : "|  ", 3)) < 0)
 		return err;
@@ -591,7 +627,8 @@ static int print_subtree(struct tree_print *tp, uint32_t node, uint32_t level, b
 static int print_tree(const struct report *rp, const struct view *v, FILE *out, const struct report_options *o)
 {
 	struct tree t = { .depth = o->tree_depth };
-	struct tree_print tp = { .rp = rp, .t = &t, .out = out, .total = v->total, .limit = o->percent_limit };
+	struct tree_print tp = { .rp = rp, .t = &t, .out = out, .total = v->total, .limit = o->percent_limit,
+				 .width = o->width };
 	uint32_t *roots = NULL, nroots = 0;
 	int err = profile_grow((void **)&t.nodes, &t.cap, 1, sizeof(*t.nodes));
 	if (err == 0)
@@ -776,7 +813,7 @@ static int print_report(struct report *rp, uint32_t *sel, uint32_t n, FILE *out,
 	}
 	if (o->filter_pid && !n)
 		return -ESRCH;
-	if ((err = print_summary(rp->p, count, out)) < 0)
+	if ((err = print_summary(rp->p, count, rp->no_inline, out)) < 0)
 		return err;
 	print_off_cpu_summary(rp->p, out);
 	if (o->filter_pid) {
@@ -795,7 +832,7 @@ static int print_report(struct report *rp, uint32_t *sel, uint32_t n, FILE *out,
 int report_print(const struct profile *p, FILE *out, const struct report_options *o)
 {
 	struct report_options opt = effective_options(o);
-	struct report rp = { .p = p, .lines = opt.lines, .addresses = opt.addresses,
+	struct report rp = { .p = p, .lines = opt.lines, .addresses = opt.addresses, .no_inline = opt.no_inline,
 			     .value = opt.wall ? PROFILE_VALUE_WALL : opt.off_cpu ? PROFILE_VALUE_OFF_CPU :
 									    PROFILE_VALUE_SAMPLES };
 	uint32_t *sel = NULL, n = 0;

@@ -51,6 +51,11 @@ struct report_options {
 	bool lines;		/* rows (and tree nodes) per source line: "function (file.c:LINE)" */
 	bool addresses;		/* code without a function name: a row per address ("lib.so+0x1234"), not one per
 				 * library ("[lib.so]") */
+	bool no_inline;		/* inlined functions folded into the function they were inlined into: its row
+				 * takes their samples (self included), as perf report counts them */
+	bool wide;		/* the command's --wide: whole names on a terminal (width is then 0) */
+	unsigned width;		/* the columns a line may take: longer names are cut, ending in "..." (a C++
+				 * name runs to hundreds of characters); 0: whole names */
 	bool off_cpu;		/* weigh stacks by time off CPU (profiles recorded with --off-cpu) */
 	bool wall;		/* weigh stacks by wall time (CPU + off CPU), after a table of each thread's split */
 	unsigned tree_depth;	/* levels of frames a tree shows below a process; 0 means REPORT_DEFAULT_TREE_DEPTH,

@@ -243,7 +243,7 @@ static void test_correlation_end_to_end(void **state)
 	if (h == 0) {
 		if (!freopen(err, "w", stderr))
 			_exit(126);
-		execl(test_hostprof(), "hostprof", "record", "-o", out, "--", app, "--lib", abs_lib, "--socket", sock,
+		execl(test_hostprof(), "hostprof", "record", "-v", "-o", out, "--", app, "--lib", abs_lib, "--socket", sock,
 		      "--log", dir, "--threads", "4", "--seconds", "8", (char *)NULL);
 		_exit(127);
 	}
@@ -364,7 +364,7 @@ static void test_correlation_under_load(void **state)
 	char *dir = r.dir, *app = r.app, *abs_lib = r.abs_lib, *out = r.out, *err = r.err, *dgram = r.dgram,
 	     *sock = r.sock;
 	pid_t busy[2] = { start_busy(), start_busy() };
-	int rc = test_run("\"$HOSTPROF\" record -o %s -- %s --lib %s --socket %s --log %s "
+	int rc = test_run("\"$HOSTPROF\" record -v -o %s -- %s --lib %s --socket %s --log %s "
 			  "--threads 3 --slot-cpu-ms 7 --wait-registration --linger-ms 500 --seconds 6 "
 			  "--publish-delay-ms 100 2> %s", out, app, abs_lib, sock, dir, err);
 	for (int i = 0; i < 2; i++) {
@@ -449,7 +449,7 @@ static void test_off_cpu_correlated(void **state)
 	test_require_root("reading another process's TLS needs ptrace and /proc/PID/mem");
 	struct apm_run r;
 	apm_run_setup(&r);
-	int rc = test_run("\"$HOSTPROF\" record --off-cpu -o %s -- %s --lib %s --socket %s --log %s --threads 2 "
+	int rc = test_run("\"$HOSTPROF\" record -v --off-cpu -o %s -- %s --lib %s --socket %s --log %s --threads 2 "
 			  "--slot-ms 4 --block-ms 8 --wait-registration --linger-ms 500 --seconds 5 2> %s",
 			  r.out, r.app, r.abs_lib, r.sock, r.dir, r.err);
 	test_run("cat %s", r.err);

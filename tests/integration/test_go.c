@@ -371,7 +371,7 @@ static void run_growth(void **state, const char *go)
 	test_require_perf();
 	build_grow(f, go, &b);
 	for (int chain = 1; chain >= 0; chain--) {
-		assert_int_equal(test_run("\"$HOSTPROF\" record %s -o %s -- %s 2 >/dev/null 2>%s/record.err",
+		assert_int_equal(test_run("\"$HOSTPROF\" record -v %s -o %s -- %s 2 >/dev/null 2>%s/record.err",
 					  chain ? "" : "--no-fp-chain", f->out, b.bin, f->dir), 0);
 		struct profile *p = test_read_profile(f->out);
 		g[chain] = count_grow(p, b.wrapper);

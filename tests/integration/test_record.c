@@ -307,7 +307,7 @@ static void test_batched_reads(void **state)
 	unsigned long samples = 0, waits = 0;
 	test_require_perf();
 	uint64_t t0 = clock_mono_ns();
-	assert_int_equal(test_run("\"$HOSTPROF\" record -F 999 -o %s -- %s 3 2> %s/err", f->out,
+	assert_int_equal(test_run("\"$HOSTPROF\" record -v -F 999 -o %s -- %s 3 2> %s/err", f->out,
 				  test_fixture_path("split_paths", fixture, sizeof(fixture)), f->dir), 0);
 	double wall_s = (double)(clock_mono_ns() - t0) / 1e9;
 	char err[512];
@@ -400,7 +400,7 @@ static void record_program(const struct test_workdir *f, const char *flags, cons
 {
 	char err[600];
 	snprintf(err, sizeof(err), "%s/err%d", f->dir, run);
-	assert_int_equal(test_run("\"$HOSTPROF\" record %s -o %s/p%d.msgpack -- %s 1 2> %s", flags, f->dir, run,
+	assert_int_equal(test_run("\"$HOSTPROF\" record -v %s -o %s/p%d.msgpack -- %s 1 2> %s", flags, f->dir, run,
 				  prog, err), 0);
 	test_run("grep stack-delta %s", err);
 	assert_int_equal(table_summary(err, tables, cached), 0);

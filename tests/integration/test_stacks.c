@@ -112,7 +112,7 @@ static void test_deep_recursion_whole(void **state)
 	require_perf_and_cc();
 	build_deep(w, bin, sizeof(bin));
 	snprintf(cmd, sizeof(cmd), "%s 2 250", bin);
-	assert_int_equal(test_run("\"$HOSTPROF\" record -o %s -- %s 2>%s/record.err", w->out, cmd, w->dir), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -v -o %s -- %s 2>%s/record.err", w->out, cmd, w->dir), 0);
 	struct profile *p = test_read_profile(w->out);
 	struct deep_counts c = count_deep(p);
 	const char *roots[] = { "main" };
@@ -138,7 +138,7 @@ static void test_deep_recursion_whole(void **state)
 	 * summary line is absent). This fixture keeps its stack as it was, so batches read it whole, but for the
 	 * batch read after the process exited (~5 % of a 2 s run here, more on a loaded machine): that is the
 	 * completeness the default buys with the fast lane. */
-	assert_int_equal(test_run("\"$HOSTPROF\" record --fast-lane apm -o %s -- %s 2>%s/record.err", w->out, cmd,
+	assert_int_equal(test_run("\"$HOSTPROF\" record -v --fast-lane apm -o %s -- %s 2>%s/record.err", w->out, cmd,
 				  w->dir), 0);
 	assert_int_not_equal(test_run("grep -q 'fast lane:' %s", err), 0);
 	p = test_read_profile(w->out);
@@ -167,7 +167,7 @@ static void test_deep_recursion_frame_bound(void **state)
 	require_perf_and_cc();
 	build_deep(w, bin, sizeof(bin));
 	/* 1100 frames a sample: a sanitizer build of hostprof may fall behind at 999 Hz (lost samples, counted). */
-	assert_int_equal(test_run("\"$HOSTPROF\" record -o %s -- %s 2 1100 2>%s/record.err", w->out, bin, w->dir), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -v -o %s -- %s 2 1100 2>%s/record.err", w->out, bin, w->dir), 0);
 	struct profile *p = test_read_profile(w->out);
 	struct deep_counts c = count_deep(p);
 	const char *leaf[] = { "recurse", "spin" };
@@ -284,7 +284,7 @@ static void test_no_cfi_never_invents(void **state)
 	assert_true(sites.n >= 5);
 
 	snprintf(cmd, sizeof(cmd), "%s 2", bin);
-	assert_int_equal(test_run("\"$HOSTPROF\" record -o %s -- %s 2>%s/record.err", w->out, cmd, w->dir), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -v -o %s -- %s 2>%s/record.err", w->out, cmd, w->dir), 0);
 	struct profile *p = test_read_profile(w->out);
 	struct nocfi_counts c = check_nocfi_frames(p, exec.a[0], exec.a[0] + exec.a[1], &sites);
 	profile_free(p);

@@ -140,7 +140,7 @@ static void test_no_sample_lost_to_table_builds(void **state)
 	}
 	snprintf(err, sizeof(err), "%s/err", f->dir);
 	snprintf(out, sizeof(out), "%s/p.msgpack", f->dir);
-	assert_int_equal(test_run("\"$HOSTPROF\" record --no-cache -F 999 -o %s -- %s 2> %s", out, cmd, err), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -v --no-cache -F 999 -o %s -- %s 2> %s", out, cmd, err), 0);
 	test_run("cat %s", err);
 	/* A ring holds ~200 samples per CPU (sampler.h) and wakes hostprof half full: ~100 ms of room at 999 Hz. A drain
 	 * held up by a table build (hundreds of ms for LLVM's) overflows it; a hostprof that only waits for a CPU beside
@@ -202,7 +202,7 @@ static void test_held_samples_settled_at_exec(void **state)
 	fresh_copy(lib, copy);
 	snprintf(err, sizeof(err), "%s/err", f->dir);
 	snprintf(out, sizeof(out), "%s/p.msgpack", f->dir);
-	assert_int_equal(test_run("\"$HOSTPROF\" record --no-cache -F 999 -o %s -- %s 40 %s --exec /bin/sleep 0.5 2> %s",
+	assert_int_equal(test_run("\"$HOSTPROF\" record -v --no-cache -F 999 -o %s -- %s 40 %s --exec /bin/sleep 0.5 2> %s",
 				  out, test_fixture_path("dlopen_copies", fixture, sizeof(fixture)), copy, err), 0);
 	test_run("cat %s", err);
 	long long held = number_after(err, "tables: "), ready = number_after(err, "were built: ");

@@ -38,6 +38,7 @@ static const char *const summary =
 	"Event:              cpu-clock at 99 Hz\n"
 	"Unwinder:           libunwind\n"
 	"Processes:          2\n"
+	"Inlined functions:  rows of their own\n"
 	"Unwound completely: 92.86%\n"
 	"Truncated:          1 (7.14%)\n"
 	"Unknown:            0 (0.00%)\n"
@@ -79,6 +80,60 @@ static void test_report_lost_where(void **state)
 	char *text = run_report(p, &o);
 	assert_non_null(strstr(text, "(lost 7: 2 by the kernel's rings, 5 on the fast lane)\n"));
 	free(text);
+	profile_free(p);
+}
+
+/* --no-inline: helper's samples are work's, its self ones too, as perf counts them; the header says so. */
+static void test_report_no_inline(void **state)
+{
+	(void)state;
+	struct profile *p = tp_example_profile();
+	char *text = run_report(p, &(struct report_options){ .no_inline = true });
+	assert_non_null(strstr(text, "Processes:          2\nInlined functions:  folded into their callers\n"));
+	assert_non_null(strstr(text, "\n\n"
+				     "  Self%  Total%     Self  Library    Function\n"
+				     " 57.14%  71.43%        8  app        work (app.c)\n"
+				     " 21.43%  28.57%        3  app        rec (app.c)\n"
+				     " 14.29%  14.29%        2  libc.so.6  [libc.so.6]\n"
+				     "  7.14%   7.14%        1  [kernel]   schedule\n"
+				     "  0.00%  92.86%        0  app        main (app.c)\n"
+				     "  0.00%   7.14%        0             [truncated]\n"));
+	free(text);
+	/* In the tree, work ends the path: no helper node below it. */
+	text = run_report(p, &(struct report_options){ .no_inline = true, .tree = true, .percent_limit = 0 });
+	assert_null(strstr(text, "helper"));
+	assert_non_null(strstr(text, "work (app.c)"));
+	free(text);
+	profile_free(p);
+}
+
+/* A width cuts long names to fit ("..." at the end), in the table and the tree; without one they are whole. */
+static void test_report_width(void **state)
+{
+	(void)state;
+	char name[400];
+	memset(name, 'x', sizeof(name) - 1);
+	memcpy(name, "ns::Long<", 9);
+	name[sizeof(name) - 1] = '\0';
+	struct profile *p = tp_example_profile();
+	uint32_t fn = tp_function(p, name, "long.cc");
+	uint32_t loc = tp_location(p, tp_mapping(p, "/bin/app"), 0x77, PROFILE_FRAME_NATIVE,
+				   &(struct profile_line){ .function = fn }, 1);
+	uint32_t st = tp_stack(p, 0x77, (uint32_t[]){ loc }, 1);
+	tp_sample(p, (struct profile_sample){ .stack = st, .pid = 1, .tid = 1, .count = 1 }, "app", NULL);
+	for (int tree = 0; tree < 2; tree++) {
+		char *text = run_report(p, &(struct report_options){ .width = 80, .tree = tree, .percent_limit = 0 });
+		for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+			assert_true(strlen(line) <= 80);
+		free(text);
+		text = run_report(p, &(struct report_options){ .width = 80, .tree = tree, .percent_limit = 0 });
+		assert_non_null(strstr(text, "ns::Long<xxx"));
+		assert_non_null(strstr(text, "xx...\n"));
+		free(text);
+		text = run_report(p, &(struct report_options){ .tree = tree, .percent_limit = 0 });
+		assert_non_null(strstr(text, name));	/* whole */
+		free(text);
+	}
 	profile_free(p);
 }
 
@@ -202,6 +257,7 @@ static void test_report_empty(void **state)
 				  "Event:              unknown\n"
 				  "Unwinder:           unknown\n"
 				  "Processes:          0\n"
+				  "Inlined functions:  rows of their own\n"
 				  "Unwound completely: 0.00%\n"
 				  "Truncated:          0 (0.00%)\n"
 				  "Unknown:            0 (0.00%)\n"
@@ -273,6 +329,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_report_by_self),
 		cmocka_unit_test(test_report_lost_where),
+		cmocka_unit_test(test_report_no_inline),
+		cmocka_unit_test(test_report_width),
 		cmocka_unit_test(test_report_without_time),
 		cmocka_unit_test(test_report_lines),
 		cmocka_unit_test(test_report_unnamed_code_grouped),

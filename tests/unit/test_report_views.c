@@ -91,6 +91,7 @@ static const char *const summary =
 	"Event:              cpu-clock at 999 Hz\n"
 	"Unwinder:           deltas\n"
 	"Processes:          2\n"
+	"Inlined functions:  rows of their own\n"
 	"Unwound completely: 100.00%\n"
 	"Truncated:          0 (0.00%)\n"
 	"Unknown:            0 (0.00%)\n";
@@ -381,13 +382,13 @@ static void test_tree_deep_recursion_bounded(void **state)
 	const char *cut = strstr(text, "`- ... 59936 more levels\n");
 	assert_non_null(cut);
 	assert_string_equal(cut, "`- ... 59936 more levels\n");	/* the last line */
-	assert_int_equal(count_lines(text, &longest), 8 + 1 + 1 + 1 + 64 + 1);	/* summary, blank, head, rec, 64, cut */
+	assert_int_equal(count_lines(text, &longest), 9 + 1 + 1 + 1 + 64 + 1);	/* summary, blank, head, rec, 64, cut */
 	assert_int_equal(longest, 17 + 63 * 3 + 3 + strlen("... 59936 more levels"));	/* the cut's */
 	assert_true(strlen(text) < 20000);
 	free(text);
 	o.tree_depth = 100;
 	text = run_report(p, &o, 0);
-	assert_int_equal(count_lines(text, &longest), 8 + 1 + 1 + 1 + 100 + 1);
+	assert_int_equal(count_lines(text, &longest), 9 + 1 + 1 + 1 + 100 + 1);
 	assert_int_equal(longest, 17 + 63 * 3 + 3 + strlen("... 59900 more levels"));	/* no more guides */
 	assert_non_null(strstr(text, "   [65] `- rec (rec.c)\n"));
 	assert_non_null(strstr(text, "   [100] `- rec (rec.c)\n100.00%"));
@@ -428,7 +429,7 @@ static void test_hostile_strings_escaped(void **state)
 	struct report_options table = { .limit = 5 }, tree = { .tree = true, .percent_limit = 0 };
 	struct report_options threads = { .per_thread = true, .tree = true }, wall = { .wall = true };
 	char *text = run_report(p, &table, 0);
-	assert_escaped(text, 10 + 4);	/* the summary (with its off-CPU line), a blank, the table's head, two rows */
+	assert_escaped(text, 11 + 4);	/* the summary (with its off-CPU line), a blank, the table's head, two rows */
 	assert_non_null(strstr(text, "Host:               hostx\\x1b[2J"));
 	assert_non_null(strstr(text, "(Linux 6x\\x1b"));
 	assert_non_null(strstr(text, "Event:              evx\\x1b"));
@@ -437,16 +438,16 @@ static void test_hostile_strings_escaped(void **state)
 	free(text);
 	struct report_options addresses = { .limit = 5, .addresses = true };
 	text = run_report(p, &addresses, 0);
-	assert_escaped(text, 10 + 4);
+	assert_escaped(text, 11 + 4);
 	assert_non_null(strstr(text, "libx\\x1b[2J\\n\\r\\xc2\\x9b\\xe2\\x80\\xae\\xffy.so+0x2000"));
 	free(text);
 	text = run_report(p, &tree, 0);
-	assert_escaped(text, 10 + 5);	/* the summary, a blank, the tree's head, three nodes */
+	assert_escaped(text, 11 + 5);	/* the summary, a blank, the tree's head, three nodes */
 	assert_non_null(strstr(text, "commx\\x1b[2J"));
 	free(text);
 	text = run_report(p, &threads, 0);
 	assert_non_null(strstr(text, "Thread 6 \"thx\\x1b[2J\\n\\r\\xc2\\x9b\\xe2\\x80\\xae\\xffy\" of process 5 \"commx\\x1b"));
-	assert_escaped(text, 10 + 6);	/* the summary, a blank, the thread's line, the tree's head, three nodes */
+	assert_escaped(text, 11 + 6);	/* the summary, a blank, the thread's line, the tree's head, three nodes */
 	free(text);
 	text = run_report(p, &wall, 0);
 	assert_non_null(strstr(text, "6 \"thx\\x1b[2J"));
