@@ -702,6 +702,15 @@ static size_t ud_follow_chain(struct ud_walk *w, struct unwind_frame *frames, si
 	return added;
 }
 
+/* A caller the chain names after a frame without CFI: in JIT code (nothing else can vouch for it, as in a JIT step),
+ * or in a file right after a call instruction. For the leaf the chain is no second opinion (the kernel read the
+ * word the step reads): the call instruction is what keeps a frame pointer the code does not keep from making up a
+ * caller. */
+static bool ud_plausible_caller(struct ud_walk *w, uint64_t ra)
+{
+	return ra && ud_find_module(w, ra - 1) && (w->mod.jit || ud_call_before(w, ra));
+}
+
 /*
  * A step by frame pointer for a frame in code without CFI (frames[n - 1], its registers w->r) on the sample's own
  * stack, taken where the sample's frame-pointer chain vouches for it: the chain agrees with every frame so far,
@@ -722,7 +731,8 @@ static bool ud_step_by_chain(struct ud_walk *w, const struct unwind_frame *frame
 	ptrdiff_t pos = ud_chain_position(w, frames, n - 1);
 	if (pos < 0 || (size_t)pos + 1 >= w->sample->fp_chain_len || (fp & 7) || fp < sp ||
 	    fp - sp > UD_JIT_FRAME_MAX || fp > UINT64_MAX - 16 || !ud_load(w, fp, &caller_fp) ||
-	    !ud_load(w, fp + 8, &ra) || ra != w->sample->fp_chain[pos + 1] || !ud_find_module(w, addr))
+	    !ud_load(w, fp + 8, &ra) || ra != w->sample->fp_chain[pos + 1] || !ud_plausible_caller(w, ra) ||
+	    !ud_find_module(w, addr))
 		return false;
 	w->step_module = ud_frame_module(w);
 	w->step_bias = w->mod.bias;

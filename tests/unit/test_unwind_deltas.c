@@ -724,6 +724,16 @@ static const char fixture_asm[] =
 	"	add $16, %rsp\n"
 	"	pop %rbx\n"
 	"	ret\n"
+	"	.p2align 5\n"
+	"	.type vfp_func,@function\n"
+	"vfp_func:\n"
+	"	push %rbp\n"
+	"	mov %rsp, %rbp\n"
+	"	sub %rcx, %rsp\n"
+	"vfp_body:\n"
+	"	call leaf\n"
+	"	leave\n"
+	"	ret\n"
 	"	.p2align 4\n"
 	"	.type leaf,@function\n"
 	"leaf:\n"
@@ -1105,6 +1115,51 @@ static void test_chain_frameless_leaf(void **state)
 	unwind_deltas_free(u);
 }
 
+/*
+ * vfp_func, code without CFI that keeps a frame pointer and moves SP by a register (as V8's built-ins do): stepped
+ * by its frame pointer where the chain agrees, its caller checked as a guessed one is; without the chain, or
+ * where the chain disagrees, the guess steps it (here the frame-pointer convention, the sweep having lost SP).
+ */
+static void test_chain_steps_code_without_cfi(void **state)
+{
+	struct synth *sy = *state;
+	struct unwind_deltas *u = deltas_new(NULL);
+	struct unwind_frame fr[8];
+	enum unwind_status st;
+	struct unwind_deltas_stats stats;
+	memset(sy->stack, 0, sizeof(sy->stack));
+	sy->s.regs[UNWIND_REG_IP] = fsym(sy, "vfp_body");
+	sy->s.regs[UNWIND_REG_BP] = FAKE_SP + 64;
+	put(sy, 64, FAKE_SP + 128);
+	put(sy, 72, fsym(sy, "stop_ret"));
+	uint64_t agrees[] = { fsym(sy, "vfp_body"), fsym(sy, "stop_ret") };
+	chain_sample(sy, sizeof(sy->stack), agrees, 2);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 2);
+	assert_int_equal(st, UNWIND_COMPLETE);
+	assert_int_equal(fr[1].ip, fsym(sy, "stop_ret"));
+	unwind_deltas_get_stats(u, &stats);
+	assert_int_equal(stats.fp_chain_steps, 1);
+
+	uint64_t disagrees[] = { fsym(sy, "vfp_body"), fsym(sy, "fp_ret") };
+	chain_sample(sy, sizeof(sy->stack), disagrees, 2);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 2);
+	assert_int_equal(st, UNWIND_COMPLETE);
+	chain_sample(sy, sizeof(sy->stack), NULL, 0);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 2);
+	unwind_deltas_get_stats(u, &stats);
+	assert_int_equal(stats.fp_chain_steps, 1);	/* the guess did both */
+
+	/* A caller after no call instruction: the chain read the same word, and vouches for nothing. */
+	put(sy, 72, fsym(sy, "leaf"));
+	uint64_t bogus[] = { fsym(sy, "vfp_body"), fsym(sy, "leaf") };
+	chain_sample(sy, sizeof(sy->stack), bogus, 2);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 1);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	unwind_deltas_get_stats(u, &stats);
+	assert_int_equal(stats.fp_chain_steps, 1);
+	unwind_deltas_free(u);
+}
+
 /* Chains that do not fit the walk are not used; a chain entry whose frame keeps no frame pointer ends it. */
 static void test_chain_refused(void **state)
 {
@@ -1315,6 +1370,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_chain_after_copy, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_chain_frameless_leaf, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_chain_refused, synth_setup, synth_teardown),
+		cmocka_unit_test_setup_teardown(test_chain_steps_code_without_cfi, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_jit_frames, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_jit_steps_refused, synth_setup, synth_teardown),
 	};
