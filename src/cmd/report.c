@@ -21,7 +21,7 @@ int cmd_report(int argc, char **argv, const struct cli_env *env)
 	if (err)
 		return err > 0 ? 0 : 2;
 	struct profile *p;
-	if (profile_inputs_load(argv + operand, argc - operand, &p) < 0)
+	if (profile_inputs_load(argv + operand, argc - operand, NULL, &p) < 0)
 		return 1;
 	err = report_print(p, stdout, &o);
 	profile_free(p);
