@@ -371,7 +371,8 @@ static int read_attrs(struct perf_data *pd, uint64_t entry, uint64_t off, uint64
 		for (uint64_t k = 0; k < ilen / 8; k++)
 			pd->ids[pd->nids++] = (struct pd_id){ .id = rd64(pd->base + ioff + 8 * k), .attr = i };
 	}
-	qsort(pd->ids, pd->nids, sizeof(*pd->ids), compare_ids);
+	if (pd->nids)
+		qsort(pd->ids, pd->nids, sizeof(*pd->ids), compare_ids);
 	for (pd->used = 0; pd->used < pd->nattrs && !sampling_attr(&pd->attrs[pd->used].attr); pd->used++)
 		;
 	if (pd->used == pd->nattrs) {
@@ -688,7 +689,8 @@ static int compare_pending(const void *a, const void *b)
 /* Deliver the kept records up to time limit (all: UINT64_MAX), in time order; the rest stay. */
 static int flush(struct perf_data *pd, uint64_t limit, record_fn fn, void *ctx)
 {
-	qsort(pd->pend, pd->npend, sizeof(*pd->pend), compare_pending);
+	if (pd->npend)
+		qsort(pd->pend, pd->npend, sizeof(*pd->pend), compare_pending);
 	size_t n = 0;
 	int stop = 0;
 	while (n < pd->npend && pd->pend[n].time <= limit && !stop) {
@@ -745,7 +747,8 @@ static int take_stream(struct perf_data *pd, bool *round_end)
 		at += size;
 	}
 	pd->in_stream = false;
-	memmove(pd->zbuf, pd->zbuf + at, pd->zlen - at);
+	if (at)
+		memmove(pd->zbuf, pd->zbuf + at, pd->zlen - at);
 	pd->zlen -= at;
 	return err;
 }
