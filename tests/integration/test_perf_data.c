@@ -4,7 +4,8 @@
  * back by hostprof; its shares checked against the fixture's 3:1 split, against hostprof's own `record` of the
  * same fixture, and against `perf report --no-children` on the same file (the same samples: self shares agree
  * within a rounding). Then the commands (report, convert, diff) on perf.data files, a file cut short (read as far
- * as it goes, said) and a corrupt one (an error naming the offset).
+ * as it goes, said), a corrupt one (an error naming the offset), and the recording's files found under --symfs,
+ * missing, or of another build.
  * They skip, saying why, only where perf is missing or the kernel refuses perf_event_open.
  */
 #include <setjmp.h>
@@ -214,6 +215,33 @@ static void test_commands(void **state)
 	assert_int_equal(test_run("\"$HOSTPROF\" report %s/other.data > /dev/null 2>&1", d), 1);
 }
 
+/* The recording's files found elsewhere: not at their path (said once, frames [unknown]), under --symfs, and at
+ * their path but of another build (said, not used). perf's build-id cache is kept out (--no-buildid-cache, an
+ * empty HOME). */
+static void test_symfs(void **state)
+{
+	struct test_workdir *f = *state;
+	const char *d = f->dir;
+	char fixture[256], other[256];
+	require_perf_tool();
+	test_fixture_path("split_paths", fixture, sizeof(fixture));
+	test_fixture_path("threads", other, sizeof(other));
+	assert_int_equal(test_run("mkdir -p %s/bin %s/root%s/bin && cp %s %s/bin/split_paths", d, d, d, fixture, d), 0);
+	assert_int_equal(test_run("perf record -q -F 999 --no-buildid-cache --call-graph dwarf,8192 -o %s/s.data -- "
+				  "%s/bin/split_paths 1 >/dev/null 2>&1", d, d), 0);
+	assert_int_equal(test_run("mv %s/bin/split_paths %s/root%s/bin/split_paths", d, d, d), 0);
+	assert_int_equal(test_run("HOME=%s \"$HOSTPROF\" report %s/s.data > %s/gone.txt 2> %s/gone.err", d, d, d, d), 0);
+	assert_int_equal(test_run("grep -q 'split_paths: not found here' %s/gone.err", d), 0);
+	assert_int_equal(test_run("grep -q leaf_a %s/gone.txt", d), 1);
+	assert_int_equal(test_run("HOME=%s \"$HOSTPROF\" report --symfs %s/root %s/s.data > %s/symfs.txt", d, d, d, d), 0);
+	assert_int_equal(test_run("grep -q 'leaf_a (split_paths.c)' %s/symfs.txt", d), 0);
+	assert_int_equal(test_run("cp %s %s/bin/split_paths", other, d), 0);
+	assert_int_equal(test_run("HOME=%s \"$HOSTPROF\" report %s/s.data > %s/other.txt 2> %s/other.err", d, d, d, d),
+			 0);
+	assert_int_equal(test_run("grep -q 'split_paths: not the build perf recorded' %s/other.err", d), 0);
+	assert_int_equal(test_run("grep -q worker_spin %s/other.txt", d), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -221,6 +249,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_compressed, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_frame_pointers, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_commands, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_symfs, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
