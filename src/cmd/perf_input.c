@@ -24,18 +24,26 @@
 #include "src/pipeline/session.h"
 #include "src/sampling/perf_data.h"
 
-/* A file said to be missing or of another build, said once. */
-struct said {
-	char **paths;
-	size_t n, cap;
+/* A mapped file not opened: missing here, or only another build of it found; said once, at the end, with the
+ * samples taken in it. */
+struct failed_file {
+	char *path;
+	bool other_build;
+	char want[41], found[41];
+	uint64_t samples;	/* samples whose IP is in one of its mappings */
+	struct failed_range {
+		int32_t pid;
+		uint64_t start, end;
+	} *ranges;
+	size_t nranges, capranges;
 };
 
 struct opener {
 	struct perf_data *pd;
 	const char *symfs;
 	const char *home;
-	struct said said;
-	unsigned missing, mismatched;
+	struct failed_file *failed;
+	size_t nfailed, capfailed;
 };
 
 bool perf_input_is_perf_data(const char *path)
@@ -85,23 +93,39 @@ static void hex(const uint8_t *id, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-/* Whether path was said already; remembered if not. */
-static bool said_before(struct said *s, const char *path)
+/* The failed file of path, added if new; NULL without memory. */
+static struct failed_file *failed_file(struct opener *o, const char *path)
 {
-	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->paths[i], path) == 0)
-			return true;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 16;
-		char **p = realloc(s->paths, cap * sizeof(*p));
-		if (!p)
-			return false;
-		s->paths = p;
-		s->cap = cap;
+	for (size_t i = 0; i < o->nfailed; i++)
+		if (strcmp(o->failed[i].path, path) == 0)
+			return &o->failed[i];
+	if (o->nfailed == o->capfailed) {
+		size_t cap = o->capfailed ? 2 * o->capfailed : 8;
+		struct failed_file *f = realloc(o->failed, cap * sizeof(*f));
+		if (!f)
+			return NULL;
+		o->failed = f;
+		o->capfailed = cap;
 	}
-	if ((s->paths[s->n] = strdup(path)))
-		s->n++;
-	return false;
+	struct failed_file *f = &o->failed[o->nfailed];
+	memset(f, 0, sizeof(*f));
+	if (!(f->path = strdup(path)))
+		return NULL;
+	o->nfailed++;
+	return f;
+}
+
+static void add_failed_range(struct failed_file *f, int32_t pid, uint64_t start, uint64_t end)
+{
+	if (f->nranges == f->capranges) {
+		size_t cap = f->capranges ? 2 * f->capranges : 4;
+		struct failed_range *r = realloc(f->ranges, cap * sizeof(*r));
+		if (!r)
+			return;
+		f->ranges = r;
+		f->capranges = cap;
+	}
+	f->ranges[f->nranges++] = (struct failed_range){ .pid = pid, .start = start, .end = end };
 }
 
 /*
@@ -142,21 +166,71 @@ static int open_file(void *ctx, const struct process *p, const struct mapping *m
 		}
 		close(fd);
 	}
-	char shown[ESCAPE_SHOWN_MAX];
-	if (!said_before(&o->said, m->path)) {
-		escape_str(shown, sizeof(shown), m->path);
-		if (any) {
-			o->mismatched++;
-			fprintf(stderr, "hostprof: %s: not the build perf recorded (build-id %s, here %s): its frames "
-				"are [unknown] (perf's build-id cache or --symfs may have it)\n", shown, want,
-				found[0] ? found : "none");
-		} else {
-			o->missing++;
-			fprintf(stderr, "hostprof: %s: not found here: its frames are [unknown]%s\n", shown,
-				o->symfs && o->symfs[0] ? "" : " (--symfs DIR looks under DIR)");
-		}
+	struct failed_file *f = failed_file(o, m->path);
+	if (f) {
+		f->other_build = any;
+		snprintf(f->want, sizeof(f->want), "%s", want);
+		snprintf(f->found, sizeof(f->found), "%s", found[0] ? found : "none");
+		add_failed_range(f, p->pid, m->start, m->end);
 	}
 	return any ? -ESTALE : -ENOENT;
+}
+
+/*
+ * The file's records as the session gets them, each sample counted against the files not opened (a mapping's
+ * file is opened as its first sample is handled: the sample is looked at after the session had it).
+ */
+struct counting_source {
+	struct record_source inner;
+	struct opener *op;
+	record_fn fn;
+	void *ctx;
+};
+
+static int count_record(void *ctx, const struct perf_event_header *rec, const struct record_origin *origin)
+{
+	struct counting_source *cs = ctx;
+	int rc = cs->fn(cs->ctx, rec, origin);
+	struct perf_sample ps;
+	if (rec->type != PERF_RECORD_SAMPLE || !cs->op->nfailed || perf_decode_sample(origin->layout, rec, &ps) < 0)
+		return rc;
+	uint64_t ip = ps.regs_abi ? ps.regs[UNWIND_REG_IP] : ps.ip;
+	for (size_t i = 0; i < cs->op->nfailed; i++) {
+		struct failed_file *f = &cs->op->failed[i];
+		for (size_t k = 0; k < f->nranges; k++) {
+			if (f->ranges[k].pid == (int32_t)ps.pid && ip >= f->ranges[k].start && ip < f->ranges[k].end) {
+				f->samples++;
+				return rc;
+			}
+		}
+	}
+	return rc;
+}
+
+static int counting_drain(void *impl, record_fn fn, void *ctx)
+{
+	struct counting_source *cs = impl;
+	cs->fn = fn;
+	cs->ctx = ctx;
+	return cs->inner.drain(cs->inner.impl, count_record, cs);
+}
+
+/* Each file not opened, once: why, and how many samples were taken in it. */
+static void print_failed(const struct opener *op)
+{
+	char shown[ESCAPE_SHOWN_MAX];
+	for (size_t i = 0; i < op->nfailed; i++) {
+		const struct failed_file *f = &op->failed[i];
+		escape_str(shown, sizeof(shown), f->path);
+		if (f->other_build)
+			fprintf(stderr, "hostprof: %s: not the build perf recorded (build-id %s, here %s), %" PRIu64
+				" samples in it: its frames are [unknown] (perf's build-id cache or --symfs DIR may have "
+				"it)\n", shown, f->want, f->found, f->samples);
+		else
+			fprintf(stderr, "hostprof: %s: not found here, %" PRIu64 " samples in it: its frames are "
+				"[unknown]%s\n", shown, f->samples,
+				op->symfs && op->symfs[0] ? "" : " (--symfs DIR looks under DIR)");
+	}
 }
 
 /* The profile's info from the file's header: set before samples are added (profile.h). */
@@ -184,8 +258,7 @@ static int fill_info(struct perf_data *pd, struct profile *p, int64_t realtime_o
 	return 0;
 }
 
-static void print_summary(const char *path, struct perf_data *pd, const struct session_stats *st,
-			  const struct opener *op)
+static void print_summary(const char *path, struct perf_data *pd, const struct session_stats *st)
 {
 	const struct perf_data_info *in = perf_data_info(pd);
 	const struct perf_data_counts *c = perf_data_counts(pd);
@@ -198,9 +271,6 @@ static void print_summary(const char *path, struct perf_data *pd, const struct s
 		in->perf_version : "?", in->hostname[0] ? escape_str(host, sizeof(host), in->hostname) : "?",
 		in->osrelease[0] ? in->osrelease : "?", in->compressed ? ", compressed" : "", st->lost, used,
 		unused[0] ? unused : "none", c->samples_other ? " (samples of other events among them)" : "");
-	if (op->missing || op->mismatched)
-		fprintf(stderr, "hostprof: %u mapped files not found, %u of another build: their frames are "
-			"[unknown]\n", op->missing, op->mismatched);
 }
 
 int perf_input_load(const char *path, const struct perf_input_options *o, struct profile **out)
@@ -231,11 +301,14 @@ int perf_input_load(const char *path, const struct perf_input_options *o, struct
 		fprintf(stderr, "hostprof: cannot start a session: %s\n", strerror(-rc));
 		goto out;
 	}
-	perf_data_source(pd, &src);
+	struct counting_source cs = { .op = &op };
+	perf_data_source(pd, &cs.inner);
+	src = (struct record_source){ .impl = &cs, .drain = counting_drain };
 	/* The loop `record` runs, over a source always ready: a drain is the next rounds of the file. */
 	while (!perf_data_finished(pd))
 		event_loop_turn(&src, s, 0, NULL, 0);
 	event_loop_end(&src, s);
+	print_failed(&op);
 	if (perf_data_error(pd)[0]) {
 		fprintf(stderr, "hostprof: %s\n", perf_data_error(pd));
 		rc = -EBADMSG;
@@ -254,15 +327,17 @@ int perf_input_load(const char *path, const struct perf_input_options *o, struct
 		goto out;
 	}
 	if (!o || !o->quiet)
-		print_summary(path, pd, session_stats(s), &op);
+		print_summary(path, pd, session_stats(s));
 	*out = p;
 	p = NULL;
 out:
 	profile_free(p);
 	session_free(s);
 	perf_data_free(pd);
-	for (size_t i = 0; i < op.said.n; i++)
-		free(op.said.paths[i]);
-	free(op.said.paths);
+	for (size_t i = 0; i < op.nfailed; i++) {
+		free(op.failed[i].path);
+		free(op.failed[i].ranges);
+	}
+	free(op.failed);
 	return rc;
 }
