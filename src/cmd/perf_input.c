@@ -265,12 +265,15 @@ static void print_summary(const char *path, struct perf_data *pd, const struct s
 	char used[512], unused[1024], shown[ESCAPE_SHOWN_MAX], ev[ESCAPE_SHOWN_MAX], host[ESCAPE_SHOWN_MAX];
 	perf_data_format_counts(pd, true, used, sizeof(used));
 	perf_data_format_counts(pd, false, unused, sizeof(unused));
-	fprintf(stderr, "hostprof: %s: %" PRIu64 " samples of %s (perf %s on %s, %s%s), %" PRIu64 " lost; records "
-		"used: %s; not used: %s%s\n", escape_str(shown, sizeof(shown), path), st->samples,
+	char other[64] = "";
+	if (c->samples_other)
+		snprintf(other, sizeof(other), ", %" PRIu64 " samples of other events not used", c->samples_other);
+	fprintf(stderr, "hostprof: %s: %" PRIu64 " samples of %s (perf %s on %s, %s%s), %" PRIu64 " lost%s; records "
+		"used: %s; not used: %s\n", escape_str(shown, sizeof(shown), path), st->samples,
 		in->event[0] ? escape_str(ev, sizeof(ev), in->event) : "its event", in->perf_version[0] ?
 		in->perf_version : "?", in->hostname[0] ? escape_str(host, sizeof(host), in->hostname) : "?",
-		in->osrelease[0] ? in->osrelease : "?", in->compressed ? ", compressed" : "", st->lost, used,
-		unused[0] ? unused : "none", c->samples_other ? " (samples of other events among them)" : "");
+		in->osrelease[0] ? in->osrelease : "?", in->compressed ? ", compressed" : "", st->lost, other, used,
+		unused[0] ? unused : "none");
 }
 
 int perf_input_load(const char *path, const struct perf_input_options *o, struct profile **out)

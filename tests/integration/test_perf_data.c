@@ -210,6 +210,11 @@ static void test_commands(void **state)
 	assert_int_equal(test_run("\"$HOSTPROF\" report %s/bad.data > /dev/null 2> %s/bad.err", d, d), 1);
 	assert_int_equal(test_run("grep -q 'corrupt perf.data at offset %ld: a record of 4 bytes' %s/bad.err", off, d),
 			 0);
+	/* two events: the first one's samples are used (told apart by their ids), the other's counted */
+	perf_record(d, "two.data", "-e cpu-clock,task-clock --call-graph dwarf,8192");
+	assert_int_equal(test_run("\"$HOSTPROF\" report %s/two.data > %s/two.txt 2> %s/two.err", d, d, d), 0);
+	assert_int_equal(test_run("grep -q 'samples of cpu-clock .* samples of other events not used' %s/two.err", d), 0);
+	assert_int_equal(test_run("grep -q 'leaf_a (split_paths.c)' %s/two.txt", d), 0);
 	/* not a profile, not a perf.data file: the profile reader's error, as before */
 	assert_int_equal(test_run("printf 'PERFILE1xxxxxxxx' > %s/other.data", d), 0);
 	assert_int_equal(test_run("\"$HOSTPROF\" report %s/other.data > /dev/null 2>&1", d), 1);
