@@ -262,7 +262,8 @@ static void print_summary(const char *path, struct perf_data *pd, const struct s
 {
 	const struct perf_data_info *in = perf_data_info(pd);
 	const struct perf_data_counts *c = perf_data_counts(pd);
-	char used[512], unused[1024], shown[ESCAPE_SHOWN_MAX], ev[ESCAPE_SHOWN_MAX], host[ESCAPE_SHOWN_MAX];
+	char used[512], unused[1024], shown[ESCAPE_SHOWN_MAX], ev[ESCAPE_SHOWN_MAX], host[ESCAPE_SHOWN_MAX],
+		version[ESCAPE_SHOWN_MAX], release[ESCAPE_SHOWN_MAX];
 	perf_data_format_counts(pd, true, used, sizeof(used));
 	perf_data_format_counts(pd, false, unused, sizeof(unused));
 	char other[64] = "";
@@ -271,8 +272,9 @@ static void print_summary(const char *path, struct perf_data *pd, const struct s
 	fprintf(stderr, "hostprof: %s: %" PRIu64 " samples of %s (perf %s on %s, %s%s), %" PRIu64 " lost%s; records "
 		"used: %s; not used: %s\n", escape_str(shown, sizeof(shown), path), st->samples,
 		in->event[0] ? escape_str(ev, sizeof(ev), in->event) : "its event", in->perf_version[0] ?
-		in->perf_version : "?", in->hostname[0] ? escape_str(host, sizeof(host), in->hostname) : "?",
-		in->osrelease[0] ? in->osrelease : "?", in->compressed ? ", compressed" : "", st->lost, other, used,
+		escape_str(version, sizeof(version), in->perf_version) : "?",
+		in->hostname[0] ? escape_str(host, sizeof(host), in->hostname) : "?",
+		in->osrelease[0] ? escape_str(release, sizeof(release), in->osrelease) : "?", in->compressed ? ", compressed" : "", st->lost, other, used,
 		unused[0] ? unused : "none");
 }
 
