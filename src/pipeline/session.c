@@ -80,6 +80,8 @@ static void set_cache_dir(struct session *s)
 static void load_kallsyms(struct session *s)
 {
 	struct kallsyms *k;
+	if (s->opts.offline && !s->opts.offline->kernel)
+		return;	/* another kernel's frames: this one's symbols would misname them */
 	if (walk_get_stats(s->walk)->kernel_frames && (k = kernel_frames_symbols(s->kernel)))
 		traces_set_kallsyms(s->traces, k);
 }
