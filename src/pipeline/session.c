@@ -180,7 +180,7 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 		return -EINVAL;
 	}
 	s->sampler = sampler;
-	s->self = off ? -1 : getpid();	/* a file's pids are not ours */
+	s->self = off ? INT32_MIN : getpid();	/* a file's pids are not ours (it may have -1) */
 	s->realtime_offset_ns = off && off->realtime_offset_ns ? off->realtime_offset_ns
 							      : clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
 	s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
