@@ -309,9 +309,20 @@ int perf_input_load(const char *path, const struct perf_input_options *o, struct
 	struct counting_source cs = { .op = &op };
 	perf_data_source(pd, &cs.inner);
 	src = (struct record_source){ .impl = &cs, .drain = counting_drain };
-	/* The loop `record` runs, over a source always ready: a drain is the next rounds of the file. */
-	while (!perf_data_finished(pd))
+	/* The loop `record` runs, over a source always ready: a drain is the next rounds of the file. A read that
+	 * takes more than a second says how far it is, on a terminal. */
+	bool progress = (!o || !o->quiet) && isatty(STDERR_FILENO);
+	uint64_t start = clock_mono_ns(), next = start + 1000000000ULL;
+	while (!perf_data_finished(pd)) {
 		event_loop_turn(&src, s, 0, NULL, 0);
+		if (progress && clock_mono_ns() >= next) {
+			fprintf(stderr, "\rhostprof: reading %s: %3.0f%%", escape_str(shown, sizeof(shown), path),
+				100.0 * perf_data_progress(pd));
+			next += 500000000ULL;
+		}
+	}
+	if (progress && next > start + 1000000000ULL)
+		fprintf(stderr, "\r%*s\r", (int)strlen(shown) + 32, "");
 	event_loop_end(&src, s);
 	print_failed(&op);
 	if (perf_data_error(pd)[0]) {

@@ -919,6 +919,12 @@ const struct perf_data_counts *perf_data_counts(const struct perf_data *pd)
 	return &pd->counts;
 }
 
+double perf_data_progress(const struct perf_data *pd)
+{
+	uint64_t total = pd->data_end - pd->data_off;
+	return total ? (double)(pd->pos - pd->data_off) / (double)total : 1.0;
+}
+
 bool perf_data_finished(const struct perf_data *pd)
 {
 	return pd->done || pd->failed;

@@ -101,6 +101,8 @@ void perf_data_source(struct perf_data *pd, struct record_source *out);
 
 const struct perf_data_info *perf_data_info(const struct perf_data *pd);
 const struct perf_data_counts *perf_data_counts(const struct perf_data *pd);
+/* How far the reading is through the data section, 0 to 1. */
+double perf_data_progress(const struct perf_data *pd);
 /* Whether every record was delivered, or a corrupt one stopped the reading: drains have nothing more. */
 bool perf_data_finished(const struct perf_data *pd);
 /* Why the last drain returned -EBADMSG (or "" ). */
