@@ -266,9 +266,14 @@ static void print_summary(const char *path, struct perf_data *pd, const struct s
 		version[ESCAPE_SHOWN_MAX], release[ESCAPE_SHOWN_MAX];
 	perf_data_format_counts(pd, true, used, sizeof(used));
 	perf_data_format_counts(pd, false, unused, sizeof(unused));
-	char other[64] = "";
+	char other[160] = "";
+	int at = 0;
 	if (c->samples_other)
-		snprintf(other, sizeof(other), ", %" PRIu64 " samples of other events not used", c->samples_other);
+		at = snprintf(other, sizeof(other), ", %" PRIu64 " samples of other events not used", c->samples_other);
+	/* a layout the decoder does not read (PERF_SAMPLE_READ, BRANCH_STACK: perf record --call-graph lbr) */
+	if (st->bad_records && at >= 0 && (size_t)at < sizeof(other))
+		snprintf(other + at, sizeof(other) - (size_t)at, ", %" PRIu64 " records that do not decode",
+			 st->bad_records);
 	fprintf(stderr, "hostprof: %s: %" PRIu64 " samples of %s (perf %s on %s, %s%s), %" PRIu64 " lost%s; records "
 		"used: %s; not used: %s\n", escape_str(shown, sizeof(shown), path), st->samples,
 		in->event[0] ? escape_str(ev, sizeof(ev), in->event) : "its event", in->perf_version[0] ?
