@@ -17,9 +17,9 @@
 #include "src/profile/flame_html.h"
 
 /* Parse diff's options into o; returns -1 to go on, else the exit status. */
-static int parse_diff_options(int argc, char **argv, struct diff_options *o, int *operand)
+static int parse_diff_options(int argc, char **argv, struct diff_command *c, int *operand)
 {
-	int err = settings_parse_command(&diff_settings, argc, argv, o, sizeof(*o), operand);
+	int err = settings_parse_command(&diff_settings, argc, argv, c, sizeof(*c), operand);
 	if (err)
 		return err > 0 ? 0 : 2;
 	if (argc - *operand != 2) {
@@ -31,10 +31,10 @@ static int parse_diff_options(int argc, char **argv, struct diff_options *o, int
 
 /* One side of the comparison, which must have samples to compare (-ENODATA if it has none). Returns 0 and *out,
  * or a negative errno, said on stderr. */
-static int load_side(char *arg, enum profile_value value, struct profile **out)
+static int load_side(char *arg, enum profile_value value, const struct perf_input_options *po, struct profile **out)
 {
 	struct profile *p;
-	int err = profile_inputs_load(&arg, 1, &p);
+	int err = profile_inputs_load(&arg, 1, po, &p);
 	if (err < 0)
 		return err;
 	uint64_t total = 0;
@@ -90,16 +90,20 @@ static int write_html(const struct profile *base, const struct profile *new, con
 
 int cmd_diff(int argc, char **argv, const struct cli_env *env)
 {
+	struct diff_command c;
 	struct diff_options o;
 	struct profile *base = NULL, *new = NULL;
 	struct diff d;
-	int operand, status = parse_diff_options(argc, argv, &o, &operand), err;
+	int operand, status = parse_diff_options(argc, argv, &c, &operand), err;
 	(void)env;
 	if (status >= 0)
 		return status;
+	o = c.diff;
+	struct perf_input_options po = { .symfs = c.perf.symfs };
 	o.base_name = argv[operand];
 	o.new_name = argv[operand + 1];
-	if (load_side(argv[operand], o.value, &base) < 0 || load_side(argv[operand + 1], o.value, &new) < 0) {
+	if (load_side(argv[operand], o.value, &po, &base) < 0 ||
+	    load_side(argv[operand + 1], o.value, &po, &new) < 0) {
 		profile_free(base);
 		return 2;
 	}

@@ -18,6 +18,8 @@
 #include "src/cmd/settings.h"
 #include "src/sampling/sampler.h"
 #include "src/pipeline/session.h"
+#include "src/profile/diff.h"
+#include "src/profile/report.h"
 
 /* What `record` and the daemon share: the sampler's and the session's settings. */
 struct run_settings {
@@ -65,6 +67,23 @@ struct record_options {
 	struct setting_pids pids;
 };
 
+/* How report, convert and diff read perf.data files (perf_input.h). */
+struct perf_input_settings {
+	char symfs[PATH_MAX];		/* look for the recording's files under this directory first; "": not */
+};
+
+/* report's settings: the report's, and perf.data input's. */
+struct report_command {
+	struct report_options report;
+	struct perf_input_settings perf;
+};
+
+/* diff's likewise. */
+struct diff_command {
+	struct diff_options diff;
+	struct perf_input_settings perf;
+};
+
 enum convert_format { CONVERT_COLLAPSED, CONVERT_PPROF, CONVERT_SPEEDSCOPE, CONVERT_OTLP, CONVERT_HTML };
 
 struct convert_options {
@@ -74,6 +93,7 @@ struct convert_options {
 	int value;			/* enum profile_value: what collapsed lines count, speedscope weighs, the flame
 				 * graph page shows first */
 	char output[PATH_MAX];		/* "": standard output */
+	struct perf_input_settings perf;
 };
 
 struct replay_options {

@@ -12,6 +12,7 @@
 
 #include "src/base/escape.h"
 #include "src/base/regular_file.h"
+#include "src/cmd/perf_input.h"
 #include "src/cmd/profile_inputs.h"
 
 #define PROFILE_SUFFIX ".msgpack"
@@ -110,9 +111,11 @@ static int expand_paths(char *const *args, int n, struct path_list *l)
 	return err;
 }
 
-static int read_one(const char *path, struct profile **out)
+static int read_one(const char *path, const struct perf_input_options *po, struct profile **out)
 {
 	char err[512] = "", shown[ESCAPE_SHOWN_MAX];
+	if (perf_input_is_perf_data(path))
+		return perf_input_load(path, po, out);	/* it says why it fails */
 	int rc = profile_read_file(path, out, err, sizeof(err));
 	if (rc < 0)	/* the reader's message escapes the path already */
 		fprintf(stderr, "hostprof: %s\n", err[0] ? err : escape_str(shown, sizeof(shown), path));
@@ -133,7 +136,7 @@ static int merge_one(struct profile *dst, const struct profile *src, const char 
 	return err;
 }
 
-int profile_inputs_load(char *const *args, int n, struct profile **out)
+int profile_inputs_load(char *const *args, int n, const struct perf_input_options *po, struct profile **out)
 {
 	static char *const default_args[] = { PROFILE_INPUTS_DEFAULT };
 	struct path_list paths = { 0 };
@@ -144,10 +147,10 @@ int profile_inputs_load(char *const *args, int n, struct profile **out)
 	}
 	int err = expand_paths(args, n, &paths);
 	if (err == 0)
-		err = read_one(paths.items[0], &merged);
+		err = read_one(paths.items[0], po, &merged);
 	for (size_t i = 1; i < paths.count && err == 0; i++) {
 		struct profile *p = NULL;
-		err = read_one(paths.items[i], &p);
+		err = read_one(paths.items[i], po, &p);
 		if (err == 0)
 			err = merge_one(merged, p, paths.items[i]);
 		profile_free(p);

@@ -1,7 +1,8 @@
 /*
  * profile_inputs.h — the profiles `report`, `convert` and `diff` read.
  *
- * Each argument is a profile file or a directory; a directory stands for its *.msgpack files in name order (a
+ * Each argument is a profile file, a perf.data file (recognised by its magic, "PERFILE2", read through
+ * perf_input.h with po's options; po may be NULL) or a directory; a directory stands for its *.msgpack files in name order (a
  * daemon's output directory, say), those that are no regular file (a FIFO, a device) left out with a warning on
  * stderr; a file argument that is no regular file is an error (profile_read_file() refuses it without
  * blocking). profile_inputs_load() reads them all and merges them into one profile, which
@@ -12,6 +13,7 @@
 #ifndef HOSTPROF_CMD_PROFILE_INPUTS_H
 #define HOSTPROF_CMD_PROFILE_INPUTS_H
 
+#include "src/cmd/perf_input.h"
 #include "src/profile/profile.h"
 
 #define PROFILE_INPUTS_DEFAULT "hostprof.msgpack"
@@ -19,6 +21,6 @@
 /* Returns 0 and *out, or a negative errno (-ENOENT: a file or directory missing, or a directory without profiles;
  * profile_read_file()'s and profile_merge()'s errors, -EOVERFLOW when the samples of all add up past
  * PROFILE_VALUE_MAX; -ENOMEM). *out is set only on success. */
-int profile_inputs_load(char *const *args, int n, struct profile **out);
+int profile_inputs_load(char *const *args, int n, const struct perf_input_options *po, struct profile **out);
 
 #endif

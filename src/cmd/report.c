@@ -16,22 +16,24 @@
 
 int cmd_report(int argc, char **argv, const struct cli_env *env)
 {
-	struct report_options o;
-	int operand, err = settings_parse_command(&report_settings, argc, argv, &o, sizeof(o), &operand);
+	struct report_command c;
+	struct report_options *o = &c.report;
+	int operand, err = settings_parse_command(&report_settings, argc, argv, &c, sizeof(c), &operand);
 	(void)env;
 	if (err)
 		return err > 0 ? 0 : 2;
 	/* On a terminal, names fit its width (C++ names run to hundreds of characters); --wide, or a pipe, whole. */
-	o.width = o.wide ? 0 : (unsigned)status_line_columns(stdout);
+	o->width = o->wide ? 0 : (unsigned)status_line_columns(stdout);
 	struct profile *p;
-	if (profile_inputs_load(argv + operand, argc - operand, &p) < 0)
+	struct perf_input_options po = { .symfs = c.perf.symfs };
+	if (profile_inputs_load(argv + operand, argc - operand, &po, &p) < 0)
 		return 1;
-	err = report_print(p, stdout, &o);
+	err = report_print(p, stdout, o);
 	profile_free(p);
 	if (fflush(stdout) != 0 && err == 0)
 		err = -errno;
 	if (err == -ESRCH) {
-		fprintf(stderr, "hostprof: no samples of pid %" PRId32 " in the profile\n", o.pid);
+		fprintf(stderr, "hostprof: no samples of pid %" PRId32 " in the profile\n", o->pid);
 		return 1;
 	}
 	if (err < 0) {

@@ -185,6 +185,14 @@ const struct command_settings daemon_settings = {
 	.ngroups = COUNT(daemon_groups),
 };
 
+#define PIN(m) FIELD(struct perf_input_settings, m)
+
+/* report, convert and diff: how perf.data files are read (perf_input.h). */
+static const struct setting perf_input_items[] = {
+	{ "symfs", 0, SETTING_STRING, 0, PIN(symfs), .arg = "DIR",
+	  .help = "(perf.data files) look for the files the recording mapped under DIR first" },
+};
+
 #define RPT(m) FIELD(struct report_options, m)
 
 static const struct setting report_items[] = {
@@ -215,7 +223,14 @@ static const struct setting report_items[] = {
 	  .help = "weigh stacks by wall time (CPU + off CPU), after each thread's split of its wall time" },
 };
 
-ONE_TABLE_COMMAND(report_settings, "report", "usage: hostprof report [OPTIONS] [FILE|DIR...]\n", report_items);
+static const struct setting_group report_groups[] = {
+	GROUP(report_items, struct report_command, report),
+	GROUP(perf_input_items, struct report_command, perf),
+};
+
+const struct command_settings report_settings = { .command = "report",
+						  .usage = "usage: hostprof report [OPTIONS] [FILE|DIR...]\n",
+						  .groups = report_groups, .ngroups = COUNT(report_groups) };
 
 #define CNV(m) FIELD(struct convert_options, m)
 
@@ -232,10 +247,18 @@ static const struct setting convert_items[] = {
 	{ "output", 'o', SETTING_STRING, 0, CNV(output), .arg = "FILE", .help = "write there, not to standard output" },
 };
 
-ONE_TABLE_COMMAND(convert_settings, "convert",
-		  "usage: hostprof convert [FILE|DIR...] --to collapsed|pprof|speedscope|otlp|html [--stack-ids] "
-		  "[--value VALUE] [-o OUT]\n",
-		  convert_items);
+static const struct setting_group convert_groups[] = {
+	{ convert_items, COUNT(convert_items), 0 },
+	GROUP(perf_input_items, struct convert_options, perf),
+};
+
+const struct command_settings convert_settings = {
+	.command = "convert",
+	.usage = "usage: hostprof convert [FILE|DIR...] --to collapsed|pprof|speedscope|otlp|html [--stack-ids] "
+		 "[--value VALUE] [-o OUT]\n",
+	.groups = convert_groups,
+	.ngroups = COUNT(convert_groups),
+};
 
 #define DIF(m) FIELD(struct diff_options, m)
 
@@ -250,8 +273,15 @@ static const struct setting diff_items[] = {
 	  .help = "also write a differential flame graph of NEW there (red grew, blue shrank)" },
 };
 
-ONE_TABLE_COMMAND(diff_settings, "diff", "usage: hostprof diff BASE NEW [OPTIONS]\n"
-		  "  BASE, NEW: profile files or directories\n", diff_items);
+static const struct setting_group diff_groups[] = {
+	GROUP(diff_items, struct diff_command, diff),
+	GROUP(perf_input_items, struct diff_command, perf),
+};
+
+const struct command_settings diff_settings = { .command = "diff",
+						.usage = "usage: hostprof diff BASE NEW [OPTIONS]\n"
+							 "  BASE, NEW: profile files, perf.data files or directories\n",
+						.groups = diff_groups, .ngroups = COUNT(diff_groups) };
 
 #define RPL(m) FIELD(struct replay_options, m)
 

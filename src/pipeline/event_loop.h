@@ -3,7 +3,8 @@
  * do its due work.
  *
  * Both commands run the same loop (record: one program, until it exits or -d passes; daemon: for ever, with its
- * profile and reload timers): each asks event_loop_turn() to wait at most until its own next due time, with its
+ * profile and reload timers), and so does a perf.data file read as a profile (src/cmd/perf_input.h: a source always
+ * ready, turned until it has delivered its last record): each asks event_loop_turn() to wait at most until its own next due time, with its
  * own descriptors (a target's pidfd, the reporter's eventfd) woken alongside the source's, then looks at those.
  * event_loop_end() stops the source and hands its last records to the session before session_finish().
  *

@@ -81,6 +81,8 @@ static void set_cache_dir(struct session *s)
 static void load_kallsyms(struct session *s)
 {
 	struct kallsyms *k;
+	if (s->opts.offline && !s->opts.offline->kernel)
+		return;	/* another kernel's frames: this one's symbols would misname them */
 	if (walk_get_stats(s->walk)->kernel_frames && (k = kernel_frames_symbols(s->kernel)))
 		traces_set_kallsyms(s->traces, k);
 }
@@ -144,7 +146,7 @@ static int setup_walk(struct session *s)
 	struct walk_options wo = { .reference = s->opts.unwinder == SESSION_UNWIND_LIBUNWIND,
 				   .max_frames = s->opts.max_frames, .go_stacks = s->opts.go_stacks,
 				   .go_stack_bytes = s->opts.go_stack_bytes, .max_stack_bytes = s->opts.max_stack_bytes,
-				   .stack_copy_bytes = s->opts.stack_copy_bytes };
+				   .stack_copy_bytes = s->opts.stack_copy_bytes, .offline = s->opts.offline != NULL };
 	struct walk_deps wd = { .procs = s->procs, .execinfo = s->execinfo, .jit = s->jit, .capture = s->capture,
 				.live_read = on_live_read, .read_deeper = on_read_deeper, .ctx = s };
 	int err = walk_new(&wo, &wd, &s->walk);
@@ -166,16 +168,31 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 		return -ENOMEM;
 	if (o)
 		s->opts = *o;
+	const struct session_offline *off = s->opts.offline;
+	if (off) {	/* no process is read, so nothing that reads them live */
+		s->opts.apm = 0;
+		s->opts.go_stacks = 0;
+		s->opts.max_stack_bytes = 0;
+		s->opts.fast_lane = 0;
+		s->opts.off_cpu = 0;
+		sampler = NULL;
+	} else if (!sampler) {
+		free(s);
+		return -EINVAL;
+	}
 	s->sampler = sampler;
-	s->self = getpid();
-	s->realtime_offset_ns = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
+	s->self = off ? INT32_MIN : getpid();	/* a file's pids are not ours (it may have -1) */
+	s->realtime_offset_ns = off && off->realtime_offset_ns ? off->realtime_offset_ns
+							      : clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
 	s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	/* Each NULL on failure: checked with the rest below. */
-	if (kernel_frames_new(sampler_kernel_enabled(sampler), s->opts.use_cache, &s->kernel) == 0 &&
+	if (kernel_frames_new(off ? off->kernel : sampler_kernel_enabled(sampler), s->opts.use_cache, &s->kernel) ==
+		    0 &&
 	    execinfo_mgr_new(&s->execinfo) == 0) {
 		set_cache_dir(s);
 		memory_watch_new(s->opts.memory_budget, s->execinfo, &s->opts.log, &s->memory);
-		procmgr_new(s->execinfo, &s->procs);
+		if (procmgr_new(s->execinfo, &s->procs) == 0 && off)
+			procmgr_set_offline(s->procs, off->open_file, off->open_ctx);
 		traces_new(s->execinfo, kernel_frames_trace(s->kernel), &s->traces);
 	}
 	jitinfo_mgr_new(NULL, &s->jit);	/* each NULL on failure: checked below */
@@ -571,7 +588,8 @@ static void handle_mmap2(struct session *s, const struct perf_event_header *rec)
 	if (p && procmgr_overlaps(p, m.addr, m.addr + m.len))
 		settle_held(s, (pid_t)m.pid);
 	procmgr_on_mmap2(s->procs, &m);
-	jitinfo_mgr_on_mapping(s->jit, (pid_t)m.pid, m.filename);
+	if (!s->opts.offline)
+		jitinfo_mgr_on_mapping(s->jit, (pid_t)m.pid, m.filename);
 	if (s->apm)
 		apm_link_on_mapping(s->apm, (pid_t)m.pid, m.addr, m.addr + m.len, m.pgoff, m.filename);
 }
@@ -586,7 +604,7 @@ static void handle_comm(struct session *s, const struct perf_event_header *rec)
 		lanes_on_exec(s->lanes, (pid_t)c.pid);
 	}
 	procmgr_on_comm(s->procs, &c);
-	if (c.exec)
+	if (c.exec && !s->opts.offline)
 		jitinfo_mgr_on_exec(s->jit, (pid_t)c.pid, clock_mono_ns());
 	if (s->apm && c.exec)
 		apm_link_on_exec(s->apm, (pid_t)c.pid);
@@ -603,7 +621,7 @@ static void handle_task(struct session *s, const struct perf_event_header *rec)
 		if (process)
 			settle_held(s, (pid_t)t.pid);	/* a pid reused: the exited one's held samples first */
 		procmgr_on_fork(s->procs, &t);
-		if (process && t.pid != t.ppid)
+		if (process && t.pid != t.ppid && !s->opts.offline)
 			jitinfo_mgr_on_fork(s->jit, (pid_t)t.ppid, (pid_t)t.pid, clock_mono_ns());
 		return;
 	}

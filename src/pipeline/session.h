@@ -43,6 +43,7 @@
 #include "src/processes/jitinfo.h"
 #include "src/pipeline/lanes.h"
 #include "src/processes/memory_watch.h"
+#include "src/processes/procmgr.h"
 #include "src/pipeline/offcpu.h"
 #include "src/processes/stackext.h"
 #include "unwind/go_stack.h"
@@ -111,8 +112,24 @@ enum session_unwinder {
 #define SESSION_DEFAULT_MAX_FRAMES 1024u
 #define SESSION_MAX_FRAMES_LIMIT 65536u
 
+/*
+ * A session over records read back from a file (session_options.offline): its processes are gone, or are others
+ * under the same pids now. Nothing of them is read (procmgr_set_offline(): no /proc, mappings from the records
+ * only; walks read no process memory, no JIT code is looked up), a mapping's file is opened by open_file, and
+ * kernel frames are named from this machine's kallsyms only when kernel says they are this kernel's. There is no
+ * sampler (session_new(NULL, ...)): no fast lane, no off-CPU profiling, no APM correlation, and tables are built
+ * on the session's thread, as samples need them (none is held).
+ */
+struct session_offline {
+	procmgr_open_fn open_file;
+	void *open_ctx;
+	bool kernel;			/* the file's kernel is the one running: name its frames from kallsyms */
+	uint64_t realtime_offset_ns;	/* CLOCK_REALTIME minus the records' clock; 0: as a live session's */
+};
+
 struct session_options {
 	enum session_unwinder unwinder;
+	const struct session_offline *offline;	/* records from a file (struct session_offline), or NULL */
 	const char *capture_path;	/* also save every sample to this replay file (replay.h), or NULL */
 	int apm;			/* correlate samples of APM agents' processes (correlate.h) */
 	const char *host_id;		/* sent to APM agents (src/base/host_id.h); NULL or "": /etc/machine-id */
@@ -151,7 +168,7 @@ struct session_options {
 
 struct session;
 
-/* sampler is borrowed; o may be NULL (defaults; o is copied, o->log.ctx must outlive the session). Returns 0 and
+/* sampler is borrowed (NULL with o->offline); o may be NULL (defaults; o is copied, o->log.ctx must outlive the session). Returns 0 and
  * *out, -ENOMEM, or the -errno of an unwinder that cannot be set up (-ENOTSUP: no capstone). */
 int session_new(struct sampler *sampler, const struct session_options *o, struct session **out);
 void session_free(struct session *s);

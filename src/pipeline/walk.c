@@ -15,6 +15,9 @@
 
 #define WALK_DEFAULT_MAX_FRAMES 1024u
 
+/* The kernel's default bound on a call chain (kernel.perf_event_max_stack): a chain this long was cut. */
+#define WALK_CHAIN_LIMIT 127
+
 struct walk {
 	struct walk_options o;
 	struct walk_deps d;
@@ -110,14 +113,14 @@ static struct jitinfo *existing_jit(struct walk_call *c)
 /* The unwinder's module for addr in JIT code, or false (jitinfo_module): only the delta unwinder walks it. */
 static bool jit_module(struct walk_call *c, const struct mapping *m, uint64_t addr, struct unwind_module *mod)
 {
-	struct jitinfo *j = c->w->o.reference ? NULL : process_jit(c);
+	struct jitinfo *j = c->w->o.reference || c->w->o.offline ? NULL : process_jit(c);
 	return j && jitinfo_module(j, m, addr, mod);
 }
 
 /* File code the runtime calls its own (V8's embedded builtins) is JIT code to the delta unwinder too. */
 static void jit_in_file(struct walk_call *c, uint64_t addr, struct unwind_module *mod)
 {
-	struct jitinfo *j = c->w->o.reference ? NULL : existing_jit(c);
+	struct jitinfo *j = c->w->o.reference || c->w->o.offline ? NULL : existing_jit(c);
 	if (j)
 		jitinfo_file_module(j, addr, mod);
 }
@@ -138,7 +141,7 @@ static int find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 	struct execinfo *e = m ? procmgr_mapping_exe(pm, c->proc, m) : NULL;
 	if (!e && m && m->anon && jit_module(c, m, addr, mod))
 		return 0;
-	struct jitinfo *j = !m && !c->w->o.reference ? unmapped_jit(c, addr) : NULL;
+	struct jitinfo *j = !m && !c->w->o.reference && !c->w->o.offline ? unmapped_jit(c, addr) : NULL;
 	if (j && jitinfo_module_unmapped(j, addr, mod))
 		return 0;
 	if (!e)
@@ -372,7 +375,8 @@ static unsigned add_user_frames(struct walk_call *c, struct trace_frame *out)
 	struct walk *w = c->w;
 	const struct perf_sample *ps = c->in->ps;
 	struct unwind_sample us;
-	struct unwind_process up = { .find_module = find_module, .ctx = c, .memory = &c->memory };
+	struct unwind_process up = { .find_module = find_module, .ctx = c,
+				     .memory = w->o.offline ? NULL : &c->memory };
 	enum unwind_status st = UNWIND_TRUNCATED;
 	memcpy(us.regs, ps->regs, sizeof(us.regs));
 	us.stack = ps->stack;
@@ -388,6 +392,21 @@ static unsigned add_user_frames(struct walk_call *c, struct trace_frame *out)
 	if (w->d.capture && replay_writer_add_sample(w->d.capture, c->proc->pid, (pid_t)ps->tid, &us) < 0)
 		w->stats.capture_errors++;
 	return name_user_frames(c, nu, st, out);
+}
+
+/*
+ * A sample without user registers or stack whose call chain has a user part (perf record --call-graph fp, read
+ * from a perf.data file): its user frames are the kernel's frame-pointer walk as it is, the sampled IP then return
+ * addresses. A chain as long as the kernel's limit was cut there; a shorter one ended where the walk did.
+ */
+static unsigned chain_user_frames(struct walk_call *c, const uint64_t *chain, size_t n, struct trace_frame *out)
+{
+	struct walk *w = c->w;
+	if (n > w->o.max_frames)
+		n = w->o.max_frames;
+	for (size_t i = 0; i < n; i++)
+		w->uframes[i] = (struct unwind_frame){ .ip = chain[i] };
+	return name_user_frames(c, (int)n, n >= WALK_CHAIN_LIMIT ? UNWIND_TRUNCATED : UNWIND_COMPLETE, out);
 }
 
 /*
@@ -418,15 +437,28 @@ static unsigned in_exec_frames(struct walk_call *c, struct trace_frame *out)
 	return 2;
 }
 
+/* The user part of a sample's call chain, when it has one. */
+static bool user_chain(const struct perf_sample *ps, const uint64_t **chain, size_t *n)
+{
+	*n = 0;
+	if (ps->callchain_nr)
+		perf_callchain_user(ps, chain, n);
+	return *n > 0;
+}
+
 void walk_sample(struct walk *w, const struct walk_in *in, struct walk_out *out)
 {
 	struct walk_call c = { .w = w, .in = in, .proc = in->proc, .now = in->ps->time,
 			       .pid = in->proc ? in->proc->pid : 0 };
 	c.memory = procmem_reader(&c.pid);
+	const uint64_t *chain;
+	size_t nchain;
 	unsigned n = add_kernel_frames(w, in->ps, w->frames);
 	if (in->ps->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && in->ps->pid != 0 && in->proc) {
 		unsigned in_exec = in->proc->nreplaced ? in_exec_frames(&c, w->frames + n) : 0;
 		n += in_exec ? in_exec : add_user_frames(&c, w->frames + n);
+	} else if (in->ps->pid != 0 && in->proc && user_chain(in->ps, &chain, &nchain)) {
+		n += chain_user_frames(&c, chain, nchain, w->frames + n);
 	} else {
 		in->counts->kernel_only++;
 	}

@@ -63,6 +63,8 @@ struct walk_options {
 	unsigned go_stack_bytes;	/* most goroutine stack read per such sample; 0: 16 KiB (at least max_stack) */
 	unsigned max_stack_bytes;	/* most stack a walk may see from the sampled SP (stackext.h) */
 	unsigned stack_copy_bytes;	/* the kernel's copy: stack past it is read on when max_stack_bytes is more */
+	bool offline;			/* the samples come from a file: no process is read (no memory reader, no
+					 * stack past the copy, no goroutine), no JIT code is looked up */
 };
 
 /* Called when a walk needed a read of the live process: kind FASTLANE_GO (a goroutine) or FASTLANE_DEEP (the

@@ -30,7 +30,16 @@ struct procmgr {
 	/* Files of mappings a re-read of /proc/PID/maps replaced, released by procmgr_release_deferred(). */
 	struct execinfo **deferred;
 	size_t ndeferred, deferred_cap;
+	/* Offline (procmgr_set_offline()): nothing read from /proc, files opened by open_file. */
+	procmgr_open_fn open_file;
+	void *open_ctx;
 };
+
+void procmgr_set_offline(struct procmgr *pm, procmgr_open_fn open_file, void *ctx)
+{
+	pm->open_file = open_file;
+	pm->open_ctx = ctx;
+}
 
 int procmgr_new(struct execinfo_mgr *execinfo, struct procmgr **out)
 {
@@ -398,6 +407,8 @@ static struct process *process_new(struct procmgr *pm, pid_t pid)
 	if (!p)
 		return NULL;
 	p->pid = pid;
+	p->offline = pm->open_file != NULL;
+	p->container_known = p->offline;	/* offline: no container is known */
 	if (hindex_insert(&pm->by_pid, hindex_u32((uint32_t)pid), (uintptr_t)p) < 0) {
 		free(p);
 		errno = ENOMEM;
@@ -437,6 +448,8 @@ struct process *procmgr_get(struct procmgr *pm, pid_t pid)
 	p = process_new(pm, pid);
 	if (!p)
 		return NULL;
+	if (p->offline)
+		return p;
 	char fname[64];
 	snprintf(fname, sizeof(fname), "/proc/%d/comm", (int)pid);
 	read_comm(fname, p->comm);
@@ -599,7 +612,7 @@ struct mapping *procmgr_replaced_mapping(struct process *p, uint64_t addr)
 struct mapping *procmgr_find_mapping(struct procmgr *pm, struct process *p, uint64_t addr, uint64_t now_ns)
 {
 	struct mapping *m = lookup(p, addr);
-	if (m || p->exited || (p->last_resync_ns && now_ns - p->last_resync_ns < PROCMGR_RESYNC_NS))
+	if (m || p->exited || pm->open_file || (p->last_resync_ns && now_ns - p->last_resync_ns < PROCMGR_RESYNC_NS))
 		return m;
 	p->last_resync_ns = now_ns ? now_ns : 1;
 	if (seed_from_proc(pm, p) < 0)
@@ -680,7 +693,7 @@ struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, stru
 	if (strcmp(m->path, "[vdso]") == 0) {
 		err = acquire_vdso(pm, &e);
 	} else {
-		int fd = open_mapping_file(p, m);
+		int fd = pm->open_file ? pm->open_file(pm->open_ctx, p, m) : open_mapping_file(p, m);
 		err = fd < 0 ? fd : execinfo_acquire_fd(pm->execinfo, fd, m->path, &e);
 	}
 	if (err == 0 && mapping_bias(pm, p, m, e) < 0) {
@@ -708,7 +721,10 @@ const char *procmgr_thread_name(struct procmgr *pm, struct process *p, pid_t tid
 	}
 	char fname[64];
 	snprintf(fname, sizeof(fname), "/proc/%d/task/%d/comm", (int)p->pid, (int)tid);
-	read_comm(fname, t->name);
+	if (pm->open_file)
+		t->name[0] = '\0';	/* offline: a thread without a COMM record has its process's name */
+	else
+		read_comm(fname, t->name);
 	if (!t->name[0])
 		snprintf(t->name, sizeof(t->name), "%s", p->comm);
 	return t->name;
@@ -734,7 +750,7 @@ const char *procmgr_exe_path(struct process *p)
 		const struct mapping *prog = program_mapping(p);
 		/* The records' path is of the image the samples were taken in; /proc's is of the image now. */
 		p->exe_path = prog ? exe_path_copy(prog->path, strnlen(prog->path, PROCMGR_EXE_PATH_MAX))
-				   : read_exe_link(p->pid);
+				   : p->offline ? NULL : read_exe_link(p->pid);
 	}
 	return p->exe_path ? p->exe_path : "";
 }

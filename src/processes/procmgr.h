@@ -64,6 +64,7 @@ struct process {
 	struct mapping *replaced;
 	unsigned nreplaced;
 	char *exe_path;		/* its program's path, NULL until procmgr_exe_path() learns it; an exec forgets it */
+	bool offline;		/* known from records read back from a file only (procmgr_set_offline()) */
 	bool container_known;	/* container_id was read (procmgr_container_id()) */
 	char container_id[CONTAINER_ID_LEN + 1];	/* "" if none */
 };
@@ -74,6 +75,16 @@ struct procmgr;
  * -ENOMEM; *out is set only on success. */
 int procmgr_new(struct execinfo_mgr *execinfo, struct procmgr **out);
 void procmgr_free(struct procmgr *pm);
+
+/*
+ * Offline: the records come from a file (a perf.data file, perf_data.h), their processes are gone or are others
+ * under the same pids. Nothing is read from /proc from now on: a process is known only by its records (mappings,
+ * names), a miss re-reads nothing, a thread without a COMM record has its process's name, no container is known,
+ * and a mapping's file is opened by open_file (a descriptor, or a negative errno) instead of by its path, /proc/PID/root
+ * and map_files. Call before the first process is created.
+ */
+typedef int (*procmgr_open_fn)(void *ctx, const struct process *p, const struct mapping *m);
+void procmgr_set_offline(struct procmgr *pm, procmgr_open_fn open_file, void *ctx);
 
 /* The process, created (and seeded from /proc) if unknown. NULL with errno ENOMEM, or ENOSPC when the limit
  * set by procmgr_set_limit() is reached. */

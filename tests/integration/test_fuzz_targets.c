@@ -1,6 +1,7 @@
 /*
  * Replays seed inputs and deterministic mutants of them through every fuzz target (tests/fuzz/), built as
- * standalone runners: real ELF files, a profile hostprof recorded, a committed replay file, perf records, an
+ * standalone runners: real ELF files, a profile hostprof recorded, a committed replay file, perf records, perf.data
+ * files perf records, an
  * APM process storage block written here, stack-delta table cache files written here, and JIT maps (committed seeds, and what node writes where it is
  * installed). Each mutant is hostile input (bytes overwritten, lengths set to zero or 0xff.., files cut short);
  * the parsers must reject it without crashing, and under `make check-asan` without a sanitizer report.
@@ -188,6 +189,26 @@ static void test_fuzz_perf_record(void **state)
 	run_target("fuzz_perf_record", 3000, input);
 }
 
+/* perf.data files perf records here, small: dwarf samples, compressed (-z), frame-pointer chains. */
+static void test_fuzz_perf_data(void **state)
+{
+	struct fuzz_state *f = *state;
+	char fixture[256], input[2048] = "";
+	static const char *const variants[][2] = { { "dwarf", "--call-graph dwarf,1024" },
+						   { "z", "-z --call-graph dwarf,1024" },
+						   { "fp", "--call-graph fp" } };
+	test_require_perf();
+	test_require_tool("perf --version", "perf (make deps installs linux-perf)");
+	test_fixture_path("split_paths", fixture, sizeof(fixture));
+	for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+		assert_int_equal(test_run("perf record -q -F 999 %s -o %s/%s.data -- %s 0.05 >/dev/null 2>&1",
+					  variants[i][1], f->dir, variants[i][0], fixture), 0);
+		size_t at = strlen(input);
+		snprintf(input + at, sizeof(input) - at, " '%s/%s.data'", f->dir, variants[i][0]);
+	}
+	run_target("fuzz_perf_data", 1000, input);
+}
+
 static void test_fuzz_apm_storage(void **state)
 {
 	struct fuzz_state *f = *state;
@@ -265,6 +286,7 @@ int main(void)
 		cmocka_unit_test(test_fuzz_profile),
 		cmocka_unit_test(test_fuzz_replay),
 		cmocka_unit_test(test_fuzz_perf_record),
+		cmocka_unit_test(test_fuzz_perf_data),
 		cmocka_unit_test(test_fuzz_apm_storage),
 		cmocka_unit_test(test_fuzz_jit_maps),
 		cmocka_unit_test(test_fuzz_table_cache),

@@ -403,6 +403,76 @@ static void test_anonymous_code(void **state)
 	munmap(data, 8192);
 }
 
+struct offline_opens {
+	int calls;
+	char path[256];
+	pid_t pid;
+};
+
+/* procmgr_open_fn: this test binary, whatever path the mapping names. */
+static int open_self(void *ctx, const struct process *p, const struct mapping *m)
+{
+	struct offline_opens *o = ctx;
+	o->calls++;
+	o->pid = p->pid;
+	snprintf(o->path, sizeof(o->path), "%s", m->path);
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* Offline (records from a file): a process known only by its records, nothing read from /proc even for a pid
+ * that exists (this one), its mapped files opened by the callback. */
+static void test_offline_reads_no_proc(void **state)
+{
+	struct pm_state *s = *state;
+	struct offline_opens o = { 0 };
+	procmgr_set_offline(s->pm, open_self, &o);
+	struct process *p = procmgr_get(s->pm, getpid());
+	assert_non_null(p);
+	assert_true(p->offline);
+	assert_int_equal(p->nmaps, 0);			/* not seeded from /proc/PID/maps */
+	assert_string_equal(p->comm, "");		/* nor named from /proc/PID/comm */
+	uint64_t addr = (uint64_t)(uintptr_t)&marker_function;
+	assert_null(procmgr_find_mapping(s->pm, p, addr, 1));	/* a miss re-reads nothing */
+	assert_int_equal(p->nmaps, 0);
+	assert_string_equal(procmgr_exe_path(p), "");	/* not /proc/PID/exe */
+	assert_string_equal(procmgr_container_id(p), "");
+	struct perf_comm c = { .pid = (uint32_t)getpid(), .tid = (uint32_t)getpid() + 1, .comm = "worker" };
+	procmgr_on_comm(s->pm, &c);
+	assert_string_equal(procmgr_thread_name(s->pm, p, getpid() + 1), "worker");
+	assert_string_equal(procmgr_thread_name(s->pm, p, getpid() + 2), "");	/* the process's name: none */
+	/* the records' mapping of this binary's code, opened by the callback */
+	Dl_info info;
+	assert_true(dladdr(&marker_function, &info) != 0);
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[4096 + 128];
+	bool found = false;
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		struct mapping m;
+		int exec;
+		const char *path;
+		if (procmgr_parse_maps_line(line, &m, &exec, &path) == 0 && exec && addr >= m.start && addr < m.end) {
+			struct perf_mmap2 rec = { .pid = (uint32_t)getpid(), .tid = (uint32_t)getpid(), .addr = m.start,
+						  .len = m.end - m.start, .pgoff = m.pgoff, .ino = 12345,
+						  .prot = PROT_READ | PROT_EXEC, .filename = "/recorded/elsewhere/prog" };
+			procmgr_on_mmap2(s->pm, &rec);
+			found = true;
+		}
+	}
+	if (f)
+		fclose(f);
+	assert_true(found);
+	struct mapping *m = procmgr_find_mapping(s->pm, p, addr, 1);
+	assert_non_null(m);
+	struct execinfo *e = procmgr_mapping_exe(s->pm, p, m);
+	assert_non_null(e);
+	assert_int_equal(o.calls, 1);
+	assert_int_equal(o.pid, getpid());
+	assert_string_equal(o.path, "/recorded/elsewhere/prog");
+	assert_true(execinfo_contains_va(e, addr - m->bias));
+	assert_string_equal(procmgr_exe_path(p), "/recorded/elsewhere/prog");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -417,6 +487,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_writable_file_truncated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anonymous_code, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exe_path_and_container, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_offline_reads_no_proc, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("procmgr", tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
  * - a walk that meets a table still being built stops when the sample may be held, and is whole once it is built;
  * - over the memory budget (no table to be built), a walk stops at the first file without its table;
  * - the kernel's part of a call chain comes first, as kernel frames;
+ * - a sample without registers (perf's frame-pointer call graph) takes its user call chain as its frames;
  * - JIT code its runtime's perf map names (a trampoline the test writes) is walked through by frame pointer;
  * - a walk is added to a replay capture, which reads back with the same registers and stack;
  * - a Go sample taken on g0 (C code called through cgo, tests/fixtures/go/g0sample) goes on with its goroutine, as
@@ -294,6 +295,60 @@ static void test_kernel_frames_first(void **state)
 	assert_true(walk_get_stats(f->w)->kernel_frames);
 	destroy(f);
 	free(t);
+}
+
+/* A frame-pointer chain as the kernel takes it for perf record --call-graph fp: the sampled IP, then return
+ * addresses, chain_leaf <- chain_mid <- chain_top <- the test. */
+struct chained {
+	uint64_t chain[8];
+};
+
+__attribute__((noinline)) static void chain_leaf(struct chained *c)
+{
+	c->chain[0] = PERF_CONTEXT_USER;
+	c->chain[1] = (uint64_t)(uintptr_t)&chain_leaf + 4;	/* an IP inside it */
+	c->chain[2] = (uint64_t)(uintptr_t)__builtin_return_address(0);
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void chain_mid(struct chained *c)
+{
+	chain_leaf(c);
+	c->chain[3] = (uint64_t)(uintptr_t)__builtin_return_address(0);
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void chain_top(struct chained *c)
+{
+	chain_mid(c);
+	c->chain[4] = (uint64_t)(uintptr_t)__builtin_return_address(0);
+	__asm__ volatile("" ::: "memory");
+}
+
+/* A sample without user registers or stack (a perf.data file's frame-pointer sample): its user frames are the
+ * call chain's, named in the process's mappings, the walk complete where the chain ends. */
+static void test_walk_chain_without_registers(void **state)
+{
+	(void)state;
+	struct chained c;
+	struct perf_sample ps = { .pid = (uint32_t)getpid(), .tid = (uint32_t)getpid(), .misc = PERF_RECORD_MISC_USER,
+				  .callchain = c.chain, .callchain_nr = 5 };
+	chain_top(&c);
+	struct fixture *f = make(false, false);
+	struct walk_in in = { .proc = procmgr_get(f->pm, getpid()), .ps = &ps, .counts = &f->counts };
+	struct walk_out out;
+	walk_sample(f->w, &in, &out);
+	static const char *const want[] = { "chain_leaf", "chain_mid", "chain_top", "test_walk_chain_without_registers" };
+	const struct trace_frame *fr = walk_frames(f->w);
+	char name[256];
+	assert_int_equal(out.n, 4);
+	for (unsigned i = 0; i < 4; i++) {
+		assert_int_equal(fr[i].kind, PROFILE_FRAME_NATIVE);
+		assert_string_equal(frame_name(&fr[i], name, sizeof(name)), want[i]);
+	}
+	assert_int_equal(f->counts.complete, 1);
+	assert_int_equal(f->counts.kernel_only, 0);
+	destroy(f);
 }
 
 /* A walk's input goes into the replay capture: saved and read back, the sample is there as it was taken. */
@@ -707,6 +762,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_walk_names_own_frames),
+		cmocka_unit_test(test_walk_chain_without_registers),
 		cmocka_unit_test(test_pending_table_stops_held_walk),
 		cmocka_unit_test(test_deferred_table_ends_walk),
 		cmocka_unit_test(test_kernel_frames_first),

@@ -1,0 +1,268 @@
+/*
+ * Integration tests of perf.data input (src/sampling/perf_data.h, src/cmd/perf_input.h): the split_paths fixture
+ * recorded with the real `perf record` (--call-graph dwarf, the same compressed with -z, --call-graph fp) and read
+ * back by hostprof; its shares checked against the fixture's 3:1 split, against hostprof's own `record` of the
+ * same fixture, and against `perf report --no-children` on the same file (the same samples: self shares agree
+ * within a rounding). Then the commands (report, convert, diff) on perf.data files, a file cut short (read as far
+ * as it goes, said), a corrupt one (an error naming the offset), and the recording's files found under --symfs,
+ * missing, or of another build.
+ * They skip, saying why, only where perf is missing or the kernel refuses perf_event_open.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/cmd/perf_input.h"
+#include "tests/lib/testlib.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static void require_perf_tool(void)
+{
+	test_require_perf();
+	test_require_tool("perf --version", "perf (make deps installs linux-perf)");
+}
+
+/* perf record of split_paths (2 s of its CPU) with perf's options opts into dir/name. */
+static void perf_record(const char *dir, const char *name, const char *opts)
+{
+	char fixture[256];
+	test_fixture_path("split_paths", fixture, sizeof(fixture));
+	assert_int_equal(test_run("perf record -q -F 999 %s -o %s/%s -- %s 2 >/dev/null 2>&1", opts, dir, name,
+				  fixture), 0);
+}
+
+static struct profile *load(const char *dir, const char *name)
+{
+	char path[600];
+	struct profile *p = NULL;
+	struct perf_input_options o = { .quiet = false };
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	assert_int_equal(perf_input_load(path, &o, &p), 0);
+	return p;
+}
+
+/* The share of samples whose leaf function is name. */
+static double self_share(const struct profile *p, const char *name)
+{
+	uint64_t self = 0;
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const char *names[4096];
+		size_t n = test_stack_functions(p, p->samples.items[i].stack, names, ARRAY_LEN(names));
+		if (n && strcmp(names[n - 1], name) == 0)
+			self += p->samples.items[i].count;
+	}
+	return test_share(self, test_total_samples(p));
+}
+
+/* perf report --no-children's self share of symbol on dir/name, -1 if absent. */
+static double perf_self_share(const char *dir, const char *name, const char *symbol)
+{
+	char out[700], line[4096];
+	snprintf(out, sizeof(out), "%s/%s.report", dir, name);
+	if (test_run("perf report -i %s/%s --stdio --no-children --sort sym -q 2>/dev/null > %s", dir, name, out) != 0)
+		return -1;
+	FILE *f = fopen(out, "re");
+	double share = -1, s;
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		const char *sym = strstr(line, "[.] ");
+		if (sym && strcmp(sym + 4, symbol) == 0 && sscanf(line, " %lf%%", &s) == 1) {
+			share = s;
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return share;
+}
+
+/* The leaves' self shares agree with perf's on the same file. */
+static void assert_same_as_perf(const char *dir, const char *name, const struct profile *p)
+{
+	const char *leaves[] = { "leaf_a", "leaf_b" };
+	for (size_t i = 0; i < ARRAY_LEN(leaves); i++) {
+		double ours = self_share(p, leaves[i]), perf = perf_self_share(dir, name, leaves[i]);
+		fprintf(stderr, "%s: %s self %.2f%%, perf report %.2f%%\n", name, leaves[i], ours, perf);
+		/* the same samples; perf rounds to 0.01 and may name a sample or two of a boundary otherwise */
+		assert_true(perf >= 0);
+		assert_true(fabs(ours - perf) <= 0.5);
+	}
+}
+
+static void assert_split(const char *name, const struct profile *p, bool complete)
+{
+	uint64_t total = test_total_samples(p);
+	const char *a[] = { "main", "path_a", "leaf_a" };
+	const char *b[] = { "main", "path_b", "mid_b", "leaf_b" };
+	double pa = test_share(test_samples_with_chain(p, a, ARRAY_LEN(a)), total);
+	double pb = test_share(test_samples_with_chain(p, b, ARRAY_LEN(b)), total);
+	const char *roots[] = { "main" };
+	double whole = test_share(test_samples_complete_to(p, roots, 1), total);
+	fprintf(stderr, "%s: %llu samples, path_a %.1f%%, path_b %.1f%%, unwound to main %.1f%%\n", name,
+		(unsigned long long)total, pa, pb, whole);
+	assert_true(total >= 1000);
+	assert_true(p->info.samples == total);
+	if (!complete)
+		return;
+	/* 3 units of work against 1 (test_record's test_split_paths_shares says why 8 points) */
+	assert_true(pa > 75.0 - 8.0 && pa < 75.0 + 8.0);
+	assert_true(pb > 25.0 - 8.0 && pb < 25.0 + 8.0);
+	assert_true(whole >= 98.0);
+}
+
+/* --call-graph dwarf: unwound like hostprof's own samples, and agreeing with hostprof record's shares. */
+static void test_dwarf(void **state)
+{
+	struct test_workdir *f = *state;
+	char fixture[256];
+	require_perf_tool();
+	perf_record(f->dir, "dwarf.data", "--call-graph dwarf,16384");
+	struct profile *p = load(f->dir, "dwarf.data");
+	assert_split("perf.data (dwarf)", p, true);
+	assert_same_as_perf(f->dir, "dwarf.data", p);
+	assert_true(p->info.event && p->info.event[0]);	/* the event's name, from EVENT_DESC */
+	assert_true(p->info.frequency_hz == 999);
+	/* hostprof's own recording of the same fixture: shares within noise (two runs of ~2000 samples) */
+	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s 2", f->out,
+				  test_fixture_path("split_paths", fixture, sizeof(fixture))), 0);
+	struct profile *q = test_read_profile(f->out);
+	double da = self_share(p, "leaf_a") - self_share(q, "leaf_a");
+	double db = self_share(p, "leaf_b") - self_share(q, "leaf_b");
+	fprintf(stderr, "perf.data vs hostprof record: leaf_a %+.1f, leaf_b %+.1f points\n", da, db);
+	assert_true(fabs(da) < 8.0 && fabs(db) < 8.0);
+	profile_free(q);
+	profile_free(p);
+}
+
+/* perf record -z: COMPRESSED records, the same samples as without. */
+static void test_compressed(void **state)
+{
+	struct test_workdir *f = *state;
+	require_perf_tool();
+	perf_record(f->dir, "z.data", "-z --call-graph dwarf,16384");
+	struct profile *p = load(f->dir, "z.data");
+	assert_split("perf.data (dwarf, -z)", p, true);
+	assert_same_as_perf(f->dir, "z.data", p);
+	profile_free(p);
+}
+
+/* --call-graph fp: no registers, no stack copy; the kernel's chain is the stack (split_paths omits frame
+ * pointers, so it stops early, as perf's does): the leaves still agree with perf's. */
+static void test_frame_pointers(void **state)
+{
+	struct test_workdir *f = *state;
+	require_perf_tool();
+	perf_record(f->dir, "fp.data", "--call-graph fp");
+	struct profile *p = load(f->dir, "fp.data");
+	assert_split("perf.data (fp)", p, false);
+	assert_same_as_perf(f->dir, "fp.data", p);
+	profile_free(p);
+}
+
+/* Patch the u16 size of the data section's first record to 4 (impossible); returns the data offset. */
+static long corrupt_first_record(const char *path)
+{
+	FILE *fp = fopen(path, "r+b");
+	assert_non_null(fp);
+	uint64_t off = 0;
+	uint16_t four = 4;
+	assert_int_equal(fseek(fp, 40, SEEK_SET), 0);
+	assert_int_equal(fread(&off, 8, 1, fp), 1);
+	assert_int_equal(fseek(fp, (long)off + 6, SEEK_SET), 0);
+	assert_int_equal(fwrite(&four, 2, 1, fp), 1);
+	assert_int_equal(fclose(fp), 0);
+	return (long)off;
+}
+
+/* The commands take perf.data files where they take profiles; a cut file is read as far as it goes, a corrupt
+ * one is an error naming its offset. */
+static void test_commands(void **state)
+{
+	struct test_workdir *f = *state;
+	const char *d = f->dir;
+	require_perf_tool();
+	perf_record(d, "a.data", "--call-graph dwarf,8192");
+	perf_record(d, "b.data", "-z --call-graph dwarf,8192");
+	assert_int_equal(test_run("\"$HOSTPROF\" report %s/a.data > %s/report.txt 2> %s/report.err", d, d, d), 0);
+	assert_int_equal(test_run("grep -q 'leaf_a (split_paths.c)' %s/report.txt", d), 0);
+	assert_int_equal(test_run("grep -q 'records used: .*SAMPLE' %s/report.err", d), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" convert %s/a.data --to collapsed -o %s/a.folded", d, d), 0);
+	assert_int_equal(test_run("grep -q 'main;path_a;leaf_a' %s/a.folded", d), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" convert %s/b.data --to pprof -o %s/b.pb.gz", d, d), 0);
+	/* the same workload twice: no function's share grew past the threshold */
+	assert_int_equal(test_run("\"$HOSTPROF\" diff %s/a.data %s/b.data -t 10", d, d), 0);
+	/* cut at two thirds: what was read is used, and said */
+	assert_int_equal(test_run("head -c $(( $(stat -c %%s %s/a.data) * 2 / 3 )) %s/a.data > %s/cut.data", d, d, d),
+			 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" report %s/cut.data > %s/cut.txt 2> %s/cut.err", d, d, d), 0);
+	assert_int_equal(test_run("grep -q 'perf did not finish it' %s/cut.err", d), 0);
+	assert_int_equal(test_run("grep -q leaf_a %s/cut.txt", d), 0);
+	/* corrupt: exit 1, one line naming the offset */
+	assert_int_equal(test_run("cp %s/a.data %s/bad.data", d, d), 0);
+	long off = corrupt_first_record(strcat(strcpy((char[600]){ 0 }, d), "/bad.data"));
+	assert_int_equal(test_run("\"$HOSTPROF\" report %s/bad.data > /dev/null 2> %s/bad.err", d, d), 1);
+	assert_int_equal(test_run("grep -q 'corrupt perf.data at offset %ld: a record of 4 bytes' %s/bad.err", off, d),
+			 0);
+	/* another kernel's recording (its release in the file changed): its kernel frames are not named from this
+	 * machine's kallsyms */
+	assert_int_equal(test_run("python3 -c \"import os, sys; d = open(sys.argv[1], 'rb').read(); r = os.uname().release"
+				  ".encode(); i = d.rfind(r); assert i > 0; open(sys.argv[2], 'wb').write(d[:i] + b'X' * "
+				  "len(r) + d[i + len(r):])\" %s/a.data %s/otherkernel.data", d, d), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" report %s/otherkernel.data > %s/ok.txt 2>/dev/null", d, d), 0);
+	assert_int_equal(test_run("grep -q 'leaf_a (split_paths.c)' %s/ok.txt", d), 0);
+	assert_int_equal(test_run("grep -E '\\[kernel\\] +[a-z_]' %s/ok.txt", d), 1);
+	/* two events: the first one's samples are used (told apart by their ids), the other's counted */
+	perf_record(d, "two.data", "-e cpu-clock,task-clock --call-graph dwarf,8192");
+	assert_int_equal(test_run("\"$HOSTPROF\" report %s/two.data > %s/two.txt 2> %s/two.err", d, d, d), 0);
+	assert_int_equal(test_run("grep -q 'samples of cpu-clock .* samples of other events not used' %s/two.err", d), 0);
+	assert_int_equal(test_run("grep -q 'leaf_a (split_paths.c)' %s/two.txt", d), 0);
+	/* not a profile, not a perf.data file: the profile reader's error, as before */
+	assert_int_equal(test_run("printf 'PERFILE1xxxxxxxx' > %s/other.data", d), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" report %s/other.data > /dev/null 2>&1", d), 1);
+}
+
+/* The recording's files found elsewhere: not at their path (said once, frames [unknown]), under --symfs, and at
+ * their path but of another build (said, not used). perf's build-id cache is kept out (--no-buildid-cache, an
+ * empty HOME). */
+static void test_symfs(void **state)
+{
+	struct test_workdir *f = *state;
+	const char *d = f->dir;
+	char fixture[256], other[256];
+	require_perf_tool();
+	test_fixture_path("split_paths", fixture, sizeof(fixture));
+	test_fixture_path("threads", other, sizeof(other));
+	assert_int_equal(test_run("mkdir -p %s/bin %s/root%s/bin && cp %s %s/bin/split_paths", d, d, d, fixture, d), 0);
+	assert_int_equal(test_run("perf record -q -F 999 --no-buildid-cache --call-graph dwarf,8192 -o %s/s.data -- "
+				  "%s/bin/split_paths 1 >/dev/null 2>&1", d, d), 0);
+	assert_int_equal(test_run("mv %s/bin/split_paths %s/root%s/bin/split_paths", d, d, d), 0);
+	assert_int_equal(test_run("HOME=%s \"$HOSTPROF\" report %s/s.data > %s/gone.txt 2> %s/gone.err", d, d, d, d), 0);
+	assert_int_equal(test_run("grep -q 'split_paths: not found here, [0-9]* samples in it' %s/gone.err", d), 0);
+	assert_int_equal(test_run("grep -q leaf_a %s/gone.txt", d), 1);
+	assert_int_equal(test_run("HOME=%s \"$HOSTPROF\" report --symfs %s/root %s/s.data > %s/symfs.txt", d, d, d, d), 0);
+	assert_int_equal(test_run("grep -q 'leaf_a (split_paths.c)' %s/symfs.txt", d), 0);
+	assert_int_equal(test_run("cp %s %s/bin/split_paths", other, d), 0);
+	assert_int_equal(test_run("HOME=%s \"$HOSTPROF\" report %s/s.data > %s/other.txt 2> %s/other.err", d, d, d, d),
+			 0);
+	assert_int_equal(test_run("grep -q 'split_paths: not the build perf recorded (build-id [0-9a-f]*, here [0-9a-f]*), [0-9]* samples' %s/other.err", d), 0);
+	assert_int_equal(test_run("grep -q worker_spin %s/other.txt", d), 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_dwarf, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_compressed, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_frame_pointers, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_commands, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_symfs, test_workdir_setup, test_workdir_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

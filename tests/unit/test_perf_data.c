@@ -1,0 +1,427 @@
+/*
+ * Unit tests for src/sampling/perf_data.c: perf.data files built byte by byte as perf lays them out (header,
+ * attribute with its ids, data section, feature sections), read through the record source: perf's round order,
+ * MMAP delivered as MMAP2, two events told apart by id, feature strings and build-ids, a zstd stream whose records
+ * straddle COMPRESSED records, and the errors (a corrupt record named by offset, a file cut short read as far as
+ * it goes, not a perf.data file).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <zstd.h>
+
+#include "src/sampling/perf_data.h"
+
+#define SAMPLE_TYPE (PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_PERIOD)
+#define SAMPLE_TYPE_ID (SAMPLE_TYPE | PERF_SAMPLE_IDENTIFIER)
+
+struct buf {
+	uint8_t *p;
+	size_t n, cap;
+};
+
+static void put_bytes(struct buf *b, const void *v, size_t n)
+{
+	if (b->n + n > b->cap) {
+		b->cap = (b->n + n) * 2 + 1024;
+		b->p = realloc(b->p, b->cap);
+		assert_non_null(b->p);
+	}
+	memcpy(b->p + b->n, v, n);
+	b->n += n;
+}
+
+static void put64(struct buf *b, uint64_t v)
+{
+	put_bytes(b, &v, 8);
+}
+
+static void put_pair(struct buf *b, uint32_t lo, uint32_t hi)
+{
+	put64(b, (uint64_t)hi << 32 | lo);
+}
+
+static void put_header(struct buf *b, uint32_t type, uint16_t misc, uint16_t size)
+{
+	struct perf_event_header h = { .type = type, .misc = misc, .size = size };
+	put_bytes(b, &h, sizeof(h));
+}
+
+static void set64(struct buf *b, size_t at, uint64_t v)
+{
+	memcpy(b->p + at, &v, 8);
+}
+
+/* A sample of layout SAMPLE_TYPE (id: SAMPLE_TYPE_ID, the id first) at time t. */
+static void put_sample(struct buf *b, uint64_t t, uint64_t ip, const uint64_t *id)
+{
+	put_header(b, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER, (uint16_t)(8 + 32 + (id ? 8 : 0)));
+	if (id)
+		put64(b, *id);
+	put64(b, ip);
+	put_pair(b, 7, 7);
+	put64(b, t);
+	put64(b, 1000000);	/* period */
+}
+
+/* A COMM record with its sample_id (TID, TIME; IDENTIFIER last when id). */
+static void put_comm(struct buf *b, uint64_t t, const char *comm, const uint64_t *id)
+{
+	put_header(b, PERF_RECORD_COMM, 0, (uint16_t)(8 + 8 + 16 + 16 + (id ? 8 : 0)));
+	put_pair(b, 7, 7);
+	char name[16] = "";
+	strncpy(name, comm, sizeof(name) - 1);
+	put_bytes(b, name, 16);
+	put_pair(b, 7, 7);	/* sample_id: tid */
+	put64(b, t);		/* ... time */
+	if (id)
+		put64(b, *id);
+}
+
+static void put_round(struct buf *b)
+{
+	put_header(b, 68, 0, 8);	/* FINISHED_ROUND */
+}
+
+/*
+ * A file: header, one attribute per sample type given (freq 999, sample_id_all, ids[i] its id when ids), the data
+ * data[0..n), then the hostname feature "testhost".
+ */
+static struct buf make_file(const uint64_t *types, unsigned nattrs, const uint64_t *ids, const struct buf *data,
+			    bool features)
+{
+	struct buf f = { 0 };
+	const size_t attr_size = sizeof(struct perf_event_attr), entry = attr_size + 16;
+	put_bytes(&f, "PERFILE2", 8);
+	put64(&f, 104);
+	put64(&f, entry);
+	put64(&f, 104);		/* attrs */
+	put64(&f, entry * nattrs);
+	size_t data_at = 104 + entry * nattrs + (ids ? 8 * nattrs : 0);
+	put64(&f, data_at);
+	put64(&f, data->n);
+	put64(&f, 0);
+	put64(&f, 0);
+	uint64_t bits[4] = { features ? 1ULL << 3 : 0, 0, 0, 0 };	/* HOSTNAME */
+	put_bytes(&f, bits, sizeof(bits));
+	for (unsigned i = 0; i < nattrs; i++) {
+		struct perf_event_attr a = { .type = PERF_TYPE_SOFTWARE, .size = (uint32_t)attr_size,
+					     .config = PERF_COUNT_SW_CPU_CLOCK, .sample_freq = 999, .freq = 1,
+					     .sample_type = types[i], .sample_id_all = 1 };
+		put_bytes(&f, &a, sizeof(a));
+		put64(&f, ids ? 104 + entry * nattrs + 8 * i : 0);
+		put64(&f, ids ? 8 : 0);
+	}
+	for (unsigned i = 0; ids && i < nattrs; i++)
+		put64(&f, ids[i]);
+	assert_int_equal(f.n, data_at);
+	put_bytes(&f, data->p, data->n);
+	if (features) {
+		size_t sec = f.n;
+		put64(&f, sec + 16);
+		put64(&f, 4 + 16);
+		uint32_t len = 16;
+		char host[16] = "testhost";
+		put_bytes(&f, &len, 4);
+		put_bytes(&f, host, 16);
+	}
+	return f;
+}
+
+struct seen {
+	uint64_t times[64];
+	uint32_t types[64];
+	struct perf_mmap2 mmap;
+	char mmap_name[64];
+	unsigned n;
+};
+
+static int on_record(void *ctx, const struct perf_event_header *h, const struct record_origin *o)
+{
+	struct seen *s = ctx;
+	struct perf_sample ps;
+	assert_true(s->n < 64);
+	s->types[s->n] = h->type;
+	s->times[s->n] = 0;
+	if (h->type == PERF_RECORD_SAMPLE) {
+		assert_int_equal(perf_decode_sample(o->layout, h, &ps), 0);
+		s->times[s->n] = ps.time;
+	} else if (h->type == PERF_RECORD_MMAP2) {
+		assert_int_equal(perf_decode_mmap2(h, &s->mmap), 0);
+		strncpy(s->mmap_name, s->mmap.filename, sizeof(s->mmap_name) - 1);
+	}
+	s->n++;
+	return 0;
+}
+
+/* Drain pd to its end; returns the last drain's result (-ENODATA at a clean end). */
+static int drain_all(struct perf_data *pd, struct seen *s)
+{
+	struct record_source src;
+	int rc = 0;
+	perf_data_source(pd, &src);
+	for (int i = 0; i < 100 && (rc = src.drain(src.impl, on_record, s)) >= 0; i++)
+		;
+	return rc;
+}
+
+static struct perf_data *open_buf(const struct buf *f)
+{
+	struct perf_data *pd = NULL;
+	char err[512] = "";
+	int rc = perf_data_open_mem(f->p, f->n, "test.data", &pd, err, sizeof(err));
+	if (rc < 0)
+		fprintf(stderr, "%s\n", err);
+	assert_int_equal(rc, 0);
+	return pd;
+}
+
+/* perf's rule: a round's records go out once the next round is read, those past the previous round's last time
+ * wait; every record in time order. */
+static void test_round_order(void **state)
+{
+	(void)state;
+	struct buf d = { 0 };
+	uint64_t type = SAMPLE_TYPE;
+	put_sample(&d, 30, 0x1000, NULL);
+	put_sample(&d, 10, 0x1000, NULL);
+	put_round(&d);
+	put_sample(&d, 20, 0x1000, NULL);
+	put_comm(&d, 40, "fixture", NULL);
+	put_round(&d);
+	put_sample(&d, 35, 0x1000, NULL);
+	struct buf f = make_file(&type, 1, NULL, &d, true);
+	struct perf_data *pd = open_buf(&f);
+	assert_string_equal(perf_data_info(pd)->hostname, "testhost");
+	assert_int_equal(perf_data_info(pd)->frequency_hz, 999);
+	assert_true(perf_data_info(pd)->period_is_ns);
+	struct seen s = { 0 };
+	assert_int_equal(drain_all(pd, &s), -ENODATA);
+	assert_int_equal(s.n, 5);
+	const uint64_t want[] = { 10, 20, 30, 35 };	/* then the COMM of time 40 */
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(s.times[i], want[i]);
+	assert_int_equal(s.types[4], PERF_RECORD_COMM);
+	const struct perf_data_counts *c = perf_data_counts(pd);
+	assert_int_equal(c->records[PERF_RECORD_SAMPLE], 4);
+	assert_int_equal(c->records[68], 2);
+	assert_int_equal(c->first_time, 10);
+	assert_int_equal(c->last_time, 35);
+	assert_false(c->truncated);
+	char counts[256];
+	perf_data_format_counts(pd, true, counts, sizeof(counts));
+	assert_string_equal(counts, "4 SAMPLE, 2 FINISHED_ROUND, 1 COMM");
+	perf_data_free(pd);
+	free(f.p);
+	free(d.p);
+}
+
+/* An MMAP record reaches the consumer as an MMAP2 record: same addresses and name, no device or inode. */
+static void test_mmap_as_mmap2(void **state)
+{
+	(void)state;
+	struct buf d = { 0 };
+	uint64_t type = SAMPLE_TYPE;
+	const char name[16] = "/usr/bin/prog";
+	put_header(&d, PERF_RECORD_MMAP, PERF_RECORD_MISC_USER, 40 + 16 + 16);
+	put_pair(&d, 7, 7);
+	put64(&d, 0x400000);
+	put64(&d, 0x2000);
+	put64(&d, 0x1000);
+	put_bytes(&d, name, 16);
+	put_pair(&d, 7, 7);	/* sample_id */
+	put64(&d, 5);
+	/* the kernel's (pid -1): not delivered */
+	put_header(&d, PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL, 40 + 16 + 16);
+	put_pair(&d, UINT32_MAX, 0);
+	put64(&d, 0xffffffff81000000ULL);
+	put64(&d, 0x1000000);
+	put64(&d, 0);
+	put_bytes(&d, "[kernel.kallsyms", 16);
+	put_pair(&d, UINT32_MAX, 0);
+	put64(&d, 1);
+	struct buf f = make_file(&type, 1, NULL, &d, false);
+	struct perf_data *pd = open_buf(&f);
+	struct seen s = { 0 };
+	assert_int_equal(drain_all(pd, &s), -ENODATA);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(s.types[0], PERF_RECORD_MMAP2);
+	assert_int_equal(s.mmap.pid, 7);
+	assert_int_equal(s.mmap.addr, 0x400000);
+	assert_int_equal(s.mmap.len, 0x2000);
+	assert_int_equal(s.mmap.pgoff, 0x1000);
+	assert_int_equal(s.mmap.ino, 0);
+	assert_true(s.mmap.prot & PROT_EXEC);
+	assert_string_equal(s.mmap_name, "/usr/bin/prog");
+	perf_data_free(pd);
+	free(f.p);
+	free(d.p);
+}
+
+/* Two events with ids: the first one's samples are delivered, the second's counted. */
+static void test_two_events(void **state)
+{
+	(void)state;
+	struct buf d = { 0 };
+	const uint64_t types[2] = { SAMPLE_TYPE_ID, SAMPLE_TYPE_ID }, ids[2] = { 1001, 2002 };
+	put_comm(&d, 1, "fixture", &ids[0]);
+	put_sample(&d, 2, 0x1000, &ids[1]);
+	put_sample(&d, 3, 0x1000, &ids[0]);
+	put_sample(&d, 4, 0x1000, &ids[1]);
+	struct buf f = make_file(types, 2, ids, &d, false);
+	struct perf_data *pd = open_buf(&f);
+	struct seen s = { 0 };
+	assert_int_equal(drain_all(pd, &s), -ENODATA);
+	assert_int_equal(s.n, 2);
+	assert_int_equal(s.types[0], PERF_RECORD_COMM);
+	assert_int_equal(s.times[1], 3);
+	assert_int_equal(perf_data_counts(pd)->samples_other, 2);
+	assert_int_equal(perf_data_info(pd)->nattrs, 2);
+	perf_data_free(pd);
+	free(f.p);
+	free(d.p);
+}
+
+/* perf record -z: one zstd stream over COMPRESSED (and COMPRESSED2) records; a record may start in one and end
+ * in the next. */
+static void test_compressed(void **state)
+{
+	(void)state;
+	struct buf plain = { 0 }, d = { 0 };
+	uint64_t type = SAMPLE_TYPE;
+	for (int i = 0; i < 6; i++)
+		put_sample(&plain, 100 + (uint64_t)i, 0x1000, NULL);
+	ZSTD_CCtx *z = ZSTD_createCCtx();
+	assert_non_null(z);
+	size_t cut[] = { 0, 60, plain.n };	/* the second sample straddles the two records */
+	for (int k = 0; k < 2; k++) {
+		uint8_t out[4096];
+		ZSTD_inBuffer in = { plain.p + cut[k], cut[k + 1] - cut[k], 0 };
+		ZSTD_outBuffer o = { out, sizeof(out), 0 };
+		size_t left;
+		do {
+			left = ZSTD_compressStream2(z, &o, &in, ZSTD_e_flush);
+			assert_false(ZSTD_isError(left));
+		} while (left);
+		if (k == 0) {	/* COMPRESSED: the stream's bytes to the record's end, unpadded (perf before 6.x) */
+			put_header(&d, 81, 0, (uint16_t)(8 + o.pos));
+			put_bytes(&d, out, o.pos);
+		} else {	/* COMPRESSED2: their size, then the bytes padded to 8 */
+			size_t padded = (o.pos + 7) & ~(size_t)7;
+			put_header(&d, 83, 0, (uint16_t)(16 + padded));
+			put64(&d, o.pos);
+			put_bytes(&d, out, o.pos);
+			put_bytes(&d, "\0\0\0\0\0\0\0", padded - o.pos);
+		}
+	}
+	ZSTD_freeCCtx(z);
+	struct buf f = make_file(&type, 1, NULL, &d, false);
+	struct perf_data *pd = open_buf(&f);
+	struct seen s = { 0 };
+	assert_int_equal(drain_all(pd, &s), -ENODATA);
+	assert_int_equal(s.n, 6);
+	for (unsigned i = 0; i < 6; i++)
+		assert_int_equal(s.times[i], 100 + i);
+	assert_true(perf_data_info(pd)->compressed);
+	assert_int_equal(perf_data_counts(pd)->records[81], 1);
+	assert_int_equal(perf_data_counts(pd)->records[83], 1);
+	assert_int_equal(perf_data_counts(pd)->decompressed_bytes, plain.n);
+	perf_data_free(pd);
+	free(f.p);
+	free(d.p);
+	free(plain.p);
+}
+
+/* A record of impossible size: an error naming its file offset. */
+static void test_corrupt_record(void **state)
+{
+	(void)state;
+	struct buf d = { 0 };
+	uint64_t type = SAMPLE_TYPE;
+	put_sample(&d, 1, 0x1000, NULL);
+	size_t bad = d.n;
+	put_sample(&d, 2, 0x1000, NULL);
+	struct buf f = make_file(&type, 1, NULL, &d, false);
+	size_t data_at = f.n - d.n;
+	uint16_t four = 4;
+	memcpy(f.p + data_at + bad + 6, &four, 2);
+	struct perf_data *pd = open_buf(&f);
+	struct seen s = { 0 };
+	assert_int_equal(drain_all(pd, &s), -EBADMSG);
+	char want[128];
+	snprintf(want, sizeof(want), "corrupt perf.data at offset %zu: a record of 4 bytes", data_at + bad);
+	assert_non_null(strstr(perf_data_error(pd), want));
+	assert_true(perf_data_finished(pd));
+	perf_data_free(pd);
+	free(f.p);
+	free(d.p);
+}
+
+/* A file cut inside a record: the records before it, and the cut said. */
+static void test_truncated(void **state)
+{
+	(void)state;
+	struct buf d = { 0 };
+	uint64_t type = SAMPLE_TYPE;
+	for (int i = 0; i < 4; i++)
+		put_sample(&d, 10 + (uint64_t)i, 0x1000, NULL);
+	struct buf f = make_file(&type, 1, NULL, &d, false);
+	size_t cut = f.n - 20;	/* inside the last sample */
+	struct perf_data *pd = NULL;
+	char err[256];
+	assert_int_equal(perf_data_open_mem(f.p, cut, "cut.data", &pd, err, sizeof(err)), 0);
+	struct seen s = { 0 };
+	assert_int_equal(drain_all(pd, &s), -ENODATA);
+	assert_int_equal(s.n, 3);
+	assert_true(perf_data_counts(pd)->truncated);
+	assert_int_equal(perf_data_counts(pd)->truncated_at, f.n - 40);
+	perf_data_free(pd);
+	/* a header perf never finished: data size 0, read to the end of the file */
+	set64(&f, 48, 0);
+	assert_int_equal(perf_data_open_mem(f.p, f.n, "unfinished.data", &pd, err, sizeof(err)), 0);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(drain_all(pd, &s), -ENODATA);
+	assert_int_equal(s.n, 4);
+	assert_true(perf_data_counts(pd)->truncated);
+	perf_data_free(pd);
+	free(f.p);
+	free(d.p);
+}
+
+static void test_not_perf_data(void **state)
+{
+	(void)state;
+	struct perf_data *pd = NULL;
+	char err[256];
+	assert_int_equal(perf_data_open_mem("hello world, not a perf file", 28, "x", &pd, err, sizeof(err)), -EPROTO);
+	assert_non_null(strstr(err, "not a perf.data file"));
+	uint8_t pipe[16] = "PERFILE2";
+	pipe[8] = 16;
+	assert_int_equal(perf_data_open_mem(pipe, sizeof(pipe), "p", &pd, err, sizeof(err)), -EPROTO);
+	assert_non_null(strstr(err, "pipe mode"));
+	uint8_t shortf[64] = "PERFILE2";
+	shortf[8] = 104;
+	assert_int_equal(perf_data_open_mem(shortf, sizeof(shortf), "s", &pd, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "corrupt perf.data at offset 8"));
+	assert_true(perf_data_is_perf_data("PERFILE2", 8));
+	assert_false(perf_data_is_perf_data("PERFILE", 7));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_round_order),  cmocka_unit_test(test_mmap_as_mmap2),
+		cmocka_unit_test(test_two_events),   cmocka_unit_test(test_compressed),
+		cmocka_unit_test(test_corrupt_record), cmocka_unit_test(test_truncated),
+		cmocka_unit_test(test_not_perf_data),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
