@@ -21,10 +21,12 @@
 #include "src/pipeline/replay.h"
 #include "src/pipeline/traces.h"
 #include "src/pipeline/walk.h"
+#include "src/pipeline/python_stack.h"
 #include "src/processes/execinfo.h"
 #include "src/processes/jitinfo.h"
 #include "src/processes/memory_watch.h"
 #include "src/processes/procmgr.h"
+#include "src/processes/pyframes.h"
 
 /* What a profile reader accepts (msgpack_read.c) is what a session can write: the kernel frames a trace keeps, the
  * most user frames --max-frames allows, and one error frame. */
@@ -55,6 +57,11 @@ struct session {
 	/* Samples whose walk needs a table the worker is building (execinfo_deltas_nowait()) are held until it is
 	 * ready, then handled again (rehandle_held()). */
 	struct held_samples *held;		/* NULL without a worker (the reference unwinder needs no table) */
+	struct pyframes *py;			/* CPython processes' Python frames (pyframes.h) */
+	struct pyframe *pyf;			/* scratch: one sample's Python frames (PYFRAMES_MAX_FRAMES) */
+	struct trace_frame *merged;		/* scratch: one sample's mixed stack (merged_max frames) */
+	unsigned merged_max;
+	unsigned npyf;				/* Python frames in pyf holding a reference */
 };
 
 /* Where a record handled comes from, and what is to be done with it: the per-record context (no state of one
@@ -176,12 +183,17 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 		memory_watch_new(s->opts.memory_budget, s->execinfo, &s->opts.log, &s->memory);
 		procmgr_new(s->execinfo, &s->procs);
 		traces_new(s->execinfo, kernel_frames_trace(s->kernel), &s->traces);
+		pyframes_new(s->execinfo, &s->py);
 	}
+	s->merged_max = TRACE_MAX_KERNEL_FRAMES + (s->opts.max_frames ? s->opts.max_frames : SESSION_DEFAULT_MAX_FRAMES) + 1;
+	s->merged = calloc(s->merged_max, sizeof(*s->merged));
+	s->pyf = calloc(PYFRAMES_MAX_FRAMES, sizeof(*s->pyf));
 	jitinfo_mgr_new(NULL, &s->jit);	/* each NULL on failure: checked below */
 	if (s->opts.capture_path)
 		replay_writer_new(&s->capture);
 	int err = s->wake_fd < 0 ? -errno : 0;
 	if (err == 0 && (!s->memory || !s->procs || !s->traces || !s->jit || (s->opts.capture_path && !s->capture) ||
+			 !s->py || !s->merged || !s->pyf ||
 			 setup_correlation(s) < 0))
 		err = -ENOMEM;
 	if (err == 0)
@@ -216,6 +228,9 @@ void session_free(struct session *s)
 	/* Traces and mappings hold execinfo references; the unwinder must outlive their release hooks. Traces hold
 	 * jitinfo references too: the manager goes after them. */
 	traces_free(s->traces);
+	pyframes_free(s->py);	/* its code objects' last references may be the traces' */
+	free(s->merged);
+	free(s->pyf);
 	jitinfo_mgr_free(s->jit);
 	procmgr_free(s->procs);
 	memory_watch_free(s->memory);
@@ -422,10 +437,9 @@ static int count_untracked(struct session *s, const struct perf_sample *ps)
 
 /* Count a walked sample's frames into the traces, with its trace context when it has one. */
 static void add_trace(struct session *s, struct process *p, const struct perf_sample *ps,
-		      const struct fastlane_entry *fe, unsigned n)
+		      const struct fastlane_entry *fe, const struct trace_frame *frames, unsigned n)
 {
 	const char *tname = ps->pid ? procmgr_thread_name(s->procs, p, (pid_t)ps->tid) : "swapper";
-	const struct trace_frame *frames = walk_frames(s->walk);
 	struct trace_id id;
 	struct trace_link link;
 	struct correlate_context ctx;
@@ -439,6 +453,46 @@ static void add_trace(struct session *s, struct process *p, const struct perf_sa
 		traces_note_process(s->traces, (pid_t)ps->pid, procmgr_exe_path(p), procmgr_container_id(p));
 }
 
+
+static void release_python_frames(struct session *s)
+{
+	for (unsigned i = 0; i < s->npyf; i++)
+		pycode_release(s->pyf[i].code);
+	s->npyf = 0;
+}
+
+/*
+ * A sample of a CPython process: its Python frames read from the thread and merged in place of the interpreter's
+ * eval frames (python_stack.h), *frames pointing at the merged stack; where they disagree the native frames stay
+ * and the sample counts as not trusted. Returns the frames' count.
+ */
+static unsigned python_frames(struct session *s, struct process *p, const struct perf_sample *ps,
+			      const struct trace_frame **frames, unsigned n)
+{
+	struct pyproc pp;
+	unsigned npy = 0, evals;
+	if (!ps->pid || pyframes_process(s->py, s->procs, p, &pp) < 0 || !pp.python)
+		return n;
+	s->stats.python_samples++;
+	int err = pyframes_read(s->py, (pid_t)ps->pid, (pid_t)ps->tid, s->pyf, PYFRAMES_MAX_FRAMES, &npy);
+	unsigned m = err == 0 ? python_stack_merge(&pp, *frames, n, s->pyf, npy, s->merged, s->merged_max, &evals) : 0;
+	s->npyf = npy;	/* released once the trace handler took its own (release_python_frames()) */
+	if (m) {
+		s->stats.python_merged++;
+		*frames = s->merged;
+		return m;
+	}
+	/* No Python running and no eval frame: a thread in C alone (a thread of a C library) is not a mismatch. */
+	bool any_eval = false;
+	for (unsigned i = 0; i < n && !any_eval; i++)
+		any_eval = python_stack_is_eval(&pp, &(*frames)[i]);
+	if (err == -ENOENT && !any_eval)
+		return n;
+	if (err == 0 && npy == 0 && !any_eval)
+		return n;
+	s->stats.python_untrusted++;
+	return n;
+}
 
 /*
  * Walk a sample, or hold it (true) because a table its walk needs is being built. A sample the queue has no room
@@ -505,7 +559,10 @@ static int handle_decoded(struct session *s, const struct perf_event_header *rec
 		/* Once, when walked (a held sample when walked again), as its reads are (lanes_live_read()). */
 		if (!fe)
 			lanes_count_sample(s->lanes, p->pid);
-		add_trace(s, p, &ps, fe, out.n);
+		const struct trace_frame *frames = walk_frames(s->walk);
+		unsigned n = python_frames(s, p, &ps, &frames, out.n);
+		add_trace(s, p, &ps, fe, frames, n);
+		release_python_frames(s);
 	}
 	/* The sample's frames hold their own references now: files its walk found replaced can go. */
 	procmgr_release_deferred(s->procs);
@@ -575,6 +632,8 @@ static void handle_comm(struct session *s, const struct perf_event_header *rec)
 	procmgr_on_comm(s->procs, &c);
 	if (c.exec)
 		jitinfo_mgr_on_exec(s->jit, (pid_t)c.pid, clock_mono_ns());
+	if (c.exec)
+		pyframes_forget(s->py, (pid_t)c.pid);
 	if (s->apm && c.exec)
 		apm_link_on_exec(s->apm, (pid_t)c.pid);
 }
@@ -601,6 +660,8 @@ static void handle_task(struct session *s, const struct perf_event_header *rec)
 		jitinfo_mgr_on_exit(s->jit, (pid_t)t.pid);
 	if (process)
 		lanes_on_exit(s->lanes, (pid_t)t.pid, t.time);
+	if (process)
+		pyframes_forget(s->py, (pid_t)t.pid);
 	if (s->apm)
 		apm_link_on_exit(s->apm, (pid_t)t.pid, (pid_t)t.tid, process);
 }
