@@ -415,16 +415,19 @@ static void print_fast_lane(const struct session_counters *c)
 		(unsigned long long)fs.kernel_lost, (unsigned long long)fs.go_too_large, fs.refused);
 }
 
-static void print_python(struct record_run *r)
+static void print_python(struct record_run *r, const struct session_counters *c)
 {
 	const struct session_stats *st = session_stats(r->session);
+	const struct fastlane_stats *fs = &c->fastlane;
 	if (!st->python_samples)
 		return;
 	fprintf(stderr, "hostprof: python: %llu samples of CPython processes, %llu with their Python frames, %llu "
-			"(%.2f%%) Python frames not trusted (native frames kept)\n",
+			"(%.2f%%) Python frames not trusted (native frames kept); %llu read by the fast lane (%.1f us "
+			"per read)\n",
 		(unsigned long long)st->python_samples, (unsigned long long)st->python_merged,
 		(unsigned long long)st->python_untrusted,
-		100.0 * (double)st->python_untrusted / (double)st->python_samples);
+		100.0 * (double)st->python_untrusted / (double)st->python_samples, (unsigned long long)st->python_fast,
+		c->has_fastlane && fs->python_reads ? (double)fs->python_read_ns / 1e3 / (double)fs->python_reads : 0.0);
 }
 
 static void print_correlation(struct record_run *r, const struct session_counters *c)
@@ -615,7 +618,7 @@ static void print_summary(struct record_run *r)
 	print_steady_state(r);
 	print_correlation(r, &c);
 	print_fast_lane(&c);
-	print_python(r);
+	print_python(r, &c);
 	print_off_cpu(r, &c);
 	print_go_stacks(r, &c);
 	print_stack_extensions(r, &c);

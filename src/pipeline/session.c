@@ -161,7 +161,7 @@ static int setup_walk(struct session *s)
 				    .go_max_stack = walk_go_max_stack(s->walk), .deep_max = s->opts.max_stack_bytes,
 				    .sampler = s->sampler,
 				    .reader = s->apm ? apm_link_reader(s->apm) : NULL,
-				    .wake_fd = s->wake_fd, .procs = s->procs, .log = s->opts.log };
+				    .wake_fd = s->wake_fd, .procs = s->procs, .py = s->py, .log = s->opts.log };
 	return lanes_new(&lo, &s->lanes);
 }
 
@@ -467,16 +467,29 @@ static void release_python_frames(struct session *s)
  * and the sample counts as not trusted. Returns the frames' count.
  */
 static unsigned python_frames(struct session *s, struct process *p, const struct perf_sample *ps,
-			      const struct trace_frame **frames, unsigned n)
+			      const struct fastlane_entry *fe, const struct trace_frame **frames, unsigned n)
 {
 	struct pyproc pp;
 	unsigned npy = 0, evals;
-	if (!ps->pid || pyframes_process(s->py, s->procs, p, &pp) < 0 || !pp.python)
+	const struct pyframe *py = s->pyf;
+	bool known = ps->pid && pyframes_known_python(s->py, (pid_t)ps->pid);
+	if (!ps->pid || (!known && (pyframes_process(s->py, s->procs, p, &pp) < 0 || !pp.python)) ||
+	    (known && pyframes_process(s->py, s->procs, p, &pp) < 0))
 		return n;
+	if (!known)
+		lanes_python(s->lanes, p->pid);	/* from its next samples on, read as they are taken */
 	s->stats.python_samples++;
-	int err = pyframes_read(s->py, (pid_t)ps->pid, (pid_t)ps->tid, s->pyf, PYFRAMES_MAX_FRAMES, &npy);
-	unsigned m = err == 0 ? python_stack_merge(&pp, *frames, n, s->pyf, npy, s->merged, s->merged_max, &evals) : 0;
-	s->npyf = npy;	/* released once the trace handler took its own (release_python_frames()) */
+	int err;
+	if (fe && fe->py_read) {	/* read by the fast lane's reader right after the sample */
+		err = fe->py_read < 0 ? fe->py_read : 0;
+		py = fe->py;
+		npy = fe->npy;
+		s->stats.python_fast++;
+	} else {		/* read now, in the batch: the thread may have run on since */
+		err = pyframes_read(s->py, (pid_t)ps->pid, (pid_t)ps->tid, s->pyf, PYFRAMES_MAX_FRAMES, &npy);
+		s->npyf = npy;	/* released once the trace handler took its own (release_python_frames()) */
+	}
+	unsigned m = err == 0 ? python_stack_merge(&pp, *frames, n, py, npy, s->merged, s->merged_max, &evals) : 0;
 	if (m) {
 		s->stats.python_merged++;
 		*frames = s->merged;
@@ -486,9 +499,7 @@ static unsigned python_frames(struct session *s, struct process *p, const struct
 	bool any_eval = false;
 	for (unsigned i = 0; i < n && !any_eval; i++)
 		any_eval = python_stack_is_eval(&pp, &(*frames)[i]);
-	if (err == -ENOENT && !any_eval)
-		return n;
-	if (err == 0 && npy == 0 && !any_eval)
+	if ((err == -ENOENT || (err == 0 && npy == 0)) && !any_eval)
 		return n;
 	s->stats.python_untrusted++;
 	return n;
@@ -560,7 +571,7 @@ static int handle_decoded(struct session *s, const struct perf_event_header *rec
 		if (!fe)
 			lanes_count_sample(s->lanes, p->pid);
 		const struct trace_frame *frames = walk_frames(s->walk);
-		unsigned n = python_frames(s, p, &ps, &frames, out.n);
+		unsigned n = python_frames(s, p, &ps, fe, &frames, out.n);
 		add_trace(s, p, &ps, fe, frames, n);
 		release_python_frames(s);
 	}
