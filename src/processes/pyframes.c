@@ -14,6 +14,7 @@
 #include "src/base/hindex.h"
 #include "src/processes/procmem.h"
 #include "symbols/symbolizer.h"
+#include "unwind/byte_reader.h"
 
 /* Where CPython keeps what is read, for one version (x86-64 and other LP64 targets): byte offsets. */
 struct pylayout {
@@ -100,72 +101,65 @@ void pycode_release(struct pycode *c)
 
 /* --- the 3.11 location table (Objects/locations.md): entries of a first byte and varints of 6 bits --- */
 
-struct lt_cursor {
-	const uint8_t *p, *end;
-	bool bad;
-};
-
-static uint32_t lt_varint(struct lt_cursor *c)
+/* CPython's varint: 6 bits a byte, low first, bit 6 set while more follow (not LEB128); at most 32 bits. */
+static bool lt_varint(struct byte_reader *r, uint32_t *v)
 {
-	uint32_t v = 0;
+	uint8_t b;
+	*v = 0;
 	for (unsigned shift = 0; shift < 32; shift += 6) {
-		if (c->p >= c->end) {
-			c->bad = true;
-			return 0;
-		}
-		uint8_t b = *c->p++;
-		v |= (uint32_t)(b & 63) << shift;
+		if (!byte_reader_u8(r, &b))
+			return false;
+		*v |= (uint32_t)(b & 63) << shift;
 		if (!(b & 64))
-			return v;
+			return true;
 	}
-	c->bad = true;
-	return 0;
+	return false;
 }
 
-static int32_t lt_svarint(struct lt_cursor *c)
+static bool lt_svarint(struct byte_reader *r, int32_t *v)
 {
-	uint32_t u = lt_varint(c);
-	return u & 1 ? -(int32_t)(u >> 1) : (int32_t)(u >> 1);
+	uint32_t u;
+	if (!lt_varint(r, &u))
+		return false;
+	*v = u & 1 ? -(int32_t)(u >> 1) : (int32_t)(u >> 1);
+	return true;
 }
 
-static void lt_skip(struct lt_cursor *c, size_t n)
+/* One entry's line delta, the cursor moved past the entry's columns. */
+static bool lt_entry(struct byte_reader *r, unsigned kind, int32_t *delta)
 {
-	if ((size_t)(c->end - c->p) < n)
-		c->bad = true;
-	else
-		c->p += n;
+	uint32_t skip;
+	*delta = 0;
+	if (kind == 14)		/* long form: line delta, end line, column, end column */
+		return lt_svarint(r, delta) && lt_varint(r, &skip) && lt_varint(r, &skip) && lt_varint(r, &skip);
+	if (kind == 13)		/* no column */
+		return lt_svarint(r, delta);
+	if (kind >= 10 && kind <= 12) {	/* one line: the delta in the kind, two column bytes */
+		*delta = (int32_t)kind - 10;
+		return byte_reader_skip(r, 2);
+	}
+	if (kind < 10)		/* short form: the same line, one column byte */
+		return byte_reader_skip(r, 1);
+	return true;		/* 15: no location, the line carries on */
 }
 
 int32_t pycode_line(const struct pycode *code, uint32_t instr)
 {
-	struct lt_cursor c = { code->linetable, code->linetable + code->linetable_len, false };
+	struct byte_reader r;
 	int64_t line = code->firstlineno;
 	uint64_t addr = 0;
-	while (c.p < c.end && !c.bad) {
-		uint8_t first = *c.p++;
-		if (!(first & 0x80))
-			return 0;	/* not at an entry's start: a table we do not understand */
-		unsigned kind = (first >> 3) & 15, len = (first & 7) + 1;
-		int32_t delta = 0;
-		if (kind == 14) {		/* long form: line delta, end line, column, end column */
-			delta = lt_svarint(&c);
-			lt_varint(&c);
-			lt_varint(&c);
-			lt_varint(&c);
-		} else if (kind == 13) {	/* no column */
-			delta = lt_svarint(&c);
-		} else if (kind >= 10 && kind <= 12) {	/* one line: delta in the kind, two column bytes */
-			delta = (int32_t)kind - 10;
-			lt_skip(&c, 2);
-		} else if (kind < 10) {		/* short form: same line, one column byte */
-			lt_skip(&c, 1);
-		}				/* 15: no location, the line carries on */
+	uint8_t first;
+	int32_t delta;
+	byte_reader_init(&r, code->linetable, code->linetable_len);
+	while (byte_reader_u8(&r, &first)) {
+		if (!(first & 0x80) || !lt_entry(&r, (first >> 3) & 15, &delta))
+			return 0;	/* not at an entry's start, or cut short: a table we do not understand */
 		line += delta;
-		if (c.bad || line < 0 || line > INT32_MAX)
+		if (line < 0 || line > INT32_MAX)
 			return 0;
-		if (instr < addr + len)
+		if (instr < addr + (first & 7) + 1)
 			return (int32_t)line;
-		addr += len;
+		addr += (first & 7) + 1;
 	}
 	return 0;
 }
