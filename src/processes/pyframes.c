@@ -552,11 +552,12 @@ int pyframes_process(struct pyframes *m, struct procmgr *pm, struct process *p, 
 		if (pp && look_at(m, pm, p, pp) < 0)
 			pp->info = (struct pyproc){ 0 };
 		err = pp ? hindex_u32_put(&m->processes, (uint32_t)p->pid, (uintptr_t)pp) : -ENOMEM;
-		if (err == 0)
+		if (err == 0) {
 			pp->pid = p->pid;
-		else
+			v = (uintptr_t)pp;
+		} else {
 			free(pp);
-		v = (uintptr_t)pp;
+		}
 	}
 	if (err == 0)
 		*out = ((struct pyprocess *)(uintptr_t)v)->info;
