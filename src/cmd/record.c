@@ -422,11 +422,12 @@ static void print_python(struct record_run *r, const struct session_counters *c)
 	if (!st->python_samples)
 		return;
 	fprintf(stderr, "hostprof: python: %llu samples of CPython processes, %llu with their Python frames, %llu "
-			"(%.2f%%) Python frames not trusted (native frames kept); %llu read by the fast lane (%.1f us "
-			"per read)\n",
+			"(%.2f%%) Python frames not trusted, %llu (%.2f%%) not read in the fast lane (native frames "
+			"kept); %.1f us per read\n",
 		(unsigned long long)st->python_samples, (unsigned long long)st->python_merged,
 		(unsigned long long)st->python_untrusted,
-		100.0 * (double)st->python_untrusted / (double)st->python_samples, (unsigned long long)st->python_fast,
+		100.0 * (double)st->python_untrusted / (double)st->python_samples,
+		(unsigned long long)st->python_unread, 100.0 * (double)st->python_unread / (double)st->python_samples,
 		c->has_fastlane && fs->python_reads ? (double)fs->python_read_ns / 1e3 / (double)fs->python_reads : 0.0);
 }
 

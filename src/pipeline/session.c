@@ -58,10 +58,8 @@ struct session {
 	 * ready, then handled again (rehandle_held()). */
 	struct held_samples *held;		/* NULL without a worker (the reference unwinder needs no table) */
 	struct pyframes *py;			/* CPython processes' Python frames (pyframes.h) */
-	struct pyframe *pyf;			/* scratch: one sample's Python frames (PYFRAMES_MAX_FRAMES) */
 	struct trace_frame *merged;		/* scratch: one sample's mixed stack (merged_max frames) */
 	unsigned merged_max;
-	unsigned npyf;				/* Python frames in pyf holding a reference */
 };
 
 /* Where a record handled comes from, and what is to be done with it: the per-record context (no state of one
@@ -187,13 +185,13 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 	}
 	s->merged_max = TRACE_MAX_KERNEL_FRAMES + (s->opts.max_frames ? s->opts.max_frames : SESSION_DEFAULT_MAX_FRAMES) + 1;
 	s->merged = calloc(s->merged_max, sizeof(*s->merged));
-	s->pyf = calloc(PYFRAMES_MAX_FRAMES, sizeof(*s->pyf));
+
 	jitinfo_mgr_new(NULL, &s->jit);	/* each NULL on failure: checked below */
 	if (s->opts.capture_path)
 		replay_writer_new(&s->capture);
 	int err = s->wake_fd < 0 ? -errno : 0;
 	if (err == 0 && (!s->memory || !s->procs || !s->traces || !s->jit || (s->opts.capture_path && !s->capture) ||
-			 !s->py || !s->merged || !s->pyf ||
+			 !s->py || !s->merged ||
 			 setup_correlation(s) < 0))
 		err = -ENOMEM;
 	if (err == 0)
@@ -230,7 +228,6 @@ void session_free(struct session *s)
 	traces_free(s->traces);
 	pyframes_free(s->py);	/* its code objects' last references may be the traces' */
 	free(s->merged);
-	free(s->pyf);
 	jitinfo_mgr_free(s->jit);
 	procmgr_free(s->procs);
 	memory_watch_free(s->memory);
@@ -273,7 +270,12 @@ const struct session_stats *session_stats(struct session *s)
 
 void session_track_pid(struct session *s, pid_t pid)
 {
-	procmgr_get(s->procs, pid);
+	struct process *p = procmgr_get(s->procs, pid);
+	struct pyproc pp;
+	/* A CPython process attached to takes the fast lane at once: its first batch's Python frames would be read
+	 * too late. */
+	if (p && pyframes_process(s->py, s->procs, p, &pp) == 0 && pp.python)
+		lanes_python(s->lanes, pid);
 	/* What only a living process tells (its root, for the JIT maps it writes) is read now, for it and its children:
 	 * its samples may be handled after it exited. */
 	jitinfo_mgr_track(s->jit, pid, clock_mono_ns());
@@ -454,42 +456,31 @@ static void add_trace(struct session *s, struct process *p, const struct perf_sa
 }
 
 
-static void release_python_frames(struct session *s)
-{
-	for (unsigned i = 0; i < s->npyf; i++)
-		pycode_release(s->pyf[i].code);
-	s->npyf = 0;
-}
-
 /*
- * A sample of a CPython process: its Python frames read from the thread and merged in place of the interpreter's
- * eval frames (python_stack.h), *frames pointing at the merged stack; where they disagree the native frames stay
- * and the sample counts as not trusted. Returns the frames' count.
+ * A sample of a CPython process: its Python frames, as the fast lane's reader read them right after the sample,
+ * merged in place of the interpreter's eval frames (python_stack.h), *frames pointing at the merged stack. Frames
+ * read later, in a batch, would be of whatever the thread ran meanwhile (on the split fixture half of such
+ * samples showed the caller of the function sampled): a sample without a fast-lane read keeps its native frames,
+ * counted (python_unread), and one whose read disagrees with its native stack too (python_untrusted).
  */
 static unsigned python_frames(struct session *s, struct process *p, const struct perf_sample *ps,
 			      const struct fastlane_entry *fe, const struct trace_frame **frames, unsigned n)
 {
 	struct pyproc pp;
-	unsigned npy = 0, evals;
-	const struct pyframe *py = s->pyf;
+	unsigned evals;
 	bool known = ps->pid && pyframes_known_python(s->py, (pid_t)ps->pid);
-	if (!ps->pid || (!known && (pyframes_process(s->py, s->procs, p, &pp) < 0 || !pp.python)) ||
-	    (known && pyframes_process(s->py, s->procs, p, &pp) < 0))
+	if (!ps->pid || pyframes_process(s->py, s->procs, p, &pp) < 0 || !pp.python)
 		return n;
 	if (!known)
 		lanes_python(s->lanes, p->pid);	/* from its next samples on, read as they are taken */
 	s->stats.python_samples++;
-	int err;
-	if (fe && fe->py_read) {	/* read by the fast lane's reader right after the sample */
-		err = fe->py_read < 0 ? fe->py_read : 0;
-		py = fe->py;
-		npy = fe->npy;
-		s->stats.python_fast++;
-	} else {		/* read now, in the batch: the thread may have run on since */
-		err = pyframes_read(s->py, (pid_t)ps->pid, (pid_t)ps->tid, s->pyf, PYFRAMES_MAX_FRAMES, &npy);
-		s->npyf = npy;	/* released once the trace handler took its own (release_python_frames()) */
+	if (!fe || !fe->py_read) {
+		s->stats.python_unread++;
+		return n;
 	}
-	unsigned m = err == 0 ? python_stack_merge(&pp, *frames, n, py, npy, s->merged, s->merged_max, &evals) : 0;
+	int err = fe->py_read < 0 ? fe->py_read : 0;
+	unsigned m = err == 0 ? python_stack_merge(&pp, *frames, n, fe->py, fe->npy, s->merged, s->merged_max,
+						   &evals) : 0;
 	if (m) {
 		s->stats.python_merged++;
 		*frames = s->merged;
@@ -499,7 +490,7 @@ static unsigned python_frames(struct session *s, struct process *p, const struct
 	bool any_eval = false;
 	for (unsigned i = 0; i < n && !any_eval; i++)
 		any_eval = python_stack_is_eval(&pp, &(*frames)[i]);
-	if ((err == -ENOENT || (err == 0 && npy == 0)) && !any_eval)
+	if ((err == -ENOENT || (err == 0 && fe->npy == 0)) && !any_eval)
 		return n;
 	s->stats.python_untrusted++;
 	return n;
@@ -573,7 +564,6 @@ static int handle_decoded(struct session *s, const struct perf_event_header *rec
 		const struct trace_frame *frames = walk_frames(s->walk);
 		unsigned n = python_frames(s, p, &ps, fe, &frames, out.n);
 		add_trace(s, p, &ps, fe, frames, n);
-		release_python_frames(s);
 	}
 	/* The sample's frames hold their own references now: files its walk found replaced can go. */
 	procmgr_release_deferred(s->procs);

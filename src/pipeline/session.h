@@ -94,7 +94,8 @@ struct session_stats {
 	uint64_t python_samples;	/* CPU samples of CPython processes of a version hostprof reads */
 	uint64_t python_merged;		/* ... with their Python frames in place */
 	uint64_t python_untrusted;	/* ... whose Python frames were not trusted: native frames kept */
-	uint64_t python_fast;		/* ... whose Python frames the fast lane read right after the sample */
+	uint64_t python_unread;		/* ... without their Python frames read by the fast lane (before the process took
+					 * it, or without one): native frames kept */
 };
 
 

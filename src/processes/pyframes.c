@@ -62,9 +62,13 @@ struct pyfile {
 	uint64_t runtime, version, code_type, eval, eval_size;
 };
 
+/* A code object read, with what tells it from a later one at the same address: the pointers to its file, name,
+ * qualified name and location table (objects of its own, freed with it). */
+#define CODE_SIG_MAX 64
 struct code_entry {
 	uint64_t addr;
 	struct pycode *code;
+	uint8_t sig[CODE_SIG_MAX];
 };
 
 struct pyprocess {
@@ -290,13 +294,20 @@ static void module_of(const char *file, char *out, size_t size)
 	snprintf(out, size, "%.*s", (int)bn, base);
 }
 
-static struct pycode *read_code(struct pyprocess *pp, uint64_t addr)
+/* The bytes of a code object's header that tell it apart (struct code_entry): [filename, linetable]. */
+static unsigned sig_len(const struct pylayout *l)
+{
+	return l->code_linetable + 8u - l->code_filename;
+}
+
+static struct pycode *read_code(struct pyprocess *pp, uint64_t addr, uint8_t *sig)
 {
 	const struct pylayout *l = pp->l;
 	uint8_t h[CODE_HEADER];
 	char file[PYCODE_NAME_MAX * 4], qual[PYCODE_NAME_MAX * 4], module[PYCODE_NAME_MAX * 4];
 	if (read_exact(pp->pid, addr, h, sizeof(h)) < 0 || u64_at(h, l->code_type) != pp->code_type)
 		return NULL;	/* not a code object (the chain moved on, or was never one) */
+	memcpy(sig, h + l->code_filename, sig_len(l));
 	struct pycode *c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
@@ -329,24 +340,44 @@ static bool code_is(const void *ctx, uint64_t value, const void *key)
 	return ((const struct code_entry *)(uintptr_t)value)->addr == *(const uint64_t *)key;
 }
 
-/* The code object at addr, read once per process (a reference for the caller). */
+/*
+ * The code object at addr (a reference for the caller): read once per process, then known by its address, checked
+ * by one small read of its header (struct code_entry's sig): code objects are freed (a module's body after it ran,
+ * a lambda's) and their memory reused for others, which the address alone would name wrongly.
+ */
 static struct pycode *code_at(struct pyframes *m, struct pyprocess *pp, uint64_t addr)
 {
 	uint64_t h = hash_u64(HASH_SEED, addr), v;
+	uint8_t sig[CODE_SIG_MAX];
+	struct code_entry *e = NULL;
 	if (hindex_find(&pp->codes, h, code_is, NULL, &addr, &v)) {
-		struct pycode *c = ((struct code_entry *)(uintptr_t)v)->code;
-		pycode_ref(c);
-		return c;
+		e = (struct code_entry *)(uintptr_t)v;
+		if (read_exact(pp->pid, addr + pp->l->code_filename, sig, sig_len(pp->l)) < 0)
+			return NULL;
+		if (memcmp(sig, e->sig, sig_len(pp->l)) == 0) {
+			pycode_ref(e->code);
+			return e->code;
+		}
+		m->stats.codes_replaced++;
 	}
-	struct pycode *c = read_code(pp, addr);
+	struct pycode *c = read_code(pp, addr, sig);
 	m->stats.codes++;
 	if (!c) {
 		m->stats.code_errors++;
 		return NULL;
 	}
-	struct code_entry *e = hindex_count(&pp->codes) < MAX_CODES_PER_PROCESS ? malloc(sizeof(*e)) : NULL;
+	if (e) {		/* another code object at the address now */
+		pycode_release(e->code);
+		e->code = c;
+		memcpy(e->sig, sig, sizeof(sig));
+		pycode_ref(c);	/* the cache's */
+		return c;
+	}
+	e = hindex_count(&pp->codes) < MAX_CODES_PER_PROCESS ? malloc(sizeof(*e)) : NULL;
 	if (e) {
-		*e = (struct code_entry){ addr, c };
+		e->addr = addr;
+		e->code = c;
+		memcpy(e->sig, sig, sizeof(sig));
 		if (hindex_insert(&pp->codes, h, (uintptr_t)e) == 0)
 			pycode_ref(c);	/* the cache's */
 		else

@@ -15,7 +15,9 @@
  * A process is looked at once, at its first sample (pyframes_process()): the mapping of its python3.X executable
  * or libpython3.X.so is opened and its symbols read (symbolizer_find(): _PyRuntime, Py_Version,
  * _PyEval_EvalFrameDefault). Code objects are read once per (process, address) and kept (struct pycode), so a
- * frame costs one small read after the first; an exec or exit forgets them (pyframes_forget()).
+ * frame costs two small reads after the first (the frame, and the code object's pointers to its names and line
+ * table, which tell a code object from a later one at the same address); an exec or exit forgets them
+ * (pyframes_forget()).
  *
  * Untrusted input: the process's memory may be anything. Every read goes through procmem_read() with a bounded
  * length, every pointer read is only ever an address to read from again, chains are bounded (interpreters,
@@ -79,6 +81,7 @@ struct pyframes_stats {
 	uint64_t read_errors;	/* ... that failed (no thread state, a read refused, a chain too long) */
 	uint64_t codes;		/* code objects read */
 	uint64_t code_errors;	/* ... that could not be read */
+	uint64_t codes_replaced;	/* code objects found replaced by another at the same address */
 };
 
 struct pyframes;

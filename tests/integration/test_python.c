@@ -115,8 +115,9 @@ static void count_split(const struct profile *p, int64_t burn_line, struct py_co
 	}
 }
 
-/* "hostprof: python: N samples ..., U (X%) Python frames not trusted": X from record's output in file. */
-static double untrusted_share(const char *file)
+/* "hostprof: python: N samples ..., U (X%) Python frames not trusted, R (Y%) not read in the fast lane": X (nth
+ * 0) or Y (nth 1) from record's output in file. */
+static double python_share(const char *file, int nth)
 {
 	char line[1024];
 	double share = -1;
@@ -125,6 +126,8 @@ static double untrusted_share(const char *file)
 	while (fgets(line, sizeof(line), f)) {
 		const char *at = strstr(line, "hostprof: python: ");
 		const char *open = at ? strstr(at, "(") : NULL;
+		if (open && nth)
+			open = strstr(open + 1, "(");
 		if (open)
 			share = strtod(open + 1, NULL);
 	}
@@ -215,17 +218,18 @@ static void split_under(struct test_workdir *w, int which)
 	int64_t burn = line_of(SPLIT_PY, "# burn_a line");
 	struct py_counts c;
 	count_split(p, burn, &c);
-	double share = test_share(c.a, c.a + c.b), untrusted = untrusted_share(log);
+	double share = test_share(c.a, c.a + c.b), untrusted = python_share(log, 0), unread = python_share(log, 1);
 	fprintf(stderr, "hostprof: %llu samples, %.1f%% to <module>, burn_a %.1f%% of the two paths, burn_a at line "
-			"%lld %.1f%%, %llu with native frames above burn_b, %.2f%% not trusted\n",
+			"%lld %.1f%%, %llu with native frames above burn_b, %.2f%% not trusted, %.2f%% not read\n",
 		(unsigned long long)c.total, test_share(c.to_module, c.total), share, (long long)burn,
-		test_share(c.a_burn, c.a_lines), (unsigned long long)c.mixed, untrusted);
+		test_share(c.a_burn, c.a_lines), (unsigned long long)c.mixed, untrusted, unread);
 	assert_true(c.total >= 500);
 	assert_true(test_share(c.to_module, c.total) >= 95.0);
 	assert_true(share >= 66.7 - 6 && share <= 66.7 + 6);
 	assert_true(test_share(c.a_burn, c.a_lines) >= 50.0);
 	assert_true(c.mixed > 0);
 	assert_true(untrusted >= 0 && untrusted <= 2.0);
+	assert_true(unread >= 0 && unread <= 2.0);	/* attached to: in the fast lane from the first sample */
 	/* The fixture's own account of its CPU time (time.thread_time() around each call): deterministic. */
 	double own = own_share(log);
 	fprintf(stderr, "fixture: burn_a %.1f%% of the two paths by its own CPU time\n", own);
@@ -259,8 +263,9 @@ static void test_threads(void **state)
 	test_require_perf();
 	if (find_python(0, w->dir, python, sizeof(python)) < 0 && find_python(1, w->dir, python, sizeof(python)) < 0)
 		test_skip("no CPython 3.11 is installed");
-	assert_int_equal(test_run("\"$HOSTPROF\" record -F 499 -o %s -- %s %s 1 >/dev/null", w->out, python,
-				  THREADS_PY), 0);
+	/* Attached to (-p), as the split test: a command's first batch is read before it takes the fast lane. */
+	assert_int_equal(test_run("%s %s 1 & P=$!; \"$HOSTPROF\" record -F 499 -p $P -o %s; wait $P", python, THREADS_PY,
+				  w->out), 0);
 	struct profile *p = test_read_profile(w->out);
 	/* tid -> worker seen (bits), and its samples with a worker and with another one. */
 	struct { int32_t tid; unsigned workers; uint64_t with, samples; } t[16] = { 0 };
