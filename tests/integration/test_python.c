@@ -209,9 +209,9 @@ static void split_under(struct test_workdir *w, int which)
 	/* Recorded from its start (by pid: the same process for both); py-spy attaches as soon as it can. */
 	char spy_cmd[1500] = "true";
 	if (oracle)
-		snprintf(spy_cmd, sizeof(spy_cmd), "%s record --nonblocking -r 499 -f raw -o %s -p $P >/dev/null 2>&1", spy,
+		snprintf(spy_cmd, sizeof(spy_cmd), "%s record --nonblocking -r 799 -f raw -o %s -p $P >/dev/null 2>&1", spy,
 			 spy_out);
-	assert_int_equal(test_run("%s %s 6 2>%s.split & P=$!; \"$HOSTPROF\" record -F 499 -p $P -o %s 2>%s & H=$!; %s; "
+	assert_int_equal(test_run("%s %s 8 2>%s.split & P=$!; \"$HOSTPROF\" record -F 799 -p $P -o %s 2>%s & H=$!; %s; "
 				  "wait $P; wait $H; cat %s %s.split >&2", python, SPLIT_PY, log, w->out, log, spy_cmd, log,
 				  log), 0);
 	struct profile *p = test_read_profile(w->out);
@@ -234,6 +234,15 @@ static void split_under(struct test_workdir *w, int which)
 	double own = own_share(log);
 	fprintf(stderr, "fixture: burn_a %.1f%% of the two paths by its own CPU time\n", own);
 	assert_true(share >= own - 6 && share <= own + 6);
+	/* Every output names the frames, OTLP with their frame type. */
+	assert_int_equal(test_run("\"$HOSTPROF\" convert %s --to collapsed | grep -q "
+				  "'split.<module>;split.main;split.path_a;split.step_a;split.burn_a' && "
+				  "\"$HOSTPROF\" convert %s --to otlp -o %s/p.otlp && grep -aq cpython %s/p.otlp && "
+				  "grep -aq split.burn_b %s/p.otlp && \"$HOSTPROF\" convert %s --to pprof -o %s/p.pb.gz && "
+				  "zcat %s/p.pb.gz | grep -aq split.step_b && "
+				  "\"$HOSTPROF\" convert %s --to speedscope -o %s/p.json && "
+				  "grep -q '\"name\":\"split.burn_a\",\"file\":\"[^\"]*split.py\"' %s/p.json",
+				  w->out, w->out, w->dir, w->dir, w->dir, w->out, w->dir, w->dir, w->out, w->dir, w->dir), 0);
 	if (oracle) {
 		double spy_share = py_spy_share(spy_out);
 		fprintf(stderr, "py-spy: burn_a %.1f%% of the two paths (hostprof %.1f%%)\n", spy_share, share);
