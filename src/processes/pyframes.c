@@ -49,8 +49,8 @@ static const struct pylayout layouts[] = {
 	},
 };
 
-#define MAX_INTERPRETERS 64
-#define MAX_THREADS 65536
+#define MAX_INTERPRETERS 16	/* a chain longer than these (a loop, in a hostile process) is cut */
+#define MAX_THREADS 4096
 #define MAX_CODES_PER_PROCESS 65536
 #define CODE_HEADER 192		/* bytes of a code object read: past every field a row names */
 #define TSTATE_HEADER 256
@@ -328,9 +328,9 @@ static struct pycode *read_code(struct pyprocess *pp, uint64_t addr, uint8_t *si
 		return NULL;
 	}
 	snprintf(c->name, nlen, "%s.%s", module, qual);
-	char text[sizeof(file) + sizeof(qual) + 16];
+	char text[sizeof(file) + sizeof(module) + sizeof(qual) + 16];
 	int tn = snprintf(text, sizeof(text), "cpython%c%s%c%s", 0, c->file, 0, c->name);
-	fileid_from_text(text, (size_t)tn, &c->file_id);
+	fileid_from_text(text, tn < 0 ? 0 : (size_t)tn < sizeof(text) ? (size_t)tn : sizeof(text) - 1, &c->file_id);
 	return c;
 }
 

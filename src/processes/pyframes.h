@@ -21,7 +21,7 @@
  *
  * Untrusted input: the process's memory may be anything. Every read goes through procmem_read() with a bounded
  * length, every pointer read is only ever an address to read from again, chains are bounded (interpreters,
- * threads, frames: PYFRAMES_MAX_FRAMES), strings are cut at PYCODE_NAME_MAX bytes and made valid UTF-8 without
+ * 16 interpreters, 4096 threads, PYFRAMES_MAX_FRAMES frames), strings are cut at PYCODE_NAME_MAX bytes and made valid UTF-8 without
  * controls, line tables are read up to PYCODE_LINETABLE_MAX bytes and decoded with every step bounded.
  *
  * Threads: every function may be called from any thread (the fast lane's readers and the main thread); one mutex
