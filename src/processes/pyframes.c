@@ -23,16 +23,21 @@ struct pylayout {
 	uint16_t interp_next, interp_threads_head;	/* PyInterpreterState.next, .threads.head */
 	uint16_t ts_next, ts_native_thread_id, ts_cframe;	/* PyThreadState */
 	uint16_t cframe_current_frame;	/* _PyCFrame.current_frame */
-	uint16_t frame_code, frame_previous, frame_prev_instr, frame_is_entry, frame_size;	/* _PyInterpreterFrame */
+	uint16_t frame_code, frame_previous, frame_prev_instr, frame_size;	/* _PyInterpreterFrame */
+	/* Where an eval loop's frames end: 3.11 marks its first frame (is_entry), 3.12 puts a frame of its own under
+	 * it, owned by the C stack (owner FRAME_OWNED_BY_CSTACK), which names no Python function. 0: not this way. */
+	uint16_t frame_is_entry, frame_owner;
+	uint8_t owner_cstack;
 	uint16_t code_type, code_firstlineno, code_filename, code_qualname, code_linetable, code_code;	/* PyCodeObject */
 	uint16_t str_length, str_state, str_ascii_data, str_compact_data;	/* PyASCIIObject, PyCompactUnicodeObject */
 	uint16_t bytes_size, bytes_data;	/* PyBytesObject */
 };
 
 /*
- * One row per version, checked against the real interpreters: 3.11 from Include/internal/pycore_runtime.h,
- * pycore_interp.h, cpython/pystate.h, pycore_frame.h, cpython/code.h, cpython/unicodeobject.h, and read back in a
- * running 3.11.2 (Debian 12, static) and 3.11.7 (libpython3.11.so) against id() of the objects.
+ * One row per version, checked against the real interpreters: from Include/internal/pycore_runtime.h,
+ * pycore_interp.h, cpython/pystate.h, pycore_frame.h, cpython/code.h, cpython/unicodeobject.h, and read back in
+ * running interpreters against id() of the objects and their f_lasti: 3.11 in 3.11.2 (Debian 12, static) and
+ * 3.11.7 (libpython3.11.so), 3.12 in 3.12.1 (libpython3.12.so).
  */
 static const struct pylayout layouts[] = {
 	{
@@ -45,6 +50,19 @@ static const struct pylayout layouts[] = {
 		.code_type = 8, .code_firstlineno = 72, .code_filename = 112, .code_qualname = 128,
 		.code_linetable = 136, .code_code = 184,
 		.str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
+		.bytes_size = 16, .bytes_data = 32,
+	},
+	{
+		.version = 0x030c,
+		.runtime_interp_head = 40,
+		.interp_next = 0, .interp_threads_head = 72,
+		.ts_next = 8, .ts_native_thread_id = 144, .ts_cframe = 56,
+		.cframe_current_frame = 0,
+		.frame_code = 0, .frame_previous = 8, .frame_prev_instr = 56, .frame_size = 72,
+		.frame_owner = 70, .owner_cstack = 3,
+		.code_type = 8, .code_firstlineno = 68, .code_filename = 112, .code_qualname = 128,
+		.code_linetable = 136, .code_code = 192,
+		.str_length = 16, .str_state = 32, .str_ascii_data = 40, .str_compact_data = 56,
 		.bytes_size = 16, .bytes_data = 32,
 	},
 };
@@ -435,13 +453,21 @@ static int read_chain(struct pyframes *m, struct pyprocess *pp, pid_t tid, struc
 	if (err == 0)
 		err = cframe ? read_exact(pp->pid, cframe + l->cframe_current_frame, &frame, 8) : -ENOENT;
 	*n = 0;
-	while (err == 0 && frame) {
-		if (*n == max) {
+	/* Each Python frame may have an eval loop's frame under it (3.12): at most twice max steps. */
+	for (unsigned steps = 0; err == 0 && frame; steps++) {
+		if (*n == max || steps == 2 * max) {
 			err = -E2BIG;
 			break;
 		}
 		if ((err = read_exact(pp->pid, frame, b, l->frame_size)) < 0)
 			break;
+		if (l->frame_owner && b[l->frame_owner] == l->owner_cstack) {
+			/* 3.12: the eval loop's own frame, under its Python frames: the one above ends that loop. */
+			if (*n)
+				out[*n - 1].entry = true;
+			frame = u64_at(b, l->frame_previous);
+			continue;
+		}
 		uint64_t code_addr = u64_at(b, l->frame_code), prev_instr = u64_at(b, l->frame_prev_instr);
 		struct pycode *c = code_at(m, pp, code_addr);
 		if (!c) {
@@ -452,7 +478,7 @@ static int read_chain(struct pyframes *m, struct pyprocess *pp, pid_t tid, struc
 		uint64_t start = code_addr + l->code_code;
 		uint64_t instr = prev_instr >= start ? (prev_instr - start) / 2 : 0;
 		out[*n] = (struct pyframe){ .code = c, .line = pycode_line(c, instr > UINT32_MAX ? UINT32_MAX : (uint32_t)instr),
-					    .entry = b[l->frame_is_entry] != 0 };
+					    .entry = l->frame_is_entry && b[l->frame_is_entry] != 0 };
 		(*n)++;
 		frame = u64_at(b, l->frame_previous);
 	}

@@ -3,9 +3,9 @@
  *
  * The fixture tests/fixtures/python/split.py burns its CPU 2:1 (by its own CPU time) in two call paths under a few
  * levels of Python calls, one of them through json's C encoder; tests/fixtures/python/threads.py burns CPU in four
- * threads, each in a function of its own. Each runs under every CPython 3.11 on the machine: Debian's
- * /usr/bin/python3.11 (statically linked) and pyenv's 3.11 builds (libpython3.11.so); one that is not installed
- * is left out, saying so.
+ * threads, each in a function of its own. The split runs under every CPython with a verified row on the machine:
+ * Debian's /usr/bin/python3.11 (statically linked), pyenv's 3.11 and 3.12 builds (libpython3.1X.so); one that is
+ * not installed is left out, saying so.
  *
  * The oracle is py-spy (from PyPI, fetched once into the download cache: testlib.h), attached to the same process
  * as hostprof in the same run, without pausing it (--nonblocking) and without native frames: the two paths' shares
@@ -28,16 +28,22 @@
 #define SPLIT_PY "tests/fixtures/python/split.py"
 #define THREADS_PY "tests/fixtures/python/threads.py"
 
-/* The CPython 3.11 builds to try: Debian's, then pyenv's (the first 3.11 it has). */
+/* The CPython builds to try: Debian's 3.11 (which 0), pyenv's first 3.11 (1) and 3.12 (2). */
+static const char *const pythons[] = { "Debian's python3.11", "a pyenv CPython 3.11", "a pyenv CPython 3.12" };
+
 static int find_python(int which, const char *dir, char *path, size_t len)
 {
 	char file[700];
+	int minor = which == 2 ? 12 : 11;
 	snprintf(file, sizeof(file), "%s/python", dir);
-	const char *probe = which == 0 ? "p=/usr/bin/python3.11" :
-					 "p=$(ls -d $(pyenv root 2>/dev/null || echo /root/.pyenv)/versions/3.11*/bin/python3.11 "
-					 "2>/dev/null | head -1)";
-	if (test_run("%s; [ -x \"$p\" ] && \"$p\" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' && "
-		     "echo \"$p\" > %s", probe, file) != 0)
+	char probe[300];
+	if (which == 0)
+		snprintf(probe, sizeof(probe), "p=/usr/bin/python3.11");
+	else
+		snprintf(probe, sizeof(probe), "p=$(ls -d $(pyenv root 2>/dev/null || echo /root/.pyenv)/versions/3.%d*/bin/"
+			 "python3.%d 2>/dev/null | head -1)", minor, minor);
+	if (test_run("%s; [ -x \"$p\" ] && \"$p\" -c 'import sys; sys.exit(sys.version_info[:2] != (3, %d))' && "
+		     "echo \"$p\" > %s", probe, minor, file) != 0)
 		return -1;
 	FILE *f = fopen(file, "r");
 	assert_non_null(f);
@@ -199,7 +205,7 @@ static void split_under(struct test_workdir *w, int which)
 {
 	char python[600], spy[700], log[700], spy_out[700];
 	if (find_python(which, w->dir, python, sizeof(python)) < 0) {
-		test_skip_part("%s is not installed", which == 0 ? "Debian's python3.11" : "a pyenv CPython 3.11");
+		test_skip_part("%s is not installed", pythons[which]);
 		return;
 	}
 	bool oracle = fetch_py_spy(spy, sizeof(spy)) == 0;
@@ -264,6 +270,12 @@ static void test_split_pyenv(void **state)
 	split_under(*state, 1);
 }
 
+static void test_split_312(void **state)
+{
+	test_require_perf();
+	split_under(*state, 2);
+}
+
 /* Four threads: each thread's samples show its own worker function, and only it. */
 static void test_threads(void **state)
 {
@@ -326,6 +338,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_split_debian, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_split_pyenv, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_split_312, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_threads, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
