@@ -70,6 +70,7 @@ static const struct pylayout layouts[] = {
 #define MAX_INTERPRETERS 16	/* a chain longer than these (a loop, in a hostile process) is cut */
 #define MAX_THREADS 4096
 #define MAX_CODES_PER_PROCESS 65536
+#define MAX_PROCESSES 65536	/* processes known; past it the ones found not CPython are forgotten */
 #define CODE_HEADER 192		/* bytes of a code object read: past every field a row names */
 #define TSTATE_HEADER 256
 
@@ -597,11 +598,27 @@ static int look_at(struct pyframes *m, struct procmgr *pm, struct process *p, st
 	return 0;
 }
 
+static void process_free(struct pyprocess *pp);
+
+/* The processes found not CPython (their exits missed: lost records) go; they are looked at again if sampled. */
+static void forget_others(struct pyframes *m)
+{
+	uint64_t v;
+	uint32_t pid;
+	for (uint32_t pos = 0; hindex_u32_next(&m->processes, &pos, &pid, &v);) {
+		struct pyprocess *pp = (struct pyprocess *)(uintptr_t)v;
+		if (!pp->info.python && hindex_u32_del(&m->processes, pid))
+			process_free(pp);	/* a removal marks its slot, moving no entry: the walk goes on */
+	}
+}
+
 int pyframes_process(struct pyframes *m, struct procmgr *pm, struct process *p, struct pyproc *out)
 {
 	uint64_t v;
 	int err = 0;
 	pthread_mutex_lock(&m->lock);
+	if (!hindex_u32_get(&m->processes, (uint32_t)p->pid, &v) && hindex_count(&m->processes) >= MAX_PROCESSES)
+		forget_others(m);
 	if (!hindex_u32_get(&m->processes, (uint32_t)p->pid, &v)) {
 		struct pyprocess *pp = calloc(1, sizeof(*pp));
 		/* A process that could not be looked at (its file or memory refused) is taken for no CPython: not
