@@ -1,8 +1,9 @@
 /*
- * fastlane.h — the fast lane: samples of APM and Go threads read the moment they are taken.
+ * fastlane.h — the fast lane: samples of APM, Go, deep and CPython threads read the moment
+ * they are taken.
  *
  * Everything else hostprof samples is read in batches (sampler.h: a ring wakes it when half full), which is
- * what makes it cheap. Two kinds of samples need something read from the live process before the thread moves
+ * what makes it cheap. Some samples need something read from the live process before the thread moves
  * on, which a batch read tens of milliseconds later cannot do:
  * - FASTLANE_APM: a thread of an APM process, whose trace context must be read before the thread switches
  *   transactions (from when correlation says the process is ready: correlate.h);
@@ -16,8 +17,8 @@
  *   process's walks were seen to need (fastlane_read_deeper()).
  * - FASTLANE_PYTHON: a thread of a CPython process, whose Python frames (pyframes.h) change with every call and
  *   return: read by the reader, each holding a reference on its code, released after the entry is handed over.
- * Go and deep processes take the fast lane after GO/deep reads in batches came too late a few times (the
- * session decides: session.h).
+ * Go and deep processes take the fast lane after GO/deep reads in batches came too late a few times, CPython
+ * processes from their first sample (the session decides: session.h, lanes.h).
  * For such a process the fast lane opens per-thread events on every thread of it (one per thread and CPU,
  * inherit following the threads it creates later, not its children: inherit_thread, Linux 5.13), writing into
  * per-CPU rings of their own that wake a reader at every sample. There is one reader thread per CPU, pinned to

@@ -183,9 +183,10 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 		traces_new(s->execinfo, kernel_frames_trace(s->kernel), &s->traces);
 		pyframes_new(s->execinfo, &s->py);
 	}
-	s->merged_max = TRACE_MAX_KERNEL_FRAMES + (s->opts.max_frames ? s->opts.max_frames : SESSION_DEFAULT_MAX_FRAMES) + 1;
+	/* A mixed stack is bounded as a walk's frames are: Python frames stand in for eval frames within the bound. */
+	s->merged_max = TRACE_MAX_KERNEL_FRAMES + (s->opts.max_frames ? s->opts.max_frames : SESSION_DEFAULT_MAX_FRAMES)
+			+ 1;
 	s->merged = calloc(s->merged_max, sizeof(*s->merged));
-
 	jitinfo_mgr_new(NULL, &s->jit);	/* each NULL on failure: checked below */
 	if (s->opts.capture_path)
 		replay_writer_new(&s->capture);
