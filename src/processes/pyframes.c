@@ -23,6 +23,7 @@ struct pylayout {
 	uint16_t interp_next, interp_threads_head;	/* PyInterpreterState.next, .threads.head */
 	uint16_t ts_next, ts_native_thread_id, ts_cframe;	/* PyThreadState */
 	uint16_t cframe_current_frame;	/* _PyCFrame.current_frame */
+	bool no_cframe;			/* 3.13: ts_cframe is the thread state's current_frame itself */
 	uint16_t frame_code, frame_previous, frame_prev_instr, frame_size;	/* _PyInterpreterFrame */
 	/* Where an eval loop's frames end: 3.11 marks its first frame (is_entry), 3.12 puts a frame of its own under
 	 * it, owned by the C stack (owner FRAME_OWNED_BY_CSTACK), which names no Python function. 0: not this way. */
@@ -93,7 +94,8 @@ struct code_entry {
 struct pyprocess {
 	pid_t pid;
 	struct pyproc info;	/* info.eval_exe: borrowed from its pyfile */
-	const struct pylayout *l;
+	const struct pylayout *l;	/* a row of layouts[], or own */
+	struct pylayout own;		/* 3.13 and later: from the runtime's _Py_DebugOffsets */
 	uint64_t runtime, code_type;	/* runtime addresses */
 	struct hindex codes;	/* code address -> struct code_entry * */
 	struct hindex tstates;	/* tid -> thread state address, as last found */
@@ -452,7 +454,8 @@ static int read_chain(struct pyframes *m, struct pyprocess *pp, pid_t tid, struc
 	if (err == 0)
 		err = read_exact(pp->pid, ts + l->ts_cframe, &cframe, 8);
 	if (err == 0)
-		err = cframe ? read_exact(pp->pid, cframe + l->cframe_current_frame, &frame, 8) : -ENOENT;
+		err = !cframe ? -ENOENT : l->no_cframe ? (frame = cframe, 0) :
+			      read_exact(pp->pid, cframe + l->cframe_current_frame, &frame, 8);
 	*n = 0;
 	/* Each Python frame may have an eval loop's frame under it (3.12): at most twice max steps. */
 	for (unsigned steps = 0; err == 0 && frame; steps++) {
@@ -551,6 +554,68 @@ static struct pyfile *known_file(struct pyframes *m, const struct execinfo *e)
 		       (struct pyfile *)(uintptr_t)v : NULL;
 }
 
+/*
+ * 3.13 and later describe their structures at the start of _PyRuntime (_Py_DebugOffsets, cookie "xdebugpy"): the
+ * offsets read from there, checked for the cookie, the version, a build with the GIL and offsets that fit what is
+ * read of each structure here. The fields' places are those of 3.13's struct (in 8-byte words from the runtime's
+ * start), checked in 3.13.0; a later version whose struct differs is not read.
+ */
+enum {
+	DO_VERSION = 1, DO_FREE_THREADED = 2, DO_INTERP_HEAD = 5, DO_INTERP_NEXT = 8, DO_THREADS_HEAD = 9,
+	DO_TS_NEXT = 21, DO_TS_CURRENT_FRAME = 23, DO_TS_NATIVE_ID = 25, DO_FRAME_PREVIOUS = 29,
+	DO_FRAME_EXECUTABLE = 30, DO_FRAME_INSTR = 31, DO_FRAME_LOCALSPLUS = 32, DO_FRAME_OWNER = 33,
+	DO_CODE_FILENAME = 35, DO_CODE_QUALNAME = 37, DO_CODE_LINETABLE = 38, DO_CODE_FIRSTLINENO = 39,
+	DO_CODE_ADAPTIVE = 43, DO_OB_TYPE = 45, DO_BYTES_SIZE = 65, DO_BYTES_DATA = 66, DO_STR_STATE = 68,
+	DO_STR_LENGTH = 69, DO_STR_ASCII_SIZE = 70, DO_WORDS = 71,
+};
+
+static bool fits(uint64_t off, uint64_t width, uint64_t limit)
+{
+	return off <= limit && width <= limit - off;
+}
+
+static int debug_offsets(pid_t pid, uint64_t runtime, uint32_t version, struct pylayout *l)
+{
+	uint64_t w[DO_WORDS];
+	int err = read_exact(pid, runtime, w, sizeof(w));
+	if (err < 0)
+		return err;
+	if (memcmp(w, "xdebugpy", 8) != 0 || (uint32_t)w[DO_VERSION] >> 16 != version >> 16 || w[DO_FREE_THREADED])
+		return -ENOTSUP;
+	*l = (struct pylayout){
+		.version = version >> 16, .runtime_interp_head = (uint16_t)w[DO_INTERP_HEAD],
+		.interp_next = (uint16_t)w[DO_INTERP_NEXT], .interp_threads_head = (uint16_t)w[DO_THREADS_HEAD],
+		.ts_next = (uint16_t)w[DO_TS_NEXT], .ts_native_thread_id = (uint16_t)w[DO_TS_NATIVE_ID],
+		.ts_cframe = (uint16_t)w[DO_TS_CURRENT_FRAME], .no_cframe = true,
+		.frame_code = (uint16_t)w[DO_FRAME_EXECUTABLE], .frame_previous = (uint16_t)w[DO_FRAME_PREVIOUS],
+		.frame_prev_instr = (uint16_t)w[DO_FRAME_INSTR], .frame_size = (uint16_t)w[DO_FRAME_LOCALSPLUS],
+		.frame_owner = (uint16_t)w[DO_FRAME_OWNER], .owner_cstack = 3,
+		.code_type = (uint16_t)w[DO_OB_TYPE], .code_firstlineno = (uint16_t)w[DO_CODE_FIRSTLINENO],
+		.code_filename = (uint16_t)w[DO_CODE_FILENAME], .code_qualname = (uint16_t)w[DO_CODE_QUALNAME],
+		.code_linetable = (uint16_t)w[DO_CODE_LINETABLE], .code_code = (uint16_t)w[DO_CODE_ADAPTIVE],
+		.str_length = (uint16_t)w[DO_STR_LENGTH], .str_state = (uint16_t)w[DO_STR_STATE],
+		.str_ascii_data = (uint16_t)w[DO_STR_ASCII_SIZE],
+		/* PyCompactUnicodeObject: PyASCIIObject, then utf8_length and utf8 */
+		.str_compact_data = (uint16_t)(w[DO_STR_ASCII_SIZE] + 16),
+		.bytes_size = (uint16_t)w[DO_BYTES_SIZE], .bytes_data = (uint16_t)w[DO_BYTES_DATA],
+	};
+	/* Each offset within what is read of its structure here (the buffers in this file), the code's names before
+	 * its line table (the signature of struct code_entry), the 32-bit fields 4 bytes wide. */
+	bool ok = fits(w[DO_INTERP_HEAD], 8, 4096) && fits(w[DO_INTERP_NEXT], 8, 65535) &&
+		  fits(w[DO_THREADS_HEAD], 8, 65535) && w[DO_TS_NEXT] < w[DO_TS_NATIVE_ID] &&
+		  fits(w[DO_TS_NATIVE_ID], 8, TSTATE_HEADER) && fits(w[DO_TS_CURRENT_FRAME], 8, 4096) &&
+		  w[DO_FRAME_LOCALSPLUS] <= 128 && fits(w[DO_FRAME_EXECUTABLE], 8, w[DO_FRAME_LOCALSPLUS]) &&
+		  fits(w[DO_FRAME_PREVIOUS], 8, w[DO_FRAME_LOCALSPLUS]) && fits(w[DO_FRAME_INSTR], 8, w[DO_FRAME_LOCALSPLUS]) &&
+		  fits(w[DO_FRAME_OWNER], 1, w[DO_FRAME_LOCALSPLUS]) && fits(w[DO_OB_TYPE], 8, CODE_HEADER) &&
+		  fits(w[DO_CODE_FIRSTLINENO], 4, CODE_HEADER) && fits(w[DO_CODE_FILENAME], 8, CODE_HEADER) &&
+		  fits(w[DO_CODE_QUALNAME], 8, CODE_HEADER) && fits(w[DO_CODE_LINETABLE], 8, CODE_HEADER) &&
+		  w[DO_CODE_FILENAME] < w[DO_CODE_LINETABLE] &&
+		  w[DO_CODE_LINETABLE] + 8 - w[DO_CODE_FILENAME] <= CODE_SIG_MAX && fits(w[DO_CODE_ADAPTIVE], 0, 4096) &&
+		  fits(w[DO_STR_LENGTH], 8, 80) && fits(w[DO_STR_STATE], 4, 80) && w[DO_STR_ASCII_SIZE] + 16 <= 80 &&
+		  fits(w[DO_BYTES_SIZE], 8, 64) && w[DO_BYTES_DATA] <= 64;
+	return ok ? 0 : -ENOTSUP;
+}
+
 /* Look at p's mappings for CPython's file and its version (pp->info). */
 static int look_at(struct pyframes *m, struct procmgr *pm, struct process *p, struct pyprocess *pp)
 {
@@ -583,6 +648,9 @@ static int look_at(struct pyframes *m, struct procmgr *pm, struct process *p, st
 		for (size_t r = 0; r < sizeof(layouts) / sizeof(layouts[0]); r++)
 			if (layouts[r].version == (uint32_t)version >> 16)
 				pp->l = &layouts[r];
+		if ((uint32_t)version >> 16 == 0x030d && debug_offsets(p->pid, f->runtime + mp->bias, (uint32_t)version,
+								  &pp->own) == 0)
+			pp->l = &pp->own;
 		pp->info.python = pp->l != NULL;
 		pp->info.eval_exe = f->exe;
 		pp->info.eval_start = f->eval;

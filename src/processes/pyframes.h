@@ -10,7 +10,8 @@
  *
  * What is read where is data: one row of offsets per CPython version (pyframes.c), the version read from the
  * process (Py_Version). Verified rows: 3.11 (checked against 3.11.2, statically linked, and 3.11.7 through
- * libpython3.11.so) and 3.12 (3.12.1, libpython3.12.so). A process of another version is not read
+ * libpython3.11.so) and 3.12 (3.12.1, libpython3.12.so); 3.13 from the offsets its runtime describes itself with
+ * (_Py_DebugOffsets at the start of _PyRuntime, checked in 3.13.0). A process of another version is not read
  * (pyframes_process() says no).
  *
  * A process is looked at once, at its first sample (pyframes_process()): the mapping of its python3.X executable

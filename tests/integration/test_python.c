@@ -4,8 +4,8 @@
  * The fixture tests/fixtures/python/split.py burns its CPU 2:1 (by its own CPU time) in two call paths under a few
  * levels of Python calls, one of them through json's C encoder; tests/fixtures/python/threads.py burns CPU in four
  * threads, each in a function of its own. The split runs under every CPython with a verified row on the machine:
- * Debian's /usr/bin/python3.11 (statically linked), pyenv's 3.11 and 3.12 builds (libpython3.1X.so); one that is
- * not installed is left out, saying so.
+ * Debian's /usr/bin/python3.11 (statically linked), pyenv's 3.11, 3.12 and 3.13 builds (libpython3.1X.so); one
+ * that is not installed is left out, saying so.
  *
  * The oracle is py-spy (from PyPI, fetched once into the download cache: testlib.h), attached to the same process
  * as hostprof in the same run, without pausing it (--nonblocking) and without native frames: the two paths' shares
@@ -28,13 +28,15 @@
 #define SPLIT_PY "tests/fixtures/python/split.py"
 #define THREADS_PY "tests/fixtures/python/threads.py"
 
-/* The CPython builds to try: Debian's 3.11 (which 0), pyenv's first 3.11 (1) and 3.12 (2). */
-static const char *const pythons[] = { "Debian's python3.11", "a pyenv CPython 3.11", "a pyenv CPython 3.12" };
+/* The CPython builds to try: Debian's 3.11 (which 0), pyenv's first 3.11 (1), 3.12 (2) and 3.13 (3: read through
+ * the offsets the runtime describes itself with). */
+static const char *const pythons[] = { "Debian's python3.11", "a pyenv CPython 3.11", "a pyenv CPython 3.12",
+				       "a pyenv CPython 3.13" };
 
 static int find_python(int which, const char *dir, char *path, size_t len)
 {
 	char file[700];
-	int minor = which == 2 ? 12 : 11;
+	int minor = which >= 2 ? 10 + which : 11;
 	snprintf(file, sizeof(file), "%s/python", dir);
 	char probe[300];
 	if (which == 0)
@@ -276,6 +278,12 @@ static void test_split_312(void **state)
 	split_under(*state, 2);
 }
 
+static void test_split_313(void **state)
+{
+	test_require_perf();
+	split_under(*state, 3);
+}
+
 /* Four threads: each thread's samples show its own worker function, and only it. */
 static void test_threads(void **state)
 {
@@ -339,6 +347,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_split_debian, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_split_pyenv, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_split_312, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_split_313, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_threads, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
