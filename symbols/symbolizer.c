@@ -996,6 +996,25 @@ void symbolizer_free(struct symbolizer *s)
 	free(s);
 }
 
+int symbolizer_find(struct symbolizer *s, const char *name, uint64_t *va, uint64_t *size)
+{
+	int n = dwfl_module_getsymtab(s->mod);
+	if (n <= 1 || n > SYMBOLS_MAX)
+		return -ENOENT;
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr value;
+		GElf_Word shndx;
+		const char *sname = dwfl_module_getsym_info(s->mod, i, &sym, &value, &shndx, NULL, NULL);
+		if (sname && sym.st_shndx != SHN_UNDEF && strcmp(sname, name) == 0) {
+			*va = value;
+			*size = sym.st_size;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 int symbolizer_set_debug_cache(struct symbolizer *s, const char *dir)
 {
 	char *copy = dir ? strdup(dir) : NULL;

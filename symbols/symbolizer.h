@@ -62,4 +62,12 @@ int symbolizer_set_debug_cache(struct symbolizer *s, const char *dir);
  */
 int symbolizer_lookup(struct symbolizer *s, uint64_t elf_va, struct symbol_frame *frames, size_t max);
 
+/*
+ * The ELF symbol called name (exactly, without a version): its address (ELF virtual address) and size. For a
+ * runtime's own structures and functions a profiler reads (CPython's _PyRuntime). Reads the symbol table once per
+ * call (O(n)): for lookups made once per file. Returns 0, or -ENOENT (no such symbol; the tables' bound as for
+ * symbolizer_lookup()).
+ */
+int symbolizer_find(struct symbolizer *s, const char *name, uint64_t *va, uint64_t *size);
+
 #endif

@@ -443,6 +443,22 @@ static void print_fast_lane(const struct session_counters *c)
 		(unsigned long long)fs.kernel_lost, (unsigned long long)fs.go_too_large, fs.refused);
 }
 
+static void print_python(struct record_run *r, const struct session_counters *c)
+{
+	const struct session_stats *st = session_stats(r->session);
+	const struct fastlane_stats *fs = &c->fastlane;
+	if (!st->python_samples)
+		return;
+	fprintf(stderr, "hostprof: python: %llu samples of CPython processes, %llu with their Python frames, %llu "
+			"(%.2f%%) Python frames not trusted, %llu (%.2f%%) not read in the fast lane (native frames "
+			"kept); %.1f us per read\n",
+		(unsigned long long)st->python_samples, (unsigned long long)st->python_merged,
+		(unsigned long long)st->python_untrusted,
+		100.0 * (double)st->python_untrusted / (double)st->python_samples,
+		(unsigned long long)st->python_unread, 100.0 * (double)st->python_unread / (double)st->python_samples,
+		c->has_fastlane && fs->python_reads ? (double)fs->python_read_ns / 1e3 / (double)fs->python_reads : 0.0);
+}
+
 static void print_correlation(struct record_run *r, const struct session_counters *c)
 {
 	const struct correlate_stats cs = c->correlate;
@@ -664,6 +680,7 @@ static void print_summary(struct record_run *r)
 	print_steady_state(r);
 	print_correlation(r, &c);
 	print_fast_lane(&c);
+	print_python(r, &c);
 	print_off_cpu(r, &c);
 	print_go_stacks(r, &c);
 	print_stack_extensions(r, &c);

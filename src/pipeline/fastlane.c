@@ -50,12 +50,14 @@ struct qentry {
 	uint64_t order_ns;	/* off-CPU records: their time, the drain's merge order; 0: any order */
 	struct correlate_read ctx;
 	struct go_stack_snapshot go;	/* bytes: after the record (set again when handed out) */
+	uint32_t npy;			/* Python frames after the goroutine's bytes (8-aligned), references held */
+	int py_read;			/* fastlane_entry.py_read */
 	int is_sample;			/* the record decoded once, by the reader: sample (into the copy) or sw */
 	union {
 		struct perf_sample sample;
 		struct perf_switch sw;
 	} decoded;
-	/* the record follows, 8-aligned, then go.size bytes of goroutine stack */
+	/* the record follows, 8-aligned, then go.size bytes of goroutine stack, then npy struct pyframe */
 };
 
 struct queue {
@@ -75,11 +77,12 @@ struct reader {
 	uint8_t *scratch;
 	struct go_stack *gs;		/* the reader's own: goroutine snapshots of FASTLANE_GO samples */
 	uint8_t *deep;			/* stack past the copy of FASTLANE_DEEP samples (deep_max bytes) */
+	struct pyframe *pyf;		/* FASTLANE_PYTHON samples' frames (PYFRAMES_MAX_FRAMES; NULL without) */
 	struct queue q;
 	int detaching;			/* threads this reader left seized (correlate_reader_poll()) */
 	uint64_t cpu_ns;		/* its CPU time, as last seen by the main thread (kept after it ended) */
 	/* counters: written by the reader, read by the main thread (relaxed atomics) */
-	uint64_t samples, queue_full, kernel_lost, max_ns, go_snapshots, go_too_large, off_cpu;
+	uint64_t samples, queue_full, kernel_lost, max_ns, go_snapshots, go_too_large, off_cpu, py_reads, py_ns;
 	uint64_t hist[LAT_BUCKETS];
 };
 
@@ -142,12 +145,22 @@ struct decoded {
 	const struct perf_switch *sw;
 };
 
-static int queue_push(struct queue *q, const struct decoded *d, const struct correlate_read *ctx,
-		      uint64_t read_ns, uint64_t order_ns, const struct go_stack_snapshot *go)
+/* What a reader read of a sample besides its record. */
+struct sample_reads {
+	const struct correlate_read *ctx;
+	const struct go_stack_snapshot *go;
+	const struct pyframe *py;
+	unsigned npy;
+	int py_read;
+};
+
+static int queue_push(struct queue *q, const struct decoded *d, const struct sample_reads *sr, uint64_t read_ns,
+		      uint64_t order_ns)
 {
 	const struct perf_event_header *rec = d->rec;
-	uint64_t rec_len = (rec->size + 7) & ~7ull;
-	uint64_t need = (sizeof(struct qentry) + rec_len + go->size + 7) & ~7ull;
+	const struct go_stack_snapshot *go = sr->go;
+	uint64_t rec_len = (rec->size + 7) & ~7ull, go_len = (go->size + 7) & ~7ull;
+	uint64_t need = sizeof(struct qentry) + rec_len + go_len + sr->npy * sizeof(struct pyframe);
 	uint64_t head = q->head, tail = __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE);
 	uint64_t off = head & (q->size - 1), room = q->size - off;
 	if (room < need) {
@@ -164,8 +177,10 @@ static int queue_push(struct queue *q, const struct decoded *d, const struct cor
 	e->rec_len = (uint32_t)rec_len;
 	e->read_ns = read_ns;
 	e->order_ns = order_ns;
-	e->ctx = *ctx;
+	e->ctx = *sr->ctx;
 	e->go = *go;
+	e->npy = sr->npy;
+	e->py_read = sr->py_read;
 	memcpy(e + 1, rec, rec->size);
 	e->is_sample = d->ps != NULL;
 	if (d->ps) {
@@ -176,6 +191,8 @@ static int queue_push(struct queue *q, const struct decoded *d, const struct cor
 	}
 	if (go->size)
 		memcpy((uint8_t *)(e + 1) + rec_len, go->bytes, go->size);
+	if (sr->npy)
+		memcpy((uint8_t *)(e + 1) + rec_len + go_len, sr->py, sr->npy * sizeof(struct pyframe));
 	__atomic_store_n(&q->head, head + need, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -196,12 +213,16 @@ static struct qentry *queue_peek(struct queue *q)
 static void queue_deliver(struct queue *q, struct qentry *e, fastlane_fn fn, void *ctx)
 {
 	e->go.bytes = (const uint8_t *)(e + 1) + e->rec_len;
+	struct pyframe *py = (struct pyframe *)((uint8_t *)(e + 1) + e->rec_len + ((e->go.size + 7) & ~7ull));
 	struct fastlane_entry fe = { .rec = (const void *)(e + 1), .ctx = &e->ctx, .read_ns = e->read_ns,
 				     .go = &e->go, .off_cpu = e->is_sample && e->order_ns != 0,
 				     .sample = e->is_sample ? &e->decoded.sample : NULL,
-				     .sw = e->is_sample ? NULL : &e->decoded.sw };
+				     .sw = e->is_sample ? NULL : &e->decoded.sw, .py = py, .npy = e->npy,
+				     .py_read = e->py_read };
 	uint32_t len = e->len;
 	fn(ctx, &fe);
+	for (uint32_t i = 0; i < e->npy; i++)
+		pycode_release(py[i].code);	/* the entry's: whoever kept a frame took its own */
 	__atomic_store_n(&q->tail, q->tail + len, __ATOMIC_RELEASE);
 }
 
@@ -267,6 +288,16 @@ static void read_deeper(struct reader *r, const struct perf_sample *ps, size_t d
 	count(&r->go_snapshots, 1);
 }
 
+/* A CPython thread's Python frames, while it waits (pyframes.h): what the sample's eval frames stand for. */
+static void read_python(struct reader *r, const struct perf_sample *ps, struct sample_reads *sr)
+{
+	uint64_t t0 = clock_mono_ns();
+	int rc = pyframes_read(r->f->o.py, (pid_t)ps->pid, (pid_t)ps->tid, r->pyf, PYFRAMES_MAX_FRAMES, &sr->npy);
+	sr->py_read = rc == 0 ? 1 : rc;
+	count(&r->py_reads, 1);
+	count(&r->py_ns, clock_mono_ns() - t0);
+}
+
 /* The read's latency, into the histogram and the maximum. */
 static void count_read(struct reader *r, uint64_t lat)
 {
@@ -299,12 +330,18 @@ static int on_sample(struct reader *r, const struct perf_event_header *rec, int 
 	/* Not Go, or a Go without a g register: what can be read is the stack past the copy. */
 	if ((kinds & (FASTLANE_DEEP | FASTLANE_GO)) && user && rc == -ESRCH)
 		read_deeper(r, &ps, deep, &go);
+	struct sample_reads sr = { .ctx = &ctx, .go = &go, .py = r->pyf };
+	if ((kinds & FASTLANE_PYTHON) && r->pyf && user)
+		read_python(r, &ps, &sr);
 	if (ctx.status == CORRELATE_READ_NO_THREAD && !ctx.traced)
 		r->detaching = 1;
 	count_read(r, lat);
 	count(&r->off_cpu, (uint64_t)off_cpu);
-	if (queue_push(&r->q, &(struct decoded){ .rec = rec, .ps = &ps }, &ctx, now, off_cpu ? ps.time : 0, &go) < 0)
+	if (queue_push(&r->q, &(struct decoded){ .rec = rec, .ps = &ps }, &sr, now, off_cpu ? ps.time : 0) < 0) {
 		count(&r->queue_full, 1);
+		for (unsigned i = 0; i < sr.npy; i++)
+			pycode_release(r->pyf[i].code);
+	}
 	tell_main(r);
 	return 0;
 }
@@ -318,7 +355,8 @@ static int on_switch(struct reader *r, const struct perf_event_header *rec)
 	struct go_stack_snapshot go = { .kind = GO_STACK_SNAPSHOT_NONE };
 	if (perf_decode_switch(sampler_layout(r->f->sampler), rec, &sw) < 0)
 		return 0;
-	if (queue_push(&r->q, &(struct decoded){ .rec = rec, .sw = &sw }, &ctx, sw.time, sw.time, &go) < 0)
+	struct sample_reads sr = { .ctx = &ctx, .go = &go };
+	if (queue_push(&r->q, &(struct decoded){ .rec = rec, .sw = &sw }, &sr, sw.time, sw.time) < 0)
 		count(&r->queue_full, 1);
 	tell_main(r);
 	return 0;
@@ -390,6 +428,8 @@ static int reader_init(struct fastlane *f, struct reader *r, int cpu, uint64_t q
 	if (f->o.go_max_stack && go_stack_new(&go, &r->gs) < 0)
 		return -ENOMEM;
 	if (!(r->deep = malloc(f->deep_max)))
+		return -ENOMEM;
+	if (f->o.py && !(r->pyf = calloc(PYFRAMES_MAX_FRAMES, sizeof(*r->pyf))))
 		return -ENOMEM;
 	return r->stop_fd >= 0 && r->scratch && r->q.buf ? 0 : -ENOMEM;
 }
@@ -694,6 +734,7 @@ void fastlane_free(struct fastlane *f)
 		free(r->q.buf);
 		go_stack_free(r->gs);
 		free(r->deep);
+		free(r->pyf);
 	}
 	free(f->readers);
 	sampler_free(f->sampler);
@@ -727,6 +768,8 @@ void fastlane_get_stats(const struct fastlane *f, struct fastlane_stats *out)
 		out->go_snapshots += __atomic_load_n(&r->go_snapshots, __ATOMIC_RELAXED);
 		out->go_too_large += __atomic_load_n(&r->go_too_large, __ATOMIC_RELAXED);
 		out->off_cpu_samples += __atomic_load_n(&r->off_cpu, __ATOMIC_RELAXED);
+		out->python_reads += __atomic_load_n(&r->py_reads, __ATOMIC_RELAXED);
+		out->python_read_ns += __atomic_load_n(&r->py_ns, __ATOMIC_RELAXED);
 		uint64_t m = __atomic_load_n(&r->max_ns, __ATOMIC_RELAXED);
 		out->read_max_ns = m > out->read_max_ns ? m : out->read_max_ns;
 		for (unsigned b = 0; b < LAT_BUCKETS; b++)

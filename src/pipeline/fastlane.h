@@ -1,8 +1,9 @@
 /*
- * fastlane.h — the fast lane: samples of APM and Go threads read the moment they are taken.
+ * fastlane.h — the fast lane: samples of APM, Go, deep and CPython threads read the moment
+ * they are taken.
  *
  * Everything else hostprof samples is read in batches (sampler.h: a ring wakes it when half full), which is
- * what makes it cheap. Two kinds of samples need something read from the live process before the thread moves
+ * what makes it cheap. Some samples need something read from the live process before the thread moves
  * on, which a batch read tens of milliseconds later cannot do:
  * - FASTLANE_APM: a thread of an APM process, whose trace context must be read before the thread switches
  *   transactions (from when correlation says the process is ready: correlate.h);
@@ -14,8 +15,10 @@
  * - FASTLANE_DEEP: any thread whose stack runs deeper than the sample's copy and changes there within a batch's
  *   delay (deep recursion), whose stack past the copy is read then: FASTLANE_DEEP_READ bytes, or as far as the
  *   process's walks were seen to need (fastlane_read_deeper()).
- * Go and deep processes take the fast lane after GO/deep reads in batches came too late a few times (the
- * session decides: session.h).
+ * - FASTLANE_PYTHON: a thread of a CPython process, whose Python frames (pyframes.h) change with every call and
+ *   return: read by the reader, each holding a reference on its code, released after the entry is handed over.
+ * Go and deep processes take the fast lane after GO/deep reads in batches came too late a few times, CPython
+ * processes from their first sample (the session decides: session.h, lanes.h).
  * For such a process the fast lane opens per-thread events on every thread of it (one per thread and CPU,
  * inherit following the threads it creates later, not its children: inherit_thread, Linux 5.13), writing into
  * per-CPU rings of their own that wake a reader at every sample. There is one reader thread per CPU, pinned to
@@ -61,6 +64,7 @@
 #include "unwind/go_stack.h"
 #include "src/sampling/perf_record.h"
 #include "src/sampling/sampler.h"
+#include "src/processes/pyframes.h"
 
 #define FASTLANE_DEFAULT_MAX_EVENTS 16384
 
@@ -69,6 +73,7 @@ enum fastlane_kind {
 	FASTLANE_APM = 1,
 	FASTLANE_GO = 2,
 	FASTLANE_DEEP = 4,
+	FASTLANE_PYTHON = 8,
 };
 
 /* Stack past the copy a reader reads for a FASTLANE_DEEP sample (a Go one: up to its goroutine's end). The walk
@@ -84,6 +89,7 @@ struct fastlane_options {
 	size_t go_max_stack;		/* most goroutine stack read per Go sample (the walk's limit) */
 	size_t deep_max;		/* most stack read past the copy per FASTLANE_DEEP sample (the walk's limit) */
 	int wake_fd;			/* an eventfd the readers write when a queue needs draining soon */
+	struct pyframes *py;		/* reads FASTLANE_PYTHON samples' Python frames (borrowed; NULL: none) */
 };
 
 /* A sample as a reader handed it over: a copy of the record, valid during the fastlane_fn call. */
@@ -97,6 +103,11 @@ struct fastlane_entry {
 	/* The record decoded once, by the reader: a sample (its pointers into rec) or a switch record. */
 	const struct perf_sample *sample;	/* NULL: a switch record */
 	const struct perf_switch *sw;		/* NULL: a sample */
+	/* FASTLANE_PYTHON: the thread's Python frames as read (pyframes_read()), innermost first, valid (and their
+	 * references held) during the fastlane_fn call; py_read 0 when not read, 1 read, else the read's error. */
+	const struct pyframe *py;
+	unsigned npy;
+	int py_read;
 };
 
 typedef void (*fastlane_fn)(void *ctx, const struct fastlane_entry *e);
@@ -109,6 +120,8 @@ struct fastlane_stats {
 	uint64_t off_cpu_lost;		/* off-CPU samples the kernel could not write into its off-CPU rings */
 	uint64_t go_snapshots;		/* samples whose goroutine (Go) or stack past the copy was read */
 	uint64_t go_too_large;		/* ... left out: larger than a queue (the sample kept) */
+	uint64_t python_reads;		/* samples whose Python frames were read */
+	uint64_t python_read_ns;	/* ... the readers' time reading them */
 	uint64_t before_start;		/* fast-lane samples from before a process's start, or of a refused
 					 * process: left to the main rings, which have them */
 	uint64_t read_p50_ns, read_p99_ns, read_max_ns;	/* sample → context read latency */

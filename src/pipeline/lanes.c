@@ -83,7 +83,7 @@ static int make_fastlane(struct lanes *l)
 		return 0;
 	struct fastlane_options fo = { .reader = l->o.reader, .wake_fd = l->o.wake_fd, .realtime = l->o.realtime,
 				       .max_events = l->o.max_events, .go_max_stack = l->o.go_max_stack,
-				       .deep_max = l->o.deep_max };
+				       .deep_max = l->o.deep_max, .py = l->o.py };
 	sampler_get_options(l->o.sampler, &fo.sampler);
 	int err = fastlane_new(&fo, &l->fastlane);
 	if (err == 0 && l->paused)
@@ -213,6 +213,11 @@ void lanes_live_read(struct lanes *l, struct process *p, unsigned kind, int rc, 
 		take_lane(l, p->pid, LIVE_KINDS(v), "for their stacks to be read as the sample saw them");
 		learn_program(l, p, LIVE_KINDS(v));
 	}
+}
+
+void lanes_python(struct lanes *l, pid_t pid)
+{
+	take_lane(l, pid, FASTLANE_PYTHON, "for their Python frames to be read as the sample saw them");
 }
 
 void lanes_apm_ready(struct lanes *l, pid_t pid)

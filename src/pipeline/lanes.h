@@ -7,6 +7,7 @@
  * - an APM process, once correlation says it is ready (lanes_apm_ready()): its trace context;
  * - a process whose walks read its memory (walk.h: the goroutine behind g0, the stack past the copy) for a good
  *   share of its samples, or found it moved on a few times when read in a batch (lanes_live_read());
+ * - a CPython process (lanes_python()): its Python frames, which change with every call and return;
  * - a process of a program one of whose processes took the lane for its stacks before, from its first sample
  *   (lanes_first_sample()): short-lived processes of one program (a build tool run per file) would otherwise
  *   exit before their reads add up.
@@ -29,6 +30,7 @@
 #include "src/base/log.h"
 #include "src/pipeline/fastlane.h"
 #include "src/processes/procmgr.h"
+#include "src/processes/pyframes.h"
 #include "src/sampling/sampler.h"
 
 #define LANES_PROGRAMS 64
@@ -48,6 +50,7 @@ struct lanes_options {
 	struct correlate_reader *reader;	/* reads APM trace contexts (NULL: no APM) */
 	int wake_fd;			/* the readers wake the caller's poll through it */
 	struct procmgr *procs;		/* to know a process's program */
+	struct pyframes *py;		/* reads CPython processes' Python frames (NULL: none) */
 	struct log_sink log;
 };
 
@@ -64,6 +67,9 @@ void lanes_count_sample(struct lanes *l, pid_t pid);
 /* A walk of a sample of p needed a read of the live process (walk_live_read_fn): kind FASTLANE_GO or
  * FASTLANE_DEEP, rc its result (-ESTALE: moved on), fast: a fast-lane sample's, replaying: a held one's. */
 void lanes_live_read(struct lanes *l, struct process *p, unsigned kind, int rc, bool fast, bool replaying);
+/* pid is a CPython process whose Python frames can be read (pyframes.h): its samples take the lane from now on
+ * (LANES_STACKS: its stack is what is read), for its frames to be read before the thread runs on. */
+void lanes_python(struct lanes *l, pid_t pid);
 /* Correlation says pid is ready: its samples take the lane from now on. */
 void lanes_apm_ready(struct lanes *l, pid_t pid);
 /* Whether pid's agent libraries were looked for already; marks them looked for (correlation's first look). */

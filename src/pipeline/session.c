@@ -21,10 +21,12 @@
 #include "src/pipeline/replay.h"
 #include "src/pipeline/traces.h"
 #include "src/pipeline/walk.h"
+#include "src/pipeline/python_stack.h"
 #include "src/processes/execinfo.h"
 #include "src/processes/jitinfo.h"
 #include "src/processes/memory_watch.h"
 #include "src/processes/procmgr.h"
+#include "src/processes/pyframes.h"
 
 /* What a profile reader accepts (msgpack_read.c) is what a session can write: the kernel frames a trace keeps, the
  * most user frames --max-frames allows, and one error frame. */
@@ -56,6 +58,9 @@ struct session {
 	/* Samples whose walk needs a table the worker is building (execinfo_deltas_nowait()) are held until it is
 	 * ready, then handled again (rehandle_held()). */
 	struct held_samples *held;		/* NULL without a worker (the reference unwinder needs no table) */
+	struct pyframes *py;			/* CPython processes' Python frames (pyframes.h) */
+	struct trace_frame *merged;		/* scratch: one sample's mixed stack (merged_max frames) */
+	unsigned merged_max;
 };
 
 /* Where a record handled comes from, and what is to be done with it: the per-record context (no state of one
@@ -157,7 +162,7 @@ static int setup_walk(struct session *s)
 				    .go_max_stack = walk_go_max_stack(s->walk), .deep_max = s->opts.max_stack_bytes,
 				    .sampler = s->sampler,
 				    .reader = s->apm ? apm_link_reader(s->apm) : NULL,
-				    .wake_fd = s->wake_fd, .procs = s->procs, .log = s->opts.log };
+				    .wake_fd = s->wake_fd, .procs = s->procs, .py = s->py, .log = s->opts.log };
 	return lanes_new(&lo, &s->lanes);
 }
 
@@ -194,12 +199,18 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 		if (procmgr_new(s->execinfo, &s->procs) == 0 && off)
 			procmgr_set_offline(s->procs, off->open_file, off->open_ctx);
 		traces_new(s->execinfo, kernel_frames_trace(s->kernel), &s->traces);
+		pyframes_new(s->execinfo, &s->py);
 	}
+	/* A mixed stack is bounded as a walk's frames are: Python frames stand in for eval frames within the bound. */
+	s->merged_max = TRACE_MAX_KERNEL_FRAMES + (s->opts.max_frames ? s->opts.max_frames : SESSION_DEFAULT_MAX_FRAMES)
+			+ 1;
+	s->merged = calloc(s->merged_max, sizeof(*s->merged));
 	jitinfo_mgr_new(NULL, &s->jit);	/* each NULL on failure: checked below */
 	if (s->opts.capture_path)
 		replay_writer_new(&s->capture);
 	int err = s->wake_fd < 0 ? -errno : 0;
 	if (err == 0 && (!s->memory || !s->procs || !s->traces || !s->jit || (s->opts.capture_path && !s->capture) ||
+			 !s->py || !s->merged ||
 			 setup_correlation(s) < 0))
 		err = -ENOMEM;
 	if (err == 0)
@@ -234,6 +245,8 @@ void session_free(struct session *s)
 	/* Traces and mappings hold execinfo references; the unwinder must outlive their release hooks. Traces hold
 	 * jitinfo references too: the manager goes after them. */
 	traces_free(s->traces);
+	pyframes_free(s->py);	/* its code objects' last references may be the traces' */
+	free(s->merged);
 	jitinfo_mgr_free(s->jit);
 	procmgr_free(s->procs);
 	memory_watch_free(s->memory);
@@ -288,7 +301,12 @@ const struct session_stats *session_stats(struct session *s)
 
 void session_track_pid(struct session *s, pid_t pid)
 {
-	procmgr_get(s->procs, pid);
+	struct process *p = procmgr_get(s->procs, pid);
+	struct pyproc pp;
+	/* A CPython process attached to takes the fast lane at once: its first batch's Python frames would be read
+	 * too late. */
+	if (p && pyframes_process(s->py, s->procs, p, &pp) == 0 && pp.python)
+		lanes_python(s->lanes, pid);
 	/* What only a living process tells (its root, for the JIT maps it writes) is read now, for it and its children:
 	 * its samples may be handled after it exited. */
 	jitinfo_mgr_track(s->jit, pid, clock_mono_ns());
@@ -452,10 +470,9 @@ static int count_untracked(struct session *s, const struct perf_sample *ps)
 
 /* Count a walked sample's frames into the traces, with its trace context when it has one. */
 static void add_trace(struct session *s, struct process *p, const struct perf_sample *ps,
-		      const struct fastlane_entry *fe, unsigned n)
+		      const struct fastlane_entry *fe, const struct trace_frame *frames, unsigned n)
 {
 	const char *tname = ps->pid ? procmgr_thread_name(s->procs, p, (pid_t)ps->tid) : "swapper";
-	const struct trace_frame *frames = walk_frames(s->walk);
 	struct trace_id id;
 	struct trace_link link;
 	struct correlate_context ctx;
@@ -469,6 +486,46 @@ static void add_trace(struct session *s, struct process *p, const struct perf_sa
 		traces_note_process(s->traces, (pid_t)ps->pid, procmgr_exe_path(p), procmgr_container_id(p));
 }
 
+
+/*
+ * A sample of a CPython process: its Python frames, as the fast lane's reader read them right after the sample,
+ * merged in place of the interpreter's eval frames (python_stack.h), *frames pointing at the merged stack. Frames
+ * read later, in a batch, would be of whatever the thread ran meanwhile (on the split fixture half of such
+ * samples showed the caller of the function sampled): a sample without a fast-lane read keeps its native frames,
+ * counted (python_unread), and one whose read disagrees with its native stack too (python_untrusted).
+ */
+static unsigned python_frames(struct session *s, struct process *p, const struct perf_sample *ps,
+			      const struct fastlane_entry *fe, const struct trace_frame **frames, unsigned n)
+{
+	struct pyproc pp;
+	unsigned evals;
+	bool known = ps->pid && pyframes_known_python(s->py, (pid_t)ps->pid);
+	if (!ps->pid || pyframes_process(s->py, s->procs, p, &pp) < 0 || !pp.python)
+		return n;
+	if (!known)
+		lanes_python(s->lanes, p->pid);	/* from its next samples on, read as they are taken */
+	s->stats.python_samples++;
+	if (!fe || !fe->py_read) {
+		s->stats.python_unread++;
+		return n;
+	}
+	int err = fe->py_read < 0 ? fe->py_read : 0;
+	unsigned m = err == 0 ? python_stack_merge(&pp, *frames, n, fe->py, fe->npy, s->merged, s->merged_max,
+						   &evals) : 0;
+	if (m) {
+		s->stats.python_merged++;
+		*frames = s->merged;
+		return m;
+	}
+	/* No Python running and no eval frame: a thread in C alone (a thread of a C library) is not a mismatch. */
+	bool any_eval = false;
+	for (unsigned i = 0; i < n && !any_eval; i++)
+		any_eval = python_stack_is_eval(&pp, &(*frames)[i]);
+	if ((err == -ENOENT || (err == 0 && fe->npy == 0)) && !any_eval)
+		return n;
+	s->stats.python_untrusted++;
+	return n;
+}
 
 /*
  * Walk a sample, or hold it (true) because a table its walk needs is being built. A sample the queue has no room
@@ -535,7 +592,9 @@ static int handle_decoded(struct session *s, const struct perf_event_header *rec
 		/* Once, when walked (a held sample when walked again), as its reads are (lanes_live_read()). */
 		if (!fe)
 			lanes_count_sample(s->lanes, p->pid);
-		add_trace(s, p, &ps, fe, out.n);
+		const struct trace_frame *frames = walk_frames(s->walk);
+		unsigned n = python_frames(s, p, &ps, fe, &frames, out.n);
+		add_trace(s, p, &ps, fe, frames, n);
 	}
 	/* The sample's frames hold their own references now: files its walk found replaced can go. */
 	procmgr_release_deferred(s->procs);
@@ -606,6 +665,8 @@ static void handle_comm(struct session *s, const struct perf_event_header *rec)
 	procmgr_on_comm(s->procs, &c);
 	if (c.exec && !s->opts.offline)
 		jitinfo_mgr_on_exec(s->jit, (pid_t)c.pid, clock_mono_ns());
+	if (c.exec)
+		pyframes_forget(s->py, (pid_t)c.pid);
 	if (s->apm && c.exec)
 		apm_link_on_exec(s->apm, (pid_t)c.pid);
 }
@@ -632,6 +693,8 @@ static void handle_task(struct session *s, const struct perf_event_header *rec)
 		jitinfo_mgr_on_exit(s->jit, (pid_t)t.pid);
 	if (process)
 		lanes_on_exit(s->lanes, (pid_t)t.pid, t.time);
+	if (process)
+		pyframes_forget(s->py, (pid_t)t.pid);
 	if (s->apm)
 		apm_link_on_exit(s->apm, (pid_t)t.pid, (pid_t)t.tid, process);
 }

@@ -92,6 +92,12 @@ struct session_stats {
 				 * exec'd, exited or mapped over the file first, or the run ended */
 	uint64_t table_pending;	/* samples walked without a table being built, never held: no room to hold them,
 				 * the fast lane's, and off-CPU stacks */
+	/* CPython processes (pyframes.h, python_stack.h): */
+	uint64_t python_samples;	/* CPU samples of CPython processes of a version hostprof reads */
+	uint64_t python_merged;		/* ... with their Python frames in place */
+	uint64_t python_untrusted;	/* ... whose Python frames were not trusted: native frames kept */
+	uint64_t python_unread;		/* ... without their Python frames read by the fast lane (before the process took
+					 * it, or without one): native frames kept */
 };
 
 

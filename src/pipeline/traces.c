@@ -95,6 +95,8 @@ static void trace_free(struct traces *t, struct trace *tr)
 		execinfo_release(t->execinfo, tr->frames[i].exe);
 		if (tr->frames[i].kind == PROFILE_FRAME_JIT)
 			jitinfo_release(tr->frames[i].jit);
+		if (tr->frames[i].py)
+			pycode_release(tr->frames[i].py);
 	}
 	free(tr);
 }
@@ -173,6 +175,9 @@ static void frame_identity(const struct traces *t, const struct trace_frame *f, 
 		*addr = f->address - 1 - t->kernel.text_start;
 	} else if (f->kind == PROFILE_FRAME_JIT) {
 		jitinfo_identity(f->jit, f->address, id, addr);
+	} else if (f->py) {
+		*id = f->py->file_id;
+		*addr = f->address;
 	} else {
 		*id = f->exe ? *execinfo_file_id(f->exe) : zero;
 		*addr = f->address;
@@ -211,7 +216,7 @@ static uint64_t frames_hash(const struct trace_frame *frames, unsigned n, bool *
 	bool jit = false;
 	for (unsigned i = 0; i < n; i++) {
 		jit |= frames[i].kind == PROFILE_FRAME_JIT;
-		h = (h ^ ((uintptr_t)frames[i].exe + frames[i].kind)) * 0x9e3779b97f4a7c15ULL;
+		h = (h ^ ((uintptr_t)frames[i].exe + (uintptr_t)frames[i].py + frames[i].kind)) * 0x9e3779b97f4a7c15ULL;
 		h = (h << 27 | h >> 37) ^ frames[i].address;
 	}
 	*has_jit = jit;
@@ -227,7 +232,7 @@ static bool trace_has_frames(const void *ctx, uint64_t value, const void *key)
 		return false;
 	for (unsigned i = 0; i < k->n; i++)
 		if (tr->frames[i].exe != k->frames[i].exe || tr->frames[i].address != k->frames[i].address ||
-		    tr->frames[i].kind != k->frames[i].kind)
+		    tr->frames[i].kind != k->frames[i].kind || tr->frames[i].py != k->frames[i].py)
 			return false;
 	return true;
 }
@@ -293,6 +298,8 @@ static struct trace *trace_intern(struct traces *t, const struct trace_id *id, c
 			execinfo_ref(tr->frames[i].exe);
 		if (tr->frames[i].kind == PROFILE_FRAME_JIT)
 			jitinfo_ref(tr->frames[i].jit);
+		if (tr->frames[i].py)
+			pycode_ref(tr->frames[i].py);
 	}
 	if (hindex_insert(&t->traces, id_hash(id), (uintptr_t)tr) < 0) {
 		trace_free(t, tr);
@@ -641,6 +648,21 @@ static int jit_location(const struct traces *t, struct profile *p, const struct 
 	return add_function(p, j->name, j->source, &loc->lines[0].function);
 }
 
+/* A Python frame: its mapping is its identity (FileID of its code, the source file), its line the function's. */
+static int python_location(struct profile *p, const struct trace_frame *f, struct profile_location *loc)
+{
+	struct profile_mapping m = { 0 };
+	int err;
+	memcpy(m.file_id, f->py->file_id.bytes, 16);
+	loc->address = f->address;
+	loc->nlines = 1;
+	loc->lines[0].line = (int64_t)f->address;
+	if ((err = profile_add_string(p, f->py->file, &m.filename)) < 0 ||
+	    (err = profile_add_mapping(p, &m, &loc->mapping)) < 0)
+		return err;
+	return add_function(p, f->py->name, f->py->file, &loc->lines[0].function);
+}
+
 static const char *error_name(uint64_t code)
 {
 	if (code == TRACE_ERROR_TOO_MANY)
@@ -670,6 +692,8 @@ static int name_location(struct traces *t, struct profile *p, const struct trace
 		err = kernel_lines(t, p, f->address, lines, &loc.nlines);
 	} else if (f->kind == PROFILE_FRAME_JIT) {
 		err = jit_location(t, p, f, &loc);
+	} else if (f->py) {
+		err = python_location(p, f, &loc);
 	} else if (f->exe) {
 		loc.address = f->address;
 		if ((err = add_mapping(p, f->exe, &loc.mapping)) == 0)
@@ -697,13 +721,13 @@ struct location_memo {
 
 static uint64_t frame_key_hash(const struct trace_frame *f)
 {
-	return hash_u64(hash_u64(HASH_SEED, (uintptr_t)f->exe + f->kind), f->address);
+	return hash_u64(hash_u64(HASH_SEED, (uintptr_t)f->exe + (uintptr_t)f->py + f->kind), f->address);
 }
 
 static bool memo_has_frame(const void *ctx, uint64_t value, const void *key)
 {
 	const struct trace_frame *a = &((const struct location_memo *)ctx)->frames[value], *b = key;
-	return a->exe == b->exe && a->address == b->address && a->kind == b->kind;
+	return a->exe == b->exe && a->address == b->address && a->kind == b->kind && a->py == b->py;
 }
 
 static void memo_put(struct location_memo *m, uint64_t h, const struct trace_frame *f, uint32_t location)
@@ -734,7 +758,7 @@ struct pending_frame {
 static bool memo_has_pending(const void *ctx, uint64_t value, const void *key)
 {
 	const struct trace_frame *a = ((const struct pending_frame *)ctx)[value].f, *b = key;
-	return a->exe == b->exe && a->address == b->address && a->kind == b->kind;
+	return a->exe == b->exe && a->address == b->address && a->kind == b->kind && a->py == b->py;
 }
 
 static struct pending_frame *grow_pending(struct pending_frame *v, size_t *cap)

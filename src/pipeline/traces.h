@@ -26,6 +26,7 @@
 #include "src/processes/execinfo.h"
 #include "src/profile/ids.h"
 #include "src/processes/jitinfo.h"
+#include "src/processes/pyframes.h"
 #include "src/profile/profile.h"
 #include "symbols/kallsyms.h"
 #include "unwind/unwind.h"
@@ -47,8 +48,10 @@ enum trace_error {
 struct trace_frame {
 	struct execinfo *exe;	/* native frames: the file; NULL for kernel and error frames */
 	struct jitinfo *jit;	/* JIT frames (kind PROFILE_FRAME_JIT): the process's JIT code; else unused */
+	struct pycode *py;	/* Python frames (kind PROFILE_FRAME_PYTHON): the code; NULL for every other kind */
 	uint64_t address;	/* native: ELF VA (minus 1 for return addresses); kernel: absolute address;
-				 * JIT: runtime address (minus 1 for return addresses); error: enum trace_error */
+				 * JIT: runtime address (minus 1 for return addresses); Python: the line;
+				 * error: enum trace_error */
 	uint8_t kind;		/* enum profile_frame_kind */
 };
 

@@ -635,7 +635,7 @@ static int open_matching(const char *path, const struct mapping *m)
 	return fd;
 }
 
-static int open_mapping_file(const struct process *p, const struct mapping *m)
+int procmgr_open_mapping_file(const struct process *p, const struct mapping *m)
 {
 	char buf[4096 + 64];
 	int fd = open_matching(m->path, m);
@@ -693,7 +693,7 @@ struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, stru
 	if (strcmp(m->path, "[vdso]") == 0) {
 		err = acquire_vdso(pm, &e);
 	} else {
-		int fd = pm->open_file ? pm->open_file(pm->open_ctx, p, m) : open_mapping_file(p, m);
+		int fd = pm->open_file ? pm->open_file(pm->open_ctx, p, m) : procmgr_open_mapping_file(p, m);
 		err = fd < 0 ? fd : execinfo_acquire_fd(pm->execinfo, fd, m->path, &e);
 	}
 	if (err == 0 && mapping_bias(pm, p, m, e) < 0) {

@@ -130,6 +130,9 @@ void procmgr_drop_replaced(struct procmgr *pm, struct process *p);
 /* Open the mapping's file (one of p's, or code of its replaced image) through the executable-info manager if not
  * done yet; returns its entry or NULL. */
 struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, struct mapping *m);
+/* Open the file of p's mapping m as the process sees it (its path, under its root, or the mapping itself), checked
+ * to be the file mapped: a descriptor (the caller closes it) or a negative errno. */
+int procmgr_open_mapping_file(const struct process *p, const struct mapping *m);
 
 /*
  * The path of p's program, "" if unknown; owned by p, valid until the next call with p or p's exec. Learned once

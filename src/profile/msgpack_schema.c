@@ -23,6 +23,7 @@ static const struct {
 	{ "native", PROFILE_FRAME_NATIVE },
 	{ "kernel", PROFILE_FRAME_KERNEL },
 	{ "go", PROFILE_FRAME_GO },
+	{ "cpython", PROFILE_FRAME_PYTHON },
 	{ "jit", PROFILE_FRAME_JIT },	/* hostprof's own: no OpenTelemetry name covers every runtime's JIT code */
 	{ "abort", PROFILE_FRAME_ERROR },	/* the ebpf-profiler's name for error frames */
 };

@@ -41,6 +41,7 @@
  * profiler has none (man/hostprof-profile.5). */
 enum profile_frame_kind {
 	PROFILE_FRAME_UNKNOWN = 0,
+	PROFILE_FRAME_PYTHON = 1,	/* CPython code, named by its code object (src/processes/pyframes.h) */
 	PROFILE_FRAME_NATIVE = 3,
 	PROFILE_FRAME_KERNEL = 4,
 	PROFILE_FRAME_GO = 0xB,

@@ -3,7 +3,7 @@
  * standalone runners: real ELF files, a profile hostprof recorded, a committed replay file, perf records, perf.data
  * files perf records, an
  * APM process storage block written here, stack-delta table cache files written here, and JIT maps (committed seeds, and what node writes where it is
- * installed). Each mutant is hostile input (bytes overwritten, lengths set to zero or 0xff.., files cut short);
+ * installed), and a CPython location table. Each mutant is hostile input (bytes overwritten, lengths set to zero or 0xff.., files cut short);
  * the parsers must reject it without crashing, and under `make check-asan` without a sanitizer report.
  * `make fuzz` runs the same targets under libFuzzer for longer.
  */
@@ -245,6 +245,13 @@ static void test_fuzz_jit_maps(void **state)
 	run_target("fuzz_jitdump", 300, dumps);
 }
 
+/* CPython 3.11 location tables: the table CPython wrote for a small function (tests/unit/test_pyframes.c's). */
+static void test_fuzz_pylinetable(void **state)
+{
+	(void)state;
+	run_target("fuzz_pylinetable", 3000, "tests/data/fuzz/pylinetable-seed.bin");
+}
+
 /* The cache file of path's table, stored in dir's cache under the key name (the loader's checks of the key are
  * not what the target fuzzes); its path into out. */
 static void store_table(const char *dir, const char *path, const char *name, char *out, size_t len)
@@ -290,6 +297,7 @@ int main(void)
 		cmocka_unit_test(test_fuzz_apm_storage),
 		cmocka_unit_test(test_fuzz_jit_maps),
 		cmocka_unit_test(test_fuzz_table_cache),
+		cmocka_unit_test(test_fuzz_pylinetable),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
