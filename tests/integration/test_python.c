@@ -219,7 +219,7 @@ static void split_under(struct test_workdir *w, int which)
 	if (oracle)
 		snprintf(spy_cmd, sizeof(spy_cmd), "%s record --nonblocking -r 799 -f raw -o %s -p $P >/dev/null 2>&1", spy,
 			 spy_out);
-	assert_int_equal(test_run("%s %s 8 2>%s.split & P=$!; \"$HOSTPROF\" record -F 799 -p $P -o %s 2>%s & H=$!; %s; "
+	assert_int_equal(test_run("%s %s 8 2>%s.split & P=$!; \"$HOSTPROF\" record -v -F 799 -p $P -o %s 2>%s & H=$!; %s; "
 				  "wait $P; wait $H; cat %s %s.split >&2", python, SPLIT_PY, log, w->out, log, spy_cmd, log,
 				  log), 0);
 	struct profile *p = test_read_profile(w->out);
