@@ -7,6 +7,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -647,6 +648,8 @@ static void handle_mmap2(struct session *s, const struct perf_event_header *rec)
 	if (p && procmgr_overlaps(p, m.addr, m.addr + m.len))
 		settle_held(s, (pid_t)m.pid);
 	procmgr_on_mmap2(s->procs, &m);
+	if (m.prot & PROT_EXEC)
+		pyframes_on_mapping(s->py, (pid_t)m.pid);
 	if (!s->opts.offline)
 		jitinfo_mgr_on_mapping(s->jit, (pid_t)m.pid, m.filename);
 	if (s->apm)

@@ -729,6 +729,17 @@ static void process_free(struct pyprocess *pp)
 	free(pp);
 }
 
+void pyframes_on_mapping(struct pyframes *m, pid_t pid)
+{
+	uint64_t v;
+	pthread_mutex_lock(&m->lock);
+	if (hindex_u32_get(&m->processes, (uint32_t)pid, &v) && !((struct pyprocess *)(uintptr_t)v)->info.python) {
+		hindex_u32_del(&m->processes, (uint32_t)pid);
+		process_free((struct pyprocess *)(uintptr_t)v);
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
 void pyframes_forget(struct pyframes *m, pid_t pid)
 {
 	uint64_t v;

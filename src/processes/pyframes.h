@@ -110,6 +110,10 @@ int pyframes_read(struct pyframes *m, pid_t pid, pid_t tid, struct pyframe *out,
 
 /* pid exec'd or exited: what is known of it goes. */
 void pyframes_forget(struct pyframes *m, pid_t pid);
+/* pid mapped executable code: if it was found no CPython, it is looked at again at its next sample (an interpreter
+ * whose libpython the dynamic loader maps after its first samples, under a shim that execs it, would otherwise stay
+ * "no CPython" for its life). */
+void pyframes_on_mapping(struct pyframes *m, pid_t pid);
 
 void pyframes_get_stats(struct pyframes *m, struct pyframes_stats *out);
 

@@ -284,6 +284,36 @@ static void test_split_313(void **state)
 	split_under(*state, 3);
 }
 
+/*
+ * A command that execs the interpreter from a shell (as pyenv's shims do), whose libpython the dynamic loader maps
+ * after the exec: the process's first samples, taken before libpython was mapped, find no CPython; it is looked
+ * at again once it maps code, and its Python frames are read from then on (it once stayed "no CPython" for its
+ * life). Its samples before it took the fast lane are the first batch's.
+ */
+static void test_command_through_shell(void **state)
+{
+	struct test_workdir *w = *state;
+	char python[600], log[600];
+	test_require_perf();
+	if (find_python(1, w->dir, python, sizeof(python)) < 0)
+		test_skip("no CPython 3.11 with a shared libpython (pyenv's) is installed");
+	if (test_run("ldd '%s' | grep -q libpython", python) != 0)
+		test_skip("this CPython 3.11 has no shared libpython");
+	snprintf(log, sizeof(log), "%s/record.log", w->dir);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -v -F 499 -o %s -- sh -c 'exec \"$0\" \"$1\" 2' '%s' %s 2>%s",
+				  w->out, python, SPLIT_PY, log), 0);
+	double unread = python_share(log, 1);
+	fprintf(stderr, "python through a shell's exec: %.2f%% of its samples not read in the fast lane\n", unread);
+	assert_true(unread >= 0 && unread <= 15.0);
+	struct profile *p = test_read_profile(w->out);
+	struct py_counts c;
+	count_split(p, line_of(SPLIT_PY, "# burn_a line"), &c);
+	profile_free(p);
+	fprintf(stderr, "python through a shell's exec: %.1f%% of %llu samples to <module>\n",
+		test_share(c.to_module, c.total), (unsigned long long)c.total);
+	assert_true(c.a > 0 && test_share(c.to_module, c.total) >= 80.0);
+}
+
 /* Four threads: each thread's samples show its own worker function, and only it. */
 static void test_threads(void **state)
 {
@@ -348,6 +378,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_split_pyenv, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_split_312, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_split_313, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_command_through_shell, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_threads, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
