@@ -142,6 +142,8 @@ const struct command_settings record_settings = {
 static const struct setting daemon_items[] = {
 	{ "config", 'c', SETTING_STRING, 0, DMN(config_path), .arg = "FILE",
 	  .help = "settings file (key = value, keys as the long options); SIGHUP reads it again" },
+	{ "status", 0, SETTING_FLAG, 0, DMN(status),
+	  .help = "print the status of the daemon running in the output directory and exit" },
 	{ "output", 'o', SETTING_STRING, KEY, DMN(output_dir), .arg = "DIR", .def = "/var/lib/hostprof",
 	  .help = "profiles directory" },
 	{ "interval", 0, SETTING_DURATION, KEY, DMN(interval_s), .min = 1, .max = 86400, .arg = "DURATION",
@@ -179,7 +181,8 @@ static const struct setting_group daemon_groups[] = {
 
 const struct command_settings daemon_settings = {
 	.command = "daemon",
-	.usage = "usage: hostprof daemon [--config FILE] [-o DIR] [OPTIONS]\n",
+	.usage = "usage: hostprof daemon [--config FILE] [-o DIR] [OPTIONS]\n"
+		 "       hostprof daemon --status [--config FILE] [-o DIR]\n",
 	.daemon = 1,
 	.groups = daemon_groups,
 	.ngroups = COUNT(daemon_groups),
