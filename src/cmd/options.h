@@ -74,6 +74,7 @@ struct convert_options {
 	int value;			/* enum profile_value: what collapsed lines count, speedscope weighs, the flame
 				 * graph page shows first */
 	char output[PATH_MAX];		/* "": standard output */
+	bool quiet;			/* no progress on stderr */
 };
 
 struct replay_options {

@@ -24,7 +24,7 @@ int cmd_report(int argc, char **argv, const struct cli_env *env)
 	/* On a terminal, names fit its width (C++ names run to hundreds of characters); --wide, or a pipe, whole. */
 	o.width = o.wide ? 0 : (unsigned)status_line_columns(stdout);
 	struct profile *p;
-	if (profile_inputs_load(argv + operand, argc - operand, &p) < 0)
+	if (profile_inputs_load(argv + operand, argc - operand, !o.quiet, &p) < 0)
 		return 1;
 	err = report_print(p, stdout, &o);
 	profile_free(p);

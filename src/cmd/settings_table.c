@@ -208,6 +208,7 @@ static const struct setting report_items[] = {
 	  .help = "show each frame's source line: function (file.c:LINE), a row per line" },
 	{ "addresses", 0, SETTING_FLAG, 0, RPT(addresses),
 	  .help = "a row per address of code without a function name, not one per library" },
+	{ "quiet", 'q', SETTING_FLAG, 0, RPT(quiet), .help = "no progress on a terminal while the profiles are read" },
 	{ "wide", 0, SETTING_FLAG, 0, RPT(wide),
 	  .help = "whole names on a terminal, not cut to its width" },
 	{ "no-inline", 0, SETTING_FLAG, 0, RPT(no_inline),
@@ -233,6 +234,7 @@ static const struct setting convert_items[] = {
 	  .help = "(collapsed, speedscope, html) weigh stacks by samples, cpu, off-cpu or wall time (times in "
 		  "microseconds in collapsed stacks; the value a flame graph page opens with)" },
 	{ "output", 'o', SETTING_STRING, 0, CNV(output), .arg = "FILE", .help = "write there, not to standard output" },
+	{ "quiet", 'q', SETTING_FLAG, 0, CNV(quiet), .help = "no progress on a terminal while the profiles are read" },
 };
 
 ONE_TABLE_COMMAND(convert_settings, "convert",
