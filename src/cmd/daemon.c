@@ -794,6 +794,7 @@ static int daemon_start(struct daemon *d)
 	}
 	if ((removed = profile_dir_clean_temporaries(d->cfg.output_dir)) > 0)
 		dlog(d, LOG_LEVEL_INFO, "removed %d partial profiles left by an earlier run", removed);
+	daemon_status_clean_temporaries(d->cfg.output_dir);
 	if ((d->report_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
 	    (err = reporter_new(d->report_fd, &d->reporter)) < 0) {
 		err = d->report_fd < 0 ? -errno : err;

@@ -3,6 +3,7 @@
  */
 #include "src/cmd/daemon_status.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -73,6 +74,21 @@ int daemon_status_write(const char *dir, const struct daemon_status *st)
 	put_u64(f, "memory_peak_rss", st->memory_peak_rss);
 	put_otlp(f, st);
 	return atomic_file_commit(af);
+}
+
+int daemon_status_clean_temporaries(const char *dir)
+{
+	static const char prefix[] = DAEMON_STATUS_NAME ".tmp.";
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int removed = 0;
+	if (!d)
+		return -errno;
+	while ((de = readdir(d)))
+		if (strncmp(de->d_name, prefix, sizeof(prefix) - 1) == 0 && unlinkat(dirfd(d), de->d_name, 0) == 0)
+			removed++;
+	closedir(d);
+	return removed;
 }
 
 /* What --status found in the file. */

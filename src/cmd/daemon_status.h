@@ -50,6 +50,10 @@ struct daemon_status {
 /* st as dir/DAEMON_STATUS_NAME, replacing the file atomically. Returns 0 or a negative errno. */
 int daemon_status_write(const char *dir, const struct daemon_status *st);
 
+/* Remove the temporary status files a daemon killed mid-write left in dir (by the daemon holding dir's lock,
+ * profile_dir.h, at start). Returns how many. */
+int daemon_status_clean_temporaries(const char *dir);
+
 /*
  * `hostprof daemon --status`: dir's status file on out, with "uptime" and "age" (seconds since it was written)
  * added, when the daemon it names runs. Otherwise one line on err saying why: no status file (no daemon ever

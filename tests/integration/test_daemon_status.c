@@ -2,7 +2,7 @@
  * `hostprof daemon --status` (src/cmd/daemon_status.h) against a real daemon: its figures are those of the
  * profiles it wrote (profiles counted, samples and lost summed from the files themselves), and where no daemon
  * runs it says so and exits 1: no status file, a daemon that stopped, one killed (its pid gone), and a file
- * whose pid is some other program. Profiles are asked for with SIGUSR1 under a 1 h interval, so that none
+ * whose pid is some other program. A partial status file left by a kill goes at the next start. Profiles are asked for with SIGUSR1 under a 1 h interval, so that none
  * comes by itself between the status read and the directory scan, however loaded the machine.
  */
 #include <setjmp.h>
@@ -187,9 +187,15 @@ static void test_status_of_a_running_daemon(void **state)
 	free(out);
 	free(err);
 
-	/* Stopped: the file says so. */
+	/* Stopped: the file says so. A partial status file a kill left mid-write goes at the next start. */
+	char partial[700];
+	snprintf(partial, sizeof(partial), "%s/hostprof-daemon.status.tmp.Ab12Cd", dir);
+	FILE *f = fopen(partial, "we");
+	assert_non_null(f);
+	fclose(f);
 	d = start_daemon(dir, log);
 	free(status_with(w->dir, dir, 0));
+	assert_int_not_equal(access(partial, F_OK), 0);
 	kill(d, SIGTERM);
 	assert_int_equal(wait_exit(d), 0);
 	assert_int_equal(status(w->dir, dir, &out, &err), 1);
