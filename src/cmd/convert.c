@@ -122,7 +122,7 @@ int cmd_convert(int argc, char **argv, const struct cli_env *env)
 	a.name = operand < argc ? argv[operand] : PROFILE_INPUTS_DEFAULT;
 	struct profile *p;
 	struct perf_input_options po = { .symfs = a.o.perf.symfs };
-	if (profile_inputs_load(argv + operand, argc - operand, &po, &p) < 0)
+	if (profile_inputs_load(argv + operand, argc - operand, &po, !a.o.quiet, &p) < 0)
 		return 1;
 	status = write_output(p, &a);
 	profile_free(p);

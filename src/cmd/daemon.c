@@ -33,8 +33,10 @@
 #include "src/base/fallback_file.h"
 #include "src/base/host_id.h"
 #include "src/base/log.h"
+#include "src/base/mem_usage.h"
 #include "src/cmd/commands.h"
 #include "src/cmd/daemon_config.h"
+#include "src/cmd/daemon_status.h"
 #include "src/cmd/export.h"
 #include "src/cmd/options.h"
 #include "src/pipeline/event_loop.h"
@@ -104,6 +106,11 @@ struct daemon {
 	uint64_t next_flush_ns, next_decision_ns;
 	int dir_lock;			/* holds the output directory's lock (profile_dir.h), -1 before */
 	uint64_t profiles_written;
+	uint64_t samples_written, lost_written;	/* of the profiles written */
+	uint64_t profiles_dropped, samples_dropped;	/* neither written nor held */
+	char last_profile[4200];	/* the path of the last profile written, "" before */
+	int64_t started;		/* unix seconds */
+	int status_err;			/* the status file's last write error (said once per change) */
 	uint64_t dropped_reported;	/* session_counters() dropped_mappings when last logged */
 	struct held_profile held[DAEMON_HELD_MAX];	/* oldest first */
 	unsigned nheld;
@@ -267,6 +274,22 @@ static int write_new_profile(struct daemon *d, fallback_write_fn write, void *ar
 	return err;
 }
 
+/* A profile written: for the status file. */
+static void count_written(struct daemon *d, const struct held_profile *h)
+{
+	d->profiles_written++;
+	d->samples_written += h->samples;
+	d->lost_written += h->lost;
+	snprintf(d->last_profile, sizeof(d->last_profile), "%s", h->path);
+}
+
+/* A profile neither written nor held: for the status file. */
+static void count_dropped(struct daemon *d, uint64_t samples)
+{
+	d->profiles_dropped++;
+	d->samples_dropped += samples;
+}
+
 /* The oldest profile held, written or given up: out of the queue. */
 static void forget_oldest_held(struct daemon *d)
 {
@@ -280,6 +303,7 @@ static void drop_oldest_held(struct daemon *d, const char *why)
 {
 	dlog(d, LOG_LEVEL_ERROR, "dropped the unwritten profile %s (%llu samples): %s", d->held[0].path,
 	     (unsigned long long)d->held[0].samples, why);
+	count_dropped(d, d->held[0].samples);
 	forget_oldest_held(d);
 }
 
@@ -299,6 +323,7 @@ static void hold_profile(struct daemon *d, struct held_profile h, int why)
 		dlog(d, LOG_LEVEL_ERROR, "cannot write %s: %s; its %llu samples are dropped (%s)", path,
 		     strerror(-why), (unsigned long long)h.samples,
 		     err == -EFBIG ? "larger than max-unwritten" : strerror(-err));
+		count_dropped(d, h.samples);
 		free(h.data);
 		return;
 	}
@@ -320,7 +345,7 @@ static void retry_held(struct daemon *d)
 			     d->nheld);
 			return;
 		}
-		d->profiles_written++;
+		count_written(d, h);
 		dlog(d, LOG_LEVEL_INFO, "wrote %s (held in memory until now): %llu samples", h->path,
 		     (unsigned long long)h->samples);
 		forget_oldest_held(d);
@@ -386,7 +411,7 @@ static void write_profile(struct daemon *d, struct held_profile h, const char *w
 	} else if ((err = write_new_profile(d, write_held_to, &h, h.start, h.path, sizeof(h.path))) < 0) {
 		hold_profile(d, h, err);
 	} else {
-		d->profiles_written++;
+		count_written(d, &h);
 		dlog(d, LOG_LEVEL_INFO, "wrote %s (%s): %llu samples, %llu lost", h.path, why,
 		     (unsigned long long)h.samples, (unsigned long long)h.lost);
 		free(h.data);
@@ -433,6 +458,46 @@ static void export_report(struct daemon *d, struct report *r)
 	r->otlp_data = NULL;
 }
 
+/* The status file (daemon_status.h): this daemon's figures now; running false at exit. A write that fails is
+ * said once, and again only when its error changes, so that a full disk does not fill the log too. */
+static void update_status(struct daemon *d, bool running)
+{
+	struct mem_usage mu = { 0 };
+	struct daemon_status st = { .pid = getpid(), .running = running, .started = d->started,
+				    .updated = (int64_t)time(NULL), .interval_s = d->cfg.interval_s,
+				    .output_dir = d->cfg.output_dir, .profiles_written = d->profiles_written,
+				    .last_profile = d->last_profile, .samples = d->samples_written,
+				    .lost = d->lost_written, .profiles_held = d->nheld, .held_bytes = d->held_bytes,
+				    .profiles_dropped = d->profiles_dropped, .samples_dropped = d->samples_dropped,
+				    .memory_budget = d->cfg.memory_budget, .otlp = d->otlp != NULL };
+	mem_usage_read(0, &mu);
+	st.rss = mu.rss;
+	if (d->session) {
+		struct memory_watch_state ms;
+		memory_watch_get_state(session_memory_watch(d->session), &ms);
+		st.memory_over = ms.over;
+		st.memory_episodes = ms.episodes;
+		st.memory_peak_rss = ms.peak_rss;
+	}
+	if (d->otlp) {
+		struct otlp_sender_stats os;
+		otlp_sender_get_stats(d->otlp, &os);
+		st.otlp_pending = os.pending;
+		st.otlp_pending_bytes = os.pending_bytes;
+		st.otlp_sent = os.sent;
+		st.otlp_sent_bytes = os.sent_bytes;
+		st.otlp_retries = os.retries;
+		st.otlp_refused = os.refused;
+		st.otlp_spool_dropped = os.spool_dropped;
+		st.otlp_last_status = os.last_status;
+	}
+	int err = daemon_status_write(d->cfg.output_dir, &st);
+	if (err < 0 && err != d->status_err)
+		dlog(d, LOG_LEVEL_WARN, "cannot write the status file %s/%s: %s", d->cfg.output_dir,
+		     DAEMON_STATUS_NAME, strerror(-err));
+	d->status_err = err;
+}
+
 /* A report back from the reporter: its traces to the session, its profile written. */
 static void finish_report(struct daemon *d, struct interval_report *ir)
 {
@@ -444,11 +509,13 @@ static void finish_report(struct daemon *d, struct interval_report *ir)
 	/* The name it would get now, for messages (written, it gets the one free then). */
 	if (profile_dir_next_name(d->cfg.output_dir, ir->start, h.path, sizeof(h.path)) < 0)
 		profile_dir_name(d->cfg.output_dir, ir->start, 0, h.path, sizeof(h.path));
-	if (r->err < 0)
+	if (r->err < 0) {
 		dlog(d, LOG_LEVEL_ERROR, "cannot make a profile for %s: %s (its %llu samples are dropped)",
 		     d->cfg.output_dir, strerror(-r->err), (unsigned long long)h.samples);
-	else
+		count_dropped(d, h.samples);
+	} else {
 		write_profile(d, h, ir->why);
+	}
 	export_report(d, r);
 	if (r->err == 0 && r->profile->info.timestamps_dropped)
 		dlog(d, LOG_LEVEL_WARN, "%llu samples of %s counted without their time (a profile keeps at most %u): "
@@ -476,6 +543,7 @@ static void collect_reports(struct daemon *d, bool wait)
 	struct log_sink log = { .write = session_log, .ctx = d };
 	export_log(d->otlp, &log);
 	forget_and_budget(d);
+	update_status(d, true);
 }
 
 /* A report of the interval that ends now (why), d->session's counts detached into it; NULL on error (said). */
@@ -610,6 +678,11 @@ static void reload(struct daemon *d)
 		close_interval(d, "reload"); /* the samples so far belong to the old settings */
 		collect_reports(d, true);	/* their traces are the session's, which goes */
 	}
+	if (lock >= 0) {	/* no daemon runs in the old directory now: its status file goes */
+		char old_status[PATH_MAX + sizeof(DAEMON_STATUS_NAME) + 1];
+		snprintf(old_status, sizeof(old_status), "%s/%s", d->cfg.output_dir, DAEMON_STATUS_NAME);
+		unlink(old_status);
+	}
 	d->cfg = next;
 	if (new_export)
 		start_export(d);
@@ -627,6 +700,7 @@ static void reload(struct daemon *d)
 	d->next_flush_ns = d->interval_start_mono_ns + (uint64_t)d->cfg.interval_s * 1000000000ULL;
 	dlog(d, LOG_LEVEL_INFO, "reloaded %s: %u Hz, interval %u s, output %s, max %u files", d->config_path,
 	     d->cfg.run.freq_hz, d->cfg.interval_s, d->cfg.output_dir, d->cfg.max_files);
+	update_status(d, true);
 }
 
 /* Until the next drain, session work, profile or sampling decision is due. */
@@ -720,6 +794,7 @@ static int daemon_start(struct daemon *d)
 	}
 	if ((removed = profile_dir_clean_temporaries(d->cfg.output_dir)) > 0)
 		dlog(d, LOG_LEVEL_INFO, "removed %d partial profiles left by an earlier run", removed);
+	daemon_status_clean_temporaries(d->cfg.output_dir);
 	if ((d->report_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
 	    (err = reporter_new(d->report_fd, &d->reporter)) < 0) {
 		err = d->report_fd < 0 ? -errno : err;
@@ -736,6 +811,8 @@ static int daemon_start(struct daemon *d)
 	dlog(d, LOG_LEVEL_INFO, "profiling all CPUs at %u Hz (%s), a profile every %u s into %s%s", d->cfg.run.freq_hz,
 	     sampler_event(d->sampler), d->cfg.interval_s, d->cfg.output_dir,
 	     d->cfg.prob_threshold < 100 ? " (probabilistic)" : "");
+	d->started = (int64_t)time(NULL);
+	update_status(d, true);
 	return 0;
 }
 
@@ -776,6 +853,11 @@ int cmd_daemon(int argc, char **argv, const struct cli_env *env)
 		return err > 0 ? 0 : 2;
 	}
 	memcpy(d->config_path, d->cfg.config_path, sizeof(d->config_path));
+	if (d->cfg.status) {	/* another daemon's, in the directory the settings name */
+		int status = load_config(d, &d->cfg) < 0 ? 2 : daemon_status_show(d->cfg.output_dir, stdout, stderr);
+		free(d);
+		return status;
+	}
 	err = daemon_start(d);
 	if (err == 0) {
 		run_loop(d);
@@ -786,6 +868,7 @@ int cmd_daemon(int argc, char **argv, const struct cli_env *env)
 		/* What the receiver has not taken yet: sent now within --otlp-timeout, else kept for the next start. */
 		stop_export(d, d->cfg.export.otlp_timeout_s * 1000);
 		dlog(d, LOG_LEVEL_INFO, "stopped after %llu profiles", (unsigned long long)d->profiles_written);
+		update_status(d, false);
 	}
 	stop_export(d, 0);
 	collect_reports(d, true);	/* none is left: their traces are the session's */

@@ -32,6 +32,7 @@ struct daemon_config {
 	unsigned forget_idle_s;		/* processes without samples this long are forgotten */
 	uint64_t memory_budget;		/* anonymous memory after each profile (memory_watch_enforce(); 0: none) */
 	int log_level;			/* enum log_level */
+	int status;			/* --status: print the running daemon's status and exit */
 };
 
 void daemon_config_defaults(struct daemon_config *c);

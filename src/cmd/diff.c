@@ -34,7 +34,7 @@ static int parse_diff_options(int argc, char **argv, struct diff_command *c, int
 static int load_side(char *arg, enum profile_value value, const struct perf_input_options *po, struct profile **out)
 {
 	struct profile *p;
-	int err = profile_inputs_load(&arg, 1, po, &p);
+	int err = profile_inputs_load(&arg, 1, po, false, &p);
 	if (err < 0)
 		return err;
 	uint64_t total = 0;

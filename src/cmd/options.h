@@ -94,6 +94,7 @@ struct convert_options {
 				 * graph page shows first */
 	char output[PATH_MAX];		/* "": standard output */
 	struct perf_input_settings perf;
+	bool quiet;			/* no progress on stderr */
 };
 
 struct replay_options {

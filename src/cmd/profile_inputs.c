@@ -10,10 +10,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "src/base/clock.h"
 #include "src/base/escape.h"
 #include "src/base/regular_file.h"
 #include "src/cmd/perf_input.h"
 #include "src/cmd/profile_inputs.h"
+#include "src/cmd/status_line.h"
 
 #define PROFILE_SUFFIX ".msgpack"
 
@@ -111,22 +113,30 @@ static int expand_paths(char *const *args, int n, struct path_list *l)
 	return err;
 }
 
-static int read_one(const char *path, const struct perf_input_options *po, struct profile **out)
+/* path read into *out, or a line saying why not (the progress line erased first). */
+static int read_one(const char *path, const struct perf_input_options *po, struct profile **out,
+		    struct status_line *line)
 {
 	char err[512] = "", shown[ESCAPE_SHOWN_MAX];
-	if (perf_input_is_perf_data(path))
+	if (perf_input_is_perf_data(path)) {
+		status_line_clear(line);	/* the perf.data reader shows progress of its own */
 		return perf_input_load(path, po, out);	/* it says why it fails */
+	}
 	int rc = profile_read_file(path, out, err, sizeof(err));
+	if (rc < 0)
+		status_line_clear(line);
 	if (rc < 0)	/* the reader's message escapes the path already */
 		fprintf(stderr, "hostprof: %s\n", err[0] ? err : escape_str(shown, sizeof(shown), path));
 	return rc;
 }
 
 /* src merged into dst, or a line saying why not. */
-static int merge_one(struct profile *dst, const struct profile *src, const char *path)
+static int merge_one(struct profile *dst, const struct profile *src, const char *path, struct status_line *line)
 {
 	char shown[ESCAPE_SHOWN_MAX];
 	int err = profile_merge(dst, src);
+	if (err < 0)
+		status_line_clear(line);
 	if (err == -EOVERFLOW)
 		fprintf(stderr, "hostprof: cannot merge %s: the profiles' samples add up past %llu (sample counts, or "
 			"times in ns)\n", escape_str(shown, sizeof(shown), path), (unsigned long long)PROFILE_VALUE_MAX);
@@ -136,8 +146,46 @@ static int merge_one(struct profile *dst, const struct profile *src, const char 
 	return err;
 }
 
-int profile_inputs_load(char *const *args, int n, const struct perf_input_options *po, struct profile **out)
+/* How far the reading is, for the status line. */
+struct progress {
+	struct status_line line;
+	uint64_t start_ns;
+	uint64_t total_bytes, done_bytes;	/* of the regular files given (a file that changes meanwhile: about) */
+};
+
+static void progress_start(struct progress *pr, bool wanted, const struct path_list *paths)
 {
+	struct stat st;
+	status_line_init(&pr->line, stderr, wanted);
+	pr->start_ns = clock_ns(CLOCK_MONOTONIC);
+	pr->total_bytes = pr->done_bytes = 0;
+	for (size_t i = 0; pr->line.on && i < paths->count; i++)
+		if (stat(paths->items[i], &st) == 0)
+			pr->total_bytes += (uint64_t)st.st_size;
+}
+
+/* File i (from 0) done: said once reading has taken PROFILE_INPUTS_PROGRESS_AFTER_MS, then every
+ * STATUS_LINE_INTERVAL_MS. */
+static void progress_done(struct progress *pr, const struct path_list *paths, size_t i)
+{
+	struct stat st;
+	if (!pr->line.on)
+		return;
+	if (stat(paths->items[i], &st) == 0)
+		pr->done_bytes += (uint64_t)st.st_size;
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	if (now - pr->start_ns < (uint64_t)PROFILE_INPUTS_PROGRESS_AFTER_MS * 1000000 ||
+	    !status_line_due(&pr->line, now))
+		return;
+	status_line_show(&pr->line, now, "hostprof: reading profiles: %zu of %zu merged, %.1f of %.1f MiB (%.0f%%)",
+			 i + 1, paths->count, pr->done_bytes / 1048576.0, pr->total_bytes / 1048576.0,
+			 pr->total_bytes ? 100.0 * (double)pr->done_bytes / (double)pr->total_bytes : 100.0);
+}
+
+int profile_inputs_load(char *const *args, int n, const struct perf_input_options *po, bool progress,
+			struct profile **out)
+{
+	struct progress pr;
 	static char *const default_args[] = { PROFILE_INPUTS_DEFAULT };
 	struct path_list paths = { 0 };
 	struct profile *merged = NULL;
@@ -146,15 +194,19 @@ int profile_inputs_load(char *const *args, int n, const struct perf_input_option
 		n = 1;
 	}
 	int err = expand_paths(args, n, &paths);
-	if (err == 0)
-		err = read_one(paths.items[0], po, &merged);
+	progress_start(&pr, progress && err == 0, &paths);
+	if (err == 0 && (err = read_one(paths.items[0], po, &merged, &pr.line)) == 0)
+		progress_done(&pr, &paths, 0);
 	for (size_t i = 1; i < paths.count && err == 0; i++) {
 		struct profile *p = NULL;
-		err = read_one(paths.items[i], po, &p);
+		err = read_one(paths.items[i], po, &p, &pr.line);
 		if (err == 0)
-			err = merge_one(merged, p, paths.items[i]);
+			err = merge_one(merged, p, paths.items[i], &pr.line);
 		profile_free(p);
+		if (err == 0)
+			progress_done(&pr, &paths, i);
 	}
+	status_line_clear(&pr.line);
 	path_list_free(&paths);
 	if (err < 0) {
 		profile_free(merged);

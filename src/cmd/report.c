@@ -26,7 +26,7 @@ int cmd_report(int argc, char **argv, const struct cli_env *env)
 	o->width = o->wide ? 0 : (unsigned)status_line_columns(stdout);
 	struct profile *p;
 	struct perf_input_options po = { .symfs = c.perf.symfs };
-	if (profile_inputs_load(argv + operand, argc - operand, &po, &p) < 0)
+	if (profile_inputs_load(argv + operand, argc - operand, &po, !o->quiet, &p) < 0)
 		return 1;
 	err = report_print(p, stdout, o);
 	profile_free(p);

@@ -142,6 +142,8 @@ const struct command_settings record_settings = {
 static const struct setting daemon_items[] = {
 	{ "config", 'c', SETTING_STRING, 0, DMN(config_path), .arg = "FILE",
 	  .help = "settings file (key = value, keys as the long options); SIGHUP reads it again" },
+	{ "status", 0, SETTING_FLAG, 0, DMN(status),
+	  .help = "print the status of the daemon running in the output directory and exit" },
 	{ "output", 'o', SETTING_STRING, KEY, DMN(output_dir), .arg = "DIR", .def = "/var/lib/hostprof",
 	  .help = "profiles directory" },
 	{ "interval", 0, SETTING_DURATION, KEY, DMN(interval_s), .min = 1, .max = 86400, .arg = "DURATION",
@@ -179,7 +181,8 @@ static const struct setting_group daemon_groups[] = {
 
 const struct command_settings daemon_settings = {
 	.command = "daemon",
-	.usage = "usage: hostprof daemon [--config FILE] [-o DIR] [OPTIONS]\n",
+	.usage = "usage: hostprof daemon [--config FILE] [-o DIR] [OPTIONS]\n"
+		 "       hostprof daemon --status [--config FILE] [-o DIR]\n",
 	.daemon = 1,
 	.groups = daemon_groups,
 	.ngroups = COUNT(daemon_groups),
@@ -213,6 +216,7 @@ static const struct setting report_items[] = {
 	  .help = "show each frame's source line: function (file.c:LINE), a row per line" },
 	{ "addresses", 0, SETTING_FLAG, 0, RPT(addresses),
 	  .help = "a row per address of code without a function name, not one per library" },
+	{ "quiet", 'q', SETTING_FLAG, 0, RPT(quiet), .help = "no progress on a terminal while the profiles are read" },
 	{ "wide", 0, SETTING_FLAG, 0, RPT(wide),
 	  .help = "whole names on a terminal, not cut to its width" },
 	{ "no-inline", 0, SETTING_FLAG, 0, RPT(no_inline),
@@ -245,6 +249,7 @@ static const struct setting convert_items[] = {
 	  .help = "(collapsed, speedscope, html) weigh stacks by samples, cpu, off-cpu or wall time (times in "
 		  "microseconds in collapsed stacks; the value a flame graph page opens with)" },
 	{ "output", 'o', SETTING_STRING, 0, CNV(output), .arg = "FILE", .help = "write there, not to standard output" },
+	{ "quiet", 'q', SETTING_FLAG, 0, CNV(quiet), .help = "no progress on a terminal while the profiles are read" },
 };
 
 static const struct setting_group convert_groups[] = {

@@ -1,5 +1,6 @@
 /*
- * status_line.h — one line of live status on a terminal, rewritten in place: record's progress while it runs.
+ * status_line.h — one line of live status on a terminal, rewritten in place: record's progress while it runs,
+ * and report's and convert's while they read long inputs (profile_inputs.h).
  *
  * The line is shown only where a person watches it: when the stream is a terminal and the command was not asked
  * to be quiet. It is written as "\r" + text + erase-to-end-of-line, cut to the terminal's width (a line that

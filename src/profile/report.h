@@ -54,6 +54,7 @@ struct report_options {
 	bool no_inline;		/* inlined functions folded into the function they were inlined into: its row
 				 * takes their samples (self included), as perf report counts them */
 	bool wide;		/* the command's --wide: whole names on a terminal (width is then 0) */
+	bool quiet;		/* the command's -q: no progress on stderr while the profiles are read */
 	unsigned width;		/* the columns a line may take: longer names are cut, ending in "..." (a C++
 				 * name runs to hundreds of characters); 0: whole names */
 	bool off_cpu;		/* weigh stacks by time off CPU (profiles recorded with --off-cpu) */
