@@ -51,6 +51,14 @@
  * rather than the watermark woke hostprof at 999 Hz.
  */
 #define RECORD_DRAIN_MS 500
+/*
+ * For its first RECORD_START_MS a run drains every RECORD_START_DRAIN_MS: a process's first samples decide what
+ * must be read as each sample is taken (a CPython process's frames, APM agents, Go's goroutines), and until they
+ * are handled its samples are read in a batch, too late for that. Half a ring first was ~250 ms of a Python
+ * script's samples without their Python frames (4.3% of a 3 s run); the ~60 more wakeups cost nothing measurable.
+ */
+#define RECORD_START_MS 300
+#define RECORD_START_DRAIN_MS 5
 
 /* What a run does: the options given, the command, and the sampler's and the session's options made of them. */
 struct record_plan {
@@ -285,14 +293,15 @@ static void take_point(struct record_run *r, struct steady *p)
 	p->taken = 1;
 }
 
-/* How long the next wait may last: the drain timer, the session's next due work, the -d deadline. */
-static int wait_ms(uint64_t deadline, int session_ms)
+/* How long the next wait may last: the drain timer (shorter at the start), the session's next due work, the -d
+ * deadline. */
+static int wait_ms(uint64_t start, uint64_t deadline, int session_ms)
 {
-	int ms = RECORD_DRAIN_MS;
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	int ms = now < start + (uint64_t)RECORD_START_MS * 1000000 ? RECORD_START_DRAIN_MS : RECORD_DRAIN_MS;
 	if (session_ms >= 0 && session_ms < ms)
 		ms = session_ms;
 	if (deadline) {
-		uint64_t now = clock_ns(CLOCK_MONOTONIC);
 		uint64_t left_ms = deadline > now ? (deadline - now + 999999) / 1000000 : 0;
 		if (left_ms < (uint64_t)ms)
 			ms = (int)left_ms;
@@ -339,7 +348,7 @@ static void run_loop(struct record_run *r)
 		if (session_wake_fd(r->session) >= 0)
 			fds[n++] = (struct pollfd){ .fd = session_wake_fd(r->session), .events = POLLIN };
 		n += target_watch_pollfds(r->watch, fds + n, MAX_PIDS + 2 - n);
-		session_ms = event_loop_turn(&source, r->session, wait_ms(deadline, session_ms), fds, n);
+		session_ms = event_loop_turn(&source, r->session, wait_ms(r->start_mono_ns, deadline, session_ms), fds, n);
 		if (!r->warm.taken && session_stats(r->session)->samples >= WARM_SAMPLES)
 			take_point(r, &r->warm);
 		target_watch_update(r->watch, fds, n);

@@ -288,7 +288,8 @@ static void test_split_313(void **state)
  * A command that execs the interpreter from a shell (as pyenv's shims do), whose libpython the dynamic loader maps
  * after the exec: the process's first samples, taken before libpython was mapped, find no CPython; it is looked
  * at again once it maps code, and its Python frames are read from then on (it once stayed "no CPython" for its
- * life). Its samples before it took the fast lane are the first batch's.
+ * life). Its samples before it took the fast lane are those taken before its first ones were handled, which
+ * record drains every few ms while a run starts.
  */
 static void test_command_through_shell(void **state)
 {
@@ -304,7 +305,7 @@ static void test_command_through_shell(void **state)
 				  w->out, python, SPLIT_PY, log), 0);
 	double unread = python_share(log, 1);
 	fprintf(stderr, "python through a shell's exec: %.2f%% of its samples not read in the fast lane\n", unread);
-	assert_true(unread >= 0 && unread <= 15.0);
+	assert_true(unread >= 0 && unread <= 5.0);	/* a run's first samples are handled within ms (record.c) */
 	struct profile *p = test_read_profile(w->out);
 	struct py_counts c;
 	count_split(p, line_of(SPLIT_PY, "# burn_a line"), &c);
