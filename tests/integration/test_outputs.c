@@ -325,6 +325,60 @@ static void test_closed_pipe_is_quiet(void **state)
 	}
 }
 
+/* A hot function inlined into two callers, one calling it twice as often, by CPU time (1.5 s). */
+static const char inlined_c[] =
+	"#include <stdio.h>\n"
+	"#include <time.h>\n"
+	"static inline __attribute__((always_inline)) unsigned long mix(unsigned long x)\n"
+	"{\n"
+	"\tfor (int i = 0; i < 4000; i++)\n"
+	"\t\tx = x * 6364136223846793005ULL + 1442695040888963407ULL;\n"
+	"\treturn x;\n"
+	"}\n"
+	"__attribute__((noinline)) unsigned long once(unsigned long x) { return mix(x) ^ 1; }\n"
+	"__attribute__((noinline)) unsigned long twice(unsigned long x) { return mix(mix(x)); }\n"
+	"int main(void)\n"
+	"{\n"
+	"\tunsigned long x = 1;\n"
+	"\twhile (clock() < CLOCKS_PER_SEC * 3 / 2)\n"
+	"\t\tx = once(x) + twice(x);\n"
+	"\tprintf(\"%lu\\n\", x & 1);\n"
+	"\treturn 0;\n"
+	"}\n";
+
+/*
+ * report --no-inline gives an inlined function's samples to the function it was inlined into, as perf does (its
+ * self column goes by ELF symbol): twice's self share matches perf report --no-children's, and the header says
+ * which view is shown. Without it, the samples are mix's, which perf cannot show.
+ */
+static void test_no_inline_matches_perf(void **state)
+{
+	struct outputs *o = *state;
+	char src[600];
+	test_require_perf();
+	test_require_tool("command -v cc", "cc");
+	snprintf(src, sizeof(src), "%s/inlined.c", o->dir);
+	FILE *f = fopen(src, "w");
+	assert_non_null(f);
+	fputs(inlined_c, f);
+	assert_int_equal(fclose(f), 0);
+	const char *d = o->dir;
+	assert_int_equal(test_run("cc -O2 -g -o %s/inlined %s && " RECORD " -o %s/inl.msgpack -- %s/inlined >/dev/null && "
+				  "perf record -q -F 1999 -o %s/inl.data -- %s/inlined >/dev/null 2>&1", d, src, d, d,
+				  d, d), 0);
+	/* Self shares of twice: hostprof's folded report, perf's; then mix unfolded. */
+	assert_int_equal(test_run("d=%s && \"$HOSTPROF\" report --no-inline --percent-limit 0 $d/inl.msgpack > $d/inl.txt && "
+				  "\"$HOSTPROF\" report --percent-limit 0 $d/inl.msgpack > $d/inl-unfolded.txt && "
+				  "perf report -i $d/inl.data --no-children --sort sym --stdio -q 2>/dev/null > $d/inl.perf && "
+				  "h=$(awk 'NF > 1 && $NF == \"twice\" || NF > 1 && $(NF-1) == \"twice\" { sub(/%%/, \"\", $1); print $1; exit }' $d/inl.txt) && "
+				  "p=$(awk '$NF == \"twice\" { sub(/%%/, \"\", $1); print $1; exit }' $d/inl.perf) && "
+				  "echo \"twice self: hostprof --no-inline $h%%, perf $p%%\" >&2 && "
+				  "grep -q 'Inlined functions:  folded into their callers' $d/inl.txt && "
+				  "grep -qE ' mix( |$)' $d/inl-unfolded.txt && ! grep -qE ' mix( |$)' $d/inl.txt && "
+				  "awk -v h=$h -v p=$p 'BEGIN { exit !(h > 40 && p > 40 && h - p < 5 && p - h < 5) }'",
+				  d), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -337,6 +391,7 @@ int main(void)
 		cmocka_unit_test(test_collapsed_stack_ids),
 		cmocka_unit_test(test_report_views),
 		cmocka_unit_test(test_closed_pipe_is_quiet),
+		cmocka_unit_test(test_no_inline_matches_perf),
 	};
 	return cmocka_run_group_tests_name("outputs", tests, setup, teardown);
 }
