@@ -111,6 +111,8 @@ static int make_ring(struct ring *r, int cpu, unsigned pages)
 /* Reads and discards every record of a ring: each header is looked at, nothing else. */
 static void drain(struct floor_ctx *c, struct ring *r)
 {
+	if (!r->meta)
+		return;	/* an offline CPU's */
 	uint64_t head = atomic_load_explicit((_Atomic uint64_t *)&r->meta->data_head, memory_order_acquire);
 	uint64_t tail = r->meta->data_tail;
 	const uint8_t *data = (const uint8_t *)r->meta + r->meta->data_offset;
@@ -147,6 +149,21 @@ static double cpu_seconds(int who)
 	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
+/* As hostprof: a CPU that is offline gets no ring and no event (cpu0 often has no online file: always online). */
+static int online(int cpu)
+{
+	char path[64];
+	int on = 1;
+	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
+	FILE *f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%d", &on) != 1)
+			on = 1;
+		fclose(f);
+	}
+	return on;
+}
+
 /* Opens the sampling events on pid, one per CPU, each writing into that CPU's ring. */
 static int open_events(struct floor_ctx *c, pid_t pid, unsigned hz, unsigned stack)
 {
@@ -154,6 +171,9 @@ static int open_events(struct floor_ctx *c, pid_t pid, unsigned hz, unsigned sta
 	build_attr(&a, hz, stack);
 	unsigned pages = ring_pages(stack);
 	for (int cpu = 0; cpu < c->ncpus; cpu++) {
+		c->rings[cpu].fd = -1;
+		if (!online(cpu))
+			continue;
 		int err = make_ring(&c->rings[cpu], cpu, pages);
 		if (err < 0) {
 			fprintf(stderr, "floor_sampler: ring for CPU %d: %s\n", cpu, strerror(-err));
