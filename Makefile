@@ -85,6 +85,8 @@ FIXTURE_CFLAGS := -O2 -g -fomit-frame-pointer -Wall -Wextra
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
 FIXTURE_BINS := $(filter-out $(BUILD)/fixtures/libfixture_shared,$(FIXTURE_SRCS:tests/fixtures/%.c=$(BUILD)/fixtures/%))
 WORKLOAD_BINS := $(patsubst bench/workloads/%.c,$(BUILD)/workloads/%,$(wildcard bench/workloads/*.c))
+# The sampling floor (bench/floor_sampler.c): the events hostprof opens, every record read and discarded.
+FLOOR_BIN := $(BUILD)/bench/floor_sampler
 
 .PHONY: all deps deps-check deps-auto test-deps-auto run check check-asan test fixtures bench clean install fuzz \
         fuzz-engines
@@ -181,6 +183,10 @@ $(BUILD)/workloads/%: bench/workloads/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(FIXTURE_CFLAGS) -o $@ $< -lpthread -lm
 
+$(FLOOR_BIN): bench/floor_sampler.c unwind/unwind.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -Wall -Wextra -std=gnu11 -o $@ $<
+
 # The fake APM agent (man/hostprof-correlation.7): a library named like the real one, its TLS variable in the
 # TLSDESC dialect.
 APM_AGENT_SO := $(BUILD)/fixtures/elastic-jvmti-linux-x86_64.so
@@ -222,7 +228,7 @@ fuzz: deps-auto
 fuzz-engines: $(FUZZ_ENGINES)
 
 bench: test-deps-auto
-	$(MAKE) $(BIN) $(WORKLOAD_BINS) fixtures $(BUILD)/tests/test_apm
+	$(MAKE) $(BIN) $(WORKLOAD_BINS) $(FLOOR_BIN) fixtures $(BUILD)/tests/test_apm
 	BUILD=$(BUILD) HOSTPROF=./$(BIN) bench/run-bench
 
 PREFIX     ?= /usr/local
