@@ -10,11 +10,13 @@
 #include "src/base/hindex.h"
 
 /* A process takes the fast lane (lanes_live_read()) once its reads in batches found 1 in LIVE_LATE_SHARE of a
- * window of LIVE_WINDOW samples stale (counted from its first read; ~1 s at 999 Hz: a start-up's few stale reads
- * do not say how the process goes on), or after LIVE_READS_FOR_LANE reads if they were needed by at least 1 in
- * LIVE_SHARE of its samples meanwhile (its last batch is read after it exits, when nothing can be). */
+ * window of LIVE_WINDOW samples stale, or were needed by 1 in LIVE_SHARE of such a window (its last batch is read
+ * after it exits, when nothing can be). A window counts from a first read; ~1 s at 999 Hz: a start-up's burst of
+ * deep stacks does not say how the process goes on. Go's goroutine reads take it after LIVE_READS_FOR_LANE reads
+ * needed by 1 in LIVE_SHARE samples: a growth sample's goroutine is gone within microseconds, and a run's first
+ * second of them would be lost. */
 #define LIVE_WINDOW 1024
-#define LIVE_LATE_SHARE 20
+#define LIVE_LATE_SHARE 10
 #define LIVE_READS_FOR_LANE 32
 #define LIVE_SHARE 4
 
@@ -161,8 +163,8 @@ void lanes_count_sample(struct lanes *l, pid_t pid)
 	uint64_t v;
 	if (!hindex_count(&l->procs) || !hindex_u32_get(&l->procs, (uint32_t)pid, &v) || !LIVE_READS(v))
 		return;
-	if (LIVE_SAMPLES(v) + 1 >= LIVE_WINDOW && (LIVE_KINDS(v) & FASTLANE_DEEP))	/* a new window of stale reads */
-		v &= ~((uint64_t)LIVE_LATE_MAX << 44 | 0xffffff);
+	if (LIVE_SAMPLES(v) + 1 >= LIVE_WINDOW && (LIVE_KINDS(v) & FASTLANE_DEEP))	/* a new window */
+		v &= ~((uint64_t)LIVE_LATE_MAX << 44 | 0xfffffull << 24 | 0xffffff);
 	else if (LIVE_SAMPLES(v) < 0xffffff)
 		v++;
 	set_state(l, pid, v);
@@ -204,7 +206,9 @@ void lanes_live_read(struct lanes *l, struct process *p, unsigned kind, int rc, 
 		v += 1ull << 24;
 	if (rc == -ESTALE && !replaying && LIVE_LATE(v) < LIVE_LATE_MAX)
 		v += 1ull << 44;
-	bool busy = LIVE_READS(v) == LIVE_READS_FOR_LANE && LIVE_READS(v) * LIVE_SHARE >= LIVE_SAMPLES(v);
+	bool busy = (LIVE_KINDS(v) & FASTLANE_GO) ?
+			    LIVE_READS(v) == LIVE_READS_FOR_LANE && LIVE_READS(v) * LIVE_SHARE >= LIVE_SAMPLES(v) :
+			    LIVE_READS(v) == LIVE_WINDOW / LIVE_SHARE;
 	bool late = rc == -ESTALE && !replaying && LIVE_LATE(v) == LIVE_WINDOW / LIVE_LATE_SHARE;
 	if (busy || late)
 		v |= LIVE_LANE;
