@@ -13,39 +13,12 @@
 
 #include "src/sampling/perf_data.h"
 #include "src/sampling/perf_record.h"
+#include "tests/fuzz/fuzz_records.h"
 
 static int on_record(void *ctx, const struct perf_event_header *h, const struct record_origin *origin)
 {
-	struct perf_sample s;
-	struct perf_mmap2 m;
-	struct perf_comm c;
-	struct perf_task t;
 	(void)ctx;
-	switch (h->type) {
-	case PERF_RECORD_SAMPLE:
-		if (perf_decode_sample(origin->layout, h, &s) == 0) {
-			const uint64_t *u;
-			size_t nu;
-			perf_callchain_user(&s, &u, &nu);
-			volatile uint64_t sink = nu ? u[nu - 1] : 0;
-			if (s.stack && s.stack_size)
-				sink = s.stack[s.stack_size - 1];
-			(void)sink;
-		}
-		break;
-	case PERF_RECORD_MMAP2:
-		if (perf_decode_mmap2(h, &m) == 0)
-			(void)strlen(m.filename);
-		break;
-	case PERF_RECORD_COMM:
-		if (perf_decode_comm(h, &c) == 0)
-			(void)strlen(c.comm);
-		break;
-	case PERF_RECORD_FORK:
-	case PERF_RECORD_EXIT:
-		perf_decode_task(h, &t);
-		break;
-	}
+	fuzz_decode_record(origin->layout, h);
 	return 0;
 }
 
