@@ -715,6 +715,19 @@ static int compare_pending(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/*
+ * The records are cold: read once from the page cache. Their first bytes (the header, the registers, the top of
+ * the stack copy where unwinding starts) are asked for a few records ahead, so that the memory is there when the
+ * record's turn comes.
+ */
+#define PREFETCH_AHEAD 2
+#define PREFETCH_BYTES 1536
+static void prefetch_record(const uint8_t *rec)
+{
+	for (unsigned i = 0; i < PREFETCH_BYTES; i += 64)
+		__builtin_prefetch(rec + i);
+}
+
 /* Deliver the kept records up to time limit (all: UINT64_MAX), in time order; the rest stay. */
 static int flush(struct perf_data *pd, uint64_t limit, record_fn fn, void *ctx)
 {
@@ -723,6 +736,8 @@ static int flush(struct perf_data *pd, uint64_t limit, record_fn fn, void *ctx)
 	size_t n = 0;
 	int stop = 0;
 	while (n < pd->npend && pd->pend[n].time <= limit && !stop) {
+		if (n + PREFETCH_AHEAD < pd->npend)
+			prefetch_record(pd->pend[n + PREFETCH_AHEAD].rec);
 		const struct pending *p = &pd->pend[n++];
 		struct record_origin origin = { .layout = &pd->attrs[p->attr].layout, .kind = RECORD_CPU };
 		stop = fn(ctx, (const struct perf_event_header *)p->rec, &origin);
