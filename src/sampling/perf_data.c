@@ -746,7 +746,8 @@ static int flush(struct perf_data *pd, uint64_t limit, record_fn fn, void *ctx)
 	}
 	pd->counts.delivered += n;
 	pd->npend -= n;
-	memmove(pd->pend, pd->pend + n, pd->npend * sizeof(*pd->pend));
+	if (n && pd->npend)
+		memmove(pd->pend, pd->pend + n, pd->npend * sizeof(*pd->pend));
 	return (int)n;
 }
 
