@@ -86,6 +86,7 @@ struct perf_data {
 	size_t size;
 	void *map;		/* perf_data_open()'s mapping, else NULL */
 	size_t map_len;
+	uint64_t released;	/* the mapping's bytes before this offset were given back (release_read()) */
 	struct pd_attr *attrs;
 	unsigned nattrs, used;	/* used: the attribute whose samples are delivered */
 	struct pd_id *ids;
@@ -899,6 +900,29 @@ static int read_round(struct perf_data *pd)
 	return 0;
 }
 
+/*
+ * The pages of the mapping that no kept record needs any more are given back (they stay in the page cache): the
+ * file counts in the process's resident memory for about a round's records, not for all it has read. In steps of
+ * RELEASE_BYTES, a call each.
+ */
+#define RELEASE_BYTES (16u << 20)
+static void release_read(struct perf_data *pd)
+{
+	if (!pd->map)
+		return;
+	uint64_t low = pd->pos;
+	for (size_t i = 0; i < pd->npend; i++) {
+		uint64_t at = (uint64_t)(pd->pend[i].rec - pd->base);
+		if (pd->pend[i].chunk == NO_CHUNK && at < low)
+			low = at;
+	}
+	low &= ~((uint64_t)sysconf(_SC_PAGESIZE) - 1);
+	if (low < pd->released + RELEASE_BYTES)
+		return;
+	madvise((uint8_t *)pd->map + pd->released, low - pd->released, MADV_DONTNEED);
+	pd->released = low;
+}
+
 static int drain(void *impl, record_fn fn, void *ctx)
 {
 	struct perf_data *pd = impl;
@@ -926,6 +950,7 @@ static int drain(void *impl, record_fn fn, void *ctx)
 		int n = flush(pd, limit, fn, ctx);
 		if (n < 0)
 			return n;
+		release_read(pd);
 		delivered += n;
 	}
 	return delivered;

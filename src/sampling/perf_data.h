@@ -27,7 +27,8 @@
  * data section (perf killed before writing its header: data size 0, or a size past the end) is read as far as it
  * goes, and perf_data_counts() says truncated.
  *
- * Ownership: the file is mapped read-only for the reader's life; records delivered are the reader's (in the file
+ * Ownership: the file is mapped read-only for the reader's life (the pages of the records delivered given back as
+ * it goes: it stays resident for about a round's records); records delivered are the reader's (in the file
  * itself where they are delivered as they are there, else copies), valid during the callback. Not thread-safe.
  */
 #ifndef HOSTPROF_PERF_DATA_H
