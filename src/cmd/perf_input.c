@@ -133,7 +133,7 @@ static void add_failed_range(struct failed_file *f, int32_t pid, uint64_t start,
  * order: under --symfs, the path itself, perf's build-id cache; with a build-id recorded, the first whose build-id
  * is that one, else the first that opens.
  */
-static int open_file(void *ctx, const struct process *p, const struct mapping *m)
+static int open_file(void *ctx, const struct process *p, const struct mapping *m, char build_id[41])
 {
 	struct opener *o = ctx;
 	const struct perf_data_build_id *b = perf_data_build_id(o->pd, p->pid, m->path);
@@ -166,6 +166,7 @@ static int open_file(void *ctx, const struct process *p, const struct mapping *m
 		}
 		close(fd);
 	}
+	snprintf(build_id, 41, "%s", want);
 	struct failed_file *f = failed_file(o, m->path);
 	if (f) {
 		f->other_build = any;
@@ -222,14 +223,16 @@ static void print_failed(const struct opener *op)
 	for (size_t i = 0; i < op->nfailed; i++) {
 		const struct failed_file *f = &op->failed[i];
 		escape_str(shown, sizeof(shown), f->path);
+		const char *slash = strrchr(shown, '/');
+		const char *name = slash ? slash + 1 : shown;
 		if (f->other_build)
 			fprintf(stderr, "hostprof: %s: not the build perf recorded (build-id %s, here %s), %" PRIu64
-				" samples in it: its frames are [unknown] (perf's build-id cache or --symfs DIR may have "
-				"it)\n", shown, f->want, f->found, f->samples);
+				" samples in it: its frames are %s+0x... (offsets in the file; perf's build-id cache or "
+				"--symfs DIR may have it)\n", shown, f->want, f->found, f->samples, name);
 		else
 			fprintf(stderr, "hostprof: %s: not found here, %" PRIu64 " samples in it: its frames are "
-				"[unknown]%s\n", shown, f->samples,
-				op->symfs && op->symfs[0] ? "" : " (--symfs DIR looks under DIR)");
+				"%s+0x... (offsets in the file)%s\n", shown, f->samples, name,
+				op->symfs && op->symfs[0] ? "" : "; --symfs DIR looks under DIR");
 	}
 }
 

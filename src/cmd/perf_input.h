@@ -9,7 +9,8 @@
  * processes, which are gone: mappings come from the file's MMAP and MMAP2 records, and each mapped file is
  * opened by its path checked against the build-id the file recorded for it, then from perf's build-id cache
  * (~/.debug/.build-id/xx/yyyy/elf), then under --symfs DIR first when given. A file missing or of another build
- * is said once, on stderr; its frames are [unknown].
+ * is said once, on stderr, with the samples taken in it; its frames are located in it by their offsets in the file
+ * (procmgr.h: execinfo_acquire_unread()), unnamed, never another build's names.
  *
  * What is said on stderr, unless quiet: one line of what was read (samples of which event, from which perf and host,
  * records used and not used by type), a truncated file's warning. A corrupt file is an error naming its offset.

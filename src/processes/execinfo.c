@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@ struct execinfo {
 	int deltas_failed;
 	bool deltas_cacheable;		/* see table_cacheable() */
 	bool deltas_pending;		/* its table is being built by the worker (which holds a reference) */
+	bool unread;			/* execinfo_acquire_unread(): nothing of the file is at hand */
 	Elf_Cmd elf_cmd;		/* how e->elf reads the file: the worker's handle reads it the same way */
 	struct stack_deltas_stats deltas_stats;
 	unsigned refs;
@@ -346,6 +348,52 @@ int execinfo_acquire_image(struct execinfo_mgr *m, const void *image, size_t siz
 		entry_free(e);
 		return err;
 	}
+	if ((err = entry_insert(m, e)) < 0)
+		return err;
+	*out = e;
+	return 0;
+}
+
+/*
+ * The entry of a file that is not at hand: no ELF, symbolizer nor table. One segment maps each file offset at the
+ * same virtual address, so the bias of any mapping of it is start - pgoff and its addresses are file offsets.
+ */
+int execinfo_acquire_unread(struct execinfo_mgr *m, const char *path, const char *build_id, struct execinfo **out)
+{
+	static const char tag[] = "unread file\n";
+	char text[sizeof(tag) + PATH_MAX + 64];
+	struct file_id id;
+	struct execinfo *e;
+	int err;
+	bool by_build = build_id && build_id[0] && strlen(build_id) < sizeof(e->build_id);
+	int n = snprintf(text, sizeof(text), "%s%s", tag, by_build ? build_id : path);
+	if (n < 0 || (size_t)n >= sizeof(text))
+		return -ENAMETOOLONG;
+	fileid_from_text(text, (size_t)n, &id);
+	if ((e = find_by_file_id(m, &id))) {
+		e->refs++;
+		*out = e;
+		return 0;
+	}
+	if (!(e = calloc(1, sizeof(*e))))
+		return -ENOMEM;
+	e->fd = -1;
+	e->mgr = m;
+	e->file_id = id;
+	e->unread = true;
+	e->symbolizer_failed = 1;
+	e->deltas_failed = 1;
+	if (by_build)
+		snprintf(e->build_id, sizeof(e->build_id), "%s", build_id);
+	if (!(e->path = strdup(path)) || !(e->segments = calloc(1, sizeof(*e->segments)))) {
+		entry_free(e);
+		return -ENOMEM;
+	}
+	const char *slash = strrchr(e->path, '/');
+	e->name = slash ? (char *)slash + 1 : e->path;
+	e->segments[0] = (struct load_segment){ .memsz = UINT64_MAX, .filesz = UINT64_MAX,
+						.flags = PF_R | PF_W | PF_X };
+	e->nsegments = 1;
 	if ((err = entry_insert(m, e)) < 0)
 		return err;
 	*out = e;
@@ -692,6 +740,11 @@ Elf *execinfo_elf(const struct execinfo *e)
 	return e->elf;
 }
 
+bool execinfo_unread(const struct execinfo *e)
+{
+	return e->unread;
+}
+
 bool execinfo_in_memory(const struct execinfo *e)
 {
 	return e->image != NULL;
@@ -704,6 +757,8 @@ uint64_t execinfo_size(const struct execinfo *e)
 
 int execinfo_copy_contents(const struct execinfo *e, size_t max, uint8_t **out, size_t *len)
 {
+	if (e->unread)
+		return -ENOENT;
 	if (!e->image)
 		return read_fd_all(e->fd, max, out, len);
 	if (e->image_size > max)

@@ -60,6 +60,13 @@ int execinfo_acquire_fd(struct execinfo_mgr *m, int fd, const char *path, struct
 /* Acquire an entry for an ELF image in memory (copied), e.g. the vdso. */
 int execinfo_acquire_image(struct execinfo_mgr *m, const void *image, size_t size, const char *name,
 			   struct execinfo **out);
+/*
+ * Acquire the entry of a file that is not at hand (a recording's file missing here, or only another build of it
+ * found): nothing is read, it has no ELF, symbolizer nor delta table, and every mapping of it has the bias
+ * start - pgoff, so that its frames' addresses are offsets in the file. It is known by build_id (lowercase hex)
+ * when given ("" or NULL: by path), never by an open file. Returns 0, -ENOMEM or -ENAMETOOLONG.
+ */
+int execinfo_acquire_unread(struct execinfo_mgr *m, const char *path, const char *build_id, struct execinfo **out);
 /* Add a reference to an acquired entry. */
 void execinfo_ref(struct execinfo *e);
 void execinfo_release(struct execinfo_mgr *m, struct execinfo *e);
@@ -153,6 +160,7 @@ const char *execinfo_path(const struct execinfo *e);	/* as first seen: for displ
 const char *execinfo_name(const struct execinfo *e);	/* basename of the path */
 Elf *execinfo_elf(const struct execinfo *e);
 bool execinfo_in_memory(const struct execinfo *e);	/* an image in memory (the vdso), not a file */
+bool execinfo_unread(const struct execinfo *e);		/* from execinfo_acquire_unread() */
 uint64_t execinfo_size(const struct execinfo *e);	/* bytes of the file or image */
 /* A malloc'd copy of the whole file or image, at most max bytes (-EFBIG past it), for replay files. 0 or
  * -errno; the caller frees *out. */

@@ -690,16 +690,24 @@ struct execinfo *procmgr_mapping_exe(struct procmgr *pm, struct process *p, stru
 
 	if (m->exe || m->exe_failed || m->anon)
 		return m->exe;
+	char build_id[41] = "";
 	if (strcmp(m->path, "[vdso]") == 0) {
 		err = acquire_vdso(pm, &e);
 	} else {
-		int fd = pm->open_file ? pm->open_file(pm->open_ctx, p, m) : procmgr_open_mapping_file(p, m);
+		int fd = pm->open_file ? pm->open_file(pm->open_ctx, p, m, build_id) : procmgr_open_mapping_file(p, m);
 		err = fd < 0 ? fd : execinfo_acquire_fd(pm->execinfo, fd, m->path, &e);
 	}
 	if (err == 0 && mapping_bias(pm, p, m, e) < 0) {
 		execinfo_release(pm->execinfo, e);
 		err = -ENOEXEC;
 	}
+	/* Offline, the file perf recorded is not here: its frames are still its, at their offsets in it, which
+	 * name no function rather than another build's (execinfo_acquire_unread()). */
+	build_id[40] = '\0';
+	if (err < 0 && err != -ENOMEM && pm->open_file && execinfo_acquire_unread(pm->execinfo, m->path, build_id,
+										   &e) == 0 &&
+	    (err = mapping_bias(pm, p, m, e)) < 0)
+		execinfo_release(pm->execinfo, e);
 	if (err < 0) {
 		m->exe_failed = 1;
 		return NULL;

@@ -81,9 +81,12 @@ void procmgr_free(struct procmgr *pm);
  * under the same pids. Nothing is read from /proc from now on: a process is known only by its records (mappings,
  * names), a miss re-reads nothing, a thread without a COMM record has its process's name, no container is known,
  * and a mapping's file is opened by open_file (a descriptor, or a negative errno) instead of by its path, /proc/PID/root
- * and map_files. Call before the first process is created.
+ * and map_files. A file open_file does not give (or that is no ELF file the mapping fits) is known without its
+ * contents (execinfo_acquire_unread(): its frames are offsets in it, unnamed), by the build-id open_file wrote to
+ * build_id (lowercase hex, at most 40 characters and a NUL; left "" when none was recorded). Call before the first
+ * process is created.
  */
-typedef int (*procmgr_open_fn)(void *ctx, const struct process *p, const struct mapping *m);
+typedef int (*procmgr_open_fn)(void *ctx, const struct process *p, const struct mapping *m, char build_id[41]);
 void procmgr_set_offline(struct procmgr *pm, procmgr_open_fn open_file, void *ctx);
 
 /* The process, created (and seeded from /proc) if unknown. NULL with errno ENOMEM, or ENOSPC when the limit

@@ -623,7 +623,8 @@ static int look_at(struct pyframes *m, struct procmgr *pm, struct process *p, st
 		struct mapping *mp = &p->maps[i];
 		if (!(mp->prot & PROT_EXEC) || mp->anon || !python_file(mp->path))
 			continue;
-		if (!procmgr_mapping_exe(pm, p, mp))
+		/* a file not at hand (a recording's, execinfo_acquire_unread()) has no symbols to find CPython by */
+		if (!procmgr_mapping_exe(pm, p, mp) || execinfo_unread(mp->exe))
 			continue;
 		struct pyfile *f = known_file(m, mp->exe);
 		if (!f) {

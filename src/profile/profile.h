@@ -69,7 +69,8 @@ struct profile_line {
 
 struct profile_location {
 	uint32_t mapping;	/* mapping index, 0 if none */
-	uint64_t address;	/* ELF virtual address in the mapping's file (kernel: offset from module start;
+	uint64_t address;	/* ELF virtual address in the mapping's file (a file read from perf.data that was not
+				 * at hand: the offset in the file; kernel: offset from module start;
 				 * JIT: offset in the named code, or the runtime address of unnamed code) */
 	uint8_t frame_kind;	/* enum profile_frame_kind */
 	uint32_t nlines;

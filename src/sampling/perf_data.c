@@ -64,8 +64,20 @@ struct pd_id {
 
 struct pending {
 	uint64_t time, seq;
-	size_t off;		/* in the round buffer */
+	const uint8_t *rec;	/* in the file, or in a chunk */
 	uint32_t attr;
+	uint32_t chunk;		/* the chunk holding it, NO_CHUNK: the file */
+};
+
+#define NO_CHUNK UINT32_MAX
+#define CHUNK_BYTES (1u << 20)
+
+/* Memory for the records that cannot be delivered from the file itself (rewritten MMAPs, the decompressed
+ * stream's): a chunk is filled, then used again once every record in it has been delivered. */
+struct chunk {
+	uint8_t *mem;
+	size_t cap, len;
+	size_t live;		/* its records not delivered yet */
 };
 
 struct perf_data {
@@ -74,6 +86,7 @@ struct perf_data {
 	size_t size;
 	void *map;		/* perf_data_open()'s mapping, else NULL */
 	size_t map_len;
+	uint64_t released;	/* the mapping's bytes before this offset were given back (release_read()) */
 	struct pd_attr *attrs;
 	unsigned nattrs, used;	/* used: the attribute whose samples are delivered */
 	struct pd_id *ids;
@@ -86,9 +99,9 @@ struct perf_data {
 	struct perf_data_counts counts;
 	char err[512];
 	bool failed, eof, done;
-	/* the round being read: records copied, kept until their time comes */
-	uint8_t *rb;
-	size_t rblen, rbcap;
+	/* the records read, kept until their time comes: where they are in the file, or their copies' chunks */
+	struct chunk *chunks;
+	uint32_t nchunks, cur;	/* cur: the chunk being filled, NO_CHUNK: none */
 	struct pending *pend;
 	size_t npend, cappend;
 	uint64_t seq, last_time, round_max, flush_limit;
@@ -338,6 +351,13 @@ static bool sampling_attr(const struct perf_event_attr *a)
 	return a->type != PERF_TYPE_TRACEPOINT && !(a->type == PERF_TYPE_SOFTWARE && a->config == PERF_COUNT_SW_DUMMY);
 }
 
+/* Whether an attribute's PERIOD is time (ns): the cpu-clock and task-clock events. */
+static bool clock_attr(const struct perf_event_attr *a)
+{
+	return a->type == PERF_TYPE_SOFTWARE &&
+	       (a->config == PERF_COUNT_SW_CPU_CLOCK || a->config == PERF_COUNT_SW_TASK_CLOCK);
+}
+
 /* The attribute section: entries of entry bytes, an attribute and the section of its ids (perf_file_attr). */
 static int read_attrs(struct perf_data *pd, uint64_t entry, uint64_t off, uint64_t len)
 {
@@ -357,7 +377,8 @@ static int read_attrs(struct perf_data *pd, uint64_t entry, uint64_t off, uint64
 		memcpy(&a->attr, p, attr_size < sizeof(a->attr) ? attr_size : sizeof(a->attr));
 		a->layout = (struct perf_layout){ .sample_type = a->attr.sample_type,
 						  .regs_mask = a->attr.sample_regs_user,
-						  .sample_id_all = a->attr.sample_id_all };
+						  .sample_id_all = a->attr.sample_id_all,
+						  .period_in_events = !clock_attr(&a->attr) };
 		uint64_t ioff = rd64(p + attr_size), ilen = rd64(p + attr_size + 8);
 		if (ioff > pd->size || ilen > pd->size - ioff || ilen % 8)
 			return fail(pd, off + i * entry + attr_size, "attribute %u's ids are outside the file", i);
@@ -405,8 +426,7 @@ static void fill_info(struct perf_data *pd)
 	i->event = a->name ? a->name : "";
 	i->nattrs = pd->nattrs;
 	i->exclude_kernel = a->attr.exclude_kernel;
-	i->period_is_ns = a->attr.type == PERF_TYPE_SOFTWARE &&
-			  (a->attr.config == PERF_COUNT_SW_CPU_CLOCK || a->attr.config == PERF_COUNT_SW_TASK_CLOCK);
+	i->period_is_ns = clock_attr(&a->attr);
 	if (a->attr.freq) {
 		i->frequency_hz = a->attr.sample_freq;
 		i->period_ns = a->attr.sample_freq ? 1000000000ULL / a->attr.sample_freq : 0;
@@ -472,7 +492,9 @@ void perf_data_free(struct perf_data *pd)
 	free(pd->version);
 	free(pd->arch);
 	free(pd->cmdline);
-	free(pd->rb);
+	for (uint32_t i = 0; i < pd->nchunks; i++)
+		free(pd->chunks[i].mem);
+	free(pd->chunks);
 	free(pd->pend);
 	free(pd->zbuf);
 	if (pd->zs)
@@ -495,6 +517,7 @@ int perf_data_open_mem(const void *data, size_t size, const char *name, struct p
 	}
 	pd->base = data;
 	pd->size = size;
+	pd->cur = NO_CHUNK;
 	int rc = parse_header(pd);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s", rc == -ENOMEM ? "out of memory" : pd->err);
@@ -567,36 +590,56 @@ static uint32_t attr_of(const struct perf_data *pd, const uint8_t *rec, uint32_t
 	return lo < pd->nids && pd->ids[lo].id == id ? pd->ids[lo].attr : 0;
 }
 
-/* Room for n more bytes (8-aligned) in the round buffer; its offset. */
-static int rb_reserve(struct perf_data *pd, size_t n, size_t *off)
+/* Room for n bytes (8-aligned) for a copied record: in the chunk being filled, else in a chunk whose records have
+ * all been delivered, else in a new one. *chunk and *out say where. */
+static int reserve(struct perf_data *pd, size_t n, uint32_t *chunk, uint8_t **out)
 {
 	n = (n + 7) & ~(size_t)7;
-	if (pd->rbcap - pd->rblen < n) {
-		size_t cap = pd->rbcap ? pd->rbcap : 1 << 20;
-		while (cap - pd->rblen < n)
-			cap *= 2;
-		uint8_t *b = realloc(pd->rb, cap);
-		if (!b)
-			return -ENOMEM;
-		pd->rb = b;
-		pd->rbcap = cap;
+	struct chunk *c = pd->cur != NO_CHUNK ? &pd->chunks[pd->cur] : NULL;
+	if (c && !c->live)
+		c->len = 0;
+	if (!c || c->cap - c->len < n) {
+		uint32_t i = 0;
+		while (i < pd->nchunks && (pd->chunks[i].live || pd->chunks[i].cap < n))
+			i++;
+		if (i == pd->nchunks) {
+			struct chunk *cs = realloc(pd->chunks, (pd->nchunks + 1) * sizeof(*cs));
+			if (!cs)
+				return -ENOMEM;
+			pd->chunks = cs;
+			size_t cap = n > CHUNK_BYTES ? n : CHUNK_BYTES;
+			if (!(cs[i].mem = malloc(cap)))
+				return -ENOMEM;
+			cs[i].cap = cap;
+			cs[i].live = 0;
+			pd->nchunks++;
+		}
+		pd->cur = i;
+		c = &pd->chunks[i];
+		c->len = 0;
 	}
-	*off = pd->rblen;
-	pd->rblen += n;
+	*chunk = pd->cur;
+	*out = c->mem + c->len;
+	c->len += n;
+	c->live++;
 	return 0;
 }
 
-static int push(struct perf_data *pd, size_t off, uint64_t time, uint32_t attr)
+static int push(struct perf_data *pd, const uint8_t *rec, uint32_t chunk, uint64_t time, uint32_t attr)
 {
 	if (pd->npend == pd->cappend) {
 		size_t cap = pd->cappend ? 2 * pd->cappend : 4096;
 		struct pending *p = realloc(pd->pend, cap * sizeof(*p));
-		if (!p)
+		if (!p) {
+			if (chunk != NO_CHUNK)
+				pd->chunks[chunk].live--;
 			return -ENOMEM;
+		}
 		pd->pend = p;
 		pd->cappend = cap;
 	}
-	pd->pend[pd->npend++] = (struct pending){ .time = time, .seq = pd->seq++, .off = off, .attr = attr };
+	pd->pend[pd->npend++] = (struct pending){ .time = time, .seq = pd->seq++, .rec = rec, .attr = attr,
+						  .chunk = chunk };
 	if (time > pd->round_max)
 		pd->round_max = time;
 	return 0;
@@ -611,23 +654,14 @@ static uint64_t record_time(struct perf_data *pd, const uint8_t *rec, uint32_t t
 	return pd->last_time;
 }
 
-/* The offset of a sample's PERIOD, or -1. */
-static int period_offset(uint64_t t, uint16_t size)
-{
-	if (!(t & PERF_SAMPLE_PERIOD))
-		return -1;
-	int off = 8 + 8 * (!!(t & PERF_SAMPLE_IDENTIFIER) + !!(t & PERF_SAMPLE_IP) + !!(t & PERF_SAMPLE_TID) +
-			   !!(t & PERF_SAMPLE_TIME) + !!(t & PERF_SAMPLE_ADDR) + !!(t & PERF_SAMPLE_ID) +
-			   !!(t & PERF_SAMPLE_STREAM_ID) + !!(t & PERF_SAMPLE_CPU));
-	return off + 8 <= size ? off : -1;
-}
-
-/* A record to deliver, copied into the round (an MMAP rewritten as an MMAP2). */
+/* A record to deliver, kept where it is in the file, else copied (an MMAP rewritten as an MMAP2, a record of the
+ * decompressed stream). */
 static int keep(struct perf_data *pd, const uint8_t *rec, uint32_t type, uint16_t size)
 {
 	uint32_t attr = attr_of(pd, rec, type, size);
 	uint64_t time = record_time(pd, rec, type, size, attr);
-	size_t off;
+	uint32_t chunk;
+	uint8_t *d;
 	int err;
 	if (type == PERF_RECORD_SAMPLE) {
 		if (attr != pd->used) {
@@ -645,9 +679,8 @@ static int keep(struct perf_data *pd, const uint8_t *rec, uint32_t type, uint16_
 		/* pid, tid, addr, len, pgoff (40 bytes with the header), then the name: MMAP2 adds 32 bytes there */
 		if (size < 40 || size > UINT16_MAX - 32)
 			return 0;
-		if ((err = rb_reserve(pd, (size_t)size + 32, &off)) < 0)
+		if ((err = reserve(pd, (size_t)size + 32, &chunk, &d)) < 0)
 			return err;
-		uint8_t *d = pd->rb + off;
 		struct perf_event_header h = { .type = PERF_RECORD_MMAP2, .size = (uint16_t)(size + 32) };
 		memcpy(&h.misc, rec + 4, 2);
 		h.misc &= (uint16_t)~PERF_RECORD_MISC_MMAP_BUILD_ID;
@@ -658,7 +691,7 @@ static int keep(struct perf_data *pd, const uint8_t *rec, uint32_t type, uint16_
 		memcpy(d + 64, &prot, 4);
 		memcpy(d + 68, &flags, 4);
 		memcpy(d + 72, rec + 40, size - 40);
-		return push(pd, off, time, attr);
+		return push(pd, d, chunk, time, attr);
 	}
 	uint16_t misc;
 	memcpy(&misc, rec + 4, 2);
@@ -667,15 +700,12 @@ static int keep(struct perf_data *pd, const uint8_t *rec, uint32_t type, uint16_
 		const char *name = (const char *)rec + 72;
 		add_build_id(pd, (int32_t)rd32(rec + 8), rec + 44, rec[40], name, strnlen(name, size - 72));
 	}
-	if ((err = rb_reserve(pd, size, &off)) < 0)
+	if (!pd->in_stream)
+		return push(pd, rec, NO_CHUNK, time, attr);
+	if ((err = reserve(pd, size, &chunk, &d)) < 0)
 		return err;
-	memcpy(pd->rb + off, rec, size);
-	if (type == PERF_RECORD_SAMPLE && !pd->info.period_is_ns) {
-		int po = period_offset(pd->attrs[attr].layout.sample_type, size);
-		if (po > 0)
-			memset(pd->rb + off + po, 0, 8);	/* each sample one nominal period (perf_data.h) */
-	}
-	return push(pd, off, time, attr);
+	memcpy(d, rec, size);
+	return push(pd, d, chunk, time, attr);
 }
 
 static int compare_pending(const void *a, const void *b)
@@ -686,6 +716,19 @@ static int compare_pending(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/*
+ * The records are cold: read once from the page cache. Their first bytes (the header, the registers, the top of
+ * the stack copy where unwinding starts) are asked for a few records ahead, so that the memory is there when the
+ * record's turn comes.
+ */
+#define PREFETCH_AHEAD 2
+#define PREFETCH_BYTES 1536
+static void prefetch_record(const uint8_t *rec)
+{
+	for (unsigned i = 0; i < PREFETCH_BYTES; i += 64)
+		__builtin_prefetch(rec + i);
+}
+
 /* Deliver the kept records up to time limit (all: UINT64_MAX), in time order; the rest stay. */
 static int flush(struct perf_data *pd, uint64_t limit, record_fn fn, void *ctx)
 {
@@ -694,33 +737,18 @@ static int flush(struct perf_data *pd, uint64_t limit, record_fn fn, void *ctx)
 	size_t n = 0;
 	int stop = 0;
 	while (n < pd->npend && pd->pend[n].time <= limit && !stop) {
+		if (n + PREFETCH_AHEAD < pd->npend)
+			prefetch_record(pd->pend[n + PREFETCH_AHEAD].rec);
 		const struct pending *p = &pd->pend[n++];
 		struct record_origin origin = { .layout = &pd->attrs[p->attr].layout, .kind = RECORD_CPU };
-		stop = fn(ctx, (const struct perf_event_header *)(pd->rb + p->off), &origin);
+		stop = fn(ctx, (const struct perf_event_header *)p->rec, &origin);
+		if (p->chunk != NO_CHUNK)
+			pd->chunks[p->chunk].live--;
 	}
 	pd->counts.delivered += n;
-	if (n == pd->npend) {
-		pd->npend = 0;
-		pd->rblen = 0;
-		return (int)n;
-	}
-	/* The rest move to the front of the buffer, in their order. */
-	size_t rest = pd->npend - n, at = 0;
-	memmove(pd->pend, pd->pend + n, rest * sizeof(*pd->pend));
-	uint8_t *nb = malloc(pd->rbcap ? pd->rbcap : 1);
-	if (!nb)
-		return -ENOMEM;
-	for (size_t i = 0; i < rest; i++) {
-		struct perf_event_header h;
-		memcpy(&h, pd->rb + pd->pend[i].off, sizeof(h));
-		memcpy(nb + at, pd->rb + pd->pend[i].off, h.size);
-		pd->pend[i].off = at;
-		at += ((size_t)h.size + 7) & ~(size_t)7;
-	}
-	free(pd->rb);
-	pd->rb = nb;
-	pd->rblen = at;
-	pd->npend = rest;
+	pd->npend -= n;
+	if (n && pd->npend)
+		memmove(pd->pend, pd->pend + n, pd->npend * sizeof(*pd->pend));
 	return (int)n;
 }
 
@@ -872,6 +900,29 @@ static int read_round(struct perf_data *pd)
 	return 0;
 }
 
+/*
+ * The pages of the mapping that no kept record needs any more are given back (they stay in the page cache): the
+ * file counts in the process's resident memory for about a round's records, not for all it has read. In steps of
+ * RELEASE_BYTES, a call each.
+ */
+#define RELEASE_BYTES (16u << 20)
+static void release_read(struct perf_data *pd)
+{
+	if (!pd->map)
+		return;
+	uint64_t low = pd->pos;
+	for (size_t i = 0; i < pd->npend; i++) {
+		uint64_t at = (uint64_t)(pd->pend[i].rec - pd->base);
+		if (pd->pend[i].chunk == NO_CHUNK && at < low)
+			low = at;
+	}
+	low &= ~((uint64_t)sysconf(_SC_PAGESIZE) - 1);
+	if (low < pd->released + RELEASE_BYTES)
+		return;
+	madvise((uint8_t *)pd->map + pd->released, low - pd->released, MADV_DONTNEED);
+	pd->released = low;
+}
+
 static int drain(void *impl, record_fn fn, void *ctx)
 {
 	struct perf_data *pd = impl;
@@ -899,6 +950,7 @@ static int drain(void *impl, record_fn fn, void *ctx)
 		int n = flush(pd, limit, fn, ctx);
 		if (n < 0)
 			return n;
+		release_read(pd);
 		delivered += n;
 	}
 	return delivered;

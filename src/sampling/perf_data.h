@@ -18,8 +18,8 @@
  * put back together.
  *
  * Periods: a sample's PERIOD is kept where it is time (the cpu-clock and task-clock events: ns); for other
- * events (cycles, ...) it is set to 0 in the delivered copy, each sample then weighing one nominal period
- * (perf_data_info.period_ns), as hostprof's own samples do.
+ * events (cycles, ...) their layout says so (perf_layout.period_in_events) and it decodes as 0, each sample then
+ * weighing one nominal period (perf_data_info.period_ns), as hostprof's own samples do.
  *
  * Errors. Every length is checked against its section and the file. A record whose size is impossible, or that
  * overruns its section, stops the reading: the drain returns -EBADMSG and perf_data_error() says what is wrong at
@@ -27,8 +27,9 @@
  * data section (perf killed before writing its header: data size 0, or a size past the end) is read as far as it
  * goes, and perf_data_counts() says truncated.
  *
- * Ownership: the file is mapped read-only for the reader's life; records delivered are copies the reader owns,
- * valid during the callback. Not thread-safe.
+ * Ownership: the file is mapped read-only for the reader's life (the pages of the records delivered given back as
+ * it goes: it stays resident for about a round's records); records delivered are the reader's (in the file
+ * itself where they are delivered as they are there, else copies), valid during the callback. Not thread-safe.
  */
 #ifndef HOSTPROF_PERF_DATA_H
 #define HOSTPROF_PERF_DATA_H

@@ -134,6 +134,8 @@ int perf_decode_sample(const struct perf_layout *l, const struct perf_event_head
 	out->misc = h->misc;
 	cursor_init(&c, h, sizeof(*h));
 	decode_fixed(&c, t, out);
+	if (l->period_in_events)
+		out->period = 0;	/* events, not time: the reader's nominal period (perf_layout) */
 	if (t & PERF_SAMPLE_READ)
 		return -EBADMSG; /* hostprof never asks for it, so the layout is unknown here */
 	if (t & PERF_SAMPLE_CALLCHAIN) {

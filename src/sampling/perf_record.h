@@ -9,6 +9,7 @@
 #define HOSTPROF_PERF_RECORD_H
 
 #include <linux/perf_event.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,8 @@ struct perf_layout {
 	uint64_t sample_type;	/* PERF_SAMPLE_* */
 	uint64_t regs_mask;	/* sample_regs_user */
 	int sample_id_all;	/* side-band records carry a trailing sample_id */
+	bool period_in_events;	/* PERIOD counts events (cycles, ...), not ns: decoded as 0, a sample then weighing
+				 * its reader's nominal period (a perf.data file's, perf_data.h) */
 };
 
 struct perf_sample {

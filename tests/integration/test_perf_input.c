@@ -5,7 +5,7 @@
  * same fixture, and against `perf report --no-children` on the same file (the same samples: self shares agree
  * within a rounding). Then the commands (report, convert, diff) on perf.data files, a file cut short (read as far
  * as it goes, said), a corrupt one (an error naming the offset), and the recording's files found under --symfs,
- * missing, or of another build.
+ * missing, or of another build, and a shared library gone or rebuilt (its frames are offsets in it, unnamed).
  * They skip, saying why, only where perf is missing or the kernel refuses perf_event_open.
  */
 #include <setjmp.h>
@@ -13,10 +13,15 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "src/cmd/perf_input.h"
 #include "tests/lib/testlib.h"
@@ -228,7 +233,7 @@ static void test_commands(void **state)
 	assert_int_equal(test_run("\"$HOSTPROF\" report %s/other.data > /dev/null 2>&1", d), 1);
 }
 
-/* The recording's files found elsewhere: not at their path (said once, frames [unknown]), under --symfs, and at
+/* The recording's files found elsewhere: not at their path (said once, frames offsets in it), under --symfs, and at
  * their path but of another build (said, not used). perf's build-id cache is kept out (--no-buildid-cache, an
  * empty HOME). */
 static void test_symfs(void **state)
@@ -255,6 +260,158 @@ static void test_symfs(void **state)
 	assert_int_equal(test_run("grep -q worker_spin %s/other.txt", d), 1);
 }
 
+/* The offset in the file path of function name's first byte, and its size (from its symbol table). */
+static void function_offset(const char *path, const char *name, uint64_t *offset, uint64_t *size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_true(elf_version(EV_CURRENT) != EV_NONE);
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	assert_non_null(e);
+	bool found = false;
+	for (Elf_Scn *scn = NULL; !found && (scn = elf_nextscn(e, scn));) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !(d = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 0; !found && sh.sh_entsize && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			GElf_Shdr text;
+			const char *n = gelf_getsym(d, (int)i, &sym) ? elf_strptr(e, sh.sh_link, sym.st_name) : NULL;
+			if (!n || strcmp(n, name) != 0 || !gelf_getshdr(elf_getscn(e, sym.st_shndx), &text))
+				continue;
+			*offset = sym.st_value - text.sh_addr + text.sh_offset;
+			*size = sym.st_size;
+			found = true;
+		}
+	}
+	elf_end(e);
+	close(fd);
+	assert_true(found);
+}
+
+/* What the report said of the library not used: the samples in it, and the build-id perf recorded ("" if the
+ * file was missing rather than another build). */
+static uint64_t said_samples(const char *err_path, char *recorded, size_t len)
+{
+	char line[4096], want[41];
+	unsigned long long n;
+	FILE *f = fopen(err_path, "re");
+	assert_non_null(f);
+	bool found = false;
+	recorded[0] = '\0';
+	while (!found && fgets(line, sizeof(line), f)) {
+		const char *at = strstr(line, "libfixture_shared.so: ");
+		if (!at)
+			continue;
+		if (sscanf(at, "libfixture_shared.so: not found here, %llu samples in it", &n) == 1)
+			found = true;
+		else if (sscanf(at, "libfixture_shared.so: not the build perf recorded (build-id %40[0-9a-f], here "
+				"%*[0-9a-f]), %llu samples in it", want, &n) == 2) {
+			snprintf(recorded, len, "%s", want);
+			found = true;
+		}
+	}
+	fclose(f);
+	assert_true(found);
+	return n;
+}
+
+/* The samples whose user leaf is in lib (a mapping of that name): each unnamed, with its mapping's build-id
+ * recorded (when given), and how many of them fall in [lo, hi) of the file. */
+static uint64_t leaves_in_library(const struct profile *p, const char *recorded, uint64_t lo, uint64_t hi,
+				  uint64_t *in_range)
+{
+	uint64_t n = 0;
+	*in_range = 0;
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_stack *st = &p->stacks.items[p->samples.items[i].stack];
+		const struct profile_location *leaf = NULL;
+		for (uint32_t k = 0; k < st->nlocations && !leaf; k++) {
+			const struct profile_location *l = &p->locations.items[st->locations[k]];
+			if (l->frame_kind != PROFILE_FRAME_KERNEL)
+				leaf = l;
+		}
+		if (!leaf || !leaf->mapping)
+			continue;
+		const struct profile_mapping *m = &p->mappings.items[leaf->mapping];
+		const char *file = profile_string(p, m->filename);
+		size_t len = strlen(file), tail = strlen("/libfixture_shared.so");
+		if (len < tail || strcmp(file + len - tail, "/libfixture_shared.so") != 0)
+			continue;
+		assert_int_equal(leaf->nlines, 0);	/* never another build's names */
+		if (recorded[0])
+			assert_string_equal(profile_string(p, m->build_id), recorded);
+		n += p->samples.items[i].count;
+		if (leaf->address >= lo && leaf->address < hi)
+			*in_range += p->samples.items[i].count;
+	}
+	return n;
+}
+
+/* Checks a report of lib.data in dir whose library is not used (what) against its file as recorded (orig). */
+static void assert_library_offsets(const char *d, const char *what, const char *orig)
+{
+	char err[600], recorded[41], *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+	uint64_t lo, size, hot, hot_size, in_range;
+	function_offset(orig, "lib_inner_mix", &lo, &size);
+	function_offset(orig, "lib_hot_function", &hot, &hot_size);
+	uint64_t hi = (hot + hot_size > lo + size ? hot + hot_size : lo + size), said;
+	lo = hot < lo ? hot : lo;
+	assert_int_equal(test_run("HOME=%s \"$HOSTPROF\" report %s/lib.data > %s/%s.txt 2> %s/%s.err", d, d, d, what,
+				  d, what), 0);
+	snprintf(err, sizeof(err), "%s/%s.err", d, what);
+	said = said_samples(err, recorded, sizeof(recorded));
+	/* report's table groups its code as [libfixture_shared.so]; --addresses and collapsed stacks show offsets (its
+	 * leaves: without the file's unwind tables the walk ends there, as perf's does) */
+	assert_int_equal(test_run("grep -Eq ' libfixture_shared.so +\\[libfixture_shared.so\\]' %s/%s.txt", d, what), 0);
+	assert_int_equal(test_run("grep -Eq 'lib_inner_mix|lib_hot_function|\\[unknown\\]' %s/%s.txt", d, what), 1);
+	assert_int_equal(test_run("HOME=%s \"$HOSTPROF\" report --addresses %s/lib.data 2>/dev/null | grep -q "
+				  "'libfixture_shared.so+0x'", d, d), 0);
+	assert_int_equal(test_run("HOME=%s \"$HOSTPROF\" convert %s/lib.data --to collapsed -o %s/%s.folded && "
+				  "grep -q ';libfixture_shared.so+0x[0-9a-f]* [0-9]' %s/%s.folded", d, d, d, what, d, what),
+			 0);
+	/* in-process: every sample of it located in the file, where its functions are */
+	assert_int_equal(setenv("HOME", d, 1), 0);
+	struct profile *p = load(d, "lib.data");
+	uint64_t n = leaves_in_library(p, recorded, lo, hi, &in_range);
+	fprintf(stderr, "%s: %" PRIu64 " samples said, %" PRIu64 " with their leaf in the library, %" PRIu64
+		" of them in its functions' bytes [0x%" PRIx64 ", 0x%" PRIx64 ")\n", what, said, n, in_range, lo, hi);
+	assert_true(said >= 500);	/* 1 s of CPU at 999 Hz, nearly all of it in the library */
+	assert_true(n == said);
+	assert_true(in_range == n);
+	profile_free(p);
+	if (home)
+		setenv("HOME", home, 1);
+	else
+		unsetenv("HOME");
+	free(home);
+}
+
+/* A shared library the recording used, gone and then rebuilt: its frames are its code at offsets in the file,
+ * never [unknown] and never the names of another build, counted as the report says. */
+static void test_library_not_here(void **state)
+{
+	struct test_workdir *f = *state;
+	const char *d = f->dir;
+	char caller[256], lib[256];
+	require_perf_tool();
+	test_fixture_path("shared_caller", caller, sizeof(caller));
+	test_fixture_path("libfixture_shared.so", lib, sizeof(lib));
+	assert_int_equal(test_run("mkdir -p %s/bin && cp %s %s %s/bin/", d, caller, lib, d), 0);
+	assert_int_equal(test_run("perf record -q -F 999 --no-buildid-cache --call-graph dwarf,8192 -o %s/lib.data -- "
+				  "%s/bin/shared_caller 1 >/dev/null 2>&1", d, d), 0);
+	assert_int_equal(test_run("mv %s/bin/libfixture_shared.so %s/orig.so", d, d), 0);
+	char orig[600];
+	snprintf(orig, sizeof(orig), "%s/orig.so", d);
+	assert_library_offsets(d, "gone", orig);
+	/* another build at its path: -O0 of the same source (other code, other build-id, the same names) */
+	assert_int_equal(test_run("cc -O0 -g -fPIC -shared -o %s/bin/libfixture_shared.so "
+				  "tests/fixtures/libfixture_shared.c", d), 0);
+	assert_library_offsets(d, "rebuilt", orig);
+	assert_int_equal(test_run("grep -q 'not the build perf recorded' %s/rebuilt.err", d), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -263,6 +420,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_frame_pointers, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_commands, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_symfs, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_library_not_here, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,8 @@
  * Unit tests for src/sampling/perf_data.c: perf.data files built byte by byte as perf lays them out (header,
  * attribute with its ids, data section, feature sections), read through the record source: perf's round order,
  * MMAP delivered as MMAP2, two events told apart by id, feature strings and build-ids, a zstd stream whose records
- * straddle COMPRESSED records, and the errors (a corrupt record named by offset, a file cut short read as far as
+ * straddle COMPRESSED records, many rounds of such a stream read by a consumer that stops drains early, periods
+ * kept (time) or read as 0 (events), and the errors (a corrupt record named by offset, a file cut short read as far as
  * it goes, not a perf.data file).
  */
 #include <setjmp.h>
@@ -340,6 +341,123 @@ static void test_compressed(void **state)
 	free(plain.p);
 }
 
+/* What a consumer that stops the drain every so often saw: every record once, with its bytes, in time order. */
+struct checked {
+	uint8_t *seen;		/* by the sample's IP: its number */
+	uint64_t n, last_time, nrec, max;
+	bool ordered, intact;
+};
+
+static int on_checked(void *ctx, const struct perf_event_header *h, const struct record_origin *o)
+{
+	struct checked *c = ctx;
+	struct perf_sample ps;
+	if (h->type != PERF_RECORD_SAMPLE || perf_decode_sample(o->layout, h, &ps) < 0)
+		return 0;
+	c->ordered &= ps.time >= c->last_time;
+	c->last_time = ps.time;
+	/* the IP numbers the sample; its time was made from it */
+	c->intact &= ps.ip < c->max && !c->seen[ps.ip] && ps.time == 1000 * (ps.ip / 2000) + (ps.ip * 7919) % 1500;
+	if (ps.ip < c->max)
+		c->seen[ps.ip] = 1;
+	c->n++;
+	return ++c->nrec % 997 == 0;	/* stop the drain now and then: the rest of the round waits */
+}
+
+/* Many rounds in a zstd stream, more than the reader's memory for copies holds at once (its chunks are used again
+ * as their records go out), each round's times overlapping the next's: every record delivered once, intact, in
+ * time order, with a consumer that stops drains early. */
+static void test_rounds_in_chunks(void **state)
+{
+	(void)state;
+	enum { ROUNDS = 40, PER = 2000 };
+	struct buf plain = { 0 }, d = { 0 };
+	uint64_t type = SAMPLE_TYPE;
+	for (uint64_t r = 0; r < ROUNDS; r++) {
+		for (uint64_t i = 0; i < PER; i++) {
+			uint64_t ip = r * PER + i;
+			put_sample(&plain, 1000 * r + (ip * 7919) % 1500, ip, NULL);
+		}
+		put_round(&plain);
+	}
+	ZSTD_CCtx *z = ZSTD_createCCtx();
+	assert_non_null(z);
+	static uint8_t out[65536];
+	for (size_t at = 0; at < plain.n;) {
+		size_t take = plain.n - at < 40000 ? plain.n - at : 40000;
+		ZSTD_inBuffer in = { plain.p + at, take, 0 };
+		ZSTD_outBuffer o = { out, 60000, 0 };
+		size_t left;
+		do {
+			left = ZSTD_compressStream2(z, &o, &in, ZSTD_e_flush);
+			assert_false(ZSTD_isError(left));
+		} while (left);
+		size_t padded = (o.pos + 7) & ~(size_t)7;
+		put_header(&d, 83, 0, (uint16_t)(16 + padded));
+		put64(&d, o.pos);
+		put_bytes(&d, out, o.pos);
+		put_bytes(&d, "\0\0\0\0\0\0\0", padded - o.pos);
+		at += take;
+	}
+	ZSTD_freeCCtx(z);
+	assert_true(plain.n > 3u << 20);	/* more than the reader's 1 MiB chunks */
+	struct buf f = make_file(&type, 1, NULL, &d, false);
+	struct perf_data *pd = open_buf(&f);
+	struct checked c = { .seen = calloc(ROUNDS * PER, 1), .max = ROUNDS * PER, .ordered = true, .intact = true };
+	assert_non_null(c.seen);
+	struct record_source src;
+	perf_data_source(pd, &src);
+	int rc;
+	while ((rc = src.drain(src.impl, on_checked, &c)) >= 0)
+		;
+	assert_int_equal(rc, -ENODATA);
+	assert_int_equal(c.n, ROUNDS * PER);
+	assert_true(c.ordered);
+	assert_true(c.intact);
+	perf_data_free(pd);
+	free(c.seen);
+	free(f.p);
+	free(d.p);
+	free(plain.p);
+}
+
+static int on_period(void *ctx, const struct perf_event_header *h, const struct record_origin *o)
+{
+	struct perf_sample ps;
+	assert_int_equal(perf_decode_sample(o->layout, h, &ps), 0);
+	*(uint64_t *)ctx = ps.period;
+	return 0;
+}
+
+/* A sample's PERIOD is kept when it is time (cpu-clock), read as 0 when it counts events (cycles): the sample
+ * then weighs one nominal period. */
+static void test_periods(void **state)
+{
+	(void)state;
+	for (int cycles = 0; cycles < 2; cycles++) {
+		struct buf d = { 0 };
+		uint64_t type = SAMPLE_TYPE, period = 1;
+		put_sample(&d, 10, 0x1000, NULL);
+		struct buf f = make_file(&type, 1, NULL, &d, false);
+		if (cycles) {	/* the attribute (at 104): type, size, config */
+			uint32_t hw = PERF_TYPE_HARDWARE;
+			memcpy(f.p + 104, &hw, 4);
+			set64(&f, 112, PERF_COUNT_HW_CPU_CYCLES);
+		}
+		struct perf_data *pd = open_buf(&f);
+		struct record_source src;
+		perf_data_source(pd, &src);
+		while (src.drain(src.impl, on_period, &period) >= 0)
+			;
+		assert_int_equal(perf_data_info(pd)->period_is_ns, !cycles);
+		assert_int_equal(period, cycles ? 0 : 1000000);
+		assert_int_equal(f.p[104 + sizeof(struct perf_event_attr) + 16 + 32], 0x40);	/* the file as it was */
+		perf_data_free(pd);
+		free(f.p);
+		free(d.p);
+	}
+}
+
 /* A record of impossible size: an error naming its file offset. */
 static void test_corrupt_record(void **state)
 {
@@ -421,7 +539,8 @@ int main(void)
 		cmocka_unit_test(test_round_order),  cmocka_unit_test(test_mmap_as_mmap2),
 		cmocka_unit_test(test_two_events),   cmocka_unit_test(test_compressed),
 		cmocka_unit_test(test_corrupt_record), cmocka_unit_test(test_truncated),
-		cmocka_unit_test(test_not_perf_data),
+		cmocka_unit_test(test_not_perf_data), cmocka_unit_test(test_rounds_in_chunks),
+		cmocka_unit_test(test_periods),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

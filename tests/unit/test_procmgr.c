@@ -409,13 +409,18 @@ struct offline_opens {
 	pid_t pid;
 };
 
-/* procmgr_open_fn: this test binary, whatever path the mapping names. */
-static int open_self(void *ctx, const struct process *p, const struct mapping *m)
+/* procmgr_open_fn: this test binary, whatever path the mapping names; a path under /missing/ is not here (its
+ * build-id recorded as 0102...14). */
+static int open_self(void *ctx, const struct process *p, const struct mapping *m, char build_id[41])
 {
 	struct offline_opens *o = ctx;
 	o->calls++;
 	o->pid = p->pid;
 	snprintf(o->path, sizeof(o->path), "%s", m->path);
+	if (strncmp(m->path, "/missing/", 9) == 0) {
+		snprintf(build_id, 41, "%s", "0102030405060708090a0b0c0d0e0f1011121314");
+		return -ENOENT;
+	}
 	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
 }
@@ -471,6 +476,30 @@ static void test_offline_reads_no_proc(void **state)
 	assert_string_equal(o.path, "/recorded/elsewhere/prog");
 	assert_true(execinfo_contains_va(e, addr - m->bias));
 	assert_string_equal(procmgr_exe_path(p), "/recorded/elsewhere/prog");
+	/* a file not here: known without its contents, its addresses offsets in the file, by the recorded build-id */
+	struct perf_mmap2 gone = { .pid = (uint32_t)getpid(), .tid = (uint32_t)getpid(), .addr = 0x7f0000010000,
+				   .len = 0x3000, .pgoff = 0x2000, .prot = PROT_READ | PROT_EXEC,
+				   .filename = "/missing/libgone.so" };
+	procmgr_on_mmap2(s->pm, &gone);
+	struct mapping *gm = procmgr_find_mapping(s->pm, p, 0x7f0000011234, 1);
+	assert_non_null(gm);
+	struct execinfo *ge = procmgr_mapping_exe(s->pm, p, gm);
+	assert_non_null(ge);
+	assert_true(execinfo_unread(ge));
+	assert_int_equal(0x7f0000011234 - gm->bias, 0x3234);	/* 0x1234 into a mapping of offset 0x2000 */
+	assert_string_equal(execinfo_build_id(ge), "0102030405060708090a0b0c0d0e0f1011121314");
+	assert_string_equal(execinfo_name(ge), "libgone.so");
+	assert_null(execinfo_elf(ge));
+	assert_null(execinfo_symbolizer(ge));
+	assert_null(execinfo_deltas(ge));
+	/* another mapping of the same build shares its entry */
+	gone.addr = 0x7f0000020000;
+	gone.pgoff = 0;
+	gone.filename = "/missing/elsewhere/libgone.so";
+	procmgr_on_mmap2(s->pm, &gone);
+	struct mapping *gm2 = procmgr_find_mapping(s->pm, p, 0x7f0000020010, 1);
+	assert_true(gm2 && procmgr_mapping_exe(s->pm, p, gm2) == ge);
+	assert_int_equal(0x7f0000020010 - gm2->bias, 0x10);
 }
 
 int main(void)
