@@ -685,6 +685,8 @@ static void handle_task(struct session *s, const struct perf_event_header *rec)
 		if (process)
 			settle_held(s, (pid_t)t.pid);	/* a pid reused: the exited one's held samples first */
 		procmgr_on_fork(s->procs, &t);
+		if (process)
+			pyframes_forget(s->py, (pid_t)t.pid);	/* a pid taken again: the exited one's is no more */
 		if (process && t.pid != t.ppid && !s->opts.offline)
 			jitinfo_mgr_on_fork(s->jit, (pid_t)t.ppid, (pid_t)t.pid, clock_mono_ns());
 		return;
@@ -697,7 +699,7 @@ static void handle_task(struct session *s, const struct perf_event_header *rec)
 	if (process)
 		lanes_on_exit(s->lanes, (pid_t)t.pid, t.time);
 	if (process)
-		pyframes_forget(s->py, (pid_t)t.pid);
+		pyframes_on_exit(s->py, (pid_t)t.pid);
 	if (s->apm)
 		apm_link_on_exit(s->apm, (pid_t)t.pid, (pid_t)t.tid, process);
 }

@@ -99,6 +99,7 @@ struct pyprocess {
 	uint64_t runtime, code_type;	/* runtime addresses */
 	struct hindex codes;	/* code address -> struct code_entry * */
 	struct hindex tstates;	/* tid -> thread state address, as last found */
+	bool exited;		/* its exit was seen: info kept for its samples still queued (pyframes_on_exit) */
 };
 
 struct pyframes {
@@ -669,14 +670,15 @@ static int look_at(struct pyframes *m, struct procmgr *pm, struct process *p, st
 
 static void process_free(struct pyprocess *pp);
 
-/* The processes found not CPython (their exits missed: lost records) go; they are looked at again if sampled. */
+/* The processes found not CPython (their exits missed: lost records), and those that exited, go; they are looked
+ * at again if sampled. */
 static void forget_others(struct pyframes *m)
 {
 	uint64_t v;
 	uint32_t pid;
 	for (uint32_t pos = 0; hindex_u32_next(&m->processes, &pos, &pid, &v);) {
 		struct pyprocess *pp = (struct pyprocess *)(uintptr_t)v;
-		if (!pp->info.python && hindex_u32_del(&m->processes, pid))
+		if ((!pp->info.python || pp->exited) && hindex_u32_del(&m->processes, pid))
 			process_free(pp);	/* a removal marks its slot, moving no entry: the walk goes on */
 	}
 }
@@ -717,7 +719,8 @@ bool pyframes_known_python(struct pyframes *m, pid_t pid)
 	return yes;
 }
 
-static void process_free(struct pyprocess *pp)
+/* What reading a process's frames keeps: its code objects and its threads' states. */
+static void process_release_reads(struct pyprocess *pp)
 {
 	uint64_t v;
 	for (uint32_t pos = 0; hindex_next(&pp->codes, &pos, &v);) {
@@ -727,7 +730,26 @@ static void process_free(struct pyprocess *pp)
 	}
 	hindex_free(&pp->codes);
 	hindex_free(&pp->tstates);
+	memset(&pp->codes, 0, sizeof(pp->codes));
+	memset(&pp->tstates, 0, sizeof(pp->tstates));
+}
+
+static void process_free(struct pyprocess *pp)
+{
+	process_release_reads(pp);
 	free(pp);
+}
+
+void pyframes_on_exit(struct pyframes *m, pid_t pid)
+{
+	uint64_t v;
+	pthread_mutex_lock(&m->lock);
+	if (hindex_u32_get(&m->processes, (uint32_t)pid, &v)) {
+		struct pyprocess *pp = (struct pyprocess *)(uintptr_t)v;
+		process_release_reads(pp);
+		pp->exited = true;
+	}
+	pthread_mutex_unlock(&m->lock);
 }
 
 void pyframes_on_mapping(struct pyframes *m, pid_t pid)

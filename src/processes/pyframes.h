@@ -108,8 +108,12 @@ bool pyframes_known_python(struct pyframes *m, pid_t pid);
  */
 int pyframes_read(struct pyframes *m, pid_t pid, pid_t tid, struct pyframe *out, unsigned max, unsigned *n);
 
-/* pid exec'd or exited: what is known of it goes. */
+/* pid exec'd, or a new process took it: what is known of it goes. */
 void pyframes_forget(struct pyframes *m, pid_t pid);
+/* pid exited: what reading its frames keeps goes, but whether it was CPython and where its eval loop was stay until
+ * its pid is taken again (pyframes_forget) or room is needed: the fast lane's samples of its last moments, read
+ * before it exited, are handled after its exit record, and their Python frames are merged with that. */
+void pyframes_on_exit(struct pyframes *m, pid_t pid);
 /* pid mapped executable code: if it was found no CPython, it is looked at again at its next sample (an interpreter
  * whose libpython the dynamic loader maps after its first samples, under a shim that execs it, would otherwise stay
  * "no CPython" for its life). */
