@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,7 +256,18 @@ static void split_under(struct test_workdir *w, int which)
 		double spy_share = py_spy_share(spy_out);
 		fprintf(stderr, "py-spy: burn_a %.1f%% of the two paths (hostprof %.1f%%)\n", spy_share, share);
 		assert_true(spy_share >= 0);
-		assert_true(spy_share >= share - 3 && spy_share <= share + 3);
+		/* Within 3 points of py-spy, unless py-spy is the one off: it samples wall time, and on this fixture
+		 * alone (no hostprof) it gave burn_a 68.7% where the fixture's CPU-time account said 66.6%; in the
+		 * test it ran 66.3-69.2% against 66.7%, and 2 runs of 5 fell 3.1-3.4 points from hostprof's
+		 * 65.7-66.1%. A larger gap passes only when the deterministic account says hostprof is within
+		 * 1.5 points of the truth and nearer to it than py-spy. */
+		bool near = spy_share >= share - 3 && spy_share <= share + 3;
+		bool spy_off = fabs(share - own) <= 1.5 && fabs(share - own) < fabs(spy_share - own);
+		if (!near)
+			fprintf(stderr, "py-spy %.1f points from hostprof; the fixture's account: hostprof %.1f points off, "
+					"py-spy %.1f\n", fabs(spy_share - share), fabs(share - own), fabs(spy_share - own));
+		assert_true(near || spy_off);
+		assert_true(spy_share >= share - 5 && spy_share <= share + 5);
 	}
 	profile_free(p);
 }
