@@ -383,10 +383,11 @@ static unsigned add_user_frames(struct walk_call *c, struct trace_frame *out)
 	us.stack_size = ps->stack ? ps->stack_size : 0;
 	perf_callchain_user(ps, &us.fp_chain, &us.fp_chain_len);
 	c->sample = &us;
-	uint64_t t0 = clock_mono_ns();
+	uint64_t t0 = w->o.offline ? 0 : clock_mono_ns();	/* a file's walks are not timed (session.c) */
 	int nu = w->o.reference ? unwind_libunwind_unwind(w->unwinder, &up, &us, w->uframes, w->o.max_frames, &st) :
 				  unwind_deltas_unwind(w->deltas, &up, &us, w->uframes, w->o.max_frames, &st);
-	w->stats.unwind_ns += clock_mono_ns() - t0;
+	if (!w->o.offline)
+		w->stats.unwind_ns += clock_mono_ns() - t0;
 	if (c->pending && c->in->may_hold)
 		return 0;	/* held: counted when it is walked again */
 	if (w->d.capture && replay_writer_add_sample(w->d.capture, c->proc->pid, (pid_t)ps->tid, &us) < 0)

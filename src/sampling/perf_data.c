@@ -729,10 +729,20 @@ static void prefetch_record(const uint8_t *rec)
 		__builtin_prefetch(rec + i);
 }
 
+/* Whether the kept records are in time order already: a round of one CPU's records and what the last flush
+ * left usually are, and a sort of them is a cost per record that buys nothing. */
+static bool pending_sorted(const struct perf_data *pd)
+{
+	for (size_t i = 1; i < pd->npend; i++)
+		if (compare_pending(&pd->pend[i - 1], &pd->pend[i]) > 0)
+			return false;
+	return true;
+}
+
 /* Deliver the kept records up to time limit (all: UINT64_MAX), in time order; the rest stay. */
 static int flush(struct perf_data *pd, uint64_t limit, record_fn fn, void *ctx)
 {
-	if (pd->npend)
+	if (!pending_sorted(pd))
 		qsort(pd->pend, pd->npend, sizeof(*pd->pend), compare_pending);
 	size_t n = 0;
 	int stop = 0;
