@@ -13,7 +13,7 @@ LDFLAGS  ?=
 # pkg-config module -> Debian package that provides it.
 DEP_MODULES := libdw:libdw-dev libelf:libelf-dev libunwind-generic:libunwind-dev \
                capstone:libcapstone-dev msgpack:libmsgpack-dev cmocka:libcmocka-dev \
-               libcrypto:libssl-dev libprotobuf-c:libprotobuf-c-dev json-c:libjson-c-dev zlib:zlib1g-dev libzstd:libzstd-dev \
+               nettle:nettle-dev libprotobuf-c:libprotobuf-c-dev json-c:libjson-c-dev zlib:zlib1g-dev libzstd:libzstd-dev \
                libcurl:libcurl4-openssl-dev
 # Tools: protoc-c generates the pprof and OTLP encoders.
 DEB_PACKAGES := pkg-config protobuf-c-compiler libiberty-dev $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d))))

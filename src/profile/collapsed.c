@@ -8,7 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <openssl/evp.h>
+#include <nettle/base64.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,11 +26,14 @@ struct pair {
 
 void collapsed_stack_id(const uint8_t id[16], char *out)
 {
-	unsigned char b64[32];
-	int n = EVP_EncodeBlock(b64, id, 16);	/* 24 characters, "==" padded */
-	int k = 0;
-	for (int i = 0; i < n && b64[i] != '='; i++)
-		out[k++] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : (char)b64[i];
+	struct base64_encode_ctx ctx;
+	char b64[BASE64_ENCODE_LENGTH(16) + BASE64_ENCODE_FINAL_LENGTH];
+	base64url_encode_init(&ctx);
+	size_t n = base64_encode_update(&ctx, b64, 16, id);
+	n += base64_encode_final(&ctx, b64 + n);	/* 24 characters, "==" padded */
+	size_t k = 0;
+	for (size_t i = 0; i < n && b64[i] != '='; i++)
+		out[k++] = b64[i];
 	out[k] = '\0';
 }
 
