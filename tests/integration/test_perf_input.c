@@ -6,7 +6,8 @@
  * within a rounding). Then the commands (report, convert, diff) on perf.data files, a file cut short (read as far
  * as it goes, said), a corrupt one (an error naming the offset), and the recording's files found under --symfs,
  * missing, or of another build, and a shared library gone or rebuilt (its frames are offsets in it, unnamed).
- * They skip, saying why, only where perf is missing or the kernel refuses perf_event_open.
+ * On xz, perf's dwarf file read by both tools: each library's and the top 20 named functions' self shares, and the stacks
+ * reaching __libc_start_call_main (perf script's count). They skip, saying why, only where perf is missing or the kernel refuses perf_event_open.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -412,6 +413,111 @@ static void test_library_not_here(void **state)
 	assert_int_equal(test_run("grep -q 'not the build perf recorded' %s/rebuilt.err", d), 0);
 }
 
+/* Self shares by a column of `perf report --no-children --sort key -q` on file: up to max rows of "share%  name". */
+static size_t perf_shares(const char *file, const char *key, char names[][128], double *shares, size_t max)
+{
+	char cmd[800], line[4096];
+	snprintf(cmd, sizeof(cmd), "perf report -i %s --stdio --no-children --sort %s -q -g none 2>/dev/null", file,
+		 key);
+	FILE *f = popen(cmd, "r");
+	size_t n = 0;
+	double s;
+	int used;
+	while (f && n < max && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (sscanf(line, " %lf%%%n", &s, &used) != 1)
+			continue;
+		const char *name = line + used;
+		while (*name == ' ')
+			name++;
+		if (strncmp(name, "[.] ", 4) == 0 || strncmp(name, "[k] ", 4) == 0)
+			name += 4;
+		snprintf(names[n], 128, "%.*s", (int)strcspn(name, " "), name);
+		shares[n++] = s;
+	}
+	if (f)
+		pclose(f);
+	return n;
+}
+
+/* hostprof report's self share of the rows whose column col (3 library, 4 function) is name. */
+static double report_share(const char *report, int col, const char *name)
+{
+	FILE *f = fopen(report, "re");
+	char line[4096];
+	double sum = 0;
+	while (f && fgets(line, sizeof(line), f)) {
+		double self, total;
+		unsigned long long count;
+		char lib[512], fn[2048];
+		if (sscanf(line, " %lf%% %lf%% %llu %511s %2047s", &self, &total, &count, lib, fn) == 5 &&
+		    strcmp(col == 3 ? lib : fn, name) == 0)
+			sum += self;
+	}
+	if (f)
+		fclose(f);
+	return sum;
+}
+
+/*
+ * xz, a real program without symbols in its library: perf's dwarf file read by both tools. The same share in each
+ * library and in each named function perf puts first (the same samples, so within rounding), and at least as many
+ * stacks reaching __libc_start_call_main as perf script shows.
+ */
+static void test_xz_agrees_with_perf(void **state)
+{
+	struct test_workdir *f = *state;
+	const char *d = f->dir;
+	require_perf_tool();
+	test_require_tool("xz --version", "xz (make deps installs xz-utils)");
+	assert_int_equal(test_run("seq 1 600000 > %s/in.txt && perf record -q -F 999 --call-graph dwarf,16384 -o "
+				  "%s/xz.data -- xz -6 -T1 -c %s/in.txt > /dev/null 2>&1", d, d, d), 0);
+	char file[600], report[700];
+	snprintf(file, sizeof(file), "%s/xz.data", d);
+	snprintf(report, sizeof(report), "%s/xz.report", d);
+	assert_int_equal(test_run("\"$HOSTPROF\" report --wide -n 100000 %s > %s 2>/dev/null", file, report), 0);
+	char names[20][128];
+	double shares[20];
+	size_t n = perf_shares(file, "dso", names, shares, 20);
+	assert_true(n >= 1);
+	for (size_t i = 0; i < n && shares[i] >= 0.5; i++) {
+		/* perf's [kernel.kallsyms] is hostprof's [kernel] */
+		double ours = report_share(report, 3, strcmp(names[i], "[kernel.kallsyms]") ? names[i] : "[kernel]");
+		fprintf(stderr, "xz: library %s self %.2f%%, perf %.2f%%\n", names[i], ours, shares[i]);
+		assert_true(fabs(ours - shares[i]) <= 0.5);
+	}
+	/* the top 20 named functions (liblzma's own are addresses in a stripped file: a library's row in hostprof) */
+	static char syms[400][128];
+	static double sym_shares[400];
+	n = perf_shares(file, "sym", syms, sym_shares, 400);
+	size_t named = 0;
+	for (size_t i = 0; i < n && named < 20; i++) {
+		if (strncmp(syms[i], "0x", 2) == 0)
+			continue;
+		double ours = report_share(report, 4, syms[i]);
+		fprintf(stderr, "xz: %s self %.2f%%, perf %.2f%%\n", syms[i], ours, sym_shares[i]);
+		assert_true(ours > 0 && fabs(ours - sym_shares[i]) <= 0.3);
+		named++;
+	}
+	assert_true(named >= 10);
+	struct profile *p = load(d, "xz.data");
+	const char *roots[] = { "__libc_start_call_main" };
+	uint64_t total = test_total_samples(p), ours = test_samples_complete_to(p, roots, 1);
+	char count[64] = "";
+	assert_int_equal(setenv("PERF_FILE", file, 1), 0);
+	FILE *ps = popen("perf script -i \"$PERF_FILE\" -F ip,sym 2>/dev/null | awk 'BEGIN { RS = \"\" } "
+		   "/__libc_start_call_main/ { c++ } END { print c + 0 }'", "r");
+	assert_non_null(ps);
+	assert_non_null(fgets(count, sizeof(count), ps));
+	pclose(ps);
+	uint64_t theirs = strtoull(count, NULL, 10);
+	fprintf(stderr, "xz: %llu samples, %llu reach __libc_start_call_main, perf script %llu\n",
+		(unsigned long long)total, (unsigned long long)ours, (unsigned long long)theirs);
+	assert_true(total >= 1000);
+	assert_true(ours >= theirs);
+	profile_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -421,6 +527,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_commands, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_symfs, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_library_not_here, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_xz_agrees_with_perf, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
