@@ -37,7 +37,8 @@ void perfparser_stream_free(struct perfparser_stream *s);
 size_t perfparser_stream_samples(const struct perfparser_stream *s);
 /*
  * The function names of sample i, leaf first, inline frames expanded (the inlined function before its caller); a
- * frame perfparser could not name is "??". Fills at most max names; returns how many the stack has.
+ * frame perfparser could not name is "??". Names are perfparser's: an inlined function's is qualified by the
+ * scope perfparser found it in ("caller::inlined"). Fills at most max names; returns how many the stack has.
  */
 size_t perfparser_stream_functions(const struct perfparser_stream *s, size_t i, const char **names, size_t max);
 
