@@ -22,11 +22,14 @@ DEB_PACKAGES := pkg-config protobuf-c-compiler libiberty-dev $(foreach d,$(DEP_M
 # schema, curl posts it to a collector; chromium opens the flame graph pages headless, script gives record a
 # terminal; the python3 package, probed by its pydoc3, brings the standard library the
 # scripted OTLP receiver needs, which python3-minimal lacks). npm and rustc are installed only where no other install provides them
-# (nodesource's nodejs bundles npm, rustup's rustc is in ~/.cargo/bin).
+# (nodesource's nodejs bundles npm, rustup's rustc is in ~/.cargo/bin). hotspot brings perfparser, the second
+# reader of perf.data files the tests and the bench compare with; it is installed without its recommends (KDE's
+# and Qt's GUI extras, which perfparser does not use): LEAN_TOOLS.
 TEST_TOOLS   := perf:linux-perf go:golang-go node:nodejs javac:default-jdk-headless clang:clang ld.lld:lld \
                 sqlite3:sqlite3 xz:xz-utils pydoc3:python3 g++:g++ objdump:binutils addr2line:binutils \
                 setpriv:util-linux npm:npm rustc:rustc protoc:protobuf-compiler curl:curl \
-                chromium:chromium script:bsdutils
+                chromium:chromium script:bsdutils hotspot:hotspot
+LEAN_TOOLS   := hotspot
 PKG_MODULES  := $(foreach d,$(DEP_MODULES),$(word 1,$(subst :, ,$(d))))
 LIB_MODULES  := $(filter-out cmocka,$(PKG_MODULES))
 
@@ -43,6 +46,8 @@ endif
 # Test tools missing here (rustc counts as there when rustup's is).
 tool_missing = $(if $(shell command -v $(1) 2>/dev/null || { [ $(1) = rustc ] && [ -x "$$HOME/.cargo/bin/rustc" ] && echo ok; }),,$(2))
 MISSING_TOOLS := $(sort $(foreach t,$(TEST_TOOLS),$(call tool_missing,$(word 1,$(subst :, ,$(t))),$(word 2,$(subst :, ,$(t))))))
+MISSING_LEAN  := $(filter $(LEAN_TOOLS),$(MISSING_TOOLS))
+MISSING_TOOLS := $(filter-out $(LEAN_TOOLS),$(MISSING_TOOLS))
 
 ifeq ($(MISSING),)
 DEP_CFLAGS := $(shell pkg-config --cflags $(LIB_MODULES))
@@ -105,6 +110,9 @@ endif
 deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y $(DEB_PACKAGES) $(MISSING_TOOLS)
+ifneq ($(MISSING_LEAN),)
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(MISSING_LEAN)
+endif
 
 deps-auto:
 ifneq ($(MISSING),)
@@ -113,9 +121,14 @@ endif
 
 # The tests' tools, installed where missing (make check, make bench).
 test-deps-auto: deps-auto
-ifneq ($(MISSING_TOOLS),)
+ifneq ($(MISSING_TOOLS)$(MISSING_LEAN),)
 	apt-get update
+endif
+ifneq ($(MISSING_TOOLS),)
 	DEBIAN_FRONTEND=noninteractive apt-get install -y $(MISSING_TOOLS)
+endif
+ifneq ($(MISSING_LEAN),)
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(MISSING_LEAN)
 endif
 
 $(BIN): $(MAIN_OBJ) $(LIB_OBJS)

@@ -6,8 +6,12 @@
  * within a rounding). Then the commands (report, convert, diff) on perf.data files, a file cut short (read as far
  * as it goes, said), a corrupt one (an error naming the offset), and the recording's files found under --symfs,
  * missing, or of another build, and a shared library gone or rebuilt (its frames are offsets in it, unnamed).
- * On xz, perf's dwarf file read by both tools: each library's and the top 20 named functions' self shares, and the stacks
- * reaching __libc_start_call_main (perf script's count). They skip, saying why, only where perf is missing or the kernel refuses perf_event_open.
+ * On xz, perf's dwarf file read by both tools: each library's and the top 20 named functions' self shares, and
+ * the stacks reaching __libc_start_call_main (perf script's count). The dwarf and fp files are also read by
+ * hotspot's perfparser (Debian's hotspot package), a second reader of the same samples: the leaves' self shares
+ * compared, and the dwarf stacks reaching main (perfparser 4.12, Debian 12's, reads no COMPRESSED records: the -z
+ * file is not given to it). They skip, saying why, only where perf is missing or the kernel refuses
+ * perf_event_open.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +29,7 @@
 #include <unistd.h>
 
 #include "src/cmd/perf_input.h"
+#include "tests/lib/perfparser_stream.h"
 #include "tests/lib/testlib.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -102,6 +107,70 @@ static void assert_same_as_perf(const char *dir, const char *name, const struct 
 	}
 }
 
+#define PERFPARSER "/usr/lib/x86_64-linux-gnu/libexec/hotspot-perfparser"
+
+/* The share of perfparser's samples (tests/lib/perfparser_stream.h) with leaf as their leaf, and reaching main. */
+static void perfparser_shares(const struct perfparser_stream *s, const char *leaf, double *self, double *to_main)
+{
+	size_t n = perfparser_stream_samples(s), leaves = 0, complete = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *names[512];
+		size_t k = perfparser_stream_functions(s, i, names, ARRAY_LEN(names));
+		k = k < ARRAY_LEN(names) ? k : ARRAY_LEN(names);
+		leaves += k && strcmp(names[0], leaf) == 0;
+		for (size_t j = 0; j < k; j++)
+			if (strcmp(names[j], "main") == 0) {
+				complete++;
+				break;
+			}
+	}
+	*self = test_share(leaves, n);
+	*to_main = test_share(complete, n);
+}
+
+/* hotspot's perfparser on the same file: its own unwinding (libdw) of the same samples gives the same leaves'
+ * self shares, and (dwarf: complete) hostprof's stacks reach main at least as often as its do. */
+static void assert_same_as_perfparser(const char *dir, const char *name, const struct profile *p, bool complete)
+{
+	struct perfparser_stream *s;
+	char err[300];
+	if (test_run("test -x " PERFPARSER) != 0) {
+		test_skip_part("hotspot's perfparser is not installed: no comparison with it (make deps installs hotspot)");
+		return;
+	}
+	/* --max-frames -1: every frame it can unwind (its default stops at 64) */
+	assert_int_equal(test_run(PERFPARSER " --input %s/%s --output %s/%s.qps --max-frames -1 2>%s/%s.qps.err", dir,
+				  name, dir, name, dir, name), 0);
+	snprintf(err, sizeof(err), "%s/%s.qps", dir, name);
+	if (perfparser_stream_read(err, &s, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	const char *roots[] = { "main" };
+	double whole = test_share(test_samples_complete_to(p, roots, 1), test_total_samples(p)), self, to_main = 0;
+	fprintf(stderr, "%s: perfparser %zu samples, hostprof %llu\n", name, perfparser_stream_samples(s),
+		(unsigned long long)test_total_samples(p));
+	assert_int_equal(perfparser_stream_samples(s), test_total_samples(p));
+	const char *leaves[] = { "leaf_a", "leaf_b" };
+	for (size_t i = 0; i < ARRAY_LEN(leaves); i++) {
+		double ours = self_share(p, leaves[i]);
+		perfparser_shares(s, leaves[i], &self, &to_main);
+		fprintf(stderr, "%s: %s self %.2f%%, perfparser %.2f%%\n", name, leaves[i], ours, self);
+		/* the same samples unwound by two unwinders: a boundary sample or two may differ */
+		assert_true(fabs(ours - self) <= 0.5);
+	}
+	fprintf(stderr, "%s: unwound to main: hostprof %.2f%%, perfparser %.2f%%\n", name, whole, to_main);
+	if (complete) {
+		assert_true(to_main > 50.0);	/* perfparser did unwind: the comparison means something */
+		assert_true(whole >= to_main - 0.5);
+	}
+	perfparser_stream_free(s);
+	/* the stream cut inside its last event: the reader refuses it, naming where */
+	assert_int_equal(test_run("head -c -3 %s/%s.qps > %s/cut.qps", dir, name, dir), 0);
+	snprintf(err, sizeof(err), "%s/cut.qps", dir);
+	assert_int_equal(perfparser_stream_read(err, &s, err, sizeof(err)), -EINVAL);
+	fprintf(stderr, "%s\n", err);
+	assert_non_null(strstr(err, "ends inside an event (event at offset"));
+}
+
 static void assert_split(const char *name, const struct profile *p, bool complete)
 {
 	uint64_t total = test_total_samples(p);
@@ -133,6 +202,7 @@ static void test_dwarf(void **state)
 	struct profile *p = load(f->dir, "dwarf.data");
 	assert_split("perf.data (dwarf)", p, true);
 	assert_same_as_perf(f->dir, "dwarf.data", p);
+	assert_same_as_perfparser(f->dir, "dwarf.data", p, true);
 	assert_true(p->info.event && p->info.event[0]);	/* the event's name, from EVENT_DESC */
 	assert_true(p->info.frequency_hz == 999);
 	/* hostprof's own recording of the same fixture: shares within noise (two runs of ~2000 samples) */
@@ -169,6 +239,7 @@ static void test_frame_pointers(void **state)
 	struct profile *p = load(f->dir, "fp.data");
 	assert_split("perf.data (fp)", p, false);
 	assert_same_as_perf(f->dir, "fp.data", p);
+	assert_same_as_perfparser(f->dir, "fp.data", p, false);
 	profile_free(p);
 }
 
