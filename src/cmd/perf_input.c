@@ -12,7 +12,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pwd.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -38,10 +40,12 @@ struct failed_file {
 	size_t nranges, capranges;
 };
 
+#define BUILDID_DIRS 2
+
 struct opener {
 	struct perf_data *pd;
 	const char *symfs;
-	const char *home;
+	char buildid_dir[BUILDID_DIRS][PATH_MAX];	/* perf's build-id caches to look in, "" for none */
 	struct failed_file *failed;
 	size_t nfailed, capfailed;
 };
@@ -137,15 +141,16 @@ static int open_file(void *ctx, const struct process *p, const struct mapping *m
 {
 	struct opener *o = ctx;
 	const struct perf_data_build_id *b = perf_data_build_id(o->pd, p->pid, m->path);
-	char cand[3][PATH_MAX], want[41] = "", found[41] = "";
+	char cand[2 + BUILDID_DIRS][PATH_MAX], want[41] = "", found[41] = "";
 	int n = 0;
 	if (o->symfs && o->symfs[0])
 		snprintf(cand[n++], PATH_MAX, "%s%s", o->symfs, m->path);
 	snprintf(cand[n++], PATH_MAX, "%s", m->path);
 	if (b && b->size)
 		hex(b->id, b->size, want);
-	if (b && b->size && o->home)
-		snprintf(cand[n++], PATH_MAX, "%s/.debug/.build-id/%.2s/%s/elf", o->home, want, want + 2);
+	for (int i = 0; b && b->size && i < BUILDID_DIRS; i++)
+		if (o->buildid_dir[i][0])
+			snprintf(cand[n++], PATH_MAX, "%s/.build-id/%.2s/%s/elf", o->buildid_dir[i], want, want + 2);
 	bool any = false;
 	for (int i = 0; i < n; i++) {
 		int fd = regular_file_open(AT_FDCWD, cand[i], 0, NULL);
@@ -175,6 +180,25 @@ static int open_file(void *ctx, const struct process *p, const struct mapping *m
 		add_failed_range(f, p->pid, m->start, m->end);
 	}
 	return any ? -ESTALE : -ENOENT;
+}
+
+/*
+ * perf's build-id caches, as perf record fills them: $PERF_BUILDID_DIR, else ~/.debug; then, where the file is
+ * another user's (root reading what a user recorded), that user's ~/.debug, where their perf record put the
+ * files. What is found there is used only if its build-id is the recorded one.
+ */
+static void find_buildid_dirs(struct opener *o, const char *path)
+{
+	const char *env = getenv("PERF_BUILDID_DIR"), *home = getenv("HOME");
+	if (env && env[0])
+		snprintf(o->buildid_dir[0], PATH_MAX, "%s", env);
+	else if (home && home[0])
+		snprintf(o->buildid_dir[0], PATH_MAX, "%s/.debug", home);
+	struct stat st;
+	struct passwd *pw;
+	if (stat(path, &st) == 0 && st.st_uid != geteuid() && (pw = getpwuid(st.st_uid)) && pw->pw_dir &&
+	    pw->pw_dir[0] == '/')
+		snprintf(o->buildid_dir[1], PATH_MAX, "%s/.debug", pw->pw_dir);
 }
 
 /*
@@ -302,7 +326,8 @@ int perf_input_load(const char *path, const struct perf_input_options *o, struct
 	bool kernel = !in->exclude_kernel && strcmp(in->osrelease, u.release) == 0;
 	int64_t offset = in->has_clock_data ? (int64_t)(in->clock_wall_ns - in->clock_ns)
 					    : (int64_t)(clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC));
-	struct opener op = { .pd = pd, .symfs = o ? o->symfs : NULL, .home = getenv("HOME") };
+	struct opener op = { .pd = pd, .symfs = o ? o->symfs : NULL };
+	find_buildid_dirs(&op, path);
 	struct session_offline off = { .open_file = open_file, .open_ctx = &op, .kernel = kernel,
 				       .realtime_offset_ns = (uint64_t)offset };
 	struct session_options so = { .unwinder = SESSION_UNWIND_DELTAS, .offline = &off, .use_cache = 1 };

@@ -530,6 +530,34 @@ static double report_share(const char *report, int col, const char *name)
 	return sum;
 }
 
+/* A library gone from its path is found in the build-id cache perf record filled (perf's buildid.dir, given as
+ * $PERF_BUILDID_DIR as perf gives it to its scripts), named as if it were still there; without that cache it is
+ * unnamed. */
+static void test_buildid_dir(void **state)
+{
+	struct test_workdir *f = *state;
+	const char *d = f->dir;
+	char caller[256], lib[256];
+	require_perf_tool();
+	test_fixture_path("shared_caller", caller, sizeof(caller));
+	test_fixture_path("libfixture_shared.so", lib, sizeof(lib));
+	assert_int_equal(test_run("mkdir -p %s/bin %s/cache && cp %s %s %s/bin/", d, d, caller, lib, d), 0);
+	/* perf's cache directory is its buildid.dir setting; it exports it to its scripts as $PERF_BUILDID_DIR */
+	assert_int_equal(test_run("printf '[buildid]\\n\\tdir = %s/cache\\n' > %s/perfconfig && PERF_CONFIG=%s/perfconfig "
+				  "perf record -q -F 999 --call-graph dwarf,8192 -o %s/lib.data -- %s/bin/shared_caller 1 "
+				  ">/dev/null 2>&1", d, d, d, d, d), 0);
+	assert_int_equal(test_run("ls %s/cache/.build-id/*/*/elf >/dev/null", d), 0);	/* perf filled it */
+	assert_int_equal(test_run("rm %s/bin/libfixture_shared.so", d), 0);
+	assert_int_equal(test_run("PERF_BUILDID_DIR=%s/cache HOME=%s \"$HOSTPROF\" report %s/lib.data > %s/found.txt "
+				  "2> %s/found.err", d, d, d, d, d), 0);
+	assert_int_equal(test_run("grep -q lib_hot_function %s/found.txt", d), 0);
+	assert_int_equal(test_run("grep -q 'libfixture_shared.so:' %s/found.err", d), 1);	/* nothing said missing */
+	assert_int_equal(test_run("PERF_BUILDID_DIR=%s/elsewhere HOME=%s \"$HOSTPROF\" report %s/lib.data > "
+				  "%s/missing.txt 2> %s/missing.err", d, d, d, d, d), 0);
+	assert_int_equal(test_run("grep -q lib_hot_function %s/missing.txt", d), 1);
+	assert_int_equal(test_run("grep -q 'libfixture_shared.so' %s/missing.err", d), 0);
+}
+
 /*
  * xz, a real program without symbols in its library: perf's dwarf file read by both tools. The same share in each
  * library and in each named function perf puts first (the same samples, so within rounding), and at least as many
@@ -598,6 +626,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_commands, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_symfs, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_library_not_here, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_buildid_dir, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_xz_agrees_with_perf, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
