@@ -73,11 +73,11 @@ static double self_share(const struct profile *p, const char *name)
 }
 
 /* perf report --no-children's self share of symbol on dir/name, -1 if absent. */
-static double perf_self_share(const char *dir, const char *name, const char *symbol)
+static double perf_self_share(const char *perf, const char *dir, const char *name, const char *symbol)
 {
 	char out[700], line[4096];
 	snprintf(out, sizeof(out), "%s/%s.report", dir, name);
-	if (test_run("perf report -i %s/%s --stdio --no-children --sort sym -q 2>/dev/null > %s", dir, name, out) != 0)
+	if (test_run("%s report -i %s/%s --stdio --no-children --sort sym -q 2>/dev/null > %s", perf, dir, name, out) != 0)
 		return -1;
 	FILE *f = fopen(out, "re");
 	double share = -1, s;
@@ -95,16 +95,21 @@ static double perf_self_share(const char *dir, const char *name, const char *sym
 }
 
 /* The leaves' self shares agree with perf's on the same file. */
-static void assert_same_as_perf(const char *dir, const char *name, const struct profile *p)
+static void assert_same_as_perf_of(const char *perf_cmd, const char *dir, const char *name, const struct profile *p)
 {
 	const char *leaves[] = { "leaf_a", "leaf_b" };
 	for (size_t i = 0; i < ARRAY_LEN(leaves); i++) {
-		double ours = self_share(p, leaves[i]), perf = perf_self_share(dir, name, leaves[i]);
+		double ours = self_share(p, leaves[i]), perf = perf_self_share(perf_cmd, dir, name, leaves[i]);
 		fprintf(stderr, "%s: %s self %.2f%%, perf report %.2f%%\n", name, leaves[i], ours, perf);
 		/* the same samples; perf rounds to 0.01 and may name a sample or two of a boundary otherwise */
 		assert_true(perf >= 0);
 		assert_true(fabs(ours - perf) <= 0.5);
 	}
+}
+
+static void assert_same_as_perf(const char *dir, const char *name, const struct profile *p)
+{
+	assert_same_as_perf_of("perf", dir, name, p);
 }
 
 #define PERFPARSER "/usr/lib/x86_64-linux-gnu/libexec/hotspot-perfparser"
@@ -559,6 +564,35 @@ static void test_buildid_dir(void **state)
 }
 
 /*
+ * A newer perf than Debian 12's (bookworm-backports' linux-perf, fetched into the download cache and run from
+ * there: tests/newer_perf/fetch): its dwarf and -z files read as perf 6.1's are, agreeing with its own report.
+ */
+static void test_newer_perf(void **state)
+{
+	struct test_workdir *f = *state;
+	char perf[600] = "", cmd[700], fixture[256];
+	require_perf_tool();
+	snprintf(cmd, sizeof(cmd), "tests/newer_perf/fetch '%s'", test_download_cache());
+	FILE *fetch = popen(cmd, "r");
+	if (!fetch || !fgets(perf, sizeof(perf), fetch) || pclose(fetch) != 0) {
+		test_skip_part("no newer perf: bookworm-backports' linux-perf could not be fetched");
+		return;
+	}
+	perf[strcspn(perf, "\n")] = '\0';
+	test_fixture_path("split_paths", fixture, sizeof(fixture));
+	assert_int_equal(test_run("%s --version", perf), 0);
+	const char *names[] = { "new.data", "new-z.data" }, *opts[] = { "", "-z" };
+	for (size_t i = 0; i < ARRAY_LEN(names); i++) {
+		assert_int_equal(test_run("%s record -q -F 999 %s --call-graph dwarf,16384 -o %s/%s -- %s 2 >/dev/null "
+					  "2>&1", perf, opts[i], f->dir, names[i], fixture), 0);
+		struct profile *p = load(f->dir, names[i]);
+		assert_split(names[i], p, true);
+		assert_same_as_perf_of(perf, f->dir, names[i], p);
+		profile_free(p);
+	}
+}
+
+/*
  * xz, a real program without symbols in its library: perf's dwarf file read by both tools. The same share in each
  * library and in each named function perf puts first (the same samples, so within rounding), and at least as many
  * stacks reaching __libc_start_call_main as perf script shows.
@@ -627,6 +661,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_symfs, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_library_not_here, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_buildid_dir, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_newer_perf, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_xz_agrees_with_perf, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
