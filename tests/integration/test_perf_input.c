@@ -6,6 +6,8 @@
  * within a rounding). Then the commands (report, convert, diff) on perf.data files, a file cut short (read as far
  * as it goes, said), a corrupt one (an error naming the offset), and the recording's files found under --symfs,
  * missing, or of another build, and a shared library gone or rebuilt (its frames are offsets in it, unnamed).
+ * Last, sched:sched_switch samples (hotspot's recipe, with and without --switch-events) as off-CPU time, against
+ * the offcpu_split fixture's own stopwatch.
  * They skip, saying why, only where perf is missing or the kernel refuses perf_event_open.
  */
 #include <setjmp.h>
@@ -412,6 +414,130 @@ static void test_library_not_here(void **state)
 	assert_int_equal(test_run("grep -q 'not the build perf recorded' %s/rebuilt.err", d), 0);
 }
 
+/*
+ * sched:sched_switch samples become off-CPU time. Where tracefs is not mounted (perf record needs it for the
+ * tracepoint; hostprof does not, to read the file) it is mounted for the recording and unmounted after.
+ */
+static bool tracefs_mount(void)
+{
+	if (access("/sys/kernel/tracing/events/sched/sched_switch", F_OK) == 0)
+		return false;
+	if (test_run("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") != 0 ||
+	    access("/sys/kernel/tracing/events/sched/sched_switch", F_OK) != 0)
+		test_skip("tracefs is not mounted and cannot be (perf record -e sched:sched_switch needs it)");
+	return true;
+}
+
+/* hotspot's recipe (cpu-clock for the hardware cycles this machine lacks) of offcpu_split pipe, with perf's
+ * options opts: perf's -F would sample the tracepoint too, so the clock's frequency is its own. The fixture's
+ * stopwatch lines go to dir/name.stopwatch. */
+static void record_switches(const char *dir, const char *name, const char *opts)
+{
+	char fixture[256];
+	bool mounted = tracefs_mount();
+	int rc = test_run("perf record -q --call-graph dwarf,8192 -e cpu-clock/freq=999/ -e sched:sched_switch %s -o "
+			  "%s/%s -- %s pipe >/dev/null 2>%s/%s.stopwatch", opts, dir, name,
+			  test_fixture_path("offcpu_split", fixture, sizeof(fixture)), dir, name);
+	if (mounted)
+		assert_int_equal(test_run("umount /sys/kernel/tracing"), 0);
+	assert_int_equal(rc, 0);
+}
+
+/* The main thread's time inside its waiting call, by its own stopwatch (ns). */
+static double stopwatch_waited(const char *dir, const char *name)
+{
+	char path[600], line[256];
+	double wall, waited = -1, cpu;
+	snprintf(path, sizeof(path), "%s/%s.stopwatch", dir, name);
+	FILE *in = fopen(path, "r");
+	assert_non_null(in);
+	while (fgets(line, sizeof(line), in))
+		if (sscanf(line, "offcpu_split: main wall=%lf waited=%lf cpu=%lf", &wall, &waited, &cpu) == 3)
+			break;
+	fclose(in);
+	assert_true(waited > 0);
+	return waited;
+}
+
+/* The main thread's blocked time (off CPU, not preempted), and of it what is under main -> wait_pipe -> read,
+ * complete to its root (no error frame). */
+static void main_blocked(const struct profile *p, uint64_t *all, uint64_t *under)
+{
+	*all = *under = 0;
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_sample *s = &p->samples.items[i];
+		const char *names[512];
+		uint64_t ns = s->off_cpu_ns - s->preempted_ns;
+		if (!ns || strcmp(profile_string(p, s->thread_name), "offcpu_split") != 0)
+			continue;
+		*all += ns;
+		size_t n = test_stack_functions(p, s->stack, names, ARRAY_LEN(names)), k = 0;
+		if (test_stack_has_error(p, s->stack))
+			continue;
+		while (k < n && strcmp(names[k], "main") != 0)
+			k++;
+		while (k < n && strcmp(names[k], "wait_pipe") != 0)
+			k++;
+		while (k < n && !strstr(names[k], "read"))
+			k++;
+		*under += k < n ? ns : 0;
+	}
+}
+
+/* The off-CPU microseconds of convert --to collapsed --value off-cpu on stacks through wait_pipe. */
+static double collapsed_wait_pipe_us(const char *dir, const char *name)
+{
+	char path[600], line[65536];
+	double sum = 0;
+	assert_int_equal(test_run("\"$HOSTPROF\" convert %s/%s --to collapsed --value off-cpu -o %s/%s.folded "
+				  "2>/dev/null", dir, name, dir, name), 0);
+	snprintf(path, sizeof(path), "%s/%s.folded", dir, name);
+	FILE *in = fopen(path, "r");
+	assert_non_null(in);
+	while (fgets(line, sizeof(line), in)) {
+		char *sp = strrchr(line, ' ');
+		if (sp && strstr(line, ";main;") && strstr(line, ";wait_pipe;"))
+			sum += strtod(sp + 1, NULL);
+	}
+	fclose(in);
+	return sum;
+}
+
+/*
+ * offcpu_split pipe: main blocks in wait_pipe -> read about half its 2 s, 200 times, by its own stopwatch. With
+ * --switch-events (hotspot's recipe) each block's end is the kernel's switch-in record: the blocked time agrees
+ * with the stopwatch within 5% and 20 ms. Without, a block ends at the thread's next sample at the latest: after at
+ * most one cpu-clock period (1.001 ms) of its CPU time, for each of at most 201 blocks (200 bytes, then the end).
+ * Either way it lies under main -> wait_pipe -> read, complete, and convert gives the same time.
+ */
+static void check_switches(const char *dir, const char *name, double late_ns)
+{
+	struct profile *p = load(dir, name);
+	uint64_t all, under;
+	main_blocked(p, &all, &under);
+	double waited = stopwatch_waited(dir, name), folded = collapsed_wait_pipe_us(dir, name);
+	fprintf(stderr, "%s: main blocked %.1f ms (%.1f%% under main -> wait_pipe -> read), stopwatch %.1f ms, "
+		"collapsed %.1f ms\n", name, all / 1e6, test_share(under, all), waited / 1e6, folded / 1e3);
+	assert_true(test_share(under, all) >= 90.0);
+	assert_true(all >= waited * 0.95 - 20e6);
+	assert_true(all <= waited * 1.05 + 20e6 + late_ns);
+	assert_true(fabs(folded * 1e3 - (double)under) <= 0.01 * (double)under + 1e6);
+	/* the CPU samples are still there: main burns the other half */
+	const char *burn[] = { "main", "run_pipe", "burn" };
+	assert_true(test_samples_with_chain(p, burn, ARRAY_LEN(burn)) >= 500);
+	profile_free(p);
+}
+
+static void test_sched_switch(void **state)
+{
+	const struct test_workdir *f = *state;
+	require_perf_tool();
+	record_switches(f->dir, "switches.data", "--switch-events");
+	check_switches(f->dir, "switches.data", 0);
+	record_switches(f->dir, "inferred.data", "");
+	check_switches(f->dir, "inferred.data", 201 * 1001001.0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -421,6 +547,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_commands, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_symfs, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_library_not_here, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_sched_switch, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
