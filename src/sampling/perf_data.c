@@ -516,7 +516,7 @@ static void fill_info(struct perf_data *pd)
 static void find_switch_attr(struct perf_data *pd)
 {
 	static const struct switch_format usual = { .prev_state = 32, .prev_state_size = 8, .next_pid = 56,
-						    .need = 64 };
+						    .need = 60 };
 	pd->off_attr = NO_ATTR;
 	for (unsigned i = 0; i < pd->nattrs; i++) {
 		const struct pd_attr *a = &pd->attrs[i];
