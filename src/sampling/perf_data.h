@@ -25,7 +25,8 @@
  * else records the reader makes (PERF_RECORD_SWITCH, a layout of their own: pid, tid and time as sample_id): a switch-out after
  * the sample, preempted when the raw data's prev_state says runnable (R, R+), and a switch-in of its next_pid at
  * the same time, or at the waiting thread's next sample of any event or its EXIT record (it is running then: at
- * most one sampling period late). Switch-outs of an exiting thread (prev_state X or Z) are not delivered. The event is the
+ * most one sampling period late). Switch-outs of an exiting thread (prev_state X or Z), and switch records after
+ * its EXIT (a CPU-wide event has them for its last moments), are not delivered: it never runs again. The event is the
  * tracepoint whose id is sched_switch's in the file's copy of tracefs's formats (TRACING_DATA), or that
  * EVENT_DESC names "sched:sched_switch"; where prev_state and next_pid are in its raw data comes from that format,
  * else the kernel's usual layout. A sample whose raw data is too short for them is a corrupt record (-EBADMSG).
@@ -82,7 +83,7 @@ struct perf_data_counts {
 	uint64_t delivered;		/* records handed to the consumer */
 	uint64_t samples_other;		/* samples of the other events (not delivered) */
 	uint64_t switch_outs;		/* sched:sched_switch samples delivered as off-CPU samples */
-	uint64_t switch_outs_exiting;	/* ... not delivered: the thread was exiting */
+	uint64_t switch_outs_exiting;	/* ... and switch-out records, not delivered: the thread was exiting */
 	uint64_t switches_made;		/* switch records the reader made (no --switch-events) */
 	uint64_t first_time, last_time;	/* the first and last sample's time, in the records' clock */
 	uint64_t compressed_bytes, decompressed_bytes;

@@ -583,6 +583,18 @@ static void put_switch_record(struct buf *b, uint64_t t, uint32_t tid, uint16_t 
 	put64(b, CLOCK_ID);
 }
 
+/* A FORK or EXIT record of tid (pid 7) with the clock's sample_id. */
+static void put_task(struct buf *b, uint32_t type, uint64_t t, uint32_t tid)
+{
+	put_header(b, type, 0, 8 + 24 + 24);
+	put_pair(b, 7, 7);	/* pid, ppid */
+	put_pair(b, tid, 7);	/* tid, ptid */
+	put64(b, t);
+	put_pair(b, 7, tid);
+	put64(b, t);
+	put64(b, CLOCK_ID);
+}
+
 static void put_string(struct buf *b, const char *str)
 {
 	char padded[64] = { 0 };
@@ -767,8 +779,9 @@ static void test_switch_inferred(void **state)
 	free(d.p);
 }
 
-/* With --switch-events the file's switch records are delivered as they are, and none made; the tracepoint is told
- * by its name (EVENT_DESC), its raw data read in the kernel's usual layout. */
+/* With --switch-events the file's switch records are delivered as they are, and none made, but for those of a
+ * thread after its exit; the tracepoint is told by its name (EVENT_DESC), its raw data read in the kernel's usual
+ * layout. */
 static void test_switch_records(void **state)
 {
 	(void)state;
@@ -777,22 +790,34 @@ static void test_switch_records(void **state)
 	put_switch_record(&d, 11, 7, PERF_RECORD_MISC_SWITCH_OUT);
 	put_switch_record(&d, 30, 7, 0);
 	put_clock_sample(&d, 31, 7);
+	/* 9 exits, and a CPU-wide event sees it preempted on its way out: those switches never end */
+	put_task(&d, PERF_RECORD_EXIT, 40, 9);
+	put_switch_record(&d, 41, 9, PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT);
+	put_switch_record(&d, 42, 9, 0);
+	put_switch_record(&d, 43, 9, PERF_RECORD_MISC_SWITCH_OUT);
+	/* a new thread takes tid 9 */
+	put_task(&d, PERF_RECORD_FORK, 50, 9);
+	put_switch_record(&d, 51, 9, PERF_RECORD_MISC_SWITCH_OUT);
 	struct buf f = make_switch_file(&d, NULL, true);
 	struct perf_data *pd = open_buf(&f);
 	assert_true(perf_data_info(pd)->off_cpu);
 	assert_true(perf_data_info(pd)->switch_records);
 	struct switch_seen s = { 0 };
 	assert_int_equal(drain_switches(pd, &s), -ENODATA);
-	assert_int_equal(s.n, 4);
+	assert_int_equal(s.n, 7);
 	assert_seen(&s, 0, PERF_RECORD_SAMPLE, 7, 10, 0, 0);
 	assert_int_equal(s.r[0].kind, RECORD_OFF_CPU);
 	assert_seen(&s, 1, PERF_RECORD_SWITCH, 7, 11, 1, 0);
 	assert_seen(&s, 2, PERF_RECORD_SWITCH, 7, 30, 0, 0);
 	assert_seen(&s, 3, PERF_RECORD_SAMPLE, 7, 31, 0, 0);
+	assert_int_equal(s.r[4].type, PERF_RECORD_EXIT);
+	assert_int_equal(s.r[5].type, PERF_RECORD_FORK);
+	assert_seen(&s, 6, PERF_RECORD_SWITCH, 9, 51, 1, 0);
 	assert_int_equal(perf_data_counts(pd)->switches_made, 0);
+	assert_int_equal(perf_data_counts(pd)->switch_outs_exiting, 2);
 	char counts[256];
 	perf_data_format_counts(pd, true, counts, sizeof(counts));
-	assert_string_equal(counts, "2 SAMPLE, 2 SWITCH");
+	assert_string_equal(counts, "6 SWITCH, 2 SAMPLE, 1 EXIT, 1 FORK");
 	perf_data_free(pd);
 	free(f.p);
 	free(d.p);
