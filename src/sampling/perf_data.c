@@ -789,6 +789,9 @@ static int keep(struct perf_data *pd, const uint8_t *rec, uint32_t type, uint16_
 			pd->counts.samples_other++;
 			return 0;
 		}
+	}
+	/* the time the profile covers: its samples', and with off-CPU samples its switches' (a wait may start with one) */
+	if (type == PERF_RECORD_SAMPLE || type == PERF_RECORD_SWITCH || type == PERF_RECORD_SWITCH_CPU_WIDE) {
 		if (!pd->counts.first_time || time < pd->counts.first_time)
 			pd->counts.first_time = time;
 		if (time > pd->counts.last_time)

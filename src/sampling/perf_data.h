@@ -85,7 +85,8 @@ struct perf_data_counts {
 	uint64_t switch_outs;		/* sched:sched_switch samples delivered as off-CPU samples */
 	uint64_t switch_outs_exiting;	/* ... and switch-out records, not delivered: the thread was exiting */
 	uint64_t switches_made;		/* switch records the reader made (no --switch-events) */
-	uint64_t first_time, last_time;	/* the first and last sample's time, in the records' clock */
+	uint64_t first_time, last_time;	/* the first and last sample's time (or switch record's, delivered with
+					 * off-CPU samples), in the records' clock */
 	uint64_t compressed_bytes, decompressed_bytes;
 	bool truncated;			/* the file ends inside its data section */
 	uint64_t truncated_at;		/* ... at this file offset */

@@ -443,6 +443,21 @@ static void record_switches(const char *dir, const char *name, const char *opts)
 	assert_int_equal(rc, 0);
 }
 
+/* The same of offcpu_split mode system-wide (perf record -a: CPU-wide switch records, every thread's switches),
+ * after eight short-lived processes (/bin/true) came and went. */
+static void record_switches_all(const char *dir, const char *name, const char *mode)
+{
+	char fixture[256];
+	bool mounted = tracefs_mount();
+	int rc = test_run("perf record -q -a --call-graph dwarf,1024 -e cpu-clock/freq=99/ -e sched:sched_switch "
+			  "--switch-events -o %s/%s -- sh -c 'for i in 1 2 3 4 5 6 7 8; do /bin/true; done; exec %s %s' "
+			  ">/dev/null 2>%s/%s.stopwatch", dir, name,
+			  test_fixture_path("offcpu_split", fixture, sizeof(fixture)), mode, dir, name);
+	if (mounted)
+		assert_int_equal(test_run("umount /sys/kernel/tracing"), 0);
+	assert_int_equal(rc, 0);
+}
+
 /* The main thread's time inside its waiting call, by its own stopwatch (ns). */
 static double stopwatch_waited(const char *dir, const char *name)
 {
@@ -528,6 +543,69 @@ static void check_switches(const char *dir, const char *name, double late_ns)
 	profile_free(p);
 }
 
+/* Whether some sample of pid is of a process named comm (a process's time past its exit would be counted without
+ * its name: it was forgotten). */
+static bool is_pid_of(const struct profile *p, int32_t pid, const char *comm)
+{
+	for (uint32_t i = 0; i < p->samples.count; i++)
+		if (p->samples.items[i].pid == pid && !strcmp(profile_string(p, p->samples.items[i].comm), comm))
+			return true;
+	return false;
+}
+
+/*
+ * System-wide: every thread of the machine switches, threads come and go (a CPU-wide event sees a thread's last
+ * switches after its exit: none of them may start a wait that never ends; eight /bin/true come and go before the
+ * fixture). No thread is off CPU longer than the recording lasted, nor the short-lived ones past their exit, and
+ * offcpu_split sleep's main is blocked as long as its stopwatch says (5% and 20 ms), on main -> wait_sleep ->
+ * nanosleep.
+ */
+static void test_sched_switch_system_wide(void **state)
+{
+	const struct test_workdir *f = *state;
+	require_perf_tool();
+	record_switches_all(f->dir, "all.data", "sleep");
+	struct profile *p = load(f->dir, "all.data");
+	double waited = stopwatch_waited(f->dir, "all.data");
+	uint64_t span = p->info.duration_ns, main_ns = 0, main_under = 0, worst = 0, short_lived = 0;
+	struct { int32_t tid; uint64_t ns; } *per = calloc(p->samples.count + 1, sizeof(*per));
+	size_t nper = 0;
+	assert_non_null(per);
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_sample *s = &p->samples.items[i];
+		size_t k = 0;
+		while (k < nper && per[k].tid != s->tid)
+			k++;
+		if (k == nper)
+			per[nper++].tid = s->tid;
+		per[k].ns += s->off_cpu_ns;
+		short_lived += is_pid_of(p, s->pid, "true") ? s->off_cpu_ns : 0;
+		if (strcmp(profile_string(p, s->comm), "offcpu_split") != 0 || !s->off_cpu_ns)
+			continue;
+		const char *names[512], *chain[] = { "main", "wait_sleep", "nanosleep" };
+		size_t n = test_stack_functions(p, s->stack, names, ARRAY_LEN(names)), at = 0;
+		main_ns += s->off_cpu_ns - s->preempted_ns;
+		for (size_t c = 0; c < n && at < ARRAY_LEN(chain); c++)	/* the last one in libc's name for it */
+			at += at + 1 < ARRAY_LEN(chain) ? !strcmp(names[c], chain[at]) : strstr(names[c], chain[at]) != NULL;
+		main_under += at == ARRAY_LEN(chain) && !test_stack_has_error(p, s->stack) ? s->off_cpu_ns - s->preempted_ns
+											    : 0;
+	}
+	for (size_t k = 0; k < nper; k++)
+		worst = per[k].ns > worst ? per[k].ns : worst;
+	fprintf(stderr, "all.data: %zu threads over %.1f ms, the longest off CPU %.1f ms; main blocked %.1f ms (%.1f%% "
+		"under main -> wait_sleep -> nanosleep), stopwatch %.1f ms; the short-lived processes off CPU %.1f ms\n",
+		nper, span / 1e6, worst / 1e6, main_ns / 1e6, test_share(main_under, main_ns), waited / 1e6,
+		short_lived / 1e6);
+	assert_true(nper > 1);
+	/* each lives a few ms: counted past its exit, each would be off CPU to the end (about 2 s) */
+	assert_true(short_lived <= 8 * 50000000ULL);
+	assert_true(worst <= span + 50000000);
+	assert_true(main_ns >= waited * 0.95 - 20e6 && main_ns <= waited * 1.05 + 20e6);
+	assert_true(test_share(main_under, main_ns) >= 90.0);
+	free(per);
+	profile_free(p);
+}
+
 static void test_sched_switch(void **state)
 {
 	const struct test_workdir *f = *state;
@@ -548,6 +626,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_symfs, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_library_not_here, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_sched_switch, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_sched_switch_system_wide, test_workdir_setup,
+						test_workdir_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
