@@ -543,6 +543,27 @@ static void check_switches(const char *dir, const char *name, double late_ns)
 	profile_free(p);
 }
 
+/* The sum of perf sched timehist's wait times (ms, the column after the task) of the tasks named comm on dir/name,
+ * in ns. */
+static double timehist_wait_ns(const char *dir, const char *name, const char *comm)
+{
+	char path[600], line[1024], task[256];
+	double sum = 0, t, wait;
+	unsigned cpu;
+	assert_int_equal(test_run("perf sched timehist -i %s/%s >%s/%s.timehist 2>/dev/null", dir, name, dir, name), 0);
+	snprintf(path, sizeof(path), "%s/%s.timehist", dir, name);
+	FILE *in = fopen(path, "r");
+	assert_non_null(in);
+	size_t len = strlen(comm);
+	while (fgets(line, sizeof(line), in))
+		if (sscanf(line, " %lf [%u] %255s %lf", &t, &cpu, task, &wait) == 4 && !strncmp(task, comm, len) &&
+		    task[len] == '[')
+			sum += wait * 1e6;
+	fclose(in);
+	assert_true(sum > 0);
+	return sum;
+}
+
 /* Whether some sample of pid is of a process named comm (a process's time past its exit would be counted without
  * its name: it was forgotten). */
 static bool is_pid_of(const struct profile *p, int32_t pid, const char *comm)
@@ -558,7 +579,7 @@ static bool is_pid_of(const struct profile *p, int32_t pid, const char *comm)
  * switches after its exit: none of them may start a wait that never ends; eight /bin/true come and go before the
  * fixture). No thread is off CPU longer than the recording lasted, nor the short-lived ones past their exit, and
  * offcpu_split sleep's main is blocked as long as its stopwatch says (5% and 20 ms), on main -> wait_sleep ->
- * nanosleep.
+ * nanosleep, and off CPU as long as perf sched timehist says on the same file (2% and 5 ms).
  */
 static void test_sched_switch_system_wide(void **state)
 {
@@ -567,7 +588,7 @@ static void test_sched_switch_system_wide(void **state)
 	record_switches_all(f->dir, "all.data", "sleep");
 	struct profile *p = load(f->dir, "all.data");
 	double waited = stopwatch_waited(f->dir, "all.data");
-	uint64_t span = p->info.duration_ns, main_ns = 0, main_under = 0, worst = 0, short_lived = 0;
+	uint64_t span = p->info.duration_ns, main_ns = 0, main_all = 0, main_under = 0, worst = 0, short_lived = 0;
 	struct { int32_t tid; uint64_t ns; } *per = calloc(p->samples.count + 1, sizeof(*per));
 	size_t nper = 0;
 	assert_non_null(per);
@@ -585,6 +606,7 @@ static void test_sched_switch_system_wide(void **state)
 		const char *names[512], *chain[] = { "main", "wait_sleep", "nanosleep" };
 		size_t n = test_stack_functions(p, s->stack, names, ARRAY_LEN(names)), at = 0;
 		main_ns += s->off_cpu_ns - s->preempted_ns;
+		main_all += s->off_cpu_ns;
 		for (size_t c = 0; c < n && at < ARRAY_LEN(chain); c++)	/* the last one in libc's name for it */
 			at += at + 1 < ARRAY_LEN(chain) ? !strcmp(names[c], chain[at]) : strstr(names[c], chain[at]) != NULL;
 		main_under += at == ARRAY_LEN(chain) && !test_stack_has_error(p, s->stack) ? s->off_cpu_ns - s->preempted_ns
@@ -602,6 +624,12 @@ static void test_sched_switch_system_wide(void **state)
 	assert_true(worst <= span + 50000000);
 	assert_true(main_ns >= waited * 0.95 - 20e6 && main_ns <= waited * 1.05 + 20e6);
 	assert_true(test_share(main_under, main_ns) >= 90.0);
+	/* perf sched timehist on the same file: its wait times (blocked and preempted: no sched_wakeup recorded to
+	 * tell the delay apart), summed for the fixture, the time hostprof has it off CPU */
+	double timehist = timehist_wait_ns(f->dir, "all.data", "offcpu_split");
+	fprintf(stderr, "all.data: offcpu_split off CPU %.1f ms, perf sched timehist %.1f ms\n", main_all / 1e6,
+		timehist / 1e6);
+	assert_true(fabs((double)main_all - timehist) <= 0.02 * timehist + 5e6);
 	free(per);
 	profile_free(p);
 }
