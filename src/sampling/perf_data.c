@@ -469,13 +469,10 @@ static int read_attrs(struct perf_data *pd, uint64_t entry, uint64_t off, uint64
 	}
 	if (pd->nids)
 		qsort(pd->ids, pd->nids, sizeof(*pd->ids), compare_ids);
+	/* nattrs: none (an error, unless the file has sched:sched_switch samples: parse_header(), once the feature
+	 * sections named the events) */
 	for (pd->used = 0; pd->used < pd->nattrs && !sampling_attr(&pd->attrs[pd->used].attr); pd->used++)
 		;
-	if (pd->used == pd->nattrs) {
-		snprintf(pd->err, sizeof(pd->err), "%s: no sampling event in this perf.data file (only tracepoints "
-			 "or perf's dummy event)", pd->name);
-		return -EPROTO;
-	}
 	/* Records of different layouts must say which event they are of. */
 	for (unsigned i = 1; i < pd->nattrs; i++) {
 		const struct perf_layout *l = &pd->attrs[i].layout, *f = &pd->attrs[0].layout;
@@ -572,8 +569,15 @@ static int parse_header(struct perf_data *pd)
 		if ((err = read_features(pd, bits)) < 0)
 			return err;
 	}
-	fill_info(pd);
 	find_switch_attr(pd);
+	if (pd->used == pd->nattrs && pd->off_attr == NO_ATTR) {
+		snprintf(pd->err, sizeof(pd->err), "%s: no sampling event in this perf.data file (only tracepoints "
+			 "other than sched:sched_switch, or perf's dummy event)", pd->name);
+		return -EPROTO;
+	}
+	if (pd->used == pd->nattrs)	/* off-CPU samples only (perf record -e sched:sched_switch): the header's */
+		pd->used = pd->off_attr;
+	fill_info(pd);
 	return 0;
 }
 

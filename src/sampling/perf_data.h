@@ -8,7 +8,8 @@
  * file's dwarf samples (REGS_USER, STACK_USER) exactly like live ones.
  *
  * What a drain delivers. The samples of the first sampling event (not a tracepoint, not perf's dummy tracking
- * event), each with its attribute's layout, sched:sched_switch samples as off-CPU samples (below), and the side-band
+ * event; a file of sched:sched_switch samples alone has none, and its info describes that event), each with its
+ * attribute's layout, sched:sched_switch samples as off-CPU samples (below), and the side-band
  * records a session uses: MMAP2 (MMAP records are delivered as MMAP2 records without device and inode), COMM, FORK,
  * EXIT, LOST, LOST_SAMPLES, and with off-CPU samples SWITCH and SWITCH_CPU_WIDE. Everything else
  * is counted by type (perf_data_counts()) and not delivered: samples of other events, and the records a session

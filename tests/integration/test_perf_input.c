@@ -428,15 +428,15 @@ static bool tracefs_mount(void)
 	return true;
 }
 
-/* hotspot's recipe (cpu-clock for the hardware cycles this machine lacks) of offcpu_split pipe, with perf's
- * options opts: perf's -F would sample the tracepoint too, so the clock's frequency is its own. The fixture's
- * stopwatch lines go to dir/name.stopwatch. */
-static void record_switches(const char *dir, const char *name, const char *opts)
+/* hotspot's recipe (cpu-clock for the hardware cycles this machine lacks; without clock the tracepoint alone) of
+ * offcpu_split pipe, with perf's options opts: perf's -F would sample the tracepoint too, so the clock's frequency
+ * is its own. The fixture's stopwatch lines go to dir/name.stopwatch. */
+static void record_switches(const char *dir, const char *name, bool clock, const char *opts)
 {
 	char fixture[256];
 	bool mounted = tracefs_mount();
-	int rc = test_run("perf record -q --call-graph dwarf,8192 -e cpu-clock/freq=999/ -e sched:sched_switch %s -o "
-			  "%s/%s -- %s pipe >/dev/null 2>%s/%s.stopwatch", opts, dir, name,
+	int rc = test_run("perf record -q --call-graph dwarf,8192 %s -e sched:sched_switch %s -o %s/%s -- %s pipe "
+			  ">/dev/null 2>%s/%s.stopwatch", clock ? "-e cpu-clock/freq=999/" : "", opts, dir, name,
 			  test_fixture_path("offcpu_split", fixture, sizeof(fixture)), dir, name);
 	if (mounted)
 		assert_int_equal(test_run("umount /sys/kernel/tracing"), 0);
@@ -525,7 +525,7 @@ static double collapsed_wait_pipe_us(const char *dir, const char *name)
  * most one cpu-clock period (1.001 ms) of its CPU time, for each of at most 201 blocks (200 bytes, then the end).
  * Either way it lies under main -> wait_pipe -> read, complete, and convert gives the same time.
  */
-static void check_switches(const char *dir, const char *name, double late_ns)
+static void check_switches(const char *dir, const char *name, bool clock, double late_ns)
 {
 	struct profile *p = load(dir, name);
 	uint64_t all, under;
@@ -539,7 +539,10 @@ static void check_switches(const char *dir, const char *name, double late_ns)
 	assert_true(fabs(folded * 1e3 - (double)under) <= 0.01 * (double)under + 1e6);
 	/* the CPU samples are still there: main burns the other half */
 	const char *burn[] = { "main", "run_pipe", "burn" };
-	assert_true(test_samples_with_chain(p, burn, ARRAY_LEN(burn)) >= 500);
+	if (clock)
+		assert_true(test_samples_with_chain(p, burn, ARRAY_LEN(burn)) >= 500);
+	else
+		assert_int_equal(test_total_samples(p), 0);
 	profile_free(p);
 }
 
@@ -638,10 +641,19 @@ static void test_sched_switch(void **state)
 {
 	const struct test_workdir *f = *state;
 	require_perf_tool();
-	record_switches(f->dir, "switches.data", "--switch-events");
-	check_switches(f->dir, "switches.data", 0);
-	record_switches(f->dir, "inferred.data", "");
-	check_switches(f->dir, "inferred.data", 201 * 1001001.0);
+	record_switches(f->dir, "switches.data", true, "--switch-events");
+	check_switches(f->dir, "switches.data", true, 0);
+	record_switches(f->dir, "inferred.data", true, "");
+	check_switches(f->dir, "inferred.data", true, 201 * 1001001.0);
+}
+
+/* A file of the tracepoint alone (no sampling event: off-CPU time only), with switch records: as exact. */
+static void test_sched_switch_only(void **state)
+{
+	const struct test_workdir *f = *state;
+	require_perf_tool();
+	record_switches(f->dir, "only.data", false, "--switch-events");
+	check_switches(f->dir, "only.data", false, 0);
 }
 
 int main(void)
@@ -654,6 +666,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_symfs, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_library_not_here, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_sched_switch, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_sched_switch_only, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_sched_switch_system_wide, test_workdir_setup,
 						test_workdir_teardown),
 	};
