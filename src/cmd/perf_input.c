@@ -273,9 +273,9 @@ static void print_summary(const char *path, struct perf_data *pd, const struct s
 	char other[320] = "";
 	int at = 0;
 	if (in->off_cpu)
-		at = snprintf(other, sizeof(other), ", %" PRIu64 " sched_switch switch-outs as off-CPU time (%s)%s",
+		at = snprintf(other, sizeof(other), ", %" PRIu64 " sched_switch switch-outs as off-CPU time (%s)",
 			      c->switch_outs, in->switch_records ? "switch-ins from switch records" :
-			      "switch-ins inferred: no --switch-events", c->samples_other ? "" : "");
+			      "switch-ins inferred: no --switch-events");
 	if (c->samples_other && at >= 0 && (size_t)at < sizeof(other))
 		at += snprintf(other + at, sizeof(other) - (size_t)at, ", %" PRIu64 " samples of other events not used",
 			       c->samples_other);
