@@ -828,7 +828,9 @@ static int keep(struct perf_data *pd, const uint8_t *rec, uint32_t type, uint16_
 		const char *name = (const char *)rec + 72;
 		add_build_id(pd, (int32_t)rd32(rec + 8), rec + 44, rec[40], name, strnlen(name, size - 72));
 	}
-	if (!pd->in_stream)
+	/* Records are 8-aligned in the file, but for those after a COMPRESSED record of perf before 6.x, whose size is
+	 * its stream's, unpadded: those are copied as the stream's are, for the decoders' aligned reads. */
+	if (!pd->in_stream && !((uintptr_t)rec & 7))
 		return push(pd, rec, NO_CHUNK, time, attr);
 	if ((err = reserve(pd, size, &chunk, &d)) < 0)
 		return err;

@@ -534,6 +534,52 @@ static void test_not_perf_data(void **state)
 	assert_false(perf_data_is_perf_data("PERFILE", 7));
 }
 
+static int on_aligned(void *ctx, const struct perf_event_header *h, const struct record_origin *o)
+{
+	(void)o;
+	assert_int_equal((uintptr_t)h & 7, 0);
+	return on_record(ctx, h, o);
+}
+
+/* perf before 6.x sizes a COMPRESSED record by its stream, unpadded: the records after it in the file are not
+ * 8-aligned, and are handed over aligned all the same (copied). */
+static void test_after_unpadded(void **state)
+{
+	(void)state;
+	struct buf d = { 0 };
+	uint64_t type = SAMPLE_TYPE;
+	uint8_t out[4096];
+	size_t len = 0;
+	for (int n = 1; n < 16 && len % 8 == 0; n++) {	/* a stream whose size is not a multiple of 8 */
+		struct buf plain = { 0 };
+		for (int i = 0; i < n; i++)
+			put_sample(&plain, 100 + (uint64_t)i, 0x1000, NULL);
+		len = ZSTD_compress(out, sizeof(out), plain.p, plain.n, 1);
+		assert_false(ZSTD_isError(len));
+		free(plain.p);
+	}
+	assert_int_not_equal(len % 8, 0);
+	put_header(&d, 81, 0, (uint16_t)(8 + len));
+	put_bytes(&d, out, len);
+	put_comm(&d, 200, "fixture", NULL);
+	put_sample(&d, 201, 0x1000, NULL);
+	struct buf f = make_file(&type, 1, NULL, &d, false);
+	struct perf_data *pd = open_buf(&f);
+	struct record_source src;
+	struct seen s = { 0 };
+	int rc = 0;
+	perf_data_source(pd, &src);
+	for (int i = 0; i < 100 && (rc = src.drain(src.impl, on_aligned, &s)) >= 0; i++)
+		;
+	assert_int_equal(rc, -ENODATA);
+	assert_true(s.n >= 3);
+	assert_int_equal(s.types[s.n - 2], PERF_RECORD_COMM);
+	assert_int_equal(s.times[s.n - 1], 201);
+	perf_data_free(pd);
+	free(f.p);
+	free(d.p);
+}
+
 /* ---- sched:sched_switch samples as off-CPU samples ---- */
 #define SWITCH_ID 2002
 #define CLOCK_ID 1001
@@ -854,6 +900,7 @@ int main(void)
 		cmocka_unit_test(test_not_perf_data), cmocka_unit_test(test_rounds_in_chunks),
 		cmocka_unit_test(test_periods),      cmocka_unit_test(test_switch_inferred),
 		cmocka_unit_test(test_switch_records), cmocka_unit_test(test_switch_raw_too_short),
+		cmocka_unit_test(test_after_unpadded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
