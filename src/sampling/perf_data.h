@@ -45,7 +45,8 @@
  *
  * Ownership: the file is mapped read-only for the reader's life (the pages of the records delivered given back as
  * it goes: it stays resident for about a round's records); records delivered are the reader's (in the file
- * itself where they are delivered as they are there, else copies), valid during the callback. Not thread-safe.
+ * itself where they are delivered as they are there, 8-aligned, else copies), valid during the callback. Not
+ * thread-safe.
  */
 #ifndef HOSTPROF_PERF_DATA_H
 #define HOSTPROF_PERF_DATA_H
