@@ -23,6 +23,7 @@
 #include "src/base/regular_file.h"
 #include "src/cmd/commands.h"
 #include "src/pipeline/event_loop.h"
+#include "src/pipeline/offcpu.h"
 #include "src/pipeline/session.h"
 #include "src/sampling/perf_data.h"
 
@@ -293,10 +294,15 @@ static void print_summary(const char *path, struct perf_data *pd, const struct s
 		version[ESCAPE_SHOWN_MAX], release[ESCAPE_SHOWN_MAX];
 	perf_data_format_counts(pd, true, used, sizeof(used));
 	perf_data_format_counts(pd, false, unused, sizeof(unused));
-	char other[160] = "";
+	char other[320] = "";
 	int at = 0;
-	if (c->samples_other)
-		at = snprintf(other, sizeof(other), ", %" PRIu64 " samples of other events not used", c->samples_other);
+	if (in->off_cpu)
+		at = snprintf(other, sizeof(other), ", %" PRIu64 " sched_switch switch-outs as off-CPU time (%s)",
+			      c->switch_outs, in->switch_records ? "switch-ins from switch records" :
+			      "switch-ins inferred: no --switch-events");
+	if (c->samples_other && at >= 0 && (size_t)at < sizeof(other))
+		at += snprintf(other + at, sizeof(other) - (size_t)at, ", %" PRIu64 " samples of other events not used",
+			       c->samples_other);
 	/* a layout the decoder does not read (PERF_SAMPLE_READ, BRANCH_STACK: perf record --call-graph lbr) */
 	if (st->bad_records && at >= 0 && (size_t)at < sizeof(other))
 		snprintf(other + at, sizeof(other) - (size_t)at, ", %" PRIu64 " records that do not decode",
@@ -329,8 +335,12 @@ int perf_input_load(const char *path, const struct perf_input_options *o, struct
 	struct opener op = { .pd = pd, .symfs = o ? o->symfs : NULL };
 	find_buildid_dirs(&op, path);
 	struct session_offline off = { .open_file = open_file, .open_ctx = &op, .kernel = kernel,
-				       .realtime_offset_ns = (uint64_t)offset };
-	struct session_options so = { .unwinder = SESSION_UNWIND_DELTAS, .offline = &off, .use_cache = 1 };
+				       .realtime_offset_ns = (uint64_t)offset,
+				       .off_cpu_layout = perf_data_off_cpu_layout(pd) };
+	/* Off-CPU time of sched:sched_switch samples as record --off-cpu counts it by default, with no rate cap: the
+	 * file holds every switch-out it has, and unwinding them costs no one but this reading. */
+	struct session_options so = { .unwinder = SESSION_UNWIND_DELTAS, .offline = &off, .use_cache = 1,
+				      .off_cpu_threshold_ns = OFFCPU_DEFAULT_THRESHOLD_US * 1000ULL };
 	struct session *s = NULL;
 	struct profile *p = NULL;
 	struct record_source src;

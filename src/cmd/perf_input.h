@@ -10,10 +10,13 @@
  * opened by its path checked against the build-id the file recorded for it, then from perf's build-id cache
  * (~/.debug/.build-id/xx/yyyy/elf), then under --symfs DIR first when given. A file missing or of another build
  * is said once, on stderr, with the samples taken in it; its frames are located in it by their offsets in the file
- * (procmgr.h: execinfo_acquire_unread()), unnamed, never another build's names.
+ * (procmgr.h: execinfo_acquire_unread()), unnamed, never another build's names. A file's sched:sched_switch
+ * samples are off-CPU samples (perf_data.h): the session counts them as record --off-cpu does, with its default
+ * threshold and no rate cap, into each sample's off-CPU value.
  *
  * What is said on stderr, unless quiet: one line of what was read (samples of which event, from which perf and host,
- * records used and not used by type), a truncated file's warning. A corrupt file is an error naming its offset.
+ * the switch-outs read as off-CPU time and where their switch-ins came from, records used and not used by type), a
+ * truncated file's warning. A corrupt file is an error naming its offset.
  */
 #ifndef HOSTPROF_CMD_PERF_INPUT_H
 #define HOSTPROF_CMD_PERF_INPUT_H

@@ -106,7 +106,8 @@ static void count_interval(void *arg, const struct offcpu_interval *iv)
 	struct process *p = procmgr_get(t->d.procs, iv->pid);
 	const struct off_cpu_note *note = iv->note_len == sizeof(*note) ? iv->note : NULL;
 	struct fastlane *fl = lanes_fastlane(t->d.lanes);
-	const struct perf_layout *layout = note && fl ? fastlane_layout(fl) : sampler_layout(t->d.sampler);
+	const struct perf_layout *layout = note && fl ? fastlane_layout(fl)
+					  : t->d.sampler ? sampler_layout(t->d.sampler) : t->d.layout;
 	struct perf_sample ps;
 	if ((!iv->rec && !iv->live) || !p || interval_sample(iv, layout, &ps) < 0) {
 		count_alone(t, p, iv);
@@ -158,7 +159,7 @@ static void read_live(void *ctx, pid_t pid, pid_t tid)
 
 int offcpu_time_tick(struct offcpu_time *t, uint64_t now)
 {
-	if (sampler_off_cpu_samples(t->d.sampler))
+	if (!t->d.sampler || sampler_off_cpu_samples(t->d.sampler))
 		return 0;
 	if (!t->live_stack) {
 		struct sampler_options so;
@@ -186,7 +187,7 @@ uint64_t offcpu_time_lost(const struct offcpu_time *t)
 	struct fastlane_stats fs = { 0 };
 	if (lanes_fastlane(t->d.lanes))
 		fastlane_get_stats(lanes_fastlane(t->d.lanes), &fs);
-	return sampler_off_cpu_lost(t->d.sampler) + fs.off_cpu_lost;
+	return (t->d.sampler ? sampler_off_cpu_lost(t->d.sampler) : 0) + fs.off_cpu_lost;
 }
 
 void offcpu_time_to_profile(struct offcpu_time *t, struct traces *traces, uint64_t until_ns, struct profile *p)

@@ -37,7 +37,10 @@
 #define OFFCPU_TIME_LIVE_TICK_MS 2
 
 struct offcpu_deps {
-	struct sampler *sampler;	/* its samples' layout; whether switch-outs come with samples; lost ones */
+	struct sampler *sampler;	/* its samples' layout; whether switch-outs come with samples; lost ones. NULL
+					 * for a file's records (perf_data.h): switch-outs come with their samples, or
+					 * without, nothing is read live, and none are lost in rings */
+	const struct perf_layout *layout;	/* without a sampler: the layout of the switch-out samples */
 	struct lanes *lanes;		/* the fast lane's layout and coverage, and which processes had their agent
 					 * looked for */
 	struct procmgr *procs;

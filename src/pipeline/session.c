@@ -56,6 +56,7 @@ struct session {
 	struct memory_watch *memory;		/* the budget, as session_tick() watches it (memory_watch.h) */
 	struct offcpu_time *offcpu;		/* NULL unless off-CPU profiling (offcpu_time.h) */
 	uint64_t finish_ns;			/* session_finish()'s time: threads still off CPU count up to it */
+	uint64_t last_record_ns;		/* offline: the latest sample's or switch's time, the end of the run */
 	/* Samples whose walk needs a table the worker is building (execinfo_deltas_nowait()) are held until it is
 	 * ready, then handled again (rehandle_held()). */
 	struct held_samples *held;		/* NULL without a worker (the reference unwinder needs no table) */
@@ -180,7 +181,7 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 		s->opts.go_stacks = 0;
 		s->opts.max_stack_bytes = 0;
 		s->opts.fast_lane = 0;
-		s->opts.off_cpu = 0;
+		s->opts.off_cpu = off->off_cpu_layout != NULL;
 		sampler = NULL;
 	} else if (!sampler) {
 		free(s);
@@ -218,8 +219,8 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 		err = setup_walk(s);
 	struct offcpu_options oo = { .threshold_ns = s->opts.off_cpu_threshold_ns,
 				     .max_rate = s->opts.off_cpu_max_rate };
-	struct offcpu_deps od = { .sampler = s->sampler, .lanes = s->lanes, .procs = s->procs, .walk = s->walk,
-				  .apm = s->apm, .self = s->self };
+	struct offcpu_deps od = { .sampler = s->sampler, .layout = off ? off->off_cpu_layout : NULL,
+				  .lanes = s->lanes, .procs = s->procs, .walk = s->walk, .apm = s->apm, .self = s->self };
 	if (err == 0 && s->opts.off_cpu)
 		err = offcpu_time_new(&oo, &od, &s->offcpu);
 	if (err == 0)
@@ -575,6 +576,8 @@ static int handle_decoded(struct session *s, const struct perf_event_header *rec
 		s->stats.fast_dropped++; /* the fast lane has this process's samples, off-CPU ones too */
 		return 0;
 	}
+	if (ps.time > s->last_record_ns)
+		s->last_record_ns = ps.time;
 	if (rc->kind == RECORD_OFF_CPU)
 	{
 		if (s->offcpu)	/* a switch-out: kept until its switch-in (offcpu_time.h) */
@@ -626,6 +629,8 @@ static void handle_switch(struct session *s, const struct perf_event_header *rec
 		s->stats.bad_records++;
 		return;
 	}
+	if (sw.time > s->last_record_ns)
+		s->last_record_ns = sw.time;
 	offcpu_time_switch(s->offcpu, &sw, false, s->traces);
 }
 
@@ -751,7 +756,8 @@ static void off_cpu_to_profile(struct session *s, struct profile *p)
 	if (!s->offcpu)
 		return;
 	p->info.off_cpu_threshold_ns = s->opts.off_cpu_threshold_ns;
-	offcpu_time_to_profile(s->offcpu, s->traces, s->finish_ns ? s->finish_ns : clock_mono_ns(), p);
+	uint64_t until = s->opts.offline ? s->last_record_ns : s->finish_ns ? s->finish_ns : clock_mono_ns();
+	offcpu_time_to_profile(s->offcpu, s->traces, until, p);
 }
 
 /* The interval's counters into p->info, and what naming its traces needs made ready on this thread: the JIT

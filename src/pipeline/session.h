@@ -131,6 +131,10 @@ struct session_offline {
 	void *open_ctx;
 	bool kernel;			/* the file's kernel is the one running: name its frames from kallsyms */
 	uint64_t realtime_offset_ns;	/* CLOCK_REALTIME minus the records' clock; 0: as a live session's */
+	/* The layout of the file's off-CPU samples (switch-outs, with switch records: perf_data.h), NULL if it has
+	 * none. With it the session counts off-CPU time as a live one does (session_options.off_cpu and its
+	 * threshold and rate cap), threads still off CPU up to the last record's time. */
+	const struct perf_layout *off_cpu_layout;
 };
 
 struct session_options {

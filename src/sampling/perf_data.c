@@ -20,6 +20,7 @@
 #include <zstd.h>
 
 #include "src/base/escape.h"
+#include "src/base/hindex.h"
 #include "src/base/regular_file.h"
 
 /* perf's own record types (tools/lib/perf/include/perf/event.h). */
@@ -34,6 +35,7 @@ enum {
 
 /* Feature bits (tools/perf/util/header.h). */
 enum {
+	FEAT_TRACING_DATA = 1,
 	FEAT_BUILD_ID = 2,
 	FEAT_HOSTNAME = 3,
 	FEAT_OSRELEASE = 4,
@@ -50,11 +52,27 @@ enum {
 #define MISC_BUILD_ID_SIZE (1u << 15)
 #define PD_STRING_MAX 4096
 #define PD_MAX_ATTRS 4096
+#define NO_ATTR UINT32_MAX
+/* Threads waiting for a switch-in the reader infers (no switch records in the file), or exited threads (with switch
+ * records): at most this many at once. */
+#define PD_MAX_WAITING 65536
+/* prev_state's bits of a task that was not runnable (S, D, T, t, X, Z, P, I: the kernel's TASK_REPORT and
+ * TASK_REPORT_IDLE); without any, it was preempted (R, or R+: TASK_REPORT_MAX). */
+#define SWITCH_STATE_BLOCKED 0xffu
+#define SWITCH_STATE_EXIT_DEAD 0x10u
+#define SWITCH_STATE_EXIT_ZOMBIE 0x20u
 
 struct pd_attr {
 	struct perf_event_attr attr;
 	struct perf_layout layout;
 	char *name;
+};
+
+/* Where sched:sched_switch's fields are in its raw data (tracefs's format of it, or the kernel's usual one). */
+struct switch_format {
+	uint32_t prev_state, prev_state_size, next_pid;
+	uint32_t need;		/* bytes of raw data the fields need */
+	uint64_t id;		/* the tracepoint's id in the format perf copied, 0 if none */
 };
 
 struct pd_id {
@@ -111,6 +129,13 @@ struct perf_data {
 	size_t zlen, zcap;
 	bool in_stream;
 	uint64_t stream_rec_off;	/* file offset of the compressed record being parsed */
+	/* off-CPU: the sched:sched_switch event's samples are switch-outs */
+	uint32_t off_attr;		/* its attribute, NO_ATTR if none */
+	struct switch_format swf;
+	bool switch_records;		/* an event records PERF_RECORD_SWITCH (perf record --switch-events) */
+	struct perf_layout switch_layout;	/* of the switch records the reader makes (no switch records) */
+	struct hindex waiting;		/* no switch records: tid -> pid of the threads switched out, until they run */
+	struct hindex exited;		/* with switch records: tids exited, until a fork takes them again */
 };
 
 static int fail(struct perf_data *pd, uint64_t off, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -255,11 +280,61 @@ static void read_event_desc(struct perf_data *pd, uint64_t off, uint64_t len)
 	}
 }
 
+/* The field called name in a tracepoint's format text ("field:long prev_state;\toffset:32;\tsize:8;..."): its
+ * offset and size, 0 when found. */
+static int format_field(const char *text, const char *name, uint32_t *offset, uint32_t *size)
+{
+	char key[32];
+	snprintf(key, sizeof(key), " %s;", name);
+	const char *at = strstr(text, key);
+	unsigned o, n;
+	if (!at || sscanf(at + strlen(key), " offset:%u; size:%u;", &o, &n) != 2 || o > 4096 || n > 8)
+		return -1;
+	*offset = o;
+	*size = n;
+	return 0;
+}
+
+/*
+ * TRACING_DATA: tracefs's files as perf copied them, the event formats among them as text. sched_switch's
+ * ("name: sched_switch", "ID: n", then a line per field) says which attribute it is (its config is that id) and
+ * where prev_state and next_pid are in its raw data. A format that does not read leaves the kernel's usual one.
+ */
+static void read_switch_format(struct perf_data *pd, const uint8_t *p, uint64_t len)
+{
+	static const char key[] = "name: sched_switch\nID: ";
+	const uint8_t *at = memmem(p, len, key, sizeof(key) - 1);
+	if (!at)
+		return;
+	char text[4096];
+	size_t n = (size_t)(p + len - at);
+	n = n < sizeof(text) - 1 ? n : sizeof(text) - 1;
+	memcpy(text, at, n);
+	text[n] = '\0';
+	char *end = strstr(text, "print fmt:");	/* the fields are before it */
+	if (end)
+		*end = '\0';
+	struct switch_format f = { 0 };
+	uint32_t prev_pid, pid_size, next_size;
+	unsigned long long id;
+	if (sscanf(text + sizeof(key) - 1, "%llu", &id) != 1 || format_field(text, "prev_pid", &prev_pid, &pid_size) ||
+	    format_field(text, "prev_state", &f.prev_state, &f.prev_state_size) ||
+	    format_field(text, "next_pid", &f.next_pid, &next_size) || next_size != 4 ||
+	    (f.prev_state_size != 4 && f.prev_state_size != 8))
+		return;
+	f.id = id;
+	f.need = f.prev_state + f.prev_state_size > f.next_pid + 4 ? f.prev_state + f.prev_state_size : f.next_pid + 4;
+	pd->swf = f;
+}
+
 static int read_feature(struct perf_data *pd, int bit, uint64_t off, uint64_t len)
 {
 	const uint8_t *p = pd->base + off;
 	uint64_t at = 0;
 	switch (bit) {
+	case FEAT_TRACING_DATA:
+		read_switch_format(pd, p, len);
+		break;
 	case FEAT_BUILD_ID:
 		return read_build_ids(pd, off, len);
 	case FEAT_HOSTNAME:
@@ -394,13 +469,10 @@ static int read_attrs(struct perf_data *pd, uint64_t entry, uint64_t off, uint64
 	}
 	if (pd->nids)
 		qsort(pd->ids, pd->nids, sizeof(*pd->ids), compare_ids);
+	/* nattrs: none (an error, unless the file has sched:sched_switch samples: parse_header(), once the feature
+	 * sections named the events) */
 	for (pd->used = 0; pd->used < pd->nattrs && !sampling_attr(&pd->attrs[pd->used].attr); pd->used++)
 		;
-	if (pd->used == pd->nattrs) {
-		snprintf(pd->err, sizeof(pd->err), "%s: no sampling event in this perf.data file (only tracepoints "
-			 "or perf's dummy event)", pd->name);
-		return -EPROTO;
-	}
 	/* Records of different layouts must say which event they are of. */
 	for (unsigned i = 1; i < pd->nattrs; i++) {
 		const struct perf_layout *l = &pd->attrs[i].layout, *f = &pd->attrs[0].layout;
@@ -434,6 +506,31 @@ static void fill_info(struct perf_data *pd)
 		i->sample_period = a->attr.sample_period;
 		i->period_ns = i->period_is_ns ? a->attr.sample_period : 1000000;	/* nominal: 1 ms a sample */
 	}
+}
+
+/*
+ * The sched:sched_switch event, if the file has it: a tracepoint whose id is the one its format gave, or named so
+ * (EVENT_DESC). Its raw data is laid out as the format says, else as every 64-bit kernel since 4.x lays it out.
+ */
+static void find_switch_attr(struct perf_data *pd)
+{
+	static const struct switch_format usual = { .prev_state = 32, .prev_state_size = 8, .next_pid = 56,
+						    .need = 60 };
+	pd->off_attr = NO_ATTR;
+	for (unsigned i = 0; i < pd->nattrs; i++) {
+		const struct pd_attr *a = &pd->attrs[i];
+		pd->switch_records |= a->attr.context_switch;
+		if (a->attr.type != PERF_TYPE_TRACEPOINT || pd->off_attr != NO_ATTR)
+			continue;
+		if ((pd->swf.id && a->attr.config == pd->swf.id) || (a->name && !strcmp(a->name, "sched:sched_switch")))
+			pd->off_attr = i;
+	}
+	if (pd->off_attr != NO_ATTR && !pd->swf.need)
+		pd->swf = usual;
+	pd->switch_layout = (struct perf_layout){ .sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME,
+						  .sample_id_all = 1 };
+	pd->info.off_cpu = pd->off_attr != NO_ATTR;
+	pd->info.switch_records = pd->switch_records;
 }
 
 static int parse_header(struct perf_data *pd)
@@ -472,6 +569,14 @@ static int parse_header(struct perf_data *pd)
 		if ((err = read_features(pd, bits)) < 0)
 			return err;
 	}
+	find_switch_attr(pd);
+	if (pd->used == pd->nattrs && pd->off_attr == NO_ATTR) {
+		snprintf(pd->err, sizeof(pd->err), "%s: no sampling event in this perf.data file (only tracepoints "
+			 "other than sched:sched_switch, or perf's dummy event)", pd->name);
+		return -EPROTO;
+	}
+	if (pd->used == pd->nattrs)	/* off-CPU samples only (perf record -e sched:sched_switch): the header's */
+		pd->used = pd->off_attr;
 	fill_info(pd);
 	return 0;
 }
@@ -497,6 +602,8 @@ void perf_data_free(struct perf_data *pd)
 	free(pd->chunks);
 	free(pd->pend);
 	free(pd->zbuf);
+	hindex_free(&pd->waiting);
+	hindex_free(&pd->exited);
 	if (pd->zs)
 		ZSTD_freeDStream(pd->zs);
 	if (pd->map)
@@ -518,6 +625,7 @@ int perf_data_open_mem(const void *data, size_t size, const char *name, struct p
 	pd->base = data;
 	pd->size = size;
 	pd->cur = NO_CHUNK;
+	pd->off_attr = NO_ATTR;
 	int rc = parse_header(pd);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s", rc == -ENOMEM ? "out of memory" : pd->err);
@@ -654,9 +762,23 @@ static uint64_t record_time(struct perf_data *pd, const uint8_t *rec, uint32_t t
 	return pd->last_time;
 }
 
+/* A sched:sched_switch sample's raw data must hold the fields read of it (a sample that does not decode at all is
+ * delivered, and counted by the session as other such records are). */
+static int check_switch(struct perf_data *pd, const uint8_t *rec, uint64_t off)
+{
+	struct perf_sample ps;
+	if (perf_decode_sample(&pd->attrs[pd->off_attr].layout, (const struct perf_event_header *)rec, &ps) < 0)
+		return 0;
+	if (!ps.raw || ps.raw_size < pd->swf.need)
+		return fail(pd, off, "a sched:sched_switch sample with %u bytes of raw data: its fields (prev_state at %u, "
+			    "next_pid at %u) need %u", ps.raw ? ps.raw_size : 0, pd->swf.prev_state, pd->swf.next_pid,
+			    pd->swf.need);
+	return 0;
+}
+
 /* A record to deliver, kept where it is in the file, else copied (an MMAP rewritten as an MMAP2, a record of the
  * decompressed stream). */
-static int keep(struct perf_data *pd, const uint8_t *rec, uint32_t type, uint16_t size)
+static int keep(struct perf_data *pd, const uint8_t *rec, uint32_t type, uint16_t size, uint64_t off)
 {
 	uint32_t attr = attr_of(pd, rec, type, size);
 	uint64_t time = record_time(pd, rec, type, size, attr);
@@ -664,10 +786,16 @@ static int keep(struct perf_data *pd, const uint8_t *rec, uint32_t type, uint16_
 	uint8_t *d;
 	int err;
 	if (type == PERF_RECORD_SAMPLE) {
-		if (attr != pd->used) {
+		if (attr == pd->off_attr) {
+			if ((err = check_switch(pd, rec, off)) < 0)
+				return err;
+		} else if (attr != pd->used) {
 			pd->counts.samples_other++;
 			return 0;
 		}
+	}
+	/* the time the profile covers: its samples', and with off-CPU samples its switches' (a wait may start with one) */
+	if (type == PERF_RECORD_SAMPLE || type == PERF_RECORD_SWITCH || type == PERF_RECORD_SWITCH_CPU_WIDE) {
 		if (!pd->counts.first_time || time < pd->counts.first_time)
 			pd->counts.first_time = time;
 		if (time > pd->counts.last_time)
@@ -700,7 +828,9 @@ static int keep(struct perf_data *pd, const uint8_t *rec, uint32_t type, uint16_
 		const char *name = (const char *)rec + 72;
 		add_build_id(pd, (int32_t)rd32(rec + 8), rec + 44, rec[40], name, strnlen(name, size - 72));
 	}
-	if (!pd->in_stream)
+	/* Records are 8-aligned in the file, but for those after a COMPRESSED record of perf before 6.x, whose size is
+	 * its stream's, unpadded: those are copied as the stream's are, for the decoders' aligned reads. */
+	if (!pd->in_stream && !((uintptr_t)rec & 7))
 		return push(pd, rec, NO_CHUNK, time, attr);
 	if ((err = reserve(pd, size, &chunk, &d)) < 0)
 		return err;
@@ -739,6 +869,103 @@ static bool pending_sorted(const struct perf_data *pd)
 	return true;
 }
 
+/* A switch record as the kernel writes one for --switch-events (the task's pid and tid, the time), handed over. */
+static void make_switch(struct perf_data *pd, bool out, bool preempted, uint32_t pid, uint32_t tid, uint64_t time,
+			record_fn fn, void *ctx)
+{
+	struct {
+		struct perf_event_header h;
+		uint32_t pid, tid;
+		uint64_t time;
+	} r = { .h = { .type = PERF_RECORD_SWITCH, .size = sizeof(r) }, .pid = pid, .tid = tid, .time = time };
+	if (out)
+		r.h.misc = PERF_RECORD_MISC_SWITCH_OUT | (preempted ? PERF_RECORD_MISC_SWITCH_OUT_PREEMPT : 0);
+	struct record_origin origin = { .layout = &pd->switch_layout, .kind = RECORD_CPU };
+	fn(ctx, &r.h, &origin);
+	pd->counts.switches_made++;
+}
+
+/* tid runs at time: its switch-in, if it was waiting for one. */
+static void switch_in(struct perf_data *pd, uint32_t tid, uint64_t time, record_fn fn, void *ctx)
+{
+	uint64_t pid;
+	if (hindex_u32_get(&pd->waiting, tid, &pid)) {
+		hindex_u32_del(&pd->waiting, tid);
+		make_switch(pd, false, false, (uint32_t)pid, tid, time, fn, ctx);
+	}
+}
+
+/*
+ * A side-band record of a file with sched:sched_switch samples; false: not delivered. A thread's exit is its
+ * switch-in at the latest (switch records made); with the file's own switch records it marks the thread exited
+ * until a fork takes its tid again, and the switch records of its last moments (a CPU-wide event sees them: it may
+ * be preempted on its way out) are not delivered: the session forgot it at its exit, and its last switch-out
+ * would never end.
+ */
+static bool off_cpu_side_band(struct perf_data *pd, const struct perf_event_header *h, const struct perf_layout *l,
+			      record_fn fn, void *ctx)
+{
+	struct perf_task t;
+	struct perf_switch sw;
+	if (h->type == PERF_RECORD_EXIT && perf_decode_task(h, &t) == 0) {
+		if (!pd->switch_records)
+			switch_in(pd, t.tid, t.time, fn, ctx);
+		else if (hindex_count(&pd->exited) < PD_MAX_WAITING)
+			hindex_u32_put(&pd->exited, t.tid, 1);
+	} else if (h->type == PERF_RECORD_FORK && hindex_count(&pd->exited) && perf_decode_task(h, &t) == 0) {
+		hindex_u32_del(&pd->exited, t.tid);
+	} else if ((h->type == PERF_RECORD_SWITCH || h->type == PERF_RECORD_SWITCH_CPU_WIDE) &&
+		   hindex_count(&pd->exited) && perf_decode_switch(l, h, &sw) == 0 &&
+		   hindex_u32_get(&pd->exited, sw.tid, &(uint64_t){ 0 })) {
+		pd->counts.switch_outs_exiting += sw.out;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * A record of a file with sched:sched_switch samples. Each of them is a switch-out, delivered as an off-CPU sample
+ * (record_source.h) unless its thread was exiting (prev_state X or Z: it will not run again; the kernel's own
+ * switch events have no such switch-out either). Without switch records in the file the reader makes them as the
+ * kernel would have: a switch-out after each such sample (preempted when prev_state says runnable), and a switch-in
+ * of the thread it switched to (next_pid), or, at the latest, at the next sample or the exit of a thread waiting
+ * for one (it is running then).
+ */
+static int deliver_off_cpu(struct perf_data *pd, const struct pending *p, record_fn fn, void *ctx)
+{
+	const struct perf_event_header *h = (const struct perf_event_header *)p->rec;
+	bool off = p->attr == pd->off_attr && h->type == PERF_RECORD_SAMPLE;
+	struct record_origin origin = { .layout = &pd->attrs[p->attr].layout, .kind = off ? RECORD_OFF_CPU : RECORD_CPU };
+	struct perf_sample ps;
+	bool make = !pd->switch_records;
+	if (h->type != PERF_RECORD_SAMPLE)
+		return off_cpu_side_band(pd, h, origin.layout, fn, ctx) ? fn(ctx, h, &origin) : 0;
+	if ((!off && (!make || !hindex_count(&pd->waiting))) || perf_decode_sample(origin.layout, h, &ps) < 0)
+		return fn(ctx, h, &origin);	/* one that does not decode is counted by the session */
+	if (make)
+		switch_in(pd, ps.tid, ps.time, fn, ctx);
+	if (!off)
+		return fn(ctx, h, &origin);
+	/* check_switch() made sure the raw data holds the fields */
+	uint64_t state = pd->swf.prev_state_size == 8 ? rd64(ps.raw + pd->swf.prev_state)
+						     : rd32(ps.raw + pd->swf.prev_state);
+	int32_t next = (int32_t)rd32(ps.raw + pd->swf.next_pid);
+	if (state & (SWITCH_STATE_EXIT_DEAD | SWITCH_STATE_EXIT_ZOMBIE)) {
+		pd->counts.switch_outs_exiting++;
+		return 0;
+	}
+	pd->counts.switch_outs++;
+	int stop = fn(ctx, h, &origin);
+	if (make && ps.pid) {
+		make_switch(pd, true, !(state & SWITCH_STATE_BLOCKED), ps.pid, ps.tid, ps.time, fn, ctx);
+		if (hindex_count(&pd->waiting) < PD_MAX_WAITING)
+			hindex_u32_put(&pd->waiting, ps.tid, ps.pid);
+	}
+	if (make && next > 0)
+		switch_in(pd, (uint32_t)next, ps.time, fn, ctx);
+	return stop;
+}
+
 /* Deliver the kept records up to time limit (all: UINT64_MAX), in time order; the rest stay. */
 static int flush(struct perf_data *pd, uint64_t limit, record_fn fn, void *ctx)
 {
@@ -751,7 +978,10 @@ static int flush(struct perf_data *pd, uint64_t limit, record_fn fn, void *ctx)
 			prefetch_record(pd->pend[n + PREFETCH_AHEAD].rec);
 		const struct pending *p = &pd->pend[n++];
 		struct record_origin origin = { .layout = &pd->attrs[p->attr].layout, .kind = RECORD_CPU };
-		stop = fn(ctx, (const struct perf_event_header *)p->rec, &origin);
+		if (pd->off_attr != NO_ATTR)
+			stop = deliver_off_cpu(pd, p, fn, ctx);
+		else
+			stop = fn(ctx, (const struct perf_event_header *)p->rec, &origin);
 		if (p->chunk != NO_CHUNK)
 			pd->chunks[p->chunk].live--;
 	}
@@ -844,7 +1074,10 @@ static int take(struct perf_data *pd, const uint8_t *rec, uint64_t off, bool *ro
 	case PERF_RECORD_EXIT:
 	case PERF_RECORD_LOST:
 	case PERF_RECORD_LOST_SAMPLES:
-		return keep(pd, rec, type, size);
+		return keep(pd, rec, type, size, off);
+	case PERF_RECORD_SWITCH:
+	case PERF_RECORD_SWITCH_CPU_WIDE:
+		return pd->off_attr != NO_ATTR ? keep(pd, rec, type, size, off) : 0;
 	case PD_FINISHED_ROUND:
 		*round_end = true;
 		return 0;
@@ -976,6 +1209,11 @@ const struct perf_data_info *perf_data_info(const struct perf_data *pd)
 	return &pd->info;
 }
 
+const struct perf_layout *perf_data_off_cpu_layout(const struct perf_data *pd)
+{
+	return pd->off_attr != NO_ATTR ? &pd->attrs[pd->off_attr].layout : NULL;
+}
+
 const struct perf_data_counts *perf_data_counts(const struct perf_data *pd)
 {
 	return &pd->counts;
@@ -1011,9 +1249,12 @@ const struct perf_data_build_id *perf_data_build_id(const struct perf_data *pd, 
 	return any;
 }
 
-/* Types a session is handed (SAMPLE: those of the event used) or the reader itself uses. */
-static bool used_type(uint32_t t)
+/* Types a session is handed (SAMPLE: those of the event used; switch records with off-CPU samples) or the reader
+ * itself uses. */
+static bool used_type(const struct perf_data *pd, uint32_t t)
 {
+	if (t == PERF_RECORD_SWITCH || t == PERF_RECORD_SWITCH_CPU_WIDE)
+		return pd->off_attr != NO_ATTR;
 	return t == PERF_RECORD_SAMPLE || t == PERF_RECORD_MMAP || t == PERF_RECORD_MMAP2 || t == PERF_RECORD_COMM ||
 	       t == PERF_RECORD_FORK || t == PERF_RECORD_EXIT || t == PERF_RECORD_LOST ||
 	       t == PERF_RECORD_LOST_SAMPLES || t == PD_FINISHED_ROUND || t == PD_COMPRESSED || t == PD_COMPRESSED2;
@@ -1028,7 +1269,7 @@ void perf_data_format_counts(const struct perf_data *pd, bool delivered_types, c
 		uint32_t best = 0;
 		uint64_t most = 0;
 		for (uint32_t t = 0; t < PERF_DATA_TYPES; t++) {
-			if (!done[t] && used_type(t) == delivered_types && pd->counts.records[t] > most) {
+			if (!done[t] && used_type(pd, t) == delivered_types && pd->counts.records[t] > most) {
 				most = pd->counts.records[t];
 				best = t;
 			}

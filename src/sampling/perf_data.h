@@ -8,14 +8,30 @@
  * file's dwarf samples (REGS_USER, STACK_USER) exactly like live ones.
  *
  * What a drain delivers. The samples of the first sampling event (not a tracepoint, not perf's dummy tracking
- * event), each with its attribute's layout, and the side-band records a session uses: MMAP2 (MMAP records are
- * delivered as MMAP2 records without device and inode), COMM, FORK, EXIT, LOST, LOST_SAMPLES. Everything else
+ * event; a file of sched:sched_switch samples alone has none, and its info describes that event), each with its
+ * attribute's layout, sched:sched_switch samples as off-CPU samples (below), and the side-band
+ * records a session uses: MMAP2 (MMAP records are delivered as MMAP2 records without device and inode), COMM, FORK,
+ * EXIT, LOST, LOST_SAMPLES, and with off-CPU samples SWITCH and SWITCH_CPU_WIDE. Everything else
  * is counted by type (perf_data_counts()) and not delivered: samples of other events, and the records a session
  * has no use for. Order: records are kept between perf's FINISHED_ROUND records and delivered in time order,
  * perf's own rule (a round's records go out once the next round has been read, those later than the previous
  * round's last time are kept for the next); each drain delivers at least one round. COMPRESSED and COMPRESSED2
  * records (perf record -z) are decompressed with one zstd stream for the whole file, records split across them
  * put back together.
+ *
+ * Off-CPU. A file with sched:sched_switch samples (perf record -e sched:sched_switch, hotspot's recipe) has each
+ * of them delivered as an off-CPU sample (record_origin.kind RECORD_OFF_CPU, its attribute's layout): a switch-out,
+ * taken in the thread leaving the CPU, as the sampler's off-CPU events deliver them (offcpu.h), then its switch
+ * records: the file's own PERF_RECORD_SWITCH records (perf record --switch-events) where an event recorded them,
+ * else records the reader makes (PERF_RECORD_SWITCH, a layout of their own: pid, tid and time as sample_id): a switch-out after
+ * the sample, preempted when the raw data's prev_state says runnable (R, R+), and a switch-in of its next_pid at
+ * the same time, or at the waiting thread's next sample of any event or its EXIT record (it is running then: at
+ * most one sampling period late). Switch-outs of an exiting thread (prev_state X or Z), and switch records after
+ * its EXIT (a CPU-wide event has them for its last moments), are not delivered: it never runs again. The event is the
+ * tracepoint whose id is sched_switch's in the file's copy of tracefs's formats (TRACING_DATA), or that
+ * EVENT_DESC names "sched:sched_switch"; where prev_state and next_pid are in its raw data comes from that format,
+ * else the kernel's usual layout. A sample whose raw data is too short for them is a corrupt record (-EBADMSG).
+ * Reading needs no tracefs.
  *
  * Periods: a sample's PERIOD is kept where it is time (the cpu-clock and task-clock events: ns); for other
  * events (cycles, ...) their layout says so (perf_layout.period_in_events) and it decodes as 0, each sample then
@@ -29,7 +45,8 @@
  *
  * Ownership: the file is mapped read-only for the reader's life (the pages of the records delivered given back as
  * it goes: it stays resident for about a round's records); records delivered are the reader's (in the file
- * itself where they are delivered as they are there, else copies), valid during the callback. Not thread-safe.
+ * itself where they are delivered as they are there, 8-aligned, else copies), valid during the callback. Not
+ * thread-safe.
  */
 #ifndef HOSTPROF_PERF_DATA_H
 #define HOSTPROF_PERF_DATA_H
@@ -58,6 +75,8 @@ struct perf_data_info {
 	uint64_t clock_wall_ns, clock_ns;
 	bool compressed;		/* the data section has COMPRESSED records */
 	unsigned nattrs;		/* events in the file */
+	bool off_cpu;			/* it has sched:sched_switch samples: delivered as off-CPU samples */
+	bool switch_records;		/* an event recorded PERF_RECORD_SWITCH records (perf record --switch-events) */
 };
 
 struct perf_data_counts {
@@ -65,7 +84,11 @@ struct perf_data_counts {
 	uint64_t records_other;
 	uint64_t delivered;		/* records handed to the consumer */
 	uint64_t samples_other;		/* samples of the other events (not delivered) */
-	uint64_t first_time, last_time;	/* the first and last sample's time, in the records' clock */
+	uint64_t switch_outs;		/* sched:sched_switch samples delivered as off-CPU samples */
+	uint64_t switch_outs_exiting;	/* ... and switch-out records, not delivered: the thread was exiting */
+	uint64_t switches_made;		/* switch records the reader made (no --switch-events) */
+	uint64_t first_time, last_time;	/* the first and last sample's time (or switch record's, delivered with
+					 * off-CPU samples), in the records' clock */
 	uint64_t compressed_bytes, decompressed_bytes;
 	bool truncated;			/* the file ends inside its data section */
 	uint64_t truncated_at;		/* ... at this file offset */
@@ -101,6 +124,8 @@ bool perf_data_is_perf_data(const void *head, size_t n);
 void perf_data_source(struct perf_data *pd, struct record_source *out);
 
 const struct perf_data_info *perf_data_info(const struct perf_data *pd);
+/* The layout of the off-CPU samples (the sched:sched_switch event's), NULL when the file has none. */
+const struct perf_layout *perf_data_off_cpu_layout(const struct perf_data *pd);
 const struct perf_data_counts *perf_data_counts(const struct perf_data *pd);
 /* How far the reading is through the data section, 0 to 1. */
 double perf_data_progress(const struct perf_data *pd);

@@ -189,7 +189,7 @@ static void test_fuzz_perf_record(void **state)
 	run_target("fuzz_perf_record", 3000, input);
 }
 
-/* perf.data files perf records here, small: dwarf samples, compressed (-z), frame-pointer chains. */
+/* perf.data files perf records here, small: dwarf samples, compressed (-z), frame-pointer chains, sched_switch. */
 static void test_fuzz_perf_data(void **state)
 {
 	struct fuzz_state *f = *state;
@@ -206,6 +206,23 @@ static void test_fuzz_perf_data(void **state)
 		size_t at = strlen(input);
 		snprintf(input + at, sizeof(input) - at, " '%s/%s.data'", f->dir, variants[i][0]);
 	}
+	/* hotspot's recipe, with and without switch records: the fixture burns, then sleep sleeps (tracefs is mounted
+	 * for perf where it is not, and unmounted after) */
+	bool mounted = access("/sys/kernel/tracing/events/sched/sched_switch", F_OK) != 0 &&
+		       test_run("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") == 0;
+	static const char *const sched[][2] = { { "sched", "" }, { "sched-sw", "--switch-events" } };
+	for (size_t i = 0; i < sizeof(sched) / sizeof(sched[0]); i++) {
+		int rc = test_run("perf record -q --call-graph dwarf,1024 -e cpu-clock/freq=999/ -e sched:sched_switch "
+				  "%s -o %s/%s.data -- sh -c '%s 0.03; sleep 0.02' >/dev/null 2>&1", sched[i][1], f->dir,
+				  sched[i][0], fixture);
+		size_t at = strlen(input);
+		if (rc == 0)
+			snprintf(input + at, sizeof(input) - at, " '%s/%s.data'", f->dir, sched[i][0]);
+		else
+			test_skip_part("no %s seed: perf record -e sched:sched_switch failed (tracefs?)", sched[i][0]);
+	}
+	if (mounted)
+		assert_int_equal(test_run("umount /sys/kernel/tracing"), 0);
 	run_target("fuzz_perf_data", 1000, input);
 }
 
