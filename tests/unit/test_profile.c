@@ -115,6 +115,9 @@ static void set_info(struct profile *p)
 	assert_int_equal(profile_set_info_string(p, &i->kernel, "6.1.0-13-amd64"), 0);
 	assert_int_equal(profile_set_info_string(p, &i->event, "cpu-clock"), 0);
 	assert_int_equal(profile_set_info_string(p, &i->unwinder, "libunwind"), 0);
+	assert_int_equal(profile_set_info_string(p, &i->cmdline, "perf record -g -- ./app --threads 4"), 0);
+	i->cpus_online = 6;
+	i->cpus_available = 8;
 	i->start_unix_ns = 1700000000123456789ULL;
 	i->duration_ns = 2000000000;
 	i->period_ns = 10101010;
@@ -199,6 +202,9 @@ static void assert_info_equal(const struct profile_info *a, const struct profile
 	assert_opt_string(a->kernel, b->kernel);
 	assert_opt_string(a->event, b->event);
 	assert_opt_string(a->unwinder, b->unwinder);
+	assert_opt_string(a->cmdline, b->cmdline);
+	assert_int_equal(a->cpus_online, b->cpus_online);
+	assert_int_equal(a->cpus_available, b->cpus_available);
 	assert_int_equal(a->start_unix_ns, b->start_unix_ns);
 	assert_int_equal(a->duration_ns, b->duration_ns);
 	assert_int_equal(a->period_ns, b->period_ns);
@@ -488,6 +494,9 @@ static void test_round_trip(void **state)
 		fclose(f);
 	assert_non_null(memmem(raw, n, "\xa3jit", 4));
 	assert_non_null(memmem(raw, n, "\xa6kernel", 7));
+	/* The CPU counts and the command line are there under their keys (the round trip checked their values). */
+	assert_non_null(memmem(raw, n, "\xabcpus_online", 12));
+	assert_non_null(memmem(raw, n, "\xa7cmdline", 8));
 
 	/* And again from what was read: the format is stable under re-writing. */
 	assert_int_equal(profile_write_file(q, path), 0);
@@ -512,6 +521,16 @@ static void test_round_trip_empty(void **state)
 	struct profile *q = read_ok(path);
 	assert_profiles_equal(p, q);
 	assert_null(q->info.producer);
+	/* Nothing known of the CPUs or the command line: neither is written, and none is read back. */
+	assert_int_equal(q->info.cpus_online + q->info.cpus_available, 0);
+	assert_null(q->info.cmdline);
+	FILE *f = fopen(path, "rb");
+	char raw[4096];
+	size_t n = f ? fread(raw, 1, sizeof(raw), f) : 0;
+	if (f)
+		fclose(f);
+	assert_null(memmem(raw, n, "cpus_online", 11));
+	assert_null(memmem(raw, n, "cmdline", 7));
 	profile_free(p);
 	profile_free(q);
 	tmpdir_remove(&d);
@@ -532,6 +551,8 @@ static void test_merge(void **state)
 	assert_int_equal(c->info.lost_fast_lane, 1);
 	assert_int_equal(c->info.start_unix_ns, a->info.start_unix_ns);
 	assert_int_equal(c->info.duration_ns, 5000000000ULL);
+	assert_int_equal(c->info.cpus_online, 6);	/* descriptive: the first profile's */
+	assert_string_equal(c->info.cmdline, a->info.cmdline);
 	assert_int_equal(c->stacks.count, a->stacks.count);
 	assert_int_equal(c->samples.count, a->samples.count);
 	for (uint32_t i = 0; i < c->samples.count; i++)
@@ -913,6 +934,9 @@ static void test_crafted_good_and_unknown_keys(void **state)
 		write_crafted(path, &c);
 		struct profile *p = read_ok(path);
 		assert_int_equal(p->info.samples, 1);
+		/* a header without CPU counts or a command line (as earlier versions wrote) reads: none known */
+		assert_int_equal(p->info.cpus_online + p->info.cpus_available, 0);
+		assert_null(p->info.cmdline);
 		assert_int_equal(p->locations.count, 3);
 		assert_int_equal(p->locations.items[2].address, 0x1002);
 		assert_int_equal(p->locations.items[2].lines[0].line, 12);
