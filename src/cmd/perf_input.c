@@ -249,9 +249,12 @@ static int fill_info(struct perf_data *pd, struct profile *p, int64_t realtime_o
 	if ((err = profile_set_info_string(p, &i->producer, producer)) < 0 ||
 	    (err = profile_set_info_string(p, &i->hostname, in->hostname)) < 0 ||
 	    (err = profile_set_info_string(p, &i->kernel, in->osrelease)) < 0 ||
+	    (err = profile_set_info_string(p, &i->cmdline, in->cmdline[0] ? in->cmdline : NULL)) < 0 ||
 	    (err = profile_set_info_string(p, &i->event, in->event)) < 0 ||
 	    (err = profile_set_info_string(p, &i->unwinder, "deltas")) < 0)
 		return err;
+	i->cpus_online = in->nrcpus_online;
+	i->cpus_available = in->nrcpus_avail;
 	i->frequency_hz = in->frequency_hz;
 	i->period_ns = in->period_ns;
 	if (c->first_time) {

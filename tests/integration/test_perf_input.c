@@ -3,7 +3,8 @@
  * recorded with the real `perf record` (--call-graph dwarf, the same compressed with -z, --call-graph fp) and read
  * back by hostprof; its shares checked against the fixture's 3:1 split, against hostprof's own `record` of the
  * same fixture, and against `perf report --no-children` on the same file (the same samples: self shares agree
- * within a rounding). Then the commands (report, convert, diff) on perf.data files, a file cut short (read as far
+ * within a rounding). Then the commands (report, convert, diff) on perf.data files, the recording's CPU count and
+ * command line as `perf report --header-only` reads them, a file cut short (read as far
  * as it goes, said), a corrupt one (an error naming the offset), and the recording's files found under --symfs,
  * missing, or of another build, and a shared library gone or rebuilt (its frames are offsets in it, unnamed).
  * They skip, saying why, only where perf is missing or the kernel refuses perf_event_open.
@@ -138,6 +139,11 @@ static void test_dwarf(void **state)
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s 2", f->out,
 				  test_fixture_path("split_paths", fixture, sizeof(fixture))), 0);
 	struct profile *q = test_read_profile(f->out);
+	/* record says the host's CPUs and its own command line, as perf does in its file */
+	assert_int_equal(q->info.cpus_online, sysconf(_SC_NPROCESSORS_ONLN));
+	assert_int_equal(q->info.cpus_available, sysconf(_SC_NPROCESSORS_CONF));
+	assert_non_null(q->info.cmdline);
+	assert_int_equal(strncmp(q->info.cmdline, "hostprof record -q -o ", 22), 0);
 	double da = self_share(p, "leaf_a") - self_share(q, "leaf_a");
 	double db = self_share(p, "leaf_b") - self_share(q, "leaf_b");
 	fprintf(stderr, "perf.data vs hostprof record: leaf_a %+.1f, leaf_b %+.1f points\n", da, db);
@@ -171,6 +177,54 @@ static void test_frame_pointers(void **state)
 	profile_free(p);
 }
 
+/* The value of a "# key : value" line of `perf report --header-only`, its trailing blanks cut, into buf ("" if
+ * there is no such line). */
+static void perf_header_value(const char *text, const char *key, char *buf, size_t len)
+{
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "# %s : ", key);
+	buf[0] = '\0';
+	for (const char *at = text; (at = strstr(at, prefix)); at++) {
+		if (at != text && at[-1] != '\n')
+			continue;
+		at += strlen(prefix);
+		size_t n = strcspn(at, "\n");
+		while (n && at[n - 1] == ' ')
+			n--;
+		snprintf(buf, len, "%.*s", (int)n, at);
+		return;
+	}
+}
+
+/* The recording's CPU count and command line: hostprof's report and profile say what perf itself reads from the
+ * file's header (NRCPUS, CMDLINE). */
+static void assert_header_as_perf(const char *d, const char *name, const char *report_path)
+{
+	char path[600], online[32], avail[32], cmdline[4096], want[4200];
+	snprintf(path, sizeof(path), "%s/header.txt", d);
+	assert_int_equal(test_run("perf report -i %s/%s --header-only > %s 2>/dev/null", d, name, path), 0);
+	char *header = test_read_text(path), *report = test_read_text(report_path);
+	perf_header_value(header, "nrcpus online", online, sizeof(online));
+	perf_header_value(header, "nrcpus avail", avail, sizeof(avail));
+	perf_header_value(header, "cmdline", cmdline, sizeof(cmdline));
+	fprintf(stderr, "perf --header-only: nrcpus online %s, avail %s, cmdline \"%s\"\n", online, avail, cmdline);
+	assert_true(atoi(online) > 0 && atoi(avail) > 0 && strstr(cmdline, "record -q -F 999"));
+	if (strcmp(online, avail) == 0)
+		snprintf(want, sizeof(want), ", %s CPUs\n", online);
+	else
+		snprintf(want, sizeof(want), ", %s of %s CPUs online\n", online, avail);
+	assert_non_null(strstr(report, want));
+	snprintf(want, sizeof(want), "\nCommand:            %s\n", cmdline);
+	assert_non_null(strstr(report, want));
+	struct profile *p = load(d, name);
+	assert_int_equal(p->info.cpus_online, atoi(online));
+	assert_int_equal(p->info.cpus_available, atoi(avail));
+	assert_string_equal(p->info.cmdline, cmdline);
+	profile_free(p);
+	free(header);
+	free(report);
+}
+
 /* Patch the u16 size of the data section's first record to 4 (impossible); returns the data offset. */
 static long corrupt_first_record(const char *path)
 {
@@ -198,6 +252,7 @@ static void test_commands(void **state)
 	assert_int_equal(test_run("\"$HOSTPROF\" report %s/a.data > %s/report.txt 2> %s/report.err", d, d, d), 0);
 	assert_int_equal(test_run("grep -q 'leaf_a (split_paths.c)' %s/report.txt", d), 0);
 	assert_int_equal(test_run("grep -q 'records used: .*SAMPLE' %s/report.err", d), 0);
+	assert_header_as_perf(d, "a.data", strcat(strcpy((char[600]){ 0 }, d), "/report.txt"));
 	assert_int_equal(test_run("\"$HOSTPROF\" convert %s/a.data --to collapsed -o %s/a.folded", d, d), 0);
 	assert_int_equal(test_run("grep -q 'main;path_a;leaf_a' %s/a.folded", d), 0);
 	assert_int_equal(test_run("\"$HOSTPROF\" convert %s/b.data --to pprof -o %s/b.pb.gz", d, d), 0);
