@@ -42,6 +42,7 @@ struct opener {
 	struct perf_data *pd;
 	const char *symfs;
 	const char *home;
+	uid_t recorder;		/* the perf.data file's owner: the user who recorded */
 	struct failed_file *failed;
 	size_t nfailed, capfailed;
 };
@@ -178,6 +179,35 @@ static int open_file(void *ctx, const struct process *p, const struct mapping *m
 }
 
 /*
+ * jitinfo_open_fn: a process's perf map (/tmp/perf-PID.map, the recording's pid), where perf report reads it, at its
+ * path, but under --symfs first when given (as the mapped files). The map is another process's writing: only a
+ * regular file, not reached through a symbolic link, owned by root, by the user reading or by the user who
+ * recorded (perf takes the first two), is read; jitinfo bounds what is read of it.
+ */
+static int open_jit_map(void *ctx, const char *path)
+{
+	struct opener *o = ctx;
+	char cand[2][PATH_MAX];
+	int n = 0, err = -ENOENT;
+	if (o->symfs && o->symfs[0])
+		snprintf(cand[n++], PATH_MAX, "%s%s", o->symfs, path);
+	snprintf(cand[n++], PATH_MAX, "%s", path);
+	for (int i = 0; i < n; i++) {
+		struct stat st;
+		int fd = regular_file_open(AT_FDCWD, cand[i], O_NOFOLLOW, &st);
+		if (fd >= 0 && (st.st_uid == 0 || st.st_uid == geteuid() || st.st_uid == o->recorder))
+			return fd;
+		if (fd >= 0) {
+			close(fd);
+			fd = -EPERM;
+		}
+		if (fd != -ENOENT)
+			err = fd;	/* there, but refused: said as such unless another candidate is taken */
+	}
+	return err;
+}
+
+/*
  * The file's records as the session gets them, each sample counted against the files not opened (a mapping's
  * file is opened as its first sample is handled: the sample is looked at after the session had it).
  */
@@ -264,7 +294,8 @@ static int fill_info(struct perf_data *pd, struct profile *p, int64_t realtime_o
 	return 0;
 }
 
-static void print_summary(const char *path, struct perf_data *pd, const struct session_stats *st)
+static void print_summary(const char *path, struct perf_data *pd, const struct session_stats *st,
+			  const struct jitinfo_stats *jit)
 {
 	const struct perf_data_info *in = perf_data_info(pd);
 	const struct perf_data_counts *c = perf_data_counts(pd);
@@ -272,10 +303,17 @@ static void print_summary(const char *path, struct perf_data *pd, const struct s
 		version[ESCAPE_SHOWN_MAX], release[ESCAPE_SHOWN_MAX];
 	perf_data_format_counts(pd, true, used, sizeof(used));
 	perf_data_format_counts(pd, false, unused, sizeof(unused));
-	char other[160] = "";
+	char other[320] = "";
 	int at = 0;
 	if (c->samples_other)
 		at = snprintf(other, sizeof(other), ", %" PRIu64 " samples of other events not used", c->samples_other);
+	if (jit->perf_maps && at >= 0 && (size_t)at < sizeof(other))
+		at += snprintf(other + at, sizeof(other) - (size_t)at, ", JIT code named from %" PRIu64 " perf map%s",
+			       jit->perf_maps, jit->perf_maps == 1 ? "" : "s");
+	if (jit->refused && at >= 0 && (size_t)at < sizeof(other))
+		at += snprintf(other + at, sizeof(other) - (size_t)at, ", %" PRIu64 " perf map%s not read (not a "
+			       "regular file, or not of root, you or the file's owner)", jit->refused,
+			       jit->refused == 1 ? "" : "s");
 	/* a layout the decoder does not read (PERF_SAMPLE_READ, BRANCH_STACK: perf record --call-graph lbr) */
 	if (st->bad_records && at >= 0 && (size_t)at < sizeof(other))
 		snprintf(other + at, sizeof(other) - (size_t)at, ", %" PRIu64 " records that do not decode",
@@ -305,8 +343,11 @@ int perf_input_load(const char *path, const struct perf_input_options *o, struct
 	bool kernel = !in->exclude_kernel && strcmp(in->osrelease, u.release) == 0;
 	int64_t offset = in->has_clock_data ? (int64_t)(in->clock_wall_ns - in->clock_ns)
 					    : (int64_t)(clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC));
-	struct opener op = { .pd = pd, .symfs = o ? o->symfs : NULL, .home = getenv("HOME") };
-	struct session_offline off = { .open_file = open_file, .open_ctx = &op, .kernel = kernel,
+	struct stat data_st;
+	struct opener op = { .pd = pd, .symfs = o ? o->symfs : NULL, .home = getenv("HOME"),
+			     .recorder = stat(path, &data_st) == 0 ? data_st.st_uid : geteuid() };
+	struct session_offline off = { .open_file = open_file, .open_jit_map = open_jit_map, .open_ctx = &op,
+				       .kernel = kernel,
 				       .realtime_offset_ns = (uint64_t)offset };
 	struct session_options so = { .unwinder = SESSION_UNWIND_DELTAS, .offline = &off, .use_cache = 1 };
 	struct session *s = NULL;
@@ -353,8 +394,11 @@ int perf_input_load(const char *path, const struct perf_input_options *o, struct
 			strerror(-rc));
 		goto out;
 	}
-	if (!o || !o->quiet)
-		print_summary(path, pd, session_stats(s));
+	if (!o || !o->quiet) {
+		struct session_counters sc;
+		session_counters(s, &sc);
+		print_summary(path, pd, session_stats(s), &sc.jit);
+	}
 	*out = p;
 	p = NULL;
 out:

@@ -6,7 +6,8 @@
  * within a rounding). Then the commands (report, convert, diff) on perf.data files, the recording's CPU count and
  * command line as `perf report --header-only` reads them, a file cut short (read as far
  * as it goes, said), a corrupt one (an error naming the offset), and the recording's files found under --symfs,
- * missing, or of another build, and a shared library gone or rebuilt (its frames are offsets in it, unnamed).
+ * missing, or of another build, and a shared library gone or rebuilt (its frames are offsets in it, unnamed). Then JIT
+ * code named from the perf map a fixture wrote, against perf report on the same file.
  * They skip, saying why, only where perf is missing or the kernel refuses perf_event_open.
  */
 #include <setjmp.h>
@@ -467,6 +468,129 @@ static void test_library_not_here(void **state)
 	assert_int_equal(test_run("grep -q 'not the build perf recorded' %s/rebuilt.err", d), 0);
 }
 
+/* The JIT fixture's perf map (/tmp/perf-PID.map): perf report and hostprof read it after the fixture exited; the
+ * teardown removes it, whatever the test's end. */
+static char jit_map[64];
+
+static int jit_teardown(void **state)
+{
+	if (jit_map[0])
+		unlink(jit_map);
+	jit_map[0] = '\0';
+	return test_workdir_teardown(state);
+}
+
+/* perf record of jit_split (2 s of its CPU) with perf's options opts into dir/name; its map's path into jit_map. */
+static void perf_record_jit(const char *dir, const char *name, const char *opts)
+{
+	char fixture[256], out[600];
+	test_fixture_path("jit_split", fixture, sizeof(fixture));
+	snprintf(out, sizeof(out), "%s/%s.out", dir, name);
+	assert_int_equal(test_run("perf record -q -F 999 %s -o %s/%s -- %s 2 > %s 2>/dev/null", opts, dir, name, fixture,
+				  out), 0);
+	char *text = test_read_text(out);
+	int pid = 0;
+	assert_int_equal(sscanf(text, "pid %d", &pid), 1);
+	free(text);
+	snprintf(jit_map, sizeof(jit_map), "/tmp/perf-%d.map", pid);
+}
+
+/* Samples (as a share of all) with a JIT frame named name, and of them those whose stack goes main -> name. */
+static void jit_shares(const struct profile *p, const char *name, double *named, double *from_main)
+{
+	uint64_t n = 0, total = test_total_samples(p);
+	const char *chain[] = { "main", name };
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_stack *st = &p->stacks.items[p->samples.items[i].stack];
+		for (uint32_t k = 0; k < st->nlocations; k++) {
+			const struct profile_location *l = &p->locations.items[st->locations[k]];
+			const struct profile_line *line = l->nlines ? &l->lines[l->nlines - 1] : NULL;
+			if (line && l->frame_kind == PROFILE_FRAME_JIT &&
+			    strcmp(profile_string(p, p->functions.items[line->function].name), name) == 0) {
+				n += p->samples.items[i].count;
+				break;
+			}
+		}
+	}
+	*named = test_share(n, total);
+	*from_main = test_share(test_samples_with_chain(p, chain, ARRAY_LEN(chain)), total);
+}
+
+/* hostprof's report of dir/name with the options given: its exit status; stdout and stderr in dir/<out>.txt,
+ * dir/<out>.err. */
+static int report_to(const char *d, const char *name, const char *opts, const char *out)
+{
+	return test_run("\"$HOSTPROF\" report %s %s/%s > %s/%s.txt 2> %s/%s.err", opts, d, name, d, out, d, out);
+}
+
+/*
+ * JIT code named from its perf map, as perf report names it: jit_split copies two functions into anonymous memory,
+ * names them in /tmp/perf-PID.map and splits its time 2:1 between them. On the same file, hostprof's self shares of
+ * the two are perf report's, and its stacks go on through the JIT code's frame pointers to main (perf's dwarf
+ * unwinding, without unwind tables for JIT code, stops in it). The map is found under --symfs first, and only
+ * there when moved; one reached through a symbolic link, or of another user, is not read, and said.
+ */
+static void test_jit_perf_map(void **state)
+{
+	struct test_workdir *f = *state;
+	const char *d = f->dir;
+	require_perf_tool();
+#if !defined(__x86_64__)
+	test_skip("the JIT fixture's code is x86-64 machine code");
+#endif
+	const char *funcs[] = { "jit_hot_a", "jit_hot_b" };
+	const double want[] = { 200.0 / 3, 100.0 / 3 };
+	const char *graphs[][2] = { { "dwarf", "--call-graph dwarf,8192" }, { "fp", "--call-graph fp" } };
+	for (size_t g = 0; g < ARRAY_LEN(graphs); g++) {
+		char name[64];
+		snprintf(name, sizeof(name), "jit-%s.data", graphs[g][0]);
+		perf_record_jit(d, name, graphs[g][1]);
+		struct profile *p = load(d, name);
+		for (size_t i = 0; i < ARRAY_LEN(funcs); i++) {
+			double named, from_main, self = self_share(p, funcs[i]), perf = perf_self_share(d, name, funcs[i]);
+			jit_shares(p, funcs[i], &named, &from_main);
+			fprintf(stderr, "%s: %s self %.2f%% (perf report %.2f%%), a JIT frame in %.2f%%, under main %.2f%%\n",
+				name, funcs[i], self, perf, named, from_main);
+			assert_true(perf >= 0 && fabs(self - perf) <= 0.5);	/* the same samples, the same map */
+			assert_true(fabs(named - want[i]) < 8.0);	/* 2 units of work against 1, by CPU time */
+			/* out of the JIT code by its frame pointer: dwarf samples (a -g chain is the kernel's, and
+			 * stops where main, built without frame pointers, breaks it) */
+			if (g == 0)
+				assert_true(from_main >= named - 1.0);
+		}
+		profile_free(p);
+		if (g == 0)
+			unlink(jit_map);	/* the next recording has its own map */
+	}
+	/* the report says where the names came from */
+	assert_int_equal(report_to(d, "jit-fp.data", "", "fp"), 0);
+	assert_int_equal(test_run("grep -q 'JIT code named from 1 perf map' %s/fp.err", d), 0);
+	assert_int_equal(test_run("grep -q ' jit_hot_a$' %s/fp.txt", d), 0);
+	/* moved under a --symfs directory: found there, and only with --symfs */
+	assert_int_equal(test_run("mkdir -p %s/symfs/tmp && mv %s %s/symfs%s", d, jit_map, d, jit_map), 0);
+	assert_int_equal(report_to(d, "jit-fp.data", "", "moved"), 0);
+	assert_int_equal(test_run("grep -q jit_hot_a %s/moved.txt", d), 1);
+	char symfs[700];
+	snprintf(symfs, sizeof(symfs), "--symfs %s/symfs", d);
+	assert_int_equal(report_to(d, "jit-fp.data", symfs, "symfs"), 0);
+	assert_int_equal(test_run("grep -q ' jit_hot_a$' %s/symfs.txt", d), 0);
+	/* another process's file: never through a symbolic link */
+	assert_int_equal(test_run("ln -s %s/symfs%s %s", d, jit_map, jit_map), 0);
+	assert_int_equal(report_to(d, "jit-fp.data", "", "link"), 0);
+	assert_int_equal(test_run("grep -q jit_hot_a %s/link.txt", d), 1);
+	assert_int_equal(test_run("grep -q '1 perf map not read' %s/link.err", d), 0);
+	unlink(jit_map);
+	/* ... nor of a user other than root, the reader or the recording's owner */
+	if (geteuid() != 0) {
+		test_skip_part("needs root: a map of another user is made with chown");
+		return;
+	}
+	assert_int_equal(test_run("cp %s/symfs%s %s && chown 65534 %s", d, jit_map, jit_map, jit_map), 0);
+	assert_int_equal(report_to(d, "jit-fp.data", "", "owner"), 0);
+	assert_int_equal(test_run("grep -q jit_hot_a %s/owner.txt", d), 1);
+	assert_int_equal(test_run("grep -q '1 perf map not read' %s/owner.err", d), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -476,6 +600,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_commands, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_symfs, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_library_not_here, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_jit_perf_map, test_workdir_setup, jit_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
