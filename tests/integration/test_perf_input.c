@@ -7,7 +7,7 @@
  * command line as `perf report --header-only` reads them, a file cut short (read as far
  * as it goes, said), a corrupt one (an error naming the offset), and the recording's files found under --symfs,
  * missing, or of another build, and a shared library gone or rebuilt (its frames are offsets in it, unnamed). Then JIT
- * code named from the perf map a fixture wrote, against perf report on the same file.
+ * code named from the perf map a fixture, and node, wrote, against perf report on the same file.
  * They skip, saying why, only where perf is missing or the kernel refuses perf_event_open.
  */
 #include <setjmp.h>
@@ -55,21 +55,27 @@ static struct profile *load(const char *dir, const char *name)
 	return p;
 }
 
-/* The share of samples whose leaf function is name. */
-static double self_share(const struct profile *p, const char *name)
+/* The share of samples whose leaf function is name (contains: whose leaf function's name contains it). */
+static double self_share_of(const struct profile *p, const char *name, bool contains)
 {
 	uint64_t self = 0;
 	for (uint32_t i = 0; i < p->samples.count; i++) {
 		const char *names[4096];
 		size_t n = test_stack_functions(p, p->samples.items[i].stack, names, ARRAY_LEN(names));
-		if (n && strcmp(names[n - 1], name) == 0)
+		if (n && (contains ? strstr(names[n - 1], name) != NULL : strcmp(names[n - 1], name) == 0))
 			self += p->samples.items[i].count;
 	}
 	return test_share(self, test_total_samples(p));
 }
 
-/* perf report --no-children's self share of symbol on dir/name, -1 if absent. */
-static double perf_self_share(const char *dir, const char *name, const char *symbol)
+static double self_share(const struct profile *p, const char *name)
+{
+	return self_share_of(p, name, false);
+}
+
+/* perf report --no-children's self share of symbol on dir/name (contains: summed over the symbols containing
+ * it), -1 if absent. */
+static double perf_self_share_of(const char *dir, const char *name, const char *symbol, bool contains)
 {
 	char out[700], line[4096];
 	snprintf(out, sizeof(out), "%s/%s.report", dir, name);
@@ -80,7 +86,11 @@ static double perf_self_share(const char *dir, const char *name, const char *sym
 	while (f && fgets(line, sizeof(line), f)) {
 		line[strcspn(line, "\n")] = '\0';
 		const char *sym = strstr(line, "[.] ");
-		if (sym && strcmp(sym + 4, symbol) == 0 && sscanf(line, " %lf%%", &s) == 1) {
+		if (!sym || sscanf(line, " %lf%%", &s) != 1)
+			continue;
+		if (contains && strstr(sym + 4, symbol)) {
+			share = (share < 0 ? 0 : share) + s;
+		} else if (!contains && strcmp(sym + 4, symbol) == 0) {
 			share = s;
 			break;
 		}
@@ -88,6 +98,11 @@ static double perf_self_share(const char *dir, const char *name, const char *sym
 	if (f)
 		fclose(f);
 	return share;
+}
+
+static double perf_self_share(const char *dir, const char *name, const char *symbol)
+{
+	return perf_self_share_of(dir, name, symbol, false);
 }
 
 /* The leaves' self shares agree with perf's on the same file. */
@@ -591,6 +606,57 @@ static void test_jit_perf_map(void **state)
 	assert_int_equal(test_run("grep -q '1 perf map not read' %s/owner.err", d), 0);
 }
 
+/* A JavaScript hot loop, by CPU time (3 s). */
+static const char hot_js[] =
+	"function hotLoop(n) {\n"
+	"  let s = 0;\n"
+	"  for (let i = 0; i < n; i++) s = (s + i * i) % 1000003;\n"
+	"  return s;\n"
+	"}\n"
+	"function caller() {\n"
+	"  const end = process.cpuUsage().user + 3e6;\n"
+	"  let t = 0;\n"
+	"  while (process.cpuUsage().user < end) t += hotLoop(100000);\n"
+	"  return t;\n"
+	"}\n"
+	"console.log(caller());\n";
+
+/*
+ * A real runtime's map: node --perf-basic-prof recorded with perf record --call-graph dwarf. V8 names hotLoop in
+ * the map once per compilation ("JS:~hotLoop ...", "JS:*hotLoop ..."): its self share, summed over them, is perf
+ * report's on the same file, and the stacks through V8's JIT code and node's built-ins are complete.
+ */
+static void test_node_perf_map(void **state)
+{
+	struct test_workdir *f = *state;
+	const char *d = f->dir;
+	char script[600];
+	require_perf_tool();
+	test_require_tool("command -v node", "node");
+	snprintf(script, sizeof(script), "%s/hot.js", d);
+	FILE *js = fopen(script, "we");
+	assert_non_null(js);
+	fputs(hot_js, js);
+	assert_int_equal(fclose(js), 0);
+	assert_int_equal(test_run("perf record -q -F 999 --call-graph dwarf,16384 -o %s/node.data -- sh -c 'echo $$ > "
+				  "%s/node.pid && exec node --perf-basic-prof %s' >/dev/null 2>&1", d, d, script), 0);
+	char pid_path[600];
+	snprintf(pid_path, sizeof(pid_path), "%s/node.pid", d);
+	char *pid = test_read_text(pid_path);
+	snprintf(jit_map, sizeof(jit_map), "/tmp/perf-%d.map", atoi(pid));
+	free(pid);
+	struct profile *p = load(d, "node.data");
+	double ours = self_share_of(p, "hotLoop", true), perf = perf_self_share_of(d, "node.data", "hotLoop", true);
+	const char *roots[] = { "__libc_start_main", "start_thread" };	/* no "main" frame in node; its threads */
+	double complete = test_share(test_samples_complete_to(p, roots, ARRAY_LEN(roots)), test_total_samples(p));
+	fprintf(stderr, "node --perf-basic-prof: hotLoop self %.2f%% (perf report %.2f%%), complete %.1f%%\n",
+		ours, perf, complete);
+	assert_true(ours >= 50.0);	/* the hot loop is the program */
+	assert_true(perf >= 0 && fabs(ours - perf) <= 1.0);
+	assert_true(complete >= 90.0);
+	profile_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -601,6 +667,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_symfs, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_library_not_here, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_jit_perf_map, test_workdir_setup, jit_teardown),
+		cmocka_unit_test_setup_teardown(test_node_perf_map, test_workdir_setup, jit_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
