@@ -123,9 +123,10 @@ enum session_unwinder {
  * under the same pids now. Nothing of them is read (procmgr_set_offline(): no /proc, mappings from the records
  * only; walks read no process memory), a mapping's file is opened by open_file, a process's perf map
  * ("/tmp/perf-PID.map", the recording's pid) by open_jit_map (jitinfo_mgr_set_offline(): JIT code is named and
- * walked from it alone; NULL: no map is read), and kernel frames are named from this machine's kallsyms only when kernel says they are this kernel's. There is no
- * sampler (session_new(NULL, ...)): no fast lane, no off-CPU profiling, no APM correlation, and tables are built
- * on the session's thread, as samples need them (none is held).
+ * walked from it alone; NULL: no map is read), and kernel frames are named from this machine's kallsyms only when
+ * kernel says they are this kernel's. There is no sampler (session_new(NULL, ...)): no fast lane, no off-CPU
+ * profiling, no APM correlation, and tables are built on the session's thread, as samples need them (none is
+ * held).
  */
 struct session_offline {
 	procmgr_open_fn open_file;

@@ -269,6 +269,7 @@ static int open_in_root(const struct jitinfo *j, const char *path)
 	return fd;
 }
 
+/* f is not to be read (yet): counted once per file. */
 static int refused(struct jitinfo *j, struct jit_file *f)
 {
 	if (!f->refused)
