@@ -775,9 +775,15 @@ static void pack_s(msgpack_packer *pk, const char *s)
 	msgpack_pack_str_with_body(pk, s, strlen(s));
 }
 
-static void pack_header(msgpack_packer *pk, unsigned major, bool extra_key)
+static void pack_header(msgpack_packer *pk, unsigned major, bool extra_key, uint64_t cpus)
 {
-	msgpack_pack_map(pk, 3 + extra_key);
+	msgpack_pack_map(pk, 3 + extra_key + (cpus != 0));
+	if (cpus) {
+		pack_s(pk, "host");
+		msgpack_pack_map(pk, 1);
+		pack_s(pk, "cpus_online");
+		msgpack_pack_uint64(pk, cpus);
+	}
 	pack_s(pk, "format");
 	pack_s(pk, "hostprof");
 	pack_s(pk, "version");
@@ -806,6 +812,7 @@ struct craft {
 	uint32_t stack_locs[3], nstack_locs;
 	uint32_t sample_stack;
 	bool extras;
+	uint64_t cpus;		/* a host map with this cpus_online, if not 0 */
 };
 
 static void pack_unknown(msgpack_packer *pk, bool extras)
@@ -822,7 +829,7 @@ static void pack_crafted(msgpack_packer *pk, const struct craft *c)
 {
 	msgpack_pack_map(pk, 3 + c->extras);
 	msgpack_pack_uint32(pk, 0);
-	pack_header(pk, c->major, c->extras);
+	pack_header(pk, c->major, c->extras, c->cpus);
 	pack_unknown(pk, c->extras);
 
 	msgpack_pack_uint32(pk, 2);	/* dictionary */
@@ -986,6 +993,20 @@ static void test_crafted_bad_indices(void **state)
 	write_crafted(path, &c);
 	assert_int_equal(read_fails(path, err, sizeof(err)), -EBADMSG);
 	snprintf(expect, sizeof(expect), "%s: corrupt: sample 0 references stack 2 of 2", path);
+	assert_string_equal(err, expect);
+
+	/* a CPU count: one that fits is read, one past 32 bits is corrupt */
+	c = good_craft;
+	c.cpus = 64;
+	write_crafted(path, &c);
+	struct profile *p = read_ok(path);
+	assert_int_equal(p->info.cpus_online, 64);
+	assert_int_equal(p->info.cpus_available, 0);
+	profile_free(p);
+	c.cpus = 1ULL << 32;
+	write_crafted(path, &c);
+	assert_int_equal(read_fails(path, err, sizeof(err)), -EBADMSG);
+	snprintf(expect, sizeof(expect), "%s: corrupt: header field \"cpus_online\" is 4294967296, past 2^32 - 1", path);
 	assert_string_equal(err, expect);
 	tmpdir_remove(&d);
 }
