@@ -216,6 +216,9 @@ static int fill_info(struct daemon *d, struct profile *p, uint64_t end_mono)
 	i->duration_ns = end_mono - d->interval_start_mono_ns;
 	i->frequency_hz = d->cfg.run.freq_hz;
 	i->period_ns = 1000000000ULL / d->cfg.run.freq_hz;
+	long online = sysconf(_SC_NPROCESSORS_ONLN), available = sysconf(_SC_NPROCESSORS_CONF);
+	i->cpus_online = online > 0 && online <= UINT32_MAX ? (uint32_t)online : 0;
+	i->cpus_available = available > 0 && available <= UINT32_MAX ? (uint32_t)available : 0;
 	return 0;
 }
 

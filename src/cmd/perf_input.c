@@ -47,6 +47,7 @@ struct opener {
 	struct perf_data *pd;
 	const char *symfs;
 	char buildid_dir[BUILDID_DIRS][PATH_MAX];	/* perf's build-id caches to look in, "" for none */
+	uid_t recorder;		/* the perf.data file's owner: the user who recorded */
 	struct failed_file *failed;
 	size_t nfailed, capfailed;
 };
@@ -188,18 +189,45 @@ static int open_file(void *ctx, const struct process *p, const struct mapping *m
  * another user's (root reading what a user recorded), that user's ~/.debug, where their perf record put the
  * files. What is found there is used only if its build-id is the recorded one.
  */
-static void find_buildid_dirs(struct opener *o, const char *path)
+static void find_buildid_dirs(struct opener *o)
 {
 	const char *env = getenv("PERF_BUILDID_DIR"), *home = getenv("HOME");
 	if (env && env[0])
 		snprintf(o->buildid_dir[0], PATH_MAX, "%s", env);
 	else if (home && home[0])
 		snprintf(o->buildid_dir[0], PATH_MAX, "%s/.debug", home);
-	struct stat st;
 	struct passwd *pw;
-	if (stat(path, &st) == 0 && st.st_uid != geteuid() && (pw = getpwuid(st.st_uid)) && pw->pw_dir &&
-	    pw->pw_dir[0] == '/')
+	if (o->recorder != geteuid() && (pw = getpwuid(o->recorder)) && pw->pw_dir && pw->pw_dir[0] == '/')
 		snprintf(o->buildid_dir[1], PATH_MAX, "%s/.debug", pw->pw_dir);
+}
+
+/*
+ * jitinfo_open_fn: a process's perf map (/tmp/perf-PID.map, the recording's pid), where perf report reads it, at its
+ * path, but under --symfs first when given (as the mapped files). The map is another process's writing: only a
+ * regular file, not reached through a symbolic link, owned by root, by the user reading or by the user who
+ * recorded (perf takes the first two), is read; jitinfo bounds what is read of it.
+ */
+static int open_jit_map(void *ctx, const char *path)
+{
+	struct opener *o = ctx;
+	char cand[2][PATH_MAX];
+	int n = 0, err = -ENOENT;
+	if (o->symfs && o->symfs[0])
+		snprintf(cand[n++], PATH_MAX, "%s%s", o->symfs, path);
+	snprintf(cand[n++], PATH_MAX, "%s", path);
+	for (int i = 0; i < n; i++) {
+		struct stat st;
+		int fd = regular_file_open(AT_FDCWD, cand[i], O_NOFOLLOW, &st);
+		if (fd >= 0 && (st.st_uid == 0 || st.st_uid == geteuid() || st.st_uid == o->recorder))
+			return fd;
+		if (fd >= 0) {
+			close(fd);
+			fd = -EPERM;
+		}
+		if (fd != -ENOENT)
+			err = fd;	/* there, but refused: said as such unless another candidate is taken */
+	}
+	return err;
 }
 
 /*
@@ -274,9 +302,12 @@ static int fill_info(struct perf_data *pd, struct profile *p, int64_t realtime_o
 	if ((err = profile_set_info_string(p, &i->producer, producer)) < 0 ||
 	    (err = profile_set_info_string(p, &i->hostname, in->hostname)) < 0 ||
 	    (err = profile_set_info_string(p, &i->kernel, in->osrelease)) < 0 ||
+	    (err = profile_set_info_string(p, &i->cmdline, in->cmdline[0] ? in->cmdline : NULL)) < 0 ||
 	    (err = profile_set_info_string(p, &i->event, in->event)) < 0 ||
 	    (err = profile_set_info_string(p, &i->unwinder, "deltas")) < 0)
 		return err;
+	i->cpus_online = in->nrcpus_online;
+	i->cpus_available = in->nrcpus_avail;
 	i->frequency_hz = in->frequency_hz;
 	i->period_ns = in->period_ns;
 	if (c->first_time) {
@@ -286,7 +317,8 @@ static int fill_info(struct perf_data *pd, struct profile *p, int64_t realtime_o
 	return 0;
 }
 
-static void print_summary(const char *path, struct perf_data *pd, const struct session_stats *st)
+static void print_summary(const char *path, struct perf_data *pd, const struct session_stats *st,
+			  const struct jitinfo_stats *jit)
 {
 	const struct perf_data_info *in = perf_data_info(pd);
 	const struct perf_data_counts *c = perf_data_counts(pd);
@@ -294,7 +326,7 @@ static void print_summary(const char *path, struct perf_data *pd, const struct s
 		version[ESCAPE_SHOWN_MAX], release[ESCAPE_SHOWN_MAX];
 	perf_data_format_counts(pd, true, used, sizeof(used));
 	perf_data_format_counts(pd, false, unused, sizeof(unused));
-	char other[320] = "";
+	char other[512] = "";
 	int at = 0;
 	if (in->off_cpu)
 		at = snprintf(other, sizeof(other), ", %" PRIu64 " sched_switch switch-outs as off-CPU time (%s)",
@@ -303,6 +335,13 @@ static void print_summary(const char *path, struct perf_data *pd, const struct s
 	if (c->samples_other && at >= 0 && (size_t)at < sizeof(other))
 		at += snprintf(other + at, sizeof(other) - (size_t)at, ", %" PRIu64 " samples of other events not used",
 			       c->samples_other);
+	if (jit->perf_maps && at >= 0 && (size_t)at < sizeof(other))
+		at += snprintf(other + at, sizeof(other) - (size_t)at, ", JIT code named from %" PRIu64 " perf map%s",
+			       jit->perf_maps, jit->perf_maps == 1 ? "" : "s");
+	if (jit->refused && at >= 0 && (size_t)at < sizeof(other))
+		at += snprintf(other + at, sizeof(other) - (size_t)at, ", %" PRIu64 " perf map%s not read (not a "
+			       "regular file, or not of root, you or the file's owner)", jit->refused,
+			       jit->refused == 1 ? "" : "s");
 	/* a layout the decoder does not read (PERF_SAMPLE_READ, BRANCH_STACK: perf record --call-graph lbr) */
 	if (st->bad_records && at >= 0 && (size_t)at < sizeof(other))
 		snprintf(other + at, sizeof(other) - (size_t)at, ", %" PRIu64 " records that do not decode",
@@ -332,10 +371,12 @@ int perf_input_load(const char *path, const struct perf_input_options *o, struct
 	bool kernel = !in->exclude_kernel && strcmp(in->osrelease, u.release) == 0;
 	int64_t offset = in->has_clock_data ? (int64_t)(in->clock_wall_ns - in->clock_ns)
 					    : (int64_t)(clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC));
-	struct opener op = { .pd = pd, .symfs = o ? o->symfs : NULL };
-	find_buildid_dirs(&op, path);
-	struct session_offline off = { .open_file = open_file, .open_ctx = &op, .kernel = kernel,
-				       .realtime_offset_ns = (uint64_t)offset,
+	struct stat data_st;
+	struct opener op = { .pd = pd, .symfs = o ? o->symfs : NULL,
+			     .recorder = stat(path, &data_st) == 0 ? data_st.st_uid : geteuid() };
+	find_buildid_dirs(&op);
+	struct session_offline off = { .open_file = open_file, .open_jit_map = open_jit_map, .open_ctx = &op,
+				       .kernel = kernel, .realtime_offset_ns = (uint64_t)offset,
 				       .off_cpu_layout = perf_data_off_cpu_layout(pd) };
 	/* Off-CPU time of sched:sched_switch samples as record --off-cpu counts it by default, with no rate cap: the
 	 * file holds every switch-out it has, and unwinding them costs no one but this reading. */
@@ -385,8 +426,11 @@ int perf_input_load(const char *path, const struct perf_input_options *o, struct
 			strerror(-rc));
 		goto out;
 	}
-	if (!o || !o->quiet)
-		print_summary(path, pd, session_stats(s));
+	if (!o || !o->quiet) {
+		struct session_counters sc;
+		session_counters(s, &sc);
+		print_summary(path, pd, session_stats(s), &sc.jit);
+	}
 	*out = p;
 	p = NULL;
 out:

@@ -64,6 +64,8 @@
 /* What a run does: the options given, the command, and the sampler's and the session's options made of them. */
 struct record_plan {
 	struct record_options opts;
+	int argc;		/* record's own arguments, argv[0] "record": the profile's command line */
+	char **argv;
 	char **command;		/* NULL-terminated, or NULL */
 	struct sampler_options sampler;
 	struct session_options session;
@@ -106,6 +108,8 @@ static int parse_args(int argc, char **argv, struct record_plan *p)
 	if (err)
 		return err;
 	p->command = operand < argc ? argv + operand : NULL;
+	p->argc = argc;
+	p->argv = argv;
 	if ((p->command != NULL) + (o->pids.n > 0) + o->all_cpus != 1) {
 		fprintf(stderr, "hostprof: record needs exactly one of: -- COMMAND, -p PID, -a\n");
 		return -EINVAL;
@@ -367,6 +371,19 @@ static void run_loop(struct record_run *r)
 	r->child_exited = target_watch_child_exit(r->watch, &r->child_status, &r->child_usage);
 }
 
+/* Longest command line kept in the profile (as shown by ps: arguments joined by spaces, cut past this). */
+#define CMDLINE_MAX 4096
+
+/* "hostprof record ARGS...", into the profile's info. */
+static int set_cmdline(struct profile *p, int argc, char **argv)
+{
+	char line[CMDLINE_MAX];
+	size_t at = (size_t)snprintf(line, sizeof(line), "hostprof");
+	for (int k = 0; k < argc && at < sizeof(line) - 1; k++)
+		at += (size_t)snprintf(line + at, sizeof(line) - at, " %s", argv[k]);
+	return profile_set_info_string(p, &p->info.cmdline, line);
+}
+
 static int fill_info(struct record_run *r, struct profile *p)
 {
 	char host[256] = "", machine_id[HOST_ID_MAX];
@@ -382,8 +399,12 @@ static int fill_info(struct record_run *r, struct profile *p)
 	    (err = profile_set_info_string(p, &i->host_id, machine_id)) < 0 ||
 	    (err = profile_set_info_string(p, &i->kernel, u.release)) < 0 ||
 	    (err = profile_set_info_string(p, &i->event, sampler_event(r->sampler))) < 0 ||
-	    (err = profile_set_info_string(p, &i->unwinder, run_settings_unwinder_name(&r->o->opts.run))) < 0)
+	    (err = profile_set_info_string(p, &i->unwinder, run_settings_unwinder_name(&r->o->opts.run))) < 0 ||
+	    (err = set_cmdline(p, r->o->argc, r->o->argv)) < 0)
 		return err;
+	long online = sysconf(_SC_NPROCESSORS_ONLN), available = sysconf(_SC_NPROCESSORS_CONF);
+	i->cpus_online = online > 0 && online <= UINT32_MAX ? (uint32_t)online : 0;
+	i->cpus_available = available > 0 && available <= UINT32_MAX ? (uint32_t)available : 0;
 	i->start_unix_ns = r->start_unix_ns;
 	i->duration_ns = r->end_mono_ns - r->start_mono_ns;
 	i->frequency_hz = r->o->sampler.freq_hz;

@@ -193,7 +193,7 @@ const struct command_settings daemon_settings = {
 /* report, convert and diff: how perf.data files are read (perf_input.h). */
 static const struct setting perf_input_items[] = {
 	{ "symfs", 0, SETTING_STRING, 0, PIN(symfs), .arg = "DIR",
-	  .help = "(perf.data files) look for the files the recording mapped under DIR first" },
+	  .help = "(perf.data files) look for the files the recording mapped, and its perf maps, under DIR first" },
 };
 
 #define RPT(m) FIELD(struct report_options, m)

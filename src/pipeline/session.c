@@ -168,6 +168,14 @@ static int setup_walk(struct session *s)
 	return lanes_new(&lo, &s->lanes);
 }
 
+/* jitinfo_open_fn of an offline session that reads no perf map: there is none (nothing of a pid is read). */
+static int no_jit_map(void *ctx, const char *path)
+{
+	(void)ctx;
+	(void)path;
+	return -ENOENT;
+}
+
 int session_new(struct sampler *sampler, const struct session_options *o, struct session **out)
 {
 	struct session *s = calloc(1, sizeof(*s));
@@ -208,6 +216,8 @@ int session_new(struct sampler *sampler, const struct session_options *o, struct
 			+ 1;
 	s->merged = calloc(s->merged_max, sizeof(*s->merged));
 	jitinfo_mgr_new(NULL, &s->jit);	/* each NULL on failure: checked below */
+	if (s->jit && off)
+		jitinfo_mgr_set_offline(s->jit, off->open_jit_map ? off->open_jit_map : no_jit_map, off->open_ctx);
 	if (s->opts.capture_path)
 		replay_writer_new(&s->capture);
 	int err = s->wake_fd < 0 ? -errno : 0;

@@ -121,13 +121,16 @@ enum session_unwinder {
 /*
  * A session over records read back from a file (session_options.offline): its processes are gone, or are others
  * under the same pids now. Nothing of them is read (procmgr_set_offline(): no /proc, mappings from the records
- * only; walks read no process memory, no JIT code is looked up), a mapping's file is opened by open_file, and
- * kernel frames are named from this machine's kallsyms only when kernel says they are this kernel's. There is no
- * sampler (session_new(NULL, ...)): no fast lane, no off-CPU profiling, no APM correlation, and tables are built
- * on the session's thread, as samples need them (none is held).
+ * only; walks read no process memory), a mapping's file is opened by open_file, a process's perf map
+ * ("/tmp/perf-PID.map", the recording's pid) by open_jit_map (jitinfo_mgr_set_offline(): JIT code is named and
+ * walked from it alone; NULL: no map is read), and kernel frames are named from this machine's kallsyms only when
+ * kernel says they are this kernel's. There is no sampler (session_new(NULL, ...)): no fast lane, no off-CPU
+ * profiling, no APM correlation, and tables are built on the session's thread, as samples need them (none is
+ * held).
  */
 struct session_offline {
 	procmgr_open_fn open_file;
+	jitinfo_open_fn open_jit_map;	/* called with open_ctx too; NULL: none */
 	void *open_ctx;
 	bool kernel;			/* the file's kernel is the one running: name its frames from kallsyms */
 	uint64_t realtime_offset_ns;	/* CLOCK_REALTIME minus the records' clock; 0: as a live session's */

@@ -113,14 +113,14 @@ static struct jitinfo *existing_jit(struct walk_call *c)
 /* The unwinder's module for addr in JIT code, or false (jitinfo_module): only the delta unwinder walks it. */
 static bool jit_module(struct walk_call *c, const struct mapping *m, uint64_t addr, struct unwind_module *mod)
 {
-	struct jitinfo *j = c->w->o.reference || c->w->o.offline ? NULL : process_jit(c);
+	struct jitinfo *j = c->w->o.reference ? NULL : process_jit(c);
 	return j && jitinfo_module(j, m, addr, mod);
 }
 
 /* File code the runtime calls its own (V8's embedded builtins) is JIT code to the delta unwinder too. */
 static void jit_in_file(struct walk_call *c, uint64_t addr, struct unwind_module *mod)
 {
-	struct jitinfo *j = c->w->o.reference || c->w->o.offline ? NULL : existing_jit(c);
+	struct jitinfo *j = c->w->o.reference ? NULL : existing_jit(c);
 	if (j)
 		jitinfo_file_module(j, addr, mod);
 }
@@ -141,7 +141,7 @@ static int find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 	struct execinfo *e = m ? procmgr_mapping_exe(pm, c->proc, m) : NULL;
 	if (!e && m && m->anon && jit_module(c, m, addr, mod))
 		return 0;
-	struct jitinfo *j = !m && !c->w->o.reference && !c->w->o.offline ? unmapped_jit(c, addr) : NULL;
+	struct jitinfo *j = !m && !c->w->o.reference ? unmapped_jit(c, addr) : NULL;
 	if (j && jitinfo_module_unmapped(j, addr, mod))
 		return 0;
 	if (!e)

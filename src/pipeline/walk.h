@@ -64,7 +64,8 @@ struct walk_options {
 	unsigned max_stack_bytes;	/* most stack a walk may see from the sampled SP (stackext.h) */
 	unsigned stack_copy_bytes;	/* the kernel's copy: stack past it is read on when max_stack_bytes is more */
 	bool offline;			/* the samples come from a file: no process is read (no memory reader, no
-					 * stack past the copy, no goroutine), no JIT code is looked up */
+					 * stack past the copy, no goroutine); JIT code is known from perf maps alone
+					 * (jitinfo_mgr_set_offline) */
 };
 
 /* Called when a walk needed a read of the live process: kind FASTLANE_GO (a goroutine) or FASTLANE_DEEP (the

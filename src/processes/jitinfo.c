@@ -70,6 +70,8 @@ struct jitinfo_mgr {
 	unsigned live;
 	struct jitinfo_stats stats;	/* the parts counted as they happen */
 	struct jitinfo_stats retired;	/* file counters of entries freed */
+	jitinfo_open_fn open_map;	/* offline (jitinfo_mgr_set_offline()): how perf maps are opened; else NULL */
+	void *open_ctx;
 };
 
 int jitinfo_mgr_new(const struct jitinfo_limits *limits, struct jitinfo_mgr **out)
@@ -85,6 +87,12 @@ int jitinfo_mgr_new(const struct jitinfo_limits *limits, struct jitinfo_mgr **ou
 		m->lim.max_file_bytes = JITINFO_DEFAULT_FILE_BYTES;
 	*out = m;
 	return 0;
+}
+
+void jitinfo_mgr_set_offline(struct jitinfo_mgr *m, jitinfo_open_fn open_map, void *ctx)
+{
+	m->open_map = open_map;
+	m->open_ctx = ctx;
 }
 
 void jitinfo_mgr_free(struct jitinfo_mgr *m)
@@ -219,7 +227,7 @@ static bool is_jitdump_name(const struct jitinfo *j, const char *path)
  * once, as soon as it is seen: only a living process has them). */
 static void found_jvm(struct jitinfo *j)
 {
-	if (!j->is_jvm)
+	if (!j->is_jvm && !j->mgr->open_map)	/* offline: the pid is another process's now */
 		j->jvm_fp = jvm_keeps_fp(j->pid);
 	j->is_jvm = true;
 }
@@ -237,7 +245,7 @@ static void scan_mappings(struct jitinfo *j, const struct process *p)
 		const char *path = p->maps[i].path ? p->maps[i].path : "";
 		if (is_libjvm(path))
 			found_jvm(j);
-		if (!j->dump.path && is_jitdump_name(j, path))
+		if (!j->dump.path && !j->mgr->open_map && is_jitdump_name(j, path))
 			j->dump.path = strdup(path);
 	}
 }
@@ -261,6 +269,27 @@ static int open_in_root(const struct jitinfo *j, const char *path)
 	return fd;
 }
 
+/* f is not to be read (yet): counted once per file. */
+static int refused(struct jitinfo *j, struct jit_file *f)
+{
+	if (!f->refused)
+		j->mgr->stats.refused++;
+	f->refused = true;
+	return -EPERM;
+}
+
+/* Offline: the file as the caller's open_map gives it. */
+static int open_offline(struct jitinfo *j, struct jit_file *f)
+{
+	int fd = j->mgr->open_map(j->mgr->open_ctx, f->path);
+	if (fd == -ENOENT)
+		return -ENOENT;
+	if (fd < 0)
+		return refused(j, f);
+	f->fd = fd;
+	return 0;
+}
+
 /*
  * Open f for reading if it is a regular file of the process's user, written since the process started. The
  * checks are made on an O_PATH descriptor, before the file is opened (opening a FIFO or a device could block or
@@ -270,6 +299,8 @@ static int open_file(struct jitinfo *j, struct jit_file *f)
 {
 	struct stat st, again;
 	char self[64];
+	if (j->mgr->open_map)
+		return open_offline(j, f);
 	int pfd = open_in_root(j, f->path);
 	if (pfd < 0)
 		return -ENOENT;
@@ -282,12 +313,8 @@ static int open_file(struct jitinfo *j, struct jit_file *f)
 		close(fd);
 		fd = -1;
 	}
-	if (fd < 0) {
-		if (!f->refused)
-			j->mgr->stats.refused++;
-		f->refused = true;
-		return -EPERM;
-	}
+	if (fd < 0)
+		return refused(j, f);
 	f->fd = fd;
 	return 0;
 }
@@ -361,12 +388,30 @@ static void file_init(struct jit_file *f)
 	f->fd = -1;
 }
 
+/* Offline: what the recording says, its pid; the perf map with it. Unnamed code is known by the pid alone (no
+ * start time tells this process from another of the same pid). */
+static void learn_offline(struct jitinfo *j, uint64_t now_ns)
+{
+	char id[64], map[64];
+	j->nspid = j->pid;
+	int n = snprintf(id, sizeof(id), "jit:pid:%d:0", (int)j->pid);
+	fileid_from_text(id, (size_t)n, &j->anon_id);
+	snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)j->pid);
+	j->map.path = strdup(map);
+	refresh(j, JITINFO_SAMPLE_BUDGET);
+	j->next_refresh_ns = now_ns + JITINFO_REFRESH_NS;
+}
+
 /* What the process says about itself, which only a living process can: its root directory, user, pid as it
  * sees itself, start time. */
 static void learn_identity(struct jitinfo *j, uint64_t now_ns)
 {
 	char root[64], id[64];
 	j->learned = true;
+	if (j->mgr->open_map) {
+		learn_offline(j, now_ns);
+		return;
+	}
 	snprintf(root, sizeof(root), "/proc/%d/root", (int)j->pid);
 	j->root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (read_status(j) < 0)
@@ -645,7 +690,7 @@ static const uint8_t cpython_trampoline[] = { 0x48, 0x83, 0xec, 0x08, 0xff, 0xd1
 static bool trampolines_known(struct jitinfo *j, uint64_t start)
 {
 	uint8_t code[sizeof(cpython_trampoline)];
-	if (!j->trampolines && j->attached) {
+	if (!j->trampolines && j->attached && !j->mgr->open_map) {
 		ssize_t n = procmem_read(j->pid, start, code, sizeof(code));
 		j->trampolines = n == (ssize_t)sizeof(code) && !memcmp(code, cpython_trampoline, sizeof(code)) ? 1 : -1;
 	}

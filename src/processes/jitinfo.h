@@ -89,6 +89,17 @@ struct jitinfo;
 /* limits may be NULL (defaults). Returns 0 and *out (free with jitinfo_mgr_free()), or -ENOMEM; *out is set only on
  * success. */
 int jitinfo_mgr_new(const struct jitinfo_limits *limits, struct jitinfo_mgr **out);
+
+/*
+ * Offline: the processes are a recording's (session.h: struct session_offline), gone or others under the same pids
+ * now, so nothing is read of them: no root directory, user, start time, JVM options or memory (no trampoline is
+ * checked, so none is stepped; a JVM's code is not walked by frame pointer), no jitdump file. Only the perf map is
+ * read, "/tmp/perf-PID.map" with the recording's pid, through open_map: a descriptor of a regular file it accepts
+ * (it decides where to look and whose file to trust), or a negative errno (-ENOENT: none; else counted refused).
+ * The map is parsed and bounded as a live one (limits). Call before the first entry is made.
+ */
+typedef int (*jitinfo_open_fn)(void *ctx, const char *path);
+void jitinfo_mgr_set_offline(struct jitinfo_mgr *m, jitinfo_open_fn open_map, void *ctx);
 /* Every entry must have been released (the manager's own references are dropped here). */
 void jitinfo_mgr_free(struct jitinfo_mgr *m);
 

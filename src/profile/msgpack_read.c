@@ -347,6 +347,19 @@ static int header_uint(struct reader *r, const msgpack_object *map, const char *
 	return 0;
 }
 
+/* An optional count that fits 32 bits: left as it is when absent. */
+static int header_u32(struct reader *r, const msgpack_object *map, const char *key, uint32_t *v)
+{
+	uint64_t u = *v;
+	int err = header_uint(r, map, key, &u);
+	if (err < 0)
+		return err;
+	if (u > UINT32_MAX)
+		return fail(r, -EBADMSG, "corrupt: header field \"%s\" is %" PRIu64 ", past 2^32 - 1", key, u);
+	*v = (uint32_t)u;
+	return 0;
+}
+
 static int check_version(struct reader *r, const msgpack_object *h)
 {
 	const msgpack_object *v = map_get_str(h, "version");
@@ -387,7 +400,9 @@ static int read_header(struct reader *r, const msgpack_object *h)
 	if ((host = map_get_str(h, "host")) && host->type == MSGPACK_OBJECT_MAP &&
 	    ((err = header_string(r, host, "hostname", &i->hostname)) < 0 ||
 	     (err = header_string(r, host, "host.id", &i->host_id)) < 0 ||
-	     (err = header_string(r, host, "kernel", &i->kernel)) < 0))
+	     (err = header_string(r, host, "kernel", &i->kernel)) < 0 ||
+	     (err = header_u32(r, host, "cpus_online", &i->cpus_online)) < 0 ||
+	     (err = header_u32(r, host, "cpus_available", &i->cpus_available)) < 0))
 		return err;
 	if (!(stats = map_get_str(h, "stats")) || stats->type != MSGPACK_OBJECT_MAP)
 		return 0;
@@ -403,6 +418,7 @@ static int read_header(struct reader *r, const msgpack_object *h)
 	    (err = header_uint(r, stats, "period_ns", &i->period_ns)) < 0 ||
 	    (err = header_string(r, stats, "event", &i->event)) < 0 ||
 	    (err = header_string(r, stats, "unwinder", &i->unwinder)) < 0 ||
+	    (err = header_string(r, stats, "cmdline", &i->cmdline)) < 0 ||
 	    (err = header_uint(r, stats, "off_cpu_switches", &i->off_cpu_switches)) < 0 ||
 	    (err = header_uint(r, stats, "off_cpu_threshold_ns", &i->off_cpu_threshold_ns)) < 0 ||
 	    (err = header_uint(r, stats, "off_cpu_capped", &i->off_cpu_capped)) < 0 ||

@@ -219,12 +219,21 @@ static void pack_header(struct writer *w)
 	pack_skey_str(pk, "otel_proto", PROFILE_OTEL_PROTO);
 	pack_skey_str(pk, "producer", i->producer);
 	pack_str(pk, "host");
-	msgpack_pack_map(pk, 3);
+	/* the CPU counts and the command line are optional: written when known, absent from older profiles */
+	bool cpus = i->cpus_online || i->cpus_available, cmdline = i->cmdline && *i->cmdline;
+	msgpack_pack_map(pk, 3 + (cpus ? 2 : 0));
 	pack_skey_str(pk, "hostname", i->hostname);
 	pack_skey_str(pk, "host.id", i->host_id);
 	pack_skey_str(pk, "kernel", i->kernel);
+	if (cpus) {
+		pack_skey_uint(pk, "cpus_online", i->cpus_online);
+		pack_skey_uint(pk, "cpus_available", i->cpus_available);
+	}
 	pack_str(pk, "stats");
-	msgpack_pack_map(pk, 11 + (i->off_cpu_switches ? 5 : 0) + (i->timestamps_dropped != 0) + (i->lost_fast_lane != 0));
+	msgpack_pack_map(pk, 11 + (i->off_cpu_switches ? 5 : 0) + (i->timestamps_dropped != 0) +
+			 (i->lost_fast_lane != 0) + cmdline);
+	if (cmdline)
+		pack_skey_str(pk, "cmdline", i->cmdline);
 	if (i->lost_fast_lane)
 		pack_skey_uint(pk, "lost_fast_lane", i->lost_fast_lane);
 	if (i->timestamps_dropped)

@@ -473,12 +473,19 @@ static int build_comments(struct builder *b)
 	const struct profile_info *i = &b->p->info;
 	char text[512];
 	int err = 0;
-	if (!(b->msg.comment = arena_alloc(&b->arena, 4, sizeof(*b->msg.comment))))
+	if (!(b->msg.comment = arena_alloc(&b->arena, 5, sizeof(*b->msg.comment))))
 		return -ENOMEM;
 	if (i->producer && *i->producer)
 		err = add_comment(b, i->producer);
 	if (err == 0 && i->hostname && *i->hostname) {
-		snprintf(text, sizeof(text), "host %s, Linux %s", i->hostname, i->kernel ? i->kernel : "");
+		int at = snprintf(text, sizeof(text), "host %s, Linux %s", i->hostname, i->kernel ? i->kernel : "");
+		uint32_t cpus = i->cpus_online ? i->cpus_online : i->cpus_available;
+		if (cpus && at >= 0 && (size_t)at < sizeof(text))
+			snprintf(text + at, sizeof(text) - (size_t)at, ", %" PRIu32 " CPUs", cpus);
+		err = add_comment(b, text);
+	}
+	if (err == 0 && i->cmdline && *i->cmdline) {
+		snprintf(text, sizeof(text), "command %s", i->cmdline);
 		err = add_comment(b, text);
 	}
 	if (err == 0 && i->event && *i->event) {

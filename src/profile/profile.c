@@ -190,6 +190,7 @@ static void free_info(struct profile_info *i)
 	free(i->hostname);
 	free(i->host_id);
 	free(i->kernel);
+	free(i->cmdline);
 	free(i->event);
 	free(i->unwinder);
 }
@@ -715,6 +716,10 @@ static int merge_info(struct profile *dst, const struct profile_info *s)
 	}
 	d->period_ns = d->period_ns ? d->period_ns : s->period_ns;
 	d->frequency_hz = d->frequency_hz ? d->frequency_hz : s->frequency_hz;
+	if (!d->cpus_online && !d->cpus_available) {
+		d->cpus_online = s->cpus_online;
+		d->cpus_available = s->cpus_available;
+	}
 	add_saturating(&d->samples, s->samples);
 	add_saturating(&d->lost, s->lost);
 	add_saturating(&d->lost_fast_lane, s->lost_fast_lane);
@@ -731,6 +736,7 @@ static int merge_info(struct profile *dst, const struct profile_info *s)
 	    (err = merge_info_string(dst, &d->hostname, s->hostname)) < 0 ||
 	    (err = merge_info_string(dst, &d->host_id, s->host_id)) < 0 ||
 	    (err = merge_info_string(dst, &d->kernel, s->kernel)) < 0 ||
+	    (err = merge_info_string(dst, &d->cmdline, s->cmdline)) < 0 ||
 	    (err = merge_info_string(dst, &d->event, s->event)) < 0 ||
 	    (err = merge_info_string(dst, &d->unwinder, s->unwinder)) < 0)
 		return err;

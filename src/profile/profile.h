@@ -125,6 +125,8 @@ enum profile_value {
 struct profile_info {
 	char *producer;		/* "hostprof 0.1.0" */
 	char *hostname, *host_id, *kernel;
+	uint32_t cpus_online, cpus_available;	/* the host's CPUs when it was recorded; 0: not known */
+	char *cmdline;		/* the recording's command line, its arguments joined by spaces; NULL: not known */
 	char *event;		/* "cpu-clock", ... */
 	char *unwinder;		/* "libunwind", "deltas", ... */
 	uint64_t start_unix_ns, duration_ns;

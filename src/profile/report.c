@@ -296,7 +296,16 @@ static int count_processes(const struct profile *p, uint32_t *n)
 	return 0;
 }
 
-/* Where and when, for profiles that say (hand-built ones in tests do not). */
+/* ", 2 CPUs", or ", 2 of 4 CPUs online" where some were offline; nothing when the profile does not say. */
+static void print_cpus(const struct profile_info *i, FILE *out)
+{
+	if (i->cpus_online && i->cpus_available && i->cpus_online != i->cpus_available)
+		fprintf(out, ", %" PRIu32 " of %" PRIu32 " CPUs online", i->cpus_online, i->cpus_available);
+	else if (i->cpus_online || i->cpus_available)
+		fprintf(out, ", %" PRIu32 " CPUs", i->cpus_online ? i->cpus_online : i->cpus_available);
+}
+
+/* Where, how and when, for profiles that say (hand-built ones in tests do not). */
 static void print_origin(const struct profile_info *i, FILE *out)
 {
 	char buf[ESCAPE_SHOWN_MAX];
@@ -304,8 +313,11 @@ static void print_origin(const struct profile_info *i, FILE *out)
 		fprintf(out, "Host:               %s", escape_str(buf, sizeof(buf), i->hostname));
 		if (i->kernel && *i->kernel)
 			fprintf(out, " (Linux %s)", escape_str(buf, sizeof(buf), i->kernel));
+		print_cpus(i, out);
 		fputc('\n', out);
 	}
+	if (i->cmdline && *i->cmdline)
+		fprintf(out, "Command:            %s\n", escape_str(buf, sizeof(buf), i->cmdline));
 	if (i->start_unix_ns) {
 		time_t t = (time_t)(i->start_unix_ns / 1000000000);
 		struct tm tm;

@@ -69,20 +69,6 @@ static void require_profiles(struct pages *o)
 	o->recorded = true;
 }
 
-static char *read_text(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *text = NULL;
-	size_t cap = 0;
-	assert_non_null(f);
-	if (getdelim(&text, &cap, '\0', f) < 0) {
-		free(text);
-		text = strdup("");
-	}
-	fclose(f);
-	return text;
-}
-
 /* The harness: loads page in a frame, clicks the first frame named target, then the reset button, searches for
  * search, and writes "key=value" lines into <pre id="result">, ending with "end". */
 static void write_harness(const char *dir, const char *page, const char *target, const char *search)
@@ -157,7 +143,7 @@ static char *run_harness(const char *dir, const char *page, const char *target, 
 					   "--dump-dom file://%s/harness.html > %s/dom.html 2> %s/chromium.log",
 				  dir, dir, dir, dir), 0);
 	snprintf(path, sizeof(path), "%s/dom.html", dir);
-	char *dom = read_text(path);
+	char *dom = test_read_text(path);
 	const char *res = strstr(dom, "<pre id=\"result\">");
 	fprintf(stderr, "%.3000s\n", res ? res : dom);	/* what the page showed, not the whole page again */
 	assert_non_null(strstr(dom, "\nend\n"));
@@ -193,7 +179,7 @@ static double report_total(const struct pages *o, const char *profile, const cha
 	char path[600], row[256];
 	snprintf(path, sizeof(path), "%s/report.txt", o->dir);
 	assert_int_equal(test_run("\"$HOSTPROF\" report --sort total -n 100 %s > %s", profile, path), 0);
-	char *text = read_text(path);
+	char *text = test_read_text(path);
 	snprintf(row, sizeof(row), " %s (", function);
 	double self = -1, total = -1;
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
@@ -208,7 +194,7 @@ static double report_total(const struct pages *o, const char *profile, const cha
 /* What the page holds names no resource: no URL, no src or href attribute. */
 static void assert_self_contained(const char *path)
 {
-	char *html = read_text(path);
+	char *html = test_read_text(path);
 	assert_null(strstr(html, "://"));
 	assert_null(strstr(html, "src="));
 	assert_null(strstr(html, "href="));
@@ -293,7 +279,7 @@ static void test_diff_page(void **state)
 	/* Past the change, the status is 0 and the page says OK. */
 	assert_int_equal(test_run("\"$HOSTPROF\" diff --threshold 40 --html %s %s %s > /dev/null", page, o->base,
 				  o->slow), 0);
-	char *html = read_text(page);
+	char *html = test_read_text(page);
 	assert_non_null(strstr(html, "\"verdict\":\"OK: "));
 	free(html);
 }

@@ -24,20 +24,6 @@
 #define TARGET_CPU_S 3.0
 #define MAX_FILES 100000
 
-static char *read_text(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *text = NULL;
-	size_t cap = 0;
-	assert_non_null(f);
-	if (getdelim(&text, &cap, '\0', f) < 0) {
-		free(text);
-		text = strdup("");
-	}
-	fclose(f);
-	return text;
-}
-
 /* A file holds at most 65000 links (ext4): a copy of src serves each LINKS_PER_COPY of them. */
 #define LINKS_PER_COPY 50000
 
@@ -124,7 +110,7 @@ static char *run(const char *command, int terminal)
 		assert_int_equal(test_run("script -q -e -c '\"$HOSTPROF\" %s > /dev/null' %s > /dev/null", command, err), 0);
 	else
 		assert_int_equal(test_run("\"$HOSTPROF\" %s 2> %s | cat > /dev/null", command, err), 0);
-	char *text = read_text(err);
+	char *text = test_read_text(err);
 	fprintf(stderr, "%.400s\n", text);
 	return text;
 }

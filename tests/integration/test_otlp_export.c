@@ -99,20 +99,6 @@ static void require_export(struct run *r)
 	r->made = true;
 }
 
-static char *read_text(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *text = NULL;
-	size_t cap = 0;
-	assert_non_null(f);
-	if (getdelim(&text, &cap, '\0', f) < 0) {
-		free(text);
-		text = strdup("");
-	}
-	fclose(f);
-	return text;
-}
-
 /* A whole binary file, malloc'd (never NULL), its length in *len. */
 static uint8_t *read_bytes(const char *path, size_t *len)
 {
@@ -255,7 +241,7 @@ static void protoc_to_doc(const struct run *r, const char *args, const char *nam
 	char out[600];
 	snprintf(out, sizeof(out), "%s/%s", r->dir, name);
 	assert_int_equal(test_run("protoc %s < %s > %s", args, r->pb, out), 0);
-	char *text = read_text(out);
+	char *text = test_read_text(out);
 	parse_text(text, d);
 	free(text);
 }
@@ -469,7 +455,7 @@ static void post_request(const struct run *r, int port)
 	assert_int_equal(test_run("curl -sS -o %s -w '%%{http_code}' -H 'Content-Type: application/x-protobuf' "
 				  "-H 'OTLP-Profiles-Development-Version: %s' --data-binary @%s http://127.0.0.1:%d%s > %s",
 				  resp, OTLP_PROFILES_DEVELOPMENT_VERSION, r->pb, port, OTLP_PROFILES_PATH, code), 0);
-	char *text = read_text(code);
+	char *text = test_read_text(code);
 	size_t len;
 	uint8_t *body = read_bytes(resp, &len);
 	fprintf(stderr, "collector: HTTP %s, %zu bytes of response\n", text, len);
@@ -654,7 +640,7 @@ static void read_collector_json(const char *json, const struct profile *p, struc
 		sleep_ms(100);
 	}
 	sleep_ms(200);	/* the line it is writing */
-	char *text = read_text(json);
+	char *text = test_read_text(json);
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
 		json_object *req = json_tokener_parse(line);
 		assert_non_null(req);
@@ -717,7 +703,7 @@ static unsigned read_arrivals(const char *json, struct arrival *out, unsigned ma
 	struct stat st;
 	if (stat(json, &st) != 0 || st.st_size == 0)
 		return n;
-	char *text = read_text(json);
+	char *text = test_read_text(json);
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
 		json_object *req = json_tokener_parse(line);
 		assert_non_null(req);

@@ -67,21 +67,6 @@ static void require_profiles(struct outputs *o)
 	}
 }
 
-static char *read_text(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *text = NULL;
-	size_t cap = 0;
-	assert_non_null(f);
-	ssize_t n = getdelim(&text, &cap, '\0', f);
-	fclose(f);
-	if (n < 0) {
-		free(text);
-		text = strdup("");
-	}
-	return text;
-}
-
 /* Run a hostprof command line with its output into dir/name; returns the exit status, the output in *text. */
 static int run_to(const struct outputs *o, const char *name, char **text, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -94,7 +79,7 @@ static int run_to(const struct outputs *o, const char *name, char **text, const 
 	va_end(ap);
 	snprintf(path, sizeof(path), "%s/%s", o->dir, name);
 	int rc = test_run("%s > %s 2>&1", cmd, path);
-	*text = read_text(path);
+	*text = test_read_text(path);
 	fprintf(stderr, "%s", *text);
 	return rc;
 }

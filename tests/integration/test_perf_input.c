@@ -3,9 +3,11 @@
  * recorded with the real `perf record` (--call-graph dwarf, the same compressed with -z, --call-graph fp) and read
  * back by hostprof; its shares checked against the fixture's 3:1 split, against hostprof's own `record` of the
  * same fixture, and against `perf report --no-children` on the same file (the same samples: self shares agree
- * within a rounding). Then the commands (report, convert, diff) on perf.data files, a file cut short (read as far
+ * within a rounding). Then the commands (report, convert, diff) on perf.data files, the recording's CPU count and
+ * command line as `perf report --header-only` reads them, a file cut short (read as far
  * as it goes, said), a corrupt one (an error naming the offset), and the recording's files found under --symfs,
  * missing, or of another build, and a shared library gone or rebuilt (its frames are offsets in it, unnamed).
+ * JIT code named from the perf map a fixture, and node, wrote, against perf report on the same file.
  * On xz, perf's dwarf file read by both tools: each library's and the top 20 named functions' self shares, and
  * the stacks reaching __libc_start_call_main (perf script's count). The dwarf and fp files are also read by
  * hotspot's perfparser (Debian's hotspot package), a second reader of the same samples: the leaves' self shares
@@ -60,21 +62,28 @@ static struct profile *load(const char *dir, const char *name)
 	return p;
 }
 
-/* The share of samples whose leaf function is name. */
-static double self_share(const struct profile *p, const char *name)
+/* The share of samples whose leaf function is name (contains: whose leaf function's name contains it). */
+static double self_share_of(const struct profile *p, const char *name, bool contains)
 {
 	uint64_t self = 0;
 	for (uint32_t i = 0; i < p->samples.count; i++) {
 		const char *names[4096];
 		size_t n = test_stack_functions(p, p->samples.items[i].stack, names, ARRAY_LEN(names));
-		if (n && strcmp(names[n - 1], name) == 0)
+		if (n && (contains ? strstr(names[n - 1], name) != NULL : strcmp(names[n - 1], name) == 0))
 			self += p->samples.items[i].count;
 	}
 	return test_share(self, test_total_samples(p));
 }
 
-/* perf report --no-children's self share of symbol on dir/name, -1 if absent. */
-static double perf_self_share(const char *perf, const char *dir, const char *name, const char *symbol)
+static double self_share(const struct profile *p, const char *name)
+{
+	return self_share_of(p, name, false);
+}
+
+/* perf's (the command perf) report --no-children self share of symbol on dir/name (contains: summed over the
+ * symbols containing it), -1 if absent. */
+static double perf_self_share_of(const char *perf, const char *dir, const char *name, const char *symbol,
+				 bool contains)
 {
 	char out[700], line[4096];
 	snprintf(out, sizeof(out), "%s/%s.report", dir, name);
@@ -85,7 +94,11 @@ static double perf_self_share(const char *perf, const char *dir, const char *nam
 	while (f && fgets(line, sizeof(line), f)) {
 		line[strcspn(line, "\n")] = '\0';
 		const char *sym = strstr(line, "[.] ");
-		if (sym && strcmp(sym + 4, symbol) == 0 && sscanf(line, " %lf%%", &s) == 1) {
+		if (!sym || sscanf(line, " %lf%%", &s) != 1)
+			continue;
+		if (contains && strstr(sym + 4, symbol)) {
+			share = (share < 0 ? 0 : share) + s;
+		} else if (!contains && strcmp(sym + 4, symbol) == 0) {
 			share = s;
 			break;
 		}
@@ -93,6 +106,11 @@ static double perf_self_share(const char *perf, const char *dir, const char *nam
 	if (f)
 		fclose(f);
 	return share;
+}
+
+static double perf_self_share(const char *perf, const char *dir, const char *name, const char *symbol)
+{
+	return perf_self_share_of(perf, dir, name, symbol, false);
 }
 
 /* The leaves' self shares agree with perf's on the same file. */
@@ -215,6 +233,11 @@ static void test_dwarf(void **state)
 	assert_int_equal(test_run("\"$HOSTPROF\" record -q -o %s -- %s 2", f->out,
 				  test_fixture_path("split_paths", fixture, sizeof(fixture))), 0);
 	struct profile *q = test_read_profile(f->out);
+	/* record says the host's CPUs and its own command line, as perf does in its file */
+	assert_int_equal(q->info.cpus_online, sysconf(_SC_NPROCESSORS_ONLN));
+	assert_int_equal(q->info.cpus_available, sysconf(_SC_NPROCESSORS_CONF));
+	assert_non_null(q->info.cmdline);
+	assert_int_equal(strncmp(q->info.cmdline, "hostprof record -q -o ", 22), 0);
 	double da = self_share(p, "leaf_a") - self_share(q, "leaf_a");
 	double db = self_share(p, "leaf_b") - self_share(q, "leaf_b");
 	fprintf(stderr, "perf.data vs hostprof record: leaf_a %+.1f, leaf_b %+.1f points\n", da, db);
@@ -249,6 +272,54 @@ static void test_frame_pointers(void **state)
 	profile_free(p);
 }
 
+/* The value of a "# key : value" line of `perf report --header-only`, its trailing blanks cut, into buf ("" if
+ * there is no such line). */
+static void perf_header_value(const char *text, const char *key, char *buf, size_t len)
+{
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "# %s : ", key);
+	buf[0] = '\0';
+	for (const char *at = text; (at = strstr(at, prefix)); at++) {
+		if (at != text && at[-1] != '\n')
+			continue;
+		at += strlen(prefix);
+		size_t n = strcspn(at, "\n");
+		while (n && at[n - 1] == ' ')
+			n--;
+		snprintf(buf, len, "%.*s", (int)n, at);
+		return;
+	}
+}
+
+/* The recording's CPU count and command line: hostprof's report and profile say what perf itself reads from the
+ * file's header (NRCPUS, CMDLINE). */
+static void assert_header_as_perf(const char *d, const char *name, const char *report_path)
+{
+	char path[600], online[32], avail[32], cmdline[4096], want[4200];
+	snprintf(path, sizeof(path), "%s/header.txt", d);
+	assert_int_equal(test_run("perf report -i %s/%s --header-only > %s 2>/dev/null", d, name, path), 0);
+	char *header = test_read_text(path), *report = test_read_text(report_path);
+	perf_header_value(header, "nrcpus online", online, sizeof(online));
+	perf_header_value(header, "nrcpus avail", avail, sizeof(avail));
+	perf_header_value(header, "cmdline", cmdline, sizeof(cmdline));
+	fprintf(stderr, "perf --header-only: nrcpus online %s, avail %s, cmdline \"%s\"\n", online, avail, cmdline);
+	assert_true(atoi(online) > 0 && atoi(avail) > 0 && strstr(cmdline, "record -q -F 999"));
+	if (strcmp(online, avail) == 0)
+		snprintf(want, sizeof(want), ", %s CPUs\n", online);
+	else
+		snprintf(want, sizeof(want), ", %s of %s CPUs online\n", online, avail);
+	assert_non_null(strstr(report, want));
+	snprintf(want, sizeof(want), "\nCommand:            %s\n", cmdline);
+	assert_non_null(strstr(report, want));
+	struct profile *p = load(d, name);
+	assert_int_equal(p->info.cpus_online, atoi(online));
+	assert_int_equal(p->info.cpus_available, atoi(avail));
+	assert_string_equal(p->info.cmdline, cmdline);
+	profile_free(p);
+	free(header);
+	free(report);
+}
+
 /* Patch the u16 size of the data section's first record to 4 (impossible); returns the data offset. */
 static long corrupt_first_record(const char *path)
 {
@@ -276,6 +347,7 @@ static void test_commands(void **state)
 	assert_int_equal(test_run("\"$HOSTPROF\" report %s/a.data > %s/report.txt 2> %s/report.err", d, d, d), 0);
 	assert_int_equal(test_run("grep -q 'leaf_a (split_paths.c)' %s/report.txt", d), 0);
 	assert_int_equal(test_run("grep -q 'records used: .*SAMPLE' %s/report.err", d), 0);
+	assert_header_as_perf(d, "a.data", strcat(strcpy((char[600]){ 0 }, d), "/report.txt"));
 	assert_int_equal(test_run("\"$HOSTPROF\" convert %s/a.data --to collapsed -o %s/a.folded", d, d), 0);
 	assert_int_equal(test_run("grep -q 'main;path_a;leaf_a' %s/a.folded", d), 0);
 	assert_int_equal(test_run("\"$HOSTPROF\" convert %s/b.data --to pprof -o %s/b.pb.gz", d, d), 0);
@@ -894,6 +966,182 @@ static void test_sched_switch_only(void **state)
 	check_switches(f->dir, "only.data", false, 0);
 }
 
+/* The JIT fixture's perf map (/tmp/perf-PID.map): perf report and hostprof read it after the fixture exited; the
+ * teardown removes it, whatever the test's end. */
+static char jit_map[64];
+
+static int jit_teardown(void **state)
+{
+	if (jit_map[0])
+		unlink(jit_map);
+	jit_map[0] = '\0';
+	return test_workdir_teardown(state);
+}
+
+/* perf record of jit_split (2 s of its CPU) with perf's options opts into dir/name; its map's path into jit_map. */
+static void perf_record_jit(const char *dir, const char *name, const char *opts)
+{
+	char fixture[256], out[600];
+	test_fixture_path("jit_split", fixture, sizeof(fixture));
+	snprintf(out, sizeof(out), "%s/%s.out", dir, name);
+	assert_int_equal(test_run("perf record -q -F 999 %s -o %s/%s -- %s 2 > %s 2>/dev/null", opts, dir, name, fixture,
+				  out), 0);
+	char *text = test_read_text(out);
+	int pid = 0;
+	assert_int_equal(sscanf(text, "pid %d", &pid), 1);
+	free(text);
+	snprintf(jit_map, sizeof(jit_map), "/tmp/perf-%d.map", pid);
+}
+
+/* Samples (as a share of all) with a JIT frame named name, and of them those whose stack goes main -> name. */
+static void jit_shares(const struct profile *p, const char *name, double *named, double *from_main)
+{
+	uint64_t n = 0, total = test_total_samples(p);
+	const char *chain[] = { "main", name };
+	for (uint32_t i = 0; i < p->samples.count; i++) {
+		const struct profile_stack *st = &p->stacks.items[p->samples.items[i].stack];
+		for (uint32_t k = 0; k < st->nlocations; k++) {
+			const struct profile_location *l = &p->locations.items[st->locations[k]];
+			const struct profile_line *line = l->nlines ? &l->lines[l->nlines - 1] : NULL;
+			if (line && l->frame_kind == PROFILE_FRAME_JIT &&
+			    strcmp(profile_string(p, p->functions.items[line->function].name), name) == 0) {
+				n += p->samples.items[i].count;
+				break;
+			}
+		}
+	}
+	*named = test_share(n, total);
+	*from_main = test_share(test_samples_with_chain(p, chain, ARRAY_LEN(chain)), total);
+}
+
+/* hostprof's report of dir/name with the options given: its exit status; stdout and stderr in dir/<out>.txt,
+ * dir/<out>.err. */
+static int report_to(const char *d, const char *name, const char *opts, const char *out)
+{
+	return test_run("\"$HOSTPROF\" report %s %s/%s > %s/%s.txt 2> %s/%s.err", opts, d, name, d, out, d, out);
+}
+
+/*
+ * JIT code named from its perf map, as perf report names it: jit_split copies two functions into anonymous memory,
+ * names them in /tmp/perf-PID.map and splits its time 2:1 between them. On the same file, hostprof's self shares of
+ * the two are perf report's, and its stacks go on through the JIT code's frame pointers to main (perf's dwarf
+ * unwinding, without unwind tables for JIT code, stops in it). The map is found under --symfs first, and only
+ * there when moved; one reached through a symbolic link, or of another user, is not read, and said.
+ */
+static void test_jit_perf_map(void **state)
+{
+	struct test_workdir *f = *state;
+	const char *d = f->dir;
+	require_perf_tool();
+#if !defined(__x86_64__)
+	test_skip("the JIT fixture's code is x86-64 machine code");
+#endif
+	const char *funcs[] = { "jit_hot_a", "jit_hot_b" };
+	const double want[] = { 200.0 / 3, 100.0 / 3 };
+	const char *graphs[][2] = { { "dwarf", "--call-graph dwarf,8192" }, { "fp", "--call-graph fp" } };
+	for (size_t g = 0; g < ARRAY_LEN(graphs); g++) {
+		char name[64];
+		snprintf(name, sizeof(name), "jit-%s.data", graphs[g][0]);
+		perf_record_jit(d, name, graphs[g][1]);
+		struct profile *p = load(d, name);
+		for (size_t i = 0; i < ARRAY_LEN(funcs); i++) {
+			double named, from_main, self = self_share(p, funcs[i]), perf = perf_self_share("perf", d, name, funcs[i]);
+			jit_shares(p, funcs[i], &named, &from_main);
+			fprintf(stderr, "%s: %s self %.2f%% (perf report %.2f%%), a JIT frame in %.2f%%, under main %.2f%%\n",
+				name, funcs[i], self, perf, named, from_main);
+			assert_true(perf >= 0 && fabs(self - perf) <= 0.5);	/* the same samples, the same map */
+			assert_true(fabs(named - want[i]) < 8.0);	/* 2 units of work against 1, by CPU time */
+			/* out of the JIT code by its frame pointer: dwarf samples (a -g chain is the kernel's, and
+			 * stops where main, built without frame pointers, breaks it) */
+			if (g == 0)
+				assert_true(from_main >= named - 1.0);
+		}
+		profile_free(p);
+		if (g == 0)
+			unlink(jit_map);	/* the next recording has its own map */
+	}
+	/* the report says where the names came from */
+	assert_int_equal(report_to(d, "jit-fp.data", "", "fp"), 0);
+	assert_int_equal(test_run("grep -q 'JIT code named from 1 perf map' %s/fp.err", d), 0);
+	assert_int_equal(test_run("grep -q ' jit_hot_a$' %s/fp.txt", d), 0);
+	/* moved under a --symfs directory: found there, and only with --symfs */
+	assert_int_equal(test_run("mkdir -p %s/symfs/tmp && mv %s %s/symfs%s", d, jit_map, d, jit_map), 0);
+	assert_int_equal(report_to(d, "jit-fp.data", "", "moved"), 0);
+	assert_int_equal(test_run("grep -q jit_hot_a %s/moved.txt", d), 1);
+	char symfs[700];
+	snprintf(symfs, sizeof(symfs), "--symfs %s/symfs", d);
+	assert_int_equal(report_to(d, "jit-fp.data", symfs, "symfs"), 0);
+	assert_int_equal(test_run("grep -q ' jit_hot_a$' %s/symfs.txt", d), 0);
+	/* another process's file: never through a symbolic link */
+	assert_int_equal(test_run("ln -s %s/symfs%s %s", d, jit_map, jit_map), 0);
+	assert_int_equal(report_to(d, "jit-fp.data", "", "link"), 0);
+	assert_int_equal(test_run("grep -q jit_hot_a %s/link.txt", d), 1);
+	assert_int_equal(test_run("grep -q '1 perf map not read' %s/link.err", d), 0);
+	unlink(jit_map);
+	/* ... nor of a user other than root, the reader or the recording's owner */
+	if (geteuid() != 0) {
+		test_skip_part("needs root: a map of another user is made with chown");
+		return;
+	}
+	assert_int_equal(test_run("cp %s/symfs%s %s && chown 65534 %s", d, jit_map, jit_map, jit_map), 0);
+	assert_int_equal(report_to(d, "jit-fp.data", "", "owner"), 0);
+	assert_int_equal(test_run("grep -q jit_hot_a %s/owner.txt", d), 1);
+	assert_int_equal(test_run("grep -q '1 perf map not read' %s/owner.err", d), 0);
+}
+
+/* A JavaScript hot loop, by CPU time (3 s). */
+static const char hot_js[] =
+	"function hotLoop(n) {\n"
+	"  let s = 0;\n"
+	"  for (let i = 0; i < n; i++) s = (s + i * i) % 1000003;\n"
+	"  return s;\n"
+	"}\n"
+	"function caller() {\n"
+	"  const end = process.cpuUsage().user + 3e6;\n"
+	"  let t = 0;\n"
+	"  while (process.cpuUsage().user < end) t += hotLoop(100000);\n"
+	"  return t;\n"
+	"}\n"
+	"console.log(caller());\n";
+
+/*
+ * A real runtime's map: node --perf-basic-prof recorded with perf record --call-graph dwarf. V8 names hotLoop in
+ * the map once per compilation ("JS:~hotLoop ...", "JS:*hotLoop ..."): its self share, summed over them, is perf
+ * report's on the same file, and the stacks through V8's JIT code and node's built-ins are complete.
+ */
+static void test_node_perf_map(void **state)
+{
+	struct test_workdir *f = *state;
+	const char *d = f->dir;
+	char script[600];
+	require_perf_tool();
+	test_require_tool("command -v node", "node");
+	snprintf(script, sizeof(script), "%s/hot.js", d);
+	FILE *js = fopen(script, "we");
+	assert_non_null(js);
+	fputs(hot_js, js);
+	assert_int_equal(fclose(js), 0);
+	/* from the work directory: node writes its V8 log (isolate-*.log) where it runs */
+	assert_int_equal(test_run("perf record -q -F 999 --call-graph dwarf,16384 -o %s/node.data -- sh -c 'cd %s && "
+				  "echo $$ > node.pid && exec node --perf-basic-prof hot.js' >/dev/null 2>&1", d, d), 0);
+	char pid_path[600];
+	snprintf(pid_path, sizeof(pid_path), "%s/node.pid", d);
+	char *pid = test_read_text(pid_path);
+	snprintf(jit_map, sizeof(jit_map), "/tmp/perf-%d.map", atoi(pid));
+	free(pid);
+	struct profile *p = load(d, "node.data");
+	double ours = self_share_of(p, "hotLoop", true);
+	double perf = perf_self_share_of("perf", d, "node.data", "hotLoop", true);
+	const char *roots[] = { "__libc_start_main", "start_thread" };	/* no "main" frame in node; its threads */
+	double complete = test_share(test_samples_complete_to(p, roots, ARRAY_LEN(roots)), test_total_samples(p));
+	fprintf(stderr, "node --perf-basic-prof: hotLoop self %.2f%% (perf report %.2f%%), complete %.1f%%\n",
+		ours, perf, complete);
+	assert_true(ours >= 50.0);	/* the hot loop is the program */
+	assert_true(perf >= 0 && fabs(ours - perf) <= 1.0);
+	assert_true(complete >= 90.0);
+	profile_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -910,6 +1158,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sched_switch_only, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_sched_switch_system_wide, test_workdir_setup,
 						test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_jit_perf_map, test_workdir_setup, jit_teardown),
+		cmocka_unit_test_setup_teardown(test_node_perf_map, test_workdir_setup, jit_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,20 +14,6 @@
 
 #include "tests/lib/testlib.h"
 
-static char *read_text(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *text = NULL;
-	size_t cap = 0;
-	assert_non_null(f);
-	if (getdelim(&text, &cap, '\0', f) < 0) {
-		free(text);
-		text = strdup("");
-	}
-	fclose(f);
-	return text;
-}
-
 /* The run's standard error: on a terminal (script -q, its typescript) or into a file. */
 static char *record(const struct test_workdir *w, const char *flags, int terminal)
 {
@@ -42,7 +28,7 @@ static char *record(const struct test_workdir *w, const char *flags, int termina
 	else
 		assert_int_equal(test_run("\"$HOSTPROF\" record %s -o %s -- %s base 60 2> %s | cat", flags, w->out,
 					  fixture, out), 0);
-	char *text = read_text(out);
+	char *text = test_read_text(out);
 	fprintf(stderr, "%s\n", text);
 	return text;
 }

@@ -214,6 +214,22 @@ void test_go_build_with(const char *go, const char *dir, const char *pkg, const 
 				  test_build_dir(), cgo, go, ldflags, dir, out, pkg), 0);
 }
 
+char *test_read_text(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *text = NULL;
+	size_t cap = 0;
+	if (!f)
+		fail_msg("cannot open %s: %s", path, strerror(errno));
+	if (getdelim(&text, &cap, '\0', f) < 0) {
+		free(text);
+		text = strdup("");
+	}
+	fclose(f);
+	assert_non_null(text);
+	return text;
+}
+
 struct profile *test_read_profile(const char *path)
 {
 	struct profile *p = NULL;

@@ -76,6 +76,9 @@ double test_perf_children_share(const char *dir, const struct test_perf_query *q
 /* Run a shell command line; returns its exit status (or -1). Output goes to the test's output. */
 int test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A whole text file as a malloc'd string ("" when it is empty); fails the test when it cannot be opened. */
+char *test_read_text(const char *path);
+
 /* Read a profile or fail the test with the reader's message. */
 struct profile *test_read_profile(const char *path);
 

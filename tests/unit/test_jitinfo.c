@@ -2,7 +2,8 @@
  * Unit tests for src/processes/jitinfo.c: the JIT maps of real child processes, written here as a runtime would write them
  * (/tmp/perf-PID.map, a jitdump file the process maps): names and identities, maps that grow, a map written
  * after the process exited, files that must not be read (another owner, a symbolic link, a FIFO, a map older
- * than the process), how a JVM says it keeps frame pointers, the process limit and the entries' lifetime.
+ * than the process), how a JVM says it keeps frame pointers, the process limit and the entries' lifetime; and
+ * offline, where the pid is only the recording's and nothing of the process is read.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -312,6 +313,87 @@ static void test_refused_files(void **state)
 	jitinfo_mgr_free(m);
 }
 
+/* jitinfo_open_fn of test_offline: records what it was asked for, gives the file give (or the error err). */
+struct offline_open {
+	char asked[64];
+	unsigned calls;
+	const char *give;
+	int err;
+};
+
+static int offline_open(void *ctx, const char *path)
+{
+	struct offline_open *o = ctx;
+	snprintf(o->asked, sizeof(o->asked), "%s", path);
+	o->calls++;
+	if (o->err)
+		return o->err;
+	int fd = open(o->give, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* An entry offline, for the process c->proc (with libjvm.so mapped if jvm), its map opened by o. */
+static struct jitinfo *offline_entry(struct jitinfo_mgr **m, struct child *c, struct offline_open *o, bool jvm)
+{
+	c->maps[0] = (struct mapping){ .start = 0x10000, .end = 0x20000, .prot = 5,
+				       .path = "/usr/lib/jvm/java-17/lib/server/libjvm.so" };
+	c->proc.nmaps = jvm;
+	assert_int_equal(jitinfo_mgr_new(NULL, m), 0);
+	jitinfo_mgr_set_offline(*m, offline_open, o);
+	struct jitinfo *j = jitinfo_get(*m, &c->proc, mono_ns());
+	assert_non_null(j);
+	return j;
+}
+
+/*
+ * Offline (a recording read back): nothing of the pid is read, whoever has it now (here a living child with its own
+ * map, and a JVM's options that say it keeps frame pointers): the map is what open_map gives for the recording's
+ * "/tmp/perf-PID.map", unnamed code is known by the pid alone, a JVM is not walked by frame pointer, and a map
+ * open_map refuses is counted, nothing named from it.
+ */
+static void test_offline(void **state)
+{
+	(void)state;
+	char *const argv[] = { "/bin/sh", "-c", "read x", "-XX:+PreserveFramePointer", NULL };
+	struct child c;
+	child_start(&c, argv, NULL);
+	write_file(c.map, "1000 10 the_living_process\n", "w");
+	char given[64];
+	snprintf(given, sizeof(given), "/tmp/hostprof-jitinfo-offline-%d", (int)getpid());
+	write_file(given, "1000 10 recorded_name\n", "w");
+	struct offline_open o = { .give = given };
+	struct jitinfo_mgr *m;
+	struct jitinfo *j = offline_entry(&m, &c, &o, false);
+	assert_string_equal(o.asked, c.map);
+	assert_true(jitinfo_walks_fp(j));	/* a runtime that published a map keeps frame pointers */
+	struct jitinfo_frame f;
+	jitinfo_frame(j, 0x1008, &f);
+	assert_string_equal(f.name, "recorded_name");
+	struct file_id id;
+	uint64_t addr;
+	char anon[64];
+	jitinfo_identity(j, 0x5000, &id, &addr);
+	snprintf(anon, sizeof(anon), "jit:pid:%d:0", (int)c.pid);
+	assert_true(same_id(&id, anon));
+	jitinfo_mgr_free(m);
+
+	struct jitinfo *k = offline_entry(&m, &c, &o, true);
+	assert_false(jitinfo_walks_fp(k));	/* -XX:+PreserveFramePointer on the living one's command line: unread */
+	jitinfo_mgr_free(m);
+
+	struct offline_open refuse = { .err = -EPERM };
+	k = offline_entry(&m, &c, &refuse, false);
+	assert_false(jitinfo_names(k, 0x1000, mono_ns() + 2 * JITINFO_REFRESH_NS));
+	assert_false(jitinfo_walks_fp(k));
+	struct jitinfo_stats st;
+	jitinfo_mgr_get_stats(m, &st);
+	assert_int_equal(st.refused, 1);
+	assert_int_equal(st.perf_maps, 0);
+	jitinfo_mgr_free(m);
+	unlink(given);
+	child_stop(&c);
+}
+
 /* A jitdump file is found through the process's mapping of it (V8 --perf-prof, perf's JVMTI agent). */
 static void put32(FILE *f, uint32_t v) { assert_int_equal(fwrite(&v, 4, 1, f), 1); }
 static void put64(FILE *f, uint64_t v) { assert_int_equal(fwrite(&v, 8, 1, f), 1); }
@@ -498,6 +580,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_perf_map),
+		cmocka_unit_test(test_offline),
 		cmocka_unit_test(test_map_grows),
 		cmocka_unit_test(test_map_after_exit),
 		cmocka_unit_test(test_refused_files),

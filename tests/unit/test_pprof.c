@@ -245,6 +245,14 @@ static void test_header(void **state)
 	assert_string_equal(s_(pb, pb->comment[2]), "event cpu-clock at 999 Hz");
 	assert_string_equal(s_(pb, pb->comment[3]), "10 samples, 1 lost");
 	perftools__profiles__profile__free_unpacked(pb, NULL);
+	/* The recording's CPUs and command line, where the profile has them */
+	p->info.cpus_online = 2;
+	assert_int_equal(profile_set_info_string(p, &p->info.cmdline, "perf record -g ./app"), 0);
+	pb = roundtrip(p);
+	assert_int_equal(pb->n_comment, 5);
+	assert_string_equal(s_(pb, pb->comment[1]), "host vm, Linux 6.1.0, 2 CPUs");
+	assert_string_equal(s_(pb, pb->comment[2]), "command perf record -g ./app");
+	perftools__profiles__profile__free_unpacked(pb, NULL);
 	profile_free(p);
 }
 

@@ -115,6 +115,9 @@ static void set_info(struct profile *p)
 	assert_int_equal(profile_set_info_string(p, &i->kernel, "6.1.0-13-amd64"), 0);
 	assert_int_equal(profile_set_info_string(p, &i->event, "cpu-clock"), 0);
 	assert_int_equal(profile_set_info_string(p, &i->unwinder, "libunwind"), 0);
+	assert_int_equal(profile_set_info_string(p, &i->cmdline, "perf record -g -- ./app --threads 4"), 0);
+	i->cpus_online = 6;
+	i->cpus_available = 8;
 	i->start_unix_ns = 1700000000123456789ULL;
 	i->duration_ns = 2000000000;
 	i->period_ns = 10101010;
@@ -199,6 +202,9 @@ static void assert_info_equal(const struct profile_info *a, const struct profile
 	assert_opt_string(a->kernel, b->kernel);
 	assert_opt_string(a->event, b->event);
 	assert_opt_string(a->unwinder, b->unwinder);
+	assert_opt_string(a->cmdline, b->cmdline);
+	assert_int_equal(a->cpus_online, b->cpus_online);
+	assert_int_equal(a->cpus_available, b->cpus_available);
 	assert_int_equal(a->start_unix_ns, b->start_unix_ns);
 	assert_int_equal(a->duration_ns, b->duration_ns);
 	assert_int_equal(a->period_ns, b->period_ns);
@@ -488,6 +494,9 @@ static void test_round_trip(void **state)
 		fclose(f);
 	assert_non_null(memmem(raw, n, "\xa3jit", 4));
 	assert_non_null(memmem(raw, n, "\xa6kernel", 7));
+	/* The CPU counts and the command line are there under their keys (the round trip checked their values). */
+	assert_non_null(memmem(raw, n, "\xab" "cpus_online", 12));
+	assert_non_null(memmem(raw, n, "\xa7" "cmdline", 8));
 
 	/* And again from what was read: the format is stable under re-writing. */
 	assert_int_equal(profile_write_file(q, path), 0);
@@ -512,6 +521,16 @@ static void test_round_trip_empty(void **state)
 	struct profile *q = read_ok(path);
 	assert_profiles_equal(p, q);
 	assert_null(q->info.producer);
+	/* Nothing known of the CPUs or the command line: neither is written, and none is read back. */
+	assert_int_equal(q->info.cpus_online + q->info.cpus_available, 0);
+	assert_null(q->info.cmdline);
+	FILE *f = fopen(path, "rb");
+	char raw[4096];
+	size_t n = f ? fread(raw, 1, sizeof(raw), f) : 0;
+	if (f)
+		fclose(f);
+	assert_null(memmem(raw, n, "cpus_online", 11));
+	assert_null(memmem(raw, n, "cmdline", 7));
 	profile_free(p);
 	profile_free(q);
 	tmpdir_remove(&d);
@@ -532,6 +551,8 @@ static void test_merge(void **state)
 	assert_int_equal(c->info.lost_fast_lane, 1);
 	assert_int_equal(c->info.start_unix_ns, a->info.start_unix_ns);
 	assert_int_equal(c->info.duration_ns, 5000000000ULL);
+	assert_int_equal(c->info.cpus_online, 6);	/* descriptive: the first profile's */
+	assert_string_equal(c->info.cmdline, a->info.cmdline);
 	assert_int_equal(c->stacks.count, a->stacks.count);
 	assert_int_equal(c->samples.count, a->samples.count);
 	for (uint32_t i = 0; i < c->samples.count; i++)
@@ -754,9 +775,15 @@ static void pack_s(msgpack_packer *pk, const char *s)
 	msgpack_pack_str_with_body(pk, s, strlen(s));
 }
 
-static void pack_header(msgpack_packer *pk, unsigned major, bool extra_key)
+static void pack_header(msgpack_packer *pk, unsigned major, bool extra_key, uint64_t cpus)
 {
-	msgpack_pack_map(pk, 3 + extra_key);
+	msgpack_pack_map(pk, 3 + extra_key + (cpus != 0));
+	if (cpus) {
+		pack_s(pk, "host");
+		msgpack_pack_map(pk, 1);
+		pack_s(pk, "cpus_online");
+		msgpack_pack_uint64(pk, cpus);
+	}
 	pack_s(pk, "format");
 	pack_s(pk, "hostprof");
 	pack_s(pk, "version");
@@ -785,6 +812,7 @@ struct craft {
 	uint32_t stack_locs[3], nstack_locs;
 	uint32_t sample_stack;
 	bool extras;
+	uint64_t cpus;		/* a host map with this cpus_online, if not 0 */
 };
 
 static void pack_unknown(msgpack_packer *pk, bool extras)
@@ -801,7 +829,7 @@ static void pack_crafted(msgpack_packer *pk, const struct craft *c)
 {
 	msgpack_pack_map(pk, 3 + c->extras);
 	msgpack_pack_uint32(pk, 0);
-	pack_header(pk, c->major, c->extras);
+	pack_header(pk, c->major, c->extras, c->cpus);
 	pack_unknown(pk, c->extras);
 
 	msgpack_pack_uint32(pk, 2);	/* dictionary */
@@ -913,6 +941,9 @@ static void test_crafted_good_and_unknown_keys(void **state)
 		write_crafted(path, &c);
 		struct profile *p = read_ok(path);
 		assert_int_equal(p->info.samples, 1);
+		/* a header without CPU counts or a command line (as earlier versions wrote) reads: none known */
+		assert_int_equal(p->info.cpus_online + p->info.cpus_available, 0);
+		assert_null(p->info.cmdline);
 		assert_int_equal(p->locations.count, 3);
 		assert_int_equal(p->locations.items[2].address, 0x1002);
 		assert_int_equal(p->locations.items[2].lines[0].line, 12);
@@ -962,6 +993,20 @@ static void test_crafted_bad_indices(void **state)
 	write_crafted(path, &c);
 	assert_int_equal(read_fails(path, err, sizeof(err)), -EBADMSG);
 	snprintf(expect, sizeof(expect), "%s: corrupt: sample 0 references stack 2 of 2", path);
+	assert_string_equal(err, expect);
+
+	/* a CPU count: one that fits is read, one past 32 bits is corrupt */
+	c = good_craft;
+	c.cpus = 64;
+	write_crafted(path, &c);
+	struct profile *p = read_ok(path);
+	assert_int_equal(p->info.cpus_online, 64);
+	assert_int_equal(p->info.cpus_available, 0);
+	profile_free(p);
+	c.cpus = 1ULL << 32;
+	write_crafted(path, &c);
+	assert_int_equal(read_fails(path, err, sizeof(err)), -EBADMSG);
+	snprintf(expect, sizeof(expect), "%s: corrupt: header field \"cpus_online\" is 4294967296, past 2^32 - 1", path);
 	assert_string_equal(err, expect);
 	tmpdir_remove(&d);
 }

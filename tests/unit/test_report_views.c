@@ -422,6 +422,27 @@ static void test_huge_counts_shares(void **state)
 	profile_free(p);
 }
 
+/* The recording's CPUs on the host line (those offline said), its command line (another process's words:
+ * escaped) on a line of its own; a profile that does not say shows neither (the summary of the other tests). */
+static void test_origin_cpus_and_command(void **state)
+{
+	(void)state;
+	struct profile *p = build();
+	struct report_options table = { .limit = 5 };
+	assert_int_equal(profile_set_info_string(p, &p->info.cmdline, "perf record -g -- ./app" HOSTILE), 0);
+	p->info.cpus_online = 2;
+	p->info.cpus_available = 4;
+	char *text = run_report(p, &table, 0);
+	assert_non_null(strstr(text, "Host:               vm (Linux 6.1.0), 2 of 4 CPUs online\n"
+				     "Command:            perf record -g -- ./appx\\x1b[2J"));
+	free(text);
+	p->info.cpus_available = 2;
+	text = run_report(p, &table, 0);
+	assert_non_null(strstr(text, "Host:               vm (Linux 6.1.0), 2 CPUs\n"));
+	free(text);
+	profile_free(p);
+}
+
 static void test_hostile_strings_escaped(void **state)
 {
 	(void)state;
@@ -476,6 +497,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tree),
+		cmocka_unit_test(test_origin_cpus_and_command),
 		cmocka_unit_test(test_tree_percent_limit),
 		cmocka_unit_test(test_tree_depth_cut),
 		cmocka_unit_test(test_tree_deep_recursion_bounded),
