@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "src/base/clock.h"
+#include "src/base/hindex.h"
 #include "src/processes/blocked_stack.h"
 
 struct offcpu_time {
@@ -18,7 +19,11 @@ struct offcpu_time {
 	uint64_t lost_told;		/* off-CPU samples lost in full rings, as far as in profiles */
 	struct offcpu_time_stats stats;
 	struct traces *traces;		/* during a call that counts: where */
+	struct hindex exited;		/* tids whose exit was handled, until a fork takes them again */
 };
+
+/* Exited threads remembered at most: past this the set is emptied (a late switch-out may then count again). */
+#define OFFCPU_TIME_MAX_EXITED 65536
 
 /* What the fast lane's reader read of an APM thread as it switched out, kept with the switch-out (offcpu.h). */
 struct off_cpu_note {
@@ -47,7 +52,17 @@ void offcpu_time_free(struct offcpu_time *t)
 		return;
 	offcpu_free(t->tracker);
 	free(t->live_stack);
+	hindex_free(&t->exited);
 	free(t);
+}
+
+/* Whether tid's exit was handled and no fork took its tid since; counted as such. */
+static bool exited(struct offcpu_time *t, uint32_t tid)
+{
+	if (!hindex_count(&t->exited) || !hindex_u32_get(&t->exited, tid, &(uint64_t){ 0 }))
+		return false;
+	t->stats.after_exit++;
+	return true;
 }
 
 void offcpu_time_sample(struct offcpu_time *t, const struct perf_event_header *rec, const struct perf_sample *ps,
@@ -55,6 +70,8 @@ void offcpu_time_sample(struct offcpu_time *t, const struct perf_event_header *r
 {
 	if (ps->pid == 0)
 		return;	/* the idle task */
+	if (exited(t, ps->tid))
+		return;	/* its last switch-out, after its exit record (offcpu_time_forget()) */
 	if (offcpu_sample_out(t->tracker, (pid_t)ps->pid, (pid_t)ps->tid, ps->time, rec) == 0 && fe) {
 		struct off_cpu_note note = { .ctx = *fe->ctx, .read_ns = fe->read_ns };
 		offcpu_set_note(t->tracker, (pid_t)ps->tid, &note, sizeof(note));
@@ -138,6 +155,8 @@ void offcpu_time_switch(struct offcpu_time *t, const struct perf_switch *sw, boo
 		return;
 	if (!fast && fl && fastlane_covers(fl, (pid_t)sw->pid, sw->time))
 		return;
+	if (exited(t, sw->tid))
+		return;	/* its last switch-out would never end (offcpu_time_forget()) */
 	if (sw->out) {
 		offcpu_switch_out(t->tracker, (pid_t)sw->pid, (pid_t)sw->tid, sw->time, sw->preempted);
 	} else if (offcpu_switch_in(t->tracker, (pid_t)sw->tid, sw->time, &iv)) {
@@ -177,9 +196,24 @@ void offcpu_time_pause(struct offcpu_time *t)
 	offcpu_cancel(t->tracker);
 }
 
+/*
+ * A thread's exit: its pending switch-out goes, and switch records of it that come later are not counted until a
+ * fork takes its tid again. A CPU-wide event sees a dying thread switched out after its exit record (it may be
+ * preempted on its way out, and its last switch is after the record), and rings are drained one after another:
+ * such a switch-out would never end, and short-lived processes showed seconds off CPU after they were gone.
+ */
 void offcpu_time_forget(struct offcpu_time *t, pid_t tid)
 {
 	offcpu_forget(t->tracker, tid);
+	if (hindex_count(&t->exited) >= OFFCPU_TIME_MAX_EXITED)
+		hindex_clear(&t->exited);
+	hindex_u32_put(&t->exited, (uint32_t)tid, 1);
+}
+
+void offcpu_time_on_fork(struct offcpu_time *t, pid_t tid)
+{
+	if (hindex_count(&t->exited))
+		hindex_u32_del(&t->exited, (uint32_t)tid);
 }
 
 uint64_t offcpu_time_lost(const struct offcpu_time *t)

@@ -54,6 +54,7 @@ struct offcpu_time_stats {
 	uint64_t stacks;		/* off-CPU stacks unwound */
 	struct walk_counts walks;	/* ... how they ended */
 	uint64_t handle_ns;		/* time spent counting them */
+	uint64_t after_exit;		/* switch records and samples of threads after their exit, not counted */
 };
 
 struct offcpu_time;
@@ -72,8 +73,11 @@ void offcpu_time_switch(struct offcpu_time *t, const struct perf_switch *sw, boo
 int offcpu_time_tick(struct offcpu_time *t, uint64_t now);
 /* Sampling paused: the pending switch-outs are dropped (their switch-ins will not come). */
 void offcpu_time_pause(struct offcpu_time *t);
-/* A thread exited: its state goes. */
+/* A thread exited: its state goes, and its switch records are not counted until offcpu_time_on_fork() of its tid
+ * (those of its last moments may come after its exit). */
 void offcpu_time_forget(struct offcpu_time *t, pid_t tid);
+/* A thread (or process) tid was made: switch records of it count again. */
+void offcpu_time_on_fork(struct offcpu_time *t, pid_t tid);
 /* Threads still off CPU counted into traces up to until_ns, and the interval's counters into p->info. */
 void offcpu_time_to_profile(struct offcpu_time *t, struct traces *traces, uint64_t until_ns, struct profile *p);
 /* Off-CPU samples lost in full off-CPU rings (the sampler's and the fast lane's) since the start. */

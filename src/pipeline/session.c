@@ -703,6 +703,8 @@ static void handle_task(struct session *s, const struct perf_event_header *rec)
 		if (process)
 			settle_held(s, (pid_t)t.pid);	/* a pid reused: the exited one's held samples first */
 		procmgr_on_fork(s->procs, &t);
+		if (s->offcpu)
+			offcpu_time_on_fork(s->offcpu, (pid_t)t.tid);
 		if (process)
 			pyframes_forget(s->py, (pid_t)t.pid);	/* a pid taken again: the exited one's is no more */
 		if (process && t.pid != t.ppid && !s->opts.offline)

@@ -53,8 +53,7 @@ enum {
 #define PD_STRING_MAX 4096
 #define PD_MAX_ATTRS 4096
 #define NO_ATTR UINT32_MAX
-/* Threads waiting for a switch-in the reader infers (no switch records in the file), or exited threads (with switch
- * records): at most this many at once. */
+/* Threads waiting for a switch-in the reader infers (no switch records in the file): at most this many at once. */
 #define PD_MAX_WAITING 65536
 /* prev_state's bits of a task that was not runnable (S, D, T, t, X, Z, P, I: the kernel's TASK_REPORT and
  * TASK_REPORT_IDLE); without any, it was preempted (R, or R+: TASK_REPORT_MAX). */
@@ -135,7 +134,6 @@ struct perf_data {
 	bool switch_records;		/* an event records PERF_RECORD_SWITCH (perf record --switch-events) */
 	struct perf_layout switch_layout;	/* of the switch records the reader makes (no switch records) */
 	struct hindex waiting;		/* no switch records: tid -> pid of the threads switched out, until they run */
-	struct hindex exited;		/* with switch records: tids exited, until a fork takes them again */
 };
 
 static int fail(struct perf_data *pd, uint64_t off, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -603,7 +601,6 @@ void perf_data_free(struct perf_data *pd)
 	free(pd->pend);
 	free(pd->zbuf);
 	hindex_free(&pd->waiting);
-	hindex_free(&pd->exited);
 	if (pd->zs)
 		ZSTD_freeDStream(pd->zs);
 	if (pd->map)
@@ -896,31 +893,15 @@ static void switch_in(struct perf_data *pd, uint32_t tid, uint64_t time, record_
 }
 
 /*
- * A side-band record of a file with sched:sched_switch samples; false: not delivered. A thread's exit is its
- * switch-in at the latest (switch records made); with the file's own switch records it marks the thread exited
- * until a fork takes its tid again, and the switch records of its last moments (a CPU-wide event sees them: it may
- * be preempted on its way out) are not delivered: the session forgot it at its exit, and its last switch-out
- * would never end.
+ * A side-band record of a file with sched:sched_switch samples: a thread's exit is its switch-in at the latest
+ * (switch records made). With the file's own switch records, those of a thread's last moments, after its exit
+ * record, are the session's to leave out (offcpu_time_forget()), as for live records.
  */
-static bool off_cpu_side_band(struct perf_data *pd, const struct perf_event_header *h, const struct perf_layout *l,
-			      record_fn fn, void *ctx)
+static void off_cpu_side_band(struct perf_data *pd, const struct perf_event_header *h, record_fn fn, void *ctx)
 {
 	struct perf_task t;
-	struct perf_switch sw;
-	if (h->type == PERF_RECORD_EXIT && perf_decode_task(h, &t) == 0) {
-		if (!pd->switch_records)
-			switch_in(pd, t.tid, t.time, fn, ctx);
-		else if (hindex_count(&pd->exited) < PD_MAX_WAITING)
-			hindex_u32_put(&pd->exited, t.tid, 1);
-	} else if (h->type == PERF_RECORD_FORK && hindex_count(&pd->exited) && perf_decode_task(h, &t) == 0) {
-		hindex_u32_del(&pd->exited, t.tid);
-	} else if ((h->type == PERF_RECORD_SWITCH || h->type == PERF_RECORD_SWITCH_CPU_WIDE) &&
-		   hindex_count(&pd->exited) && perf_decode_switch(l, h, &sw) == 0 &&
-		   hindex_u32_get(&pd->exited, sw.tid, &(uint64_t){ 0 })) {
-		pd->counts.switch_outs_exiting += sw.out;
-		return false;
-	}
-	return true;
+	if (h->type == PERF_RECORD_EXIT && !pd->switch_records && perf_decode_task(h, &t) == 0)
+		switch_in(pd, t.tid, t.time, fn, ctx);
 }
 
 /*
@@ -938,8 +919,10 @@ static int deliver_off_cpu(struct perf_data *pd, const struct pending *p, record
 	struct record_origin origin = { .layout = &pd->attrs[p->attr].layout, .kind = off ? RECORD_OFF_CPU : RECORD_CPU };
 	struct perf_sample ps;
 	bool make = !pd->switch_records;
-	if (h->type != PERF_RECORD_SAMPLE)
-		return off_cpu_side_band(pd, h, origin.layout, fn, ctx) ? fn(ctx, h, &origin) : 0;
+	if (h->type != PERF_RECORD_SAMPLE) {
+		off_cpu_side_band(pd, h, fn, ctx);
+		return fn(ctx, h, &origin);
+	}
 	if ((!off && (!make || !hindex_count(&pd->waiting))) || perf_decode_sample(origin.layout, h, &ps) < 0)
 		return fn(ctx, h, &origin);	/* one that does not decode is counted by the session */
 	if (make)

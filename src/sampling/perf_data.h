@@ -85,7 +85,7 @@ struct perf_data_counts {
 	uint64_t delivered;		/* records handed to the consumer */
 	uint64_t samples_other;		/* samples of the other events (not delivered) */
 	uint64_t switch_outs;		/* sched:sched_switch samples delivered as off-CPU samples */
-	uint64_t switch_outs_exiting;	/* ... and switch-out records, not delivered: the thread was exiting */
+	uint64_t switch_outs_exiting;	/* ... of them not delivered: the thread was exiting (prev_state X or Z) */
 	uint64_t switches_made;		/* switch records the reader made (no --switch-events) */
 	uint64_t first_time, last_time;	/* the first and last sample's time (or switch record's, delivered with
 					 * off-CPU samples), in the records' clock */
