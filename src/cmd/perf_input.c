@@ -326,12 +326,18 @@ static void print_summary(const char *path, struct perf_data *pd, const struct s
 		version[ESCAPE_SHOWN_MAX], release[ESCAPE_SHOWN_MAX];
 	perf_data_format_counts(pd, true, used, sizeof(used));
 	perf_data_format_counts(pd, false, unused, sizeof(unused));
-	char other[512] = "";
+	char other[512] = "", lead[64];
 	int at = 0;
-	if (in->off_cpu)
-		at = snprintf(other, sizeof(other), ", %" PRIu64 " sched_switch switch-outs as off-CPU time (%s)",
-			      c->switch_outs, in->switch_records ? "switch-ins from switch records" :
-			      "switch-ins inferred: no --switch-events");
+	/* a file of the tracepoint alone is its switch-outs; with a sampling event they come after its samples */
+	bool switches_only = in->off_cpu && !st->samples;
+	snprintf(lead, sizeof(lead), "%" PRIu64 " %s", switches_only ? c->switch_outs : st->samples,
+		 switches_only ? "switch-outs (off-CPU time)" : "samples");
+	if (in->off_cpu && !switches_only)
+		at = snprintf(other, sizeof(other), ", %" PRIu64 " sched_switch switch-outs as off-CPU time",
+			      c->switch_outs);
+	if (in->off_cpu && at >= 0 && (size_t)at < sizeof(other))
+		at += snprintf(other + at, sizeof(other) - (size_t)at, ", %s", in->switch_records ?
+			       "switch-ins from switch records" : "switch-ins inferred: no --switch-events");
 	if (c->samples_other && at >= 0 && (size_t)at < sizeof(other))
 		at += snprintf(other + at, sizeof(other) - (size_t)at, ", %" PRIu64 " samples of other events not used",
 			       c->samples_other);
@@ -346,8 +352,8 @@ static void print_summary(const char *path, struct perf_data *pd, const struct s
 	if (st->bad_records && at >= 0 && (size_t)at < sizeof(other))
 		snprintf(other + at, sizeof(other) - (size_t)at, ", %" PRIu64 " records that do not decode",
 			 st->bad_records);
-	fprintf(stderr, "hostprof: %s: %" PRIu64 " samples of %s (perf %s on %s, %s%s), %" PRIu64 " lost%s; records "
-		"used: %s; not used: %s\n", escape_str(shown, sizeof(shown), path), st->samples,
+	fprintf(stderr, "hostprof: %s: %s of %s (perf %s on %s, %s%s), %" PRIu64 " lost%s; records "
+		"used: %s; not used: %s\n", escape_str(shown, sizeof(shown), path), lead,
 		in->event[0] ? escape_str(ev, sizeof(ev), in->event) : "its event", in->perf_version[0] ?
 		escape_str(version, sizeof(version), in->perf_version) : "?",
 		in->hostname[0] ? escape_str(host, sizeof(host), in->hostname) : "?",
