@@ -333,8 +333,10 @@ static const char inlined_c[] =
 
 /*
  * report --no-inline gives an inlined function's samples to the function it was inlined into, as perf does (its
- * self column goes by ELF symbol): twice's self share matches perf report --no-children's, and the header says
- * which view is shown. Without it, the samples are mix's, which perf cannot show.
+ * self column goes by ELF symbol): on perf's own recording, read by both (the same samples), twice's self share
+ * is perf report --no-children's. Two recordings, one by each tool, differed by up to 7 points (62.2% against
+ * 69.3%) on a loaded machine. On hostprof's own recording the header says which view is shown, and without
+ * --no-inline the samples are mix's, which perf cannot show.
  */
 static void test_no_inline_matches_perf(void **state)
 {
@@ -349,19 +351,23 @@ static void test_no_inline_matches_perf(void **state)
 	assert_int_equal(fclose(f), 0);
 	const char *d = o->dir;
 	assert_int_equal(test_run("cc -O2 -g -o %s/inlined %s && " RECORD " -o %s/inl.msgpack -- %s/inlined >/dev/null && "
-				  "perf record -q -F 1999 -o %s/inl.data -- %s/inlined >/dev/null 2>&1", d, src, d, d,
-				  d, d), 0);
-	/* Self shares of twice: hostprof's folded report, perf's; then mix unfolded. */
+				  "perf record -q -F 1999 --call-graph dwarf -o %s/inl.data -- %s/inlined >/dev/null 2>&1",
+				  d, src, d, d, d, d), 0);
+	/* Self shares of twice on perf's file: hostprof's folded report, perf's. */
+	assert_int_equal(test_run("d=%s && \"$HOSTPROF\" report --no-inline --percent-limit 0 $d/inl.data > $d/inl-perf.txt "
+				  "2>/dev/null && "
+				  "perf report -i $d/inl.data --no-children --sort sym --stdio -q 2>/dev/null > $d/inl.perf && "
+				  "h=$(awk 'NF > 1 && $NF == \"twice\" || NF > 1 && $(NF-1) == \"twice\" { sub(/%%/, \"\", $1); print $1; exit }' $d/inl-perf.txt) && "
+				  "p=$(awk '$NF == \"twice\" { sub(/%%/, \"\", $1); print $1; exit }' $d/inl.perf) && "
+				  "echo \"twice self on perf's file: hostprof --no-inline $h%%, perf $p%%\" >&2 && "
+				  "awk -v h=$h -v p=$p 'BEGIN { exit !(h > 40 && p > 40 && h - p < 0.5 && p - h < 0.5) }'",
+				  d), 0);
+	/* hostprof's own recording: the view said; mix unfolded, folded into its callers with --no-inline */
 	assert_int_equal(test_run("d=%s && \"$HOSTPROF\" report --no-inline --percent-limit 0 $d/inl.msgpack > $d/inl.txt && "
 				  "\"$HOSTPROF\" report --percent-limit 0 $d/inl.msgpack > $d/inl-unfolded.txt && "
-				  "perf report -i $d/inl.data --no-children --sort sym --stdio -q 2>/dev/null > $d/inl.perf && "
-				  "h=$(awk 'NF > 1 && $NF == \"twice\" || NF > 1 && $(NF-1) == \"twice\" { sub(/%%/, \"\", $1); print $1; exit }' $d/inl.txt) && "
-				  "p=$(awk '$NF == \"twice\" { sub(/%%/, \"\", $1); print $1; exit }' $d/inl.perf) && "
-				  "echo \"twice self: hostprof --no-inline $h%%, perf $p%%\" >&2 && "
 				  "grep -q 'Inlined functions:  folded into their callers' $d/inl.txt && "
 				  "grep -qE ' mix( |$)' $d/inl-unfolded.txt && ! grep -qE ' mix( |$)' $d/inl.txt && "
-				  "awk -v h=$h -v p=$p 'BEGIN { exit !(h > 40 && p > 40 && h - p < 5 && p - h < 5) }'",
-				  d), 0);
+				  "grep -qE ' twice( |$)' $d/inl.txt", d), 0);
 }
 
 int main(void)
