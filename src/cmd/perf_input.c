@@ -134,6 +134,17 @@ static void add_failed_range(struct failed_file *f, int32_t pid, uint64_t start,
 	f->ranges[f->nranges++] = (struct failed_range){ .pid = pid, .start = start, .end = end };
 }
 
+/* Where a file the recording named is looked for first, as perf does: under --symfs when given, then at its path.
+ * cand holds at least two; returns how many were written. */
+static int path_candidates(const struct opener *o, const char *path, char cand[][PATH_MAX])
+{
+	int n = 0;
+	if (o->symfs && o->symfs[0])
+		snprintf(cand[n++], PATH_MAX, "%s%s", o->symfs, path);
+	snprintf(cand[n++], PATH_MAX, "%s", path);
+	return n;
+}
+
 /*
  * procmgr_open_fn: the file a mapping of the recording named, if it is the one the recording had. Candidates in
  * order: under --symfs, the path itself, perf's build-id cache; with a build-id recorded, the first whose build-id
@@ -144,10 +155,7 @@ static int open_file(void *ctx, const struct process *p, const struct mapping *m
 	struct opener *o = ctx;
 	const struct perf_data_build_id *b = perf_data_build_id(o->pd, p->pid, m->path);
 	char cand[2 + BUILDID_DIRS][PATH_MAX], want[41] = "", found[41] = "";
-	int n = 0;
-	if (o->symfs && o->symfs[0])
-		snprintf(cand[n++], PATH_MAX, "%s%s", o->symfs, m->path);
-	snprintf(cand[n++], PATH_MAX, "%s", m->path);
+	int n = path_candidates(o, m->path, cand);
 	if (b && b->size)
 		hex(b->id, b->size, want);
 	for (int i = 0; b && b->size && i < BUILDID_DIRS; i++)
@@ -211,10 +219,7 @@ static int open_jit_map(void *ctx, const char *path)
 {
 	struct opener *o = ctx;
 	char cand[2][PATH_MAX];
-	int n = 0, err = -ENOENT;
-	if (o->symfs && o->symfs[0])
-		snprintf(cand[n++], PATH_MAX, "%s%s", o->symfs, path);
-	snprintf(cand[n++], PATH_MAX, "%s", path);
+	int n = path_candidates(o, path, cand), err = -ENOENT;
 	for (int i = 0; i < n; i++) {
 		struct stat st;
 		int fd = regular_file_open(AT_FDCWD, cand[i], O_NOFOLLOW, &st);

@@ -499,6 +499,15 @@ static uint64_t leaves_in_library(const struct profile *p, const char *recorded,
 	return n;
 }
 
+/* The shared_caller fixture and its library copied into dir/bin, where a test may take the library away. */
+static void copy_shared_caller(const char *dir)
+{
+	char caller[256], lib[256];
+	test_fixture_path("shared_caller", caller, sizeof(caller));
+	test_fixture_path("libfixture_shared.so", lib, sizeof(lib));
+	assert_int_equal(test_run("mkdir -p %s/bin && cp %s %s %s/bin/", dir, caller, lib, dir), 0);
+}
+
 /* Checks a report of lib.data in dir whose library is not used (what) against its file as recorded (orig). */
 static void assert_library_offsets(const char *d, const char *what, const char *orig)
 {
@@ -544,11 +553,8 @@ static void test_library_not_here(void **state)
 {
 	struct test_workdir *f = *state;
 	const char *d = f->dir;
-	char caller[256], lib[256];
 	require_perf_tool();
-	test_fixture_path("shared_caller", caller, sizeof(caller));
-	test_fixture_path("libfixture_shared.so", lib, sizeof(lib));
-	assert_int_equal(test_run("mkdir -p %s/bin && cp %s %s %s/bin/", d, caller, lib, d), 0);
+	copy_shared_caller(d);
 	assert_int_equal(test_run("perf record -q -F 999 --no-buildid-cache --call-graph dwarf,8192 -o %s/lib.data -- "
 				  "%s/bin/shared_caller 1 >/dev/null 2>&1", d, d), 0);
 	assert_int_equal(test_run("mv %s/bin/libfixture_shared.so %s/orig.so", d, d), 0);
@@ -615,11 +621,9 @@ static void test_buildid_dir(void **state)
 {
 	struct test_workdir *f = *state;
 	const char *d = f->dir;
-	char caller[256], lib[256];
 	require_perf_tool();
-	test_fixture_path("shared_caller", caller, sizeof(caller));
-	test_fixture_path("libfixture_shared.so", lib, sizeof(lib));
-	assert_int_equal(test_run("mkdir -p %s/bin %s/cache && cp %s %s %s/bin/", d, d, caller, lib, d), 0);
+	copy_shared_caller(d);
+	assert_int_equal(test_run("mkdir -p %s/cache", d), 0);
 	/* perf's cache directory is its buildid.dir setting; it exports it to its scripts as $PERF_BUILDID_DIR */
 	assert_int_equal(test_run("printf '[buildid]\\n\\tdir = %s/cache\\n' > %s/perfconfig && PERF_CONFIG=%s/perfconfig "
 				  "perf record -q -F 999 --call-graph dwarf,8192 -o %s/lib.data -- %s/bin/shared_caller 1 "
