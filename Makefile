@@ -14,7 +14,7 @@ LDFLAGS  ?=
 DEP_MODULES := libdw:libdw-dev libelf:libelf-dev libunwind-generic:libunwind-dev \
                capstone:libcapstone-dev msgpack:libmsgpack-dev cmocka:libcmocka-dev \
                nettle:nettle-dev libprotobuf-c:libprotobuf-c-dev json-c:libjson-c-dev zlib:zlib1g-dev libzstd:libzstd-dev \
-               libcurl:libcurl4-openssl-dev
+               libcurl:libcurl4-openssl-dev libxxhash:libxxhash-dev
 # Tools: protoc-c generates the pprof and OTLP encoders.
 DEB_PACKAGES := pkg-config protobuf-c-compiler libiberty-dev $(foreach d,$(DEP_MODULES),$(word 2,$(subst :, ,$(d))))
 # What the tests run, profile or compare against, as command:Debian package (node and a JDK for JIT code: about

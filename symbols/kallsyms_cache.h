@@ -16,7 +16,7 @@
  * The cache is a root daemon's input: it is used only from a directory owned by the effective user with no
  * access for group or others (it holds kernel addresses, which /proc/kallsyms shows to privileged users only),
  * and only a regular file there owned by that user, not writable by others; the file is checked for its
- * length, a CRC-32 of the image and every field of the image before use. Anything else — a mismatch, a short
+ * length, an XXH3-64 hash of the image and every field of the image before use. Anything else — a mismatch, a short
  * or corrupt file, a directory of another user — makes the load read /proc/kallsyms (and replace the file when
  * the directory is ours). Writes are atomic (src/base/atomic_file.h).
  *

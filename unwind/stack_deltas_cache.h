@@ -57,7 +57,7 @@
  * order and layout (the tables are x86_64 only). Described here for tests and tools; only this module writes it.
  */
 #define STACK_DELTAS_CACHE_MAGIC "HPSDTAB\n"
-#define STACK_DELTAS_CACHE_FORMAT 2	/* the layout of the head and of the arrays: bumped with any change */
+#define STACK_DELTAS_CACHE_FORMAT 3	/* the layout of the head and of the arrays: bumped with any change */
 #define STACK_DELTAS_CACHE_BUILDER_MAX 64
 struct stack_deltas_cache_head {
 	char magic[8];
@@ -66,8 +66,8 @@ struct stack_deltas_cache_head {
 	char build_id[STACK_DELTAS_CACHE_BUILD_ID_MAX];		/* lowercase hex, NUL-padded */
 	uint8_t file[16];					/* stack_deltas_key.file */
 	uint64_t base;						/* stack_deltas_image's */
-	uint32_t nrows, npages, nrules;
-	uint32_t crc;		/* CRC-32 (zlib's) of the whole file, this field taken as 0 */
+	uint32_t nrows, npages, nrules, reserved;		/* reserved: 0 */
+	uint64_t hash;		/* XXH3-64 of the arrays, seeded with that of the head (this field taken as 0) */
 	uint64_t data_size;
 	/* The counts of the build that made the table (stack_deltas_stats), for summaries: a load does not count
 	 * the rows' kinds again. */

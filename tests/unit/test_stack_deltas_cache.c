@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
+#include <xxhash.h>
 
 #include "src/processes/execinfo.h"
 #include "src/profile/ids.h"
@@ -235,11 +235,12 @@ static void cfile_write(const char *path, const struct cfile *cf, size_t len)
 	assert_int_equal(fclose(f), 0);
 }
 
-/* The CRC as the writer computes it (stack_deltas_cache.h), so that the checks after it are reached. */
-static void cfile_fix_crc(struct cfile *cf)
+/* The hash as the writer computes it (stack_deltas_cache.h), so that the checks after it are reached. */
+static void cfile_fix_hash(struct cfile *cf)
 {
-	cf->h->crc = 0;
-	cf->h->crc = (uint32_t)crc32_z(crc32_z(0, NULL, 0), cf->bytes, cf->len);
+	cf->h->hash = 0;
+	cf->h->hash = XXH3_64bits_withSeed(cf->bytes + sizeof(*cf->h), cf->len - sizeof(*cf->h),
+					   XXH3_64bits(cf->h, sizeof(*cf->h)));
 }
 
 enum damage {
@@ -261,7 +262,7 @@ static int damage(const char *path, struct cfile *cf, enum damage d)
 	case OTHER_BUILD_ID: cf->h->build_id[0] = cf->h->build_id[0] == '0' ? '1' : '0'; break;
 	case OTHER_FILE: cf->h->file[0] ^= 1; break;
 	case OTHER_BUILDER: cf->h->builder[1] ^= 1; break;
-	case FLIPPED_BYTE: cf->addr[mid] ^= 1; cfile_write(path, cf, cf->len); return -EINVAL; /* CRC */
+	case FLIPPED_BYTE: cf->addr[mid] ^= 1; cfile_write(path, cf, cf->len); return -EINVAL; /* the hash */
 	case PAGE_OUT_OF_RANGE: cf->page[cf->h->npages / 2] = cf->h->nrows + 7; break;
 	case PAGE_INEXACT: cf->page[cf->h->npages] = cf->h->nrows - 1; break;
 	case RULE_OUT_OF_RANGE: cf->rule[mid] = (uint16_t)cf->h->nrules; break;
@@ -274,7 +275,7 @@ static int damage(const char *path, struct cfile *cf, enum damage d)
 	case NO_PAGES: cf->h->npages = 0; break;
 	case NDAMAGE: fail();
 	}
-	cfile_fix_crc(cf);
+	cfile_fix_hash(cf);
 	cfile_write(path, cf, cf->len);
 	return d == OTHER_BUILD_ID || d == OTHER_FILE || d == OTHER_BUILDER ? -ESTALE : -EINVAL;
 }
