@@ -157,6 +157,12 @@ SD_BUILDER_SRCS := $(wildcard unwind/stack_deltas.[ch] unwind/stack_delta_rule.[
 SD_BUILDER_HASH := $(shell cat $(SD_BUILDER_SRCS) | sha256sum | cut -c1-16)
 $(BUILD)/unwind/stack_deltas_cache.o: $(SD_BUILDER_SRCS)
 $(BUILD)/unwind/stack_deltas_cache.o: CFLAGS += -DSTACK_DELTAS_BUILDER_SOURCES='"$(SD_BUILDER_HASH)"'
+# Likewise the names kept per file (symbols/names_cache.h) are those of one symbolizer: its sources' hash.
+SYM_SRCS := $(wildcard symbols/symbolizer.[ch] symbols/gosym.[ch] symbols/stubs.[ch] symbols/demangle.[ch] \
+            symbols/names_cache.[ch] unwind/gopclntab.[ch] unwind/byte_reader.[ch])
+SYM_HASH := $(shell cat $(SYM_SRCS) | sha256sum | cut -c1-16)
+$(BUILD)/symbols/symbolizer.o: $(SYM_SRCS)
+$(BUILD)/symbols/symbolizer.o: CFLAGS += -DSYMBOLIZER_SOURCES='"$(SYM_HASH)"'
 
 # The flame graph page is put into its writer's object by the assembler (.incbin): rebuild it when the page changes.
 $(BUILD)/src/profile/flame_html.o: src/profile/flame.html

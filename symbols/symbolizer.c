@@ -42,11 +42,18 @@
 #include "src/base/regular_file.h"
 #include "symbols/debug_cache.h"
 #include "symbols/demangle.h"
+#include "symbols/names_cache.h"
 #include "symbols/stubs.h"
+
+/* The Makefile hashes the symbolizer's sources into this: names kept by another hostprof are not used. */
+#ifndef SYMBOLIZER_SOURCES
+#error "SYMBOLIZER_SOURCES must name the hash of the symbolizer's sources (see the Makefile)"
+#endif
 
 #define DEBUG_ROOT "/usr/lib/debug"
 #define BUILD_ID_MAX 64		/* libdwfl's own limit; real ones are 20 bytes */
 #define SCOPE_DEPTH_MAX 64	/* DIE nesting levels searched below a CU */
+_Static_assert(SCOPE_DEPTH_MAX == NAMES_CACHE_CHAIN_MAX, "a chain is kept whole");
 #define NAME_LEN_MAX 4096	/* longer names (hostile or absurd templates) are cut */
 #define CACHE_MAX (1u << 16)	/* addresses remembered; the cache is emptied when full */
 #define SYMBOLS_MAX (1 << 22)	/* larger symbol tables are not indexed: no ELF names (real ones: < 10^6) */
@@ -119,6 +126,8 @@ struct symbolizer {
 					 * libdwfl owns fd and reads, not maps, the file */
 	dev_t dev;			/* identity of the main file, which is never its own debug file */
 	ino_t ino;
+	uint64_t size;
+	bool trusted;			/* only root or we can write the main file: its names may be kept */
 	GElf_Addr start, end;		/* the span of its PT_LOAD segments */
 	char *dir;			/* its directory, for .gnu_debuglink; NULL if unknown */
 	struct strtab strings;
@@ -129,6 +138,10 @@ struct symbolizer {
 	bool stubs_read;
 	int dwarf_usable;		/* 0 not checked yet, 1 usable (or absent), -1 refused (dwarf_checked) */
 	char *debug_cache_dir;		/* decompressed debug files are kept there (debug_cache.h); NULL: not */
+	char *names_dir;		/* names made are kept there (names_cache.h); NULL: not */
+	struct names_cache *names;	/* opened on the first lookup (names_open()) */
+	bool names_opened;
+	size_t names_kept;		/* lookups answered from it */
 	bool debuginfo_asked;		/* find_debuginfo was called: a later call is for a dwz alternate file */
 };
 
@@ -771,6 +784,8 @@ static int open_main(struct symbolizer *s, const char *path, int fd)
 		return -ENOEXEC;
 	s->dev = st.st_dev;
 	s->ino = st.st_ino;
+	s->size = (uint64_t)st.st_size;
+	s->trusted = (st.st_uid == 0 || st.st_uid == geteuid()) && !(st.st_mode & (S_IWGRP | S_IWOTH));
 	elf_version(EV_CURRENT);
 	s->bytes_fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
 	if (s->bytes_fd < 0)
@@ -978,6 +993,12 @@ void symbolizer_free(struct symbolizer *s)
 {
 	if (!s)
 		return;
+	/* First: the names it writes may be Go's (gopclntab's strings) or interned here. A failure costs the next run
+	 * the work of making them again, nothing else. */
+	if (s->names && s->trusted)
+		names_cache_save(s->names);
+	names_cache_free(s->names);
+	free(s->names_dir);
 	gopclntab_free(s->go); /* it reads the module's Elf, which dwfl_end closes */
 	stub_names_free(s->stubs);
 	if (s->dwfl)
@@ -1022,6 +1043,16 @@ int symbolizer_set_debug_cache(struct symbolizer *s, const char *dir)
 		return -ENOMEM;
 	free(s->debug_cache_dir);
 	s->debug_cache_dir = copy;
+	return 0;
+}
+
+int symbolizer_set_names_cache(struct symbolizer *s, const char *dir)
+{
+	char *copy = dir ? strdup(dir) : NULL;
+	if (dir && !copy)
+		return -ENOMEM;
+	free(s->names_dir);
+	s->names_dir = copy;
 	return 0;
 }
 
@@ -1342,6 +1373,52 @@ static int lookup_uncached(struct symbolizer *s, uint64_t elf_va, struct symbol_
 	return 1;
 }
 
+/* ---- names kept between runs ---- */
+
+size_t symbolizer_kept_names(const struct symbolizer *s)
+{
+	return s->names_kept;
+}
+
+/* The size of the separate debug file libdwfl would take (by build-id, then debug link), or -1 for none. */
+static long long debug_file_size(struct symbolizer *s, const unsigned char *id, int id_len)
+{
+	GElf_Word crc;
+	char *name = NULL;
+	struct stat st;
+	int fd = find_by_build_id(s, id, id_len, &name);
+	if (fd < 0)
+		fd = find_by_debuglink(s, id, id_len, dwelf_elf_gnu_debuglink(main_elf(s), &crc), &name);
+	long long size = fd >= 0 && fstat(fd, &st) == 0 ? (long long)st.st_size : -1;
+	if (fd >= 0)
+		close(fd);
+	free(name);
+	return size;
+}
+
+/*
+ * The file of names kept for this file's build-id, with the key of everything else they depend on: the
+ * symbolizer's sources, libdw, the file's size and its debug file's (one installed or removed since changes
+ * the names). NULL without a build-id or a cache directory.
+ */
+static struct names_cache *names_open(struct symbolizer *s)
+{
+	const unsigned char *id;
+	GElf_Addr id_vaddr;
+	char hex[2 * BUILD_ID_MAX + 1], key[NAMES_CACHE_KEY_MAX];
+	s->names_opened = true;
+	int id_len = s->names_dir ? dwfl_module_build_id(s->mod, &id, &id_vaddr) : 0;
+	if (id_len <= 0 || id_len > BUILD_ID_MAX)
+		return NULL;
+	for (int i = 0; i < id_len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+	const char *dw = dwfl_version(NULL);
+	snprintf(key, sizeof(key), "n%d src:%.16s dw:%.12s size:%llu debug:%lld", NAMES_CACHE_FORMAT,
+		 SYMBOLIZER_SOURCES, dw ? dw : "?", (unsigned long long)s->size, debug_file_size(s, id, id_len));
+	struct names_cache *c;
+	return names_cache_open(s->names_dir, hex, key, &c) == 0 ? c : NULL;
+}
+
 int symbolizer_lookup(struct symbolizer *s, uint64_t elf_va, struct symbol_frame *frames, size_t max)
 {
 	struct symbol_frame chain[SCOPE_DEPTH_MAX];
@@ -1355,7 +1432,15 @@ int symbolizer_lookup(struct symbolizer *s, uint64_t elf_va, struct symbol_frame
 		n = hit->n;
 		found = hit->frames;
 	} else {
-		n = lookup_uncached(s, elf_va, chain, SCOPE_DEPTH_MAX);
+		if (!s->names_opened)
+			s->names = names_open(s);
+		n = s->names ? names_cache_get(s->names, elf_va, chain, SCOPE_DEPTH_MAX) : -ENOENT;
+		s->names_kept += n >= 0;
+		if (n < 0) {
+			n = lookup_uncached(s, elf_va, chain, SCOPE_DEPTH_MAX);
+			if (s->names)
+				names_cache_add(s->names, elf_va, chain, n);	/* past its bound: not kept */
+		}
 		cache_put(&s->cache, elf_va, chain, n);
 	}
 	if ((size_t)n > max)

@@ -50,6 +50,16 @@ void symbolizer_free(struct symbolizer *s);
 int symbolizer_set_debug_cache(struct symbolizer *s, const char *dir);
 
 /*
+ * Keep the names lookups make in dir (names_cache.h), and answer later runs' lookups of the same addresses from
+ * there: the same frames without reading the symbol table or DWARF. Only a file with a GNU build-id has its
+ * names kept, and only a file no user but root or us can write has them written (symbolizer_free() writes them).
+ * Takes effect before the first lookup; NULL turns it off. dir is copied. Returns 0 or -ENOMEM.
+ */
+int symbolizer_set_names_cache(struct symbolizer *s, const char *dir);
+/* How many lookups were answered from names an earlier run kept (after the per-address memory of this one). */
+size_t symbolizer_kept_names(const struct symbolizer *s);
+
+/*
  * Symbolize elf_va. Fills at most max frames, innermost inlined function first and the physical function
  * last, and returns how many (0 when nothing is known: no symbol covers the address). A chain longer than
  * max keeps its innermost frames. The physical function is named by the ELF symbol covering the address, else

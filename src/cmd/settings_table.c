@@ -73,7 +73,7 @@ static const struct setting run_items[] = {
 	{ "no-realtime", 0, SETTING_FLAG, KEY | SETTING_NEGATE, RUN(realtime), .def = "false",
 	  .help = "fast-lane readers (APM, Go) at normal priority, not SCHED_FIFO" },
 	{ "no-cache", 0, SETTING_FLAG, KEY | SETTING_NEGATE, RUN(use_cache), .def = "false",
-	  .help = "no cached kernel symbols, debug files or stack-delta tables: read and build them" },
+	  .help = "no cached kernel symbols, debug files, stack-delta tables or names: read, build and name afresh" },
 	{ "off-cpu", 0, SETTING_FLAG, KEY, RUN(off_cpu), .def = "false",
 	  .help = "also record where threads wait: time off CPU per stack (a sample at every switch-out)" },
 	{ "off-cpu-threshold-us", 0, SETTING_UNSIGNED, KEY, RUN(off_cpu_threshold_us), .max = 60000000, .arg = "US",

@@ -460,8 +460,10 @@ struct symbolizer *execinfo_naming_symbolizer(struct execinfo *e)
 	}
 	if (!e->symbolizer)
 		e->symbolizer_failed = 1;
-	else if (e->mgr->cache_dir)
+	else if (e->mgr->cache_dir) {
 		symbolizer_set_debug_cache(e->symbolizer, e->mgr->cache_dir);	/* without it: decompressed each run */
+		symbolizer_set_names_cache(e->symbolizer, e->mgr->cache_dir);	/* without it: named again each run */
+	}
 	return e->symbolizer;
 }
 

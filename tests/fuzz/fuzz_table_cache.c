@@ -1,7 +1,7 @@
 /*
  * fuzz_table_cache.c — fuzz target: a stack-delta table cache file (unwind/stack_deltas_cache.h). The cache
  * directory is private, but a file there is still checked whole before a table reads it in place: the head's
- * counts and the arrays after it go through stack_deltas_adopt() as the loader passes them — past the CRC-32
+ * counts and the arrays after it go through stack_deltas_adopt() as the loader passes them — past the hash
  * and key checks, which a fuzzer could not get by — and every row and a few addresses around each are looked
  * up in what it accepts. Any crash or sanitizer report is a bug: a bad file must only be refused.
  */
