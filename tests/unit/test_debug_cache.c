@@ -19,15 +19,8 @@
 
 #include "symbols/debug_cache.h"
 #include "symbols/symbolizer.h"
+#include "tests/lib/symbol_checks.h"
 #include "tests/lib/testlib.h"
-
-static const char source[] =
-	"#include <stdio.h>\n"
-	"static inline __attribute__((always_inline)) int square(int x) { return x * x; }\n"
-	"static inline __attribute__((always_inline)) int twice(int x) { return square(x) + square(x + 1); }\n"
-	"__attribute__((noinline)) int work(int n) { int s = 0; for (int i = 0; i < n; i++) s += twice(i); return s; }\n"
-	"__attribute__((noinline)) int more(int n) { return work(n) * 3 + twice(n); }\n"
-	"int main(int argc, char **argv) { (void)argv; printf(\"%d\\n\", more(argc * 1000)); return 0; }\n";
 
 struct env {
 	char *root;
@@ -41,17 +34,7 @@ static int setup(void **state)
 	e->root = test_mkdtemp();
 	snprintf(e->prog, sizeof(e->prog), "%s/prog", e->root);
 	snprintf(e->cache, sizeof(e->cache), "%s/cache/hostprof", e->root);
-	char path[600];
-	snprintf(path, sizeof(path), "%s/prog.c", e->root);
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(source, f);
-	fclose(f);
-	assert_int_equal(test_run("cd '%s' && cc -O2 -g -Wl,--build-id -o prog prog.c && "
-				  "objcopy --only-keep-debug prog prog.debug && "
-				  "objcopy --compress-debug-sections=zlib-gabi prog.debug && "
-				  "objcopy --strip-debug --add-gnu-debuglink=prog.debug prog && chmod 0644 prog.debug",
-				  e->root), 0);
+	symcheck_build_program(e->root, "-Wl,--build-id", 1);
 	*state = e;
 	return 0;
 }
@@ -74,54 +57,6 @@ static struct symbolizer *open_sym(const char *path, const char *cache)
 	return s;
 }
 
-static void assert_same_str(const char *a, const char *b)
-{
-	assert_true((a == NULL) == (b == NULL));
-	if (a)
-		assert_string_equal(a, b);
-}
-
-/* Lookups at every address in [lo, hi) stepping by step give the same frames in a and b; returns how many had a
- * source line in a (DWARF was read). */
-static size_t assert_same_lookups(struct symbolizer *a, struct symbolizer *b, uint64_t lo, uint64_t hi, uint64_t step)
-{
-	size_t with_lines = 0;
-	for (uint64_t va = lo; va < hi; va += step) {
-		struct symbol_frame fa[32], fb[32];
-		int na = symbolizer_lookup(a, va, fa, 32), nb = symbolizer_lookup(b, va, fb, 32);
-		assert_int_equal(na, nb);
-		for (int i = 0; i < na; i++) {
-			assert_same_str(fa[i].function, fb[i].function);
-			assert_same_str(fa[i].file, fb[i].file);
-			assert_int_equal(fa[i].line, fb[i].line);
-			assert_int_equal(fa[i].inlined, fb[i].inlined);
-		}
-		with_lines += na > 0 && fa[0].line > 0;
-	}
-	return with_lines;
-}
-
-/* The span of the file's .text section. */
-static void text_range(const char *path, uint64_t *lo, uint64_t *hi)
-{
-	int fd = open(path, O_RDONLY);
-	elf_version(EV_CURRENT);
-	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-	size_t shstrndx;
-	*lo = *hi = 0;
-	assert_int_equal(elf_getshdrstrndx(elf, &shstrndx), 0);
-	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
-		GElf_Shdr sh;
-		if (gelf_getshdr(scn, &sh) && strcmp(elf_strptr(elf, shstrndx, sh.sh_name), ".text") == 0) {
-			*lo = sh.sh_addr;
-			*hi = sh.sh_addr + sh.sh_size;
-		}
-	}
-	elf_end(elf);
-	close(fd);
-	assert_true(*hi > *lo);
-}
-
 static size_t count_copies(const char *dir)
 {
 	char cmd[700];
@@ -140,12 +75,12 @@ static void test_program_identical(void **state)
 {
 	struct env *e = *state;
 	uint64_t lo, hi;
-	text_range(e->prog, &lo, &hi);
+	symcheck_text_range(e->prog, &lo, &hi);
 	struct symbolizer *plain = open_sym(e->prog, NULL), *cold = open_sym(e->prog, e->cache);
-	assert_true(assert_same_lookups(plain, cold, lo, hi, 1) > 0);
+	assert_true(symcheck_same_lookups(plain, cold, lo, hi, 1, NULL) > 0);
 	assert_int_equal(count_copies(e->cache), 1);
 	struct symbolizer *warm = open_sym(e->prog, e->cache);
-	assert_true(assert_same_lookups(plain, warm, lo, hi, 1) > 0);
+	assert_true(symcheck_same_lookups(plain, warm, lo, hi, 1, NULL) > 0);
 	symbolizer_free(warm);
 	symbolizer_free(cold);
 	symbolizer_free(plain);
@@ -159,9 +94,9 @@ static void test_libc_identical(void **state)
 	uint64_t lo, hi;
 	if (access(libc, R_OK) != 0)
 		test_skip("no %s on this machine", libc);
-	text_range(libc, &lo, &hi);
+	symcheck_text_range(libc, &lo, &hi);
 	struct symbolizer *plain = open_sym(libc, NULL), *cached = open_sym(libc, e->cache);
-	size_t lines = assert_same_lookups(plain, cached, lo, hi, 61);
+	size_t lines = symcheck_same_lookups(plain, cached, lo, hi, 61, NULL);
 	if (count_copies(e->cache) == 0)
 		test_skip_part("libc has no separate debug file with compressed DWARF here (libc6-dbg)");
 	else

@@ -20,15 +20,8 @@
 
 #include "symbols/names_cache.h"
 #include "symbols/symbolizer.h"
+#include "tests/lib/symbol_checks.h"
 #include "tests/lib/testlib.h"
-
-static const char source[] =
-	"#include <stdio.h>\n"
-	"static inline __attribute__((always_inline)) int square(int x) { return x * x; }\n"
-	"static inline __attribute__((always_inline)) int twice(int x) { return square(x) + square(x + 1); }\n"
-	"__attribute__((noinline)) int work(int n) { int s = 0; for (int i = 0; i < n; i++) s += twice(i); return s; }\n"
-	"__attribute__((noinline)) int more(int n) { return work(n) * 3 + twice(n); }\n"
-	"int main(int argc, char **argv) { (void)argv; printf(\"%d\\n\", more(argc * 1000)); return 0; }\n";
 
 #define BUILD_ID "0123456789abcdef0123456789abcdef01234567"
 
@@ -46,16 +39,7 @@ static int setup(void **state)
 	snprintf(e->debug, sizeof(e->debug), "%s/prog.debug", e->root);
 	snprintf(e->cache, sizeof(e->cache), "%s/cache/hostprof", e->root);
 	snprintf(e->names, sizeof(e->names), "%s/" BUILD_ID NAMES_CACHE_SUFFIX, e->cache);
-	char path[600];
-	snprintf(path, sizeof(path), "%s/prog.c", e->root);
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(source, f);
-	fclose(f);
-	assert_int_equal(test_run("cd '%s' && cc -O2 -g -Wl,--build-id=0x" BUILD_ID " -o prog prog.c && "
-				  "objcopy --only-keep-debug prog prog.debug && "
-				  "objcopy --strip-debug --add-gnu-debuglink=prog.debug prog && chmod 0644 prog prog.debug",
-				  e->root), 0);
+	symcheck_build_program(e->root, "-Wl,--build-id=0x" BUILD_ID, 0);
 	*state = e;
 	return 0;
 }
@@ -78,58 +62,13 @@ static struct symbolizer *open_sym(const char *path, const char *names_dir)
 	return s;
 }
 
-static void assert_same_str(const char *a, const char *b)
-{
-	assert_true((a == NULL) == (b == NULL));
-	if (a)
-		assert_string_equal(a, b);
-}
-
-static void assert_same_frames(const struct symbol_frame *a, const struct symbol_frame *b, int n)
-{
-	for (int i = 0; i < n; i++) {
-		assert_same_str(a[i].function, b[i].function);
-		assert_same_str(a[i].file, b[i].file);
-		assert_int_equal(a[i].line, b[i].line);
-		assert_int_equal(a[i].inlined, b[i].inlined);
-		assert_int_equal(a[i].go, b[i].go);
-	}
-}
-
 /* Lookups at every address in [lo, hi) stepping by step give the same frames in a and b; returns how many had an
  * inlined frame in a (DWARF was read). */
 static size_t assert_same_lookups(struct symbolizer *a, struct symbolizer *b, uint64_t lo, uint64_t hi, uint64_t step)
 {
-	size_t inlined = 0;
-	for (uint64_t va = lo; va < hi; va += step) {
-		struct symbol_frame fa[64], fb[64];
-		int na = symbolizer_lookup(a, va, fa, 64), nb = symbolizer_lookup(b, va, fb, 64);
-		assert_int_equal(na, nb);
-		assert_same_frames(fa, fb, na);
-		inlined += na > 1 && fa[0].inlined;
-	}
+	size_t inlined;
+	symcheck_same_lookups(a, b, lo, hi, step, &inlined);
 	return inlined;
-}
-
-/* The span of the file's .text section. */
-static void text_range(const char *path, uint64_t *lo, uint64_t *hi)
-{
-	int fd = open(path, O_RDONLY);
-	elf_version(EV_CURRENT);
-	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-	size_t shstrndx;
-	*lo = *hi = 0;
-	assert_int_equal(elf_getshdrstrndx(elf, &shstrndx), 0);
-	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
-		GElf_Shdr sh;
-		if (gelf_getshdr(scn, &sh) && strcmp(elf_strptr(elf, shstrndx, sh.sh_name), ".text") == 0) {
-			*lo = sh.sh_addr;
-			*hi = sh.sh_addr + sh.sh_size;
-		}
-	}
-	elf_end(elf);
-	close(fd);
-	assert_true(*hi > *lo);
 }
 
 /* Every byte of the program's code named by a cold symbolizer (which writes the file when freed), then by a
@@ -138,7 +77,7 @@ static void test_program_identical(void **state)
 {
 	struct env *e = *state;
 	uint64_t lo, hi;
-	text_range(e->prog, &lo, &hi);
+	symcheck_text_range(e->prog, &lo, &hi);
 	struct symbolizer *plain = open_sym(e->prog, NULL), *cold = open_sym(e->prog, e->cache);
 	assert_true(assert_same_lookups(plain, cold, lo, hi, 1) > 0);
 	assert_int_equal(symbolizer_kept_names(cold), 0);
@@ -157,7 +96,7 @@ static void test_added_to_file(void **state)
 {
 	struct env *e = *state;
 	uint64_t lo, hi;
-	text_range(e->prog, &lo, &hi);
+	symcheck_text_range(e->prog, &lo, &hi);
 	uint64_t mid = lo + (hi - lo) / 2;
 	struct symbolizer *plain = open_sym(e->prog, NULL), *first = open_sym(e->prog, e->cache);
 	assert_same_lookups(plain, first, lo, mid, 1);
@@ -178,7 +117,7 @@ static void test_debug_file_removed(void **state)
 {
 	struct env *e = *state;
 	uint64_t lo, hi;
-	text_range(e->prog, &lo, &hi);
+	symcheck_text_range(e->prog, &lo, &hi);
 	struct symbolizer *cold = open_sym(e->prog, e->cache);
 	for (uint64_t va = lo; va < hi; va++)
 		symbolizer_lookup(cold, va, (struct symbol_frame[64]){ 0 }, 64);
@@ -196,7 +135,7 @@ static void test_writable_file_not_kept(void **state)
 {
 	struct env *e = *state;
 	uint64_t lo, hi;
-	text_range(e->prog, &lo, &hi);
+	symcheck_text_range(e->prog, &lo, &hi);
 	assert_int_equal(chmod(e->prog, 0666), 0);
 	struct symbolizer *s = open_sym(e->prog, e->cache);
 	symbolizer_lookup(s, lo, (struct symbol_frame[64]){ 0 }, 64);
@@ -212,7 +151,7 @@ static void test_libc_identical(void **state)
 	uint64_t lo, hi;
 	if (access(libc, R_OK) != 0)
 		test_skip("no %s on this machine", libc);
-	text_range(libc, &lo, &hi);
+	symcheck_text_range(libc, &lo, &hi);
 	struct symbolizer *plain = open_sym(libc, NULL), *cold = open_sym(libc, e->cache);
 	assert_same_lookups(plain, cold, lo, hi, 97);
 	symbolizer_free(cold);
@@ -259,7 +198,7 @@ static void test_file_round_trip(void **state)
 	write_sample(e);
 	struct names_cache *c = open_cache(e, "k1", NAMES_CACHE_USED);
 	assert_int_equal(names_cache_get(c, 0x2000, f, 4), 2);
-	assert_same_frames(f, sample_chain, 2);
+	symcheck_same_frames(f, sample_chain, 2);
 	assert_int_equal(names_cache_get(c, 0x2000, f, 1), 1);	/* the innermost */
 	assert_string_equal(f[0].function, "square");
 	assert_int_equal(names_cache_get(c, 0x1000, f, 4), 1);
