@@ -738,8 +738,9 @@ static struct profile *profile_bundles(const struct test_workdir *f, const char 
 	char perf[700] = "";
 	if (fp_data)
 		snprintf(perf, sizeof(perf), "perf record -q -g -F 999 -o '%s' -- ", fp_data);
-	assert_int_equal(test_run("%s\"$HOSTPROF\" record -q --stack-size 65528 -o %s -- sh -c 'bin=$(realpath \"$0\") && "
-				  "cd \"$1\" && i=0 && end=$(($(date +%%s%%N) + 2500000000)) && "
+	assert_int_equal(test_run("%s\"$HOSTPROF\" record -q --stack-size 65528 -o %s -- sh -c "
+				  "'bin=$(realpath \"$0\") && cd \"$1\" && i=0 && "
+				  "end=$(($(date +%%s%%N) + 2500000000)) && "
 				  "while [ $i -lt 3 ] || [ $(date +%%s%%N) -lt $end ]; do i=$((i + 1)); "
 				  "\"$bin\" entry.js --bundle --minify --sourcemap --outfile=out.js --log-level=warning "
 				  "|| exit 1; done; echo \"$i bundles\" >&2' '%s' '%s'", perf, f->out, bin, proj), 0);
