@@ -787,12 +787,29 @@ static void record_switches_all(const char *dir, const char *name, const char *m
 	char fixture[256];
 	bool mounted = tracefs_mount();
 	int rc = test_run("perf record -q -a --call-graph dwarf,1024 -e cpu-clock/freq=99/ -e sched:sched_switch "
-			  "--switch-events -o %s/%s -- sh -c 'for i in 1 2 3 4 5 6 7 8; do /bin/true; done; exec %s %s' "
+			  "--switch-events -o %s/%s -- sh -c 'for i in 1 2 3 4 5 6 7 8; do /bin/true; done; "
+			  "echo \"offcpu_split: pid $$\" >&2; exec %s %s' "
 			  ">/dev/null 2>%s/%s.stopwatch", dir, name,
 			  test_fixture_path("offcpu_split", fixture, sizeof(fixture)), mode, dir, name);
 	if (mounted)
 		assert_int_equal(test_run("umount /sys/kernel/tracing"), 0);
 	assert_int_equal(rc, 0);
+}
+
+/* The pid the fixture of a system-wide recording runs as (its shell says it before the exec). */
+static int32_t stopwatch_pid(const char *dir, const char *name)
+{
+	char path[600], line[256];
+	int pid = -1;
+	snprintf(path, sizeof(path), "%s/%s.stopwatch", dir, name);
+	FILE *in = fopen(path, "r");
+	assert_non_null(in);
+	while (fgets(line, sizeof(line), in))
+		if (sscanf(line, "offcpu_split: pid %d", &pid) == 1)
+			break;
+	fclose(in);
+	assert_true(pid > 0);
+	return pid;
 }
 
 /* The main thread's time inside its waiting call, by its own stopwatch (ns). */
@@ -883,25 +900,72 @@ static void check_switches(const char *dir, const char *name, bool clock, double
 	profile_free(p);
 }
 
-/* The sum of perf sched timehist's wait times (ms, the column after the task) of the tasks named comm on dir/name,
- * in ns. */
-static double timehist_wait_ns(const char *dir, const char *name, const char *comm)
+/*
+ * The sum of perf sched timehist's wait times (ms, the column after the task) of thread tid (a task "comm[tid]",
+ * whatever its comm) on dir/name, in ns. A wait there ends at the previous sched_switch sample timehist saw on the
+ * CPU the task ran on next: its switch-in when that sample is in the file. *lost says whether timehist reported
+ * records lost within the task's waits and runs, which can make it a sample before the switch-in.
+ */
+static double timehist_wait_ns(const char *dir, const char *name, int32_t tid, bool *lost)
 {
-	char path[600], line[1024], task[256];
-	double sum = 0, t, wait;
+	char path[600], line[1024], who[256], task[32];
+	double sum = 0, t, wait, delay, run, from = 0, to = 0;
+	unsigned long long n;
 	unsigned cpu;
+	size_t nlost = 0, cap = 64;
+	double *losses = malloc(cap * sizeof(*losses));
+	assert_non_null(losses);
+	size_t tlen = (size_t)snprintf(task, sizeof(task), "[%d]", (int)tid);
 	assert_int_equal(test_run("perf sched timehist -i %s/%s >%s/%s.timehist 2>/dev/null", dir, name, dir, name), 0);
 	snprintf(path, sizeof(path), "%s/%s.timehist", dir, name);
 	FILE *in = fopen(path, "r");
 	assert_non_null(in);
-	size_t len = strlen(comm);
-	while (fgets(line, sizeof(line), in))
-		if (sscanf(line, " %lf [%u] %255s %lf", &t, &cpu, task, &wait) == 4 && !strncmp(task, comm, len) &&
-		    task[len] == '[')
+	while (fgets(line, sizeof(line), in)) {
+		if (sscanf(line, " %lf lost %llu events on cpu %u", &t, &n, &cpu) == 3) {
+			if (nlost == cap) {
+				double *more = realloc(losses, (cap *= 2) * sizeof(*losses));
+				assert_non_null(more);
+				losses = more;
+			}
+			losses[nlost++] = t;
+		} else if (sscanf(line, " %lf [%u] %255s %lf %lf %lf", &t, &cpu, who, &wait, &delay, &run) == 6 &&
+			   strlen(who) > tlen && !strcmp(who + strlen(who) - tlen, task)) {
 			sum += wait * 1e6;
+			from = from == 0 || t - (wait + run) / 1e3 < from ? t - (wait + run) / 1e3 : from;
+			to = t;
+		}
+	}
 	fclose(in);
+	*lost = false;
+	for (size_t i = 0; i < nlost; i++)
+		*lost |= losses[i] >= from && losses[i] <= to;
+	free(losses);
 	assert_true(sum > 0);
 	return sum;
+}
+
+/*
+ * The time thread tid was off CPU, in ns, from the file's switch records as perf script reads them: from each
+ * switch-out to the next switch-in (hostprof's own rule, read by another reader). *unsampled: the part of it in
+ * waits whose switch-in has no sched_switch sample just before its record; timehist ends such a wait at the
+ * sample before on that CPU, anywhere from the switch-in back to the wait's start.
+ */
+static double switch_records_off_cpu_ns(const char *dir, const char *name, int32_t tid, double *unsampled)
+{
+	char cmd[1200], out[128] = "";
+	double ns = -1;
+	snprintf(cmd, sizeof(cmd), "perf script -i %s/%s --show-switch-events -F tid,time,event,trace 2>/dev/null | "
+		 "awk -v t=%d '/ sched:sched_switch: / { in_ = index($0, \"next_pid=\" t \" \") > 0 } $1 == t && "
+		 "/SWITCH_CPU_WIDE OUT/ { o = $2 + 0 } $1 == t && /SWITCH_CPU_WIDE IN/ { if (o) { s += $2 - o; if "
+		 "(!in_) u += $2 - o } o = 0 } END { printf \"%%.0f %%.0f\\n\", s * 1e9, u * 1e9 }'", dir, name,
+		 (int)tid);
+	FILE *ps = popen(cmd, "r");
+	assert_non_null(ps);
+	assert_non_null(fgets(out, sizeof(out), ps));
+	assert_int_equal(pclose(ps), 0);
+	assert_int_equal(sscanf(out, "%lf %lf", &ns, unsampled), 2);
+	assert_true(ns > 0);
+	return ns;
 }
 
 /* Whether some sample of pid is of a process named comm (a process's time past its exit would be counted without
@@ -919,7 +983,10 @@ static bool is_pid_of(const struct profile *p, int32_t pid, const char *comm)
  * switches after its exit: none of them may start a wait that never ends; eight /bin/true come and go before the
  * fixture). No thread is off CPU longer than the recording lasted, nor the short-lived ones past their exit, and
  * offcpu_split sleep's main is blocked as long as its stopwatch says (5% and 20 ms), on main -> wait_sleep ->
- * nanosleep, and off CPU as long as perf sched timehist says on the same file (2% and 5 ms).
+ * nanosleep, and off CPU as long as the file's switch records and perf sched timehist say (2% and 5 ms). Only the
+ * fixture this recording started counts: another offcpu_split on the machine (a test run beside this one) waits
+ * across the recording's ends, where the tools differ by design (hostprof counts a wait still running at the end up
+ * to the end, timehist does not count it).
  */
 static void test_sched_switch_system_wide(void **state)
 {
@@ -928,7 +995,8 @@ static void test_sched_switch_system_wide(void **state)
 	record_switches_all(f->dir, "all.data", "sleep");
 	struct profile *p = load(f->dir, "all.data");
 	double waited = stopwatch_waited(f->dir, "all.data");
-	uint64_t span = p->info.duration_ns, main_ns = 0, main_all = 0, main_under = 0, worst = 0, short_lived = 0;
+	int32_t pid = stopwatch_pid(f->dir, "all.data");
+	uint64_t span = p->info.duration_ns, main_ns = 0, fixture = 0, main_under = 0, worst = 0, short_lived = 0;
 	struct { int32_t tid; uint64_t ns; } *per = calloc(p->samples.count + 1, sizeof(*per));
 	size_t nper = 0;
 	assert_non_null(per);
@@ -941,12 +1009,14 @@ static void test_sched_switch_system_wide(void **state)
 			per[nper++].tid = s->tid;
 		per[k].ns += s->off_cpu_ns;
 		short_lived += is_pid_of(p, s->pid, "true") ? s->off_cpu_ns : 0;
-		if (strcmp(profile_string(p, s->comm), "offcpu_split") != 0 || !s->off_cpu_ns)
+		fixture += s->pid == pid ? s->off_cpu_ns : 0;
+		/* the fixture this recording ran: the machine's other programs (another test's offcpu_split) are its
+		 * background */
+		if (s->pid != pid || strcmp(profile_string(p, s->comm), "offcpu_split") != 0 || !s->off_cpu_ns)
 			continue;
 		const char *names[512], *chain[] = { "main", "wait_sleep", "nanosleep" };
 		size_t n = test_stack_functions(p, s->stack, names, ARRAY_LEN(names)), at = 0;
 		main_ns += s->off_cpu_ns - s->preempted_ns;
-		main_all += s->off_cpu_ns;
 		for (size_t c = 0; c < n && at < ARRAY_LEN(chain); c++)	/* the last one in libc's name for it */
 			at += at + 1 < ARRAY_LEN(chain) ? !strcmp(names[c], chain[at]) : strstr(names[c], chain[at]) != NULL;
 		main_under += at == ARRAY_LEN(chain) && !test_stack_has_error(p, s->stack) ? s->off_cpu_ns - s->preempted_ns
@@ -964,12 +1034,27 @@ static void test_sched_switch_system_wide(void **state)
 	assert_true(worst <= span + 50000000);
 	assert_true(main_ns >= waited * 0.95 - 20e6 && main_ns <= waited * 1.05 + 20e6);
 	assert_true(test_share(main_under, main_ns) >= 90.0);
-	/* perf sched timehist on the same file: its wait times (blocked and preempted: no sched_wakeup recorded to
-	 * tell the delay apart), summed for the fixture, the time hostprof has it off CPU */
-	double timehist = timehist_wait_ns(f->dir, "all.data", "offcpu_split");
-	fprintf(stderr, "all.data: offcpu_split off CPU %.1f ms, perf sched timehist %.1f ms\n", main_all / 1e6,
-		timehist / 1e6);
-	assert_true(fabs((double)main_all - timehist) <= 0.02 * timehist + 5e6);
+	/* The fixture's thread under each of its names (sh, then offcpu_split: which one a wait next to the exec is
+	 * counted under is no part of this): off CPU as long as the file's switch records say, as perf script reads
+	 * them, and as perf sched timehist's wait times say (blocked and preempted: no sched_wakeup recorded to tell
+	 * the delay apart), short by at most the waits it cannot end: timehist ends a wait at the sched_switch
+	 * sample that switches the thread in, and lacking it, at the sample before on that CPU. That sample can be
+	 * missing without a record lost, where a CPU leaves its idle task: in one recording 26 of 91 such switches
+	 * had their switch-in record but neither the idle task's switch-out record nor its sample, and timehist made
+	 * the fixture's 1 s sleep 826.5 ms (CI once: 845.9 ms). Where timehist reports records lost, only the
+	 * switch records count. */
+	double unsampled;
+	bool lost;
+	double records = switch_records_off_cpu_ns(f->dir, "all.data", pid, &unsampled);
+	double timehist = timehist_wait_ns(f->dir, "all.data", pid, &lost);
+	fprintf(stderr, "all.data: the fixture's thread %d off CPU %.1f ms, perf script's switch records %.1f ms (%.1f "
+		"ms in waits whose switch-in has no sample), perf sched timehist %.1f ms%s\n", (int)pid, fixture / 1e6,
+		records / 1e6, unsampled / 1e6, timehist / 1e6, lost ? " (records lost: not compared)" : "");
+	assert_true(fabs((double)fixture - records) <= 0.02 * records + 5e6);
+	if (!lost) {
+		assert_true(timehist <= fixture + 0.02 * fixture + 5e6);
+		assert_true(timehist >= fixture - unsampled - 0.02 * fixture - 5e6);
+	}
 	free(per);
 	profile_free(p);
 }
