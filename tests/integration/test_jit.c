@@ -84,10 +84,7 @@ static void write_text(const char *dir, const char *name, const char *text)
 {
 	char path[700];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	assert_int_equal(fclose(f), 0);
+	test_write_text(path, text);
 }
 
 /* cmd run so that its pid is in <dir>/pid (it execs), from dir; its perf map is removed afterwards. */

@@ -345,10 +345,7 @@ static void test_no_inline_matches_perf(void **state)
 	test_require_perf();
 	test_require_tool("command -v cc", "cc");
 	snprintf(src, sizeof(src), "%s/inlined.c", o->dir);
-	FILE *f = fopen(src, "w");
-	assert_non_null(f);
-	fputs(inlined_c, f);
-	assert_int_equal(fclose(f), 0);
+	test_write_text(src, inlined_c);
 	const char *d = o->dir;
 	assert_int_equal(test_run("cc -O2 -g -o %s/inlined %s && " RECORD " -o %s/inl.msgpack -- %s/inlined >/dev/null && "
 				  "perf record -q -F 1999 --call-graph dwarf -o %s/inl.data -- %s/inlined >/dev/null 2>&1",

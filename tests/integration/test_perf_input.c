@@ -1232,10 +1232,7 @@ static void test_node_perf_map(void **state)
 	require_perf_tool();
 	test_require_tool("command -v node", "node");
 	snprintf(script, sizeof(script), "%s/hot.js", d);
-	FILE *js = fopen(script, "we");
-	assert_non_null(js);
-	fputs(hot_js, js);
-	assert_int_equal(fclose(js), 0);
+	test_write_text(script, hot_js);
 	/* from the work directory: node writes its V8 log (isolate-*.log) where it runs */
 	assert_int_equal(test_run("perf record -q -F 999 --call-graph dwarf,16384 -o %s/node.data -- sh -c 'cd %s && "
 				  "echo $$ > node.pid && exec node --perf-basic-prof hot.js' >/dev/null 2>&1", d, d), 0);

@@ -26,10 +26,7 @@ void symcheck_build_program(const char *dir, const char *ld_flags, int compress)
 {
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/prog.c", dir);
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(source, f);
-	assert_int_equal(fclose(f), 0);
+	test_write_text(path, source);
 	assert_int_equal(test_run("cd '%s' && cc -O2 -g %s -o prog prog.c && objcopy --only-keep-debug prog prog.debug && "
 				  "%s objcopy --strip-debug --add-gnu-debuglink=prog.debug prog && "
 				  "chmod 0644 prog prog.debug",

@@ -214,6 +214,15 @@ void test_go_build_with(const char *go, const char *dir, const char *pkg, const 
 				  test_build_dir(), cgo, go, ldflags, dir, out, pkg), 0);
 }
 
+void test_write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+	if (!f)
+		fail_msg("cannot create %s: %s", path, strerror(errno));
+	assert_true(fputs(text, f) >= 0);
+	assert_int_equal(fclose(f), 0);
+}
+
 char *test_read_text(const char *path)
 {
 	FILE *f = fopen(path, "re");

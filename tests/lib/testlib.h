@@ -78,6 +78,8 @@ int test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A whole text file as a malloc'd string ("" when it is empty); fails the test when it cannot be opened. */
 char *test_read_text(const char *path);
+/* Write text as the whole of the file at path (created or truncated); fails the test when it cannot. */
+void test_write_text(const char *path, const char *text);
 
 /* Read a profile or fail the test with the reader's message. */
 struct profile *test_read_profile(const char *path);
