@@ -236,7 +236,7 @@ int names_cache_add(struct names_cache *c, uint64_t addr, const struct symbol_fr
 {
 	if (n < 0 || n > NAMES_CACHE_CHAIN_MAX || (n > 0 && !frames))
 		return -EINVAL;
-	if (c->nentries + c->nadded >= NAMES_CACHE_ENTRIES_MAX)
+	if (c->nentries + c->nadded >= NAMES_CACHE_ENTRIES_MAX || c->nadded >= NAMES_CACHE_ADDED_MAX)
 		return -E2BIG;
 	if (grow((void **)&c->added, &c->added_cap, c->nadded + 1, sizeof(*c->added)) < 0 ||
 	    grow((void **)&c->added_frames, &c->added_frames_cap, c->nadded_frames + (size_t)n,

@@ -36,6 +36,8 @@
 #define NAMES_CACHE_SUFFIX ".names"
 #define NAMES_CACHE_DIR_MAX_BYTES (128ull << 20)	/* all the names files together */
 #define NAMES_CACHE_ENTRIES_MAX (1u << 18)		/* addresses per file: more are not added */
+#define NAMES_CACHE_ADDED_MAX (1u << 16)		/* addresses added per handle: the memory a long-lived one
+							 * (the daemon's) holds until it saves, ~100 bytes each */
 #define NAMES_CACHE_FILE_MAX_BYTES (32ull << 20)	/* one file: a bound on what is mapped */
 #define NAMES_CACHE_CHAIN_MAX 64			/* frames per address (inlined chain and function) */
 #define NAMES_CACHE_KEY_MAX 256
@@ -95,7 +97,8 @@ int names_cache_get(const struct names_cache *c, uint64_t addr, struct symbol_fr
 
 /*
  * Remember the n (0 to NAMES_CACHE_CHAIN_MAX) frames addr was named with, for names_cache_save(). Returns 0,
- * -E2BIG once the file would exceed NAMES_CACHE_ENTRIES_MAX addresses (not added), -EINVAL, -ENOMEM.
+ * -E2BIG once the file would exceed NAMES_CACHE_ENTRIES_MAX addresses or the handle hold NAMES_CACHE_ADDED_MAX
+ * (not added), -EINVAL, -ENOMEM.
  */
 int names_cache_add(struct names_cache *c, uint64_t addr, const struct symbol_frame *frames, int n);
 
