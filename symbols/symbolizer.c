@@ -785,7 +785,7 @@ static int open_main(struct symbolizer *s, const char *path, int fd)
 	s->dev = st.st_dev;
 	s->ino = st.st_ino;
 	s->size = (uint64_t)st.st_size;
-	s->trusted = (st.st_uid == 0 || st.st_uid == geteuid()) && !(st.st_mode & (S_IWGRP | S_IWOTH));
+	s->trusted = regular_file_writable_by_us_only(&st);
 	elf_version(EV_CURRENT);
 	s->bytes_fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
 	if (s->bytes_fd < 0)
@@ -837,7 +837,7 @@ static bool plain_file_name(const char *name)
 static bool trusted_debug_file(const struct symbolizer *s, const struct stat *st)
 {
 	return S_ISREG(st->st_mode) && !(st->st_dev == s->dev && st->st_ino == s->ino) &&
-	       (st->st_uid == 0 || st->st_uid == geteuid()) && !(st->st_mode & (S_IWGRP | S_IWOTH));
+	       regular_file_writable_by_us_only(st);
 }
 
 static int open_debug_candidate(const struct symbolizer *s, const char *path, const unsigned char *id, int id_len)
@@ -1036,24 +1036,25 @@ int symbolizer_find(struct symbolizer *s, const char *name, uint64_t *va, uint64
 	return -ENOENT;
 }
 
-int symbolizer_set_debug_cache(struct symbolizer *s, const char *dir)
+/* *slot becomes a copy of dir (NULL: none), the old one freed; unchanged on -ENOMEM. */
+static int set_dir(char **slot, const char *dir)
 {
 	char *copy = dir ? strdup(dir) : NULL;
 	if (dir && !copy)
 		return -ENOMEM;
-	free(s->debug_cache_dir);
-	s->debug_cache_dir = copy;
+	free(*slot);
+	*slot = copy;
 	return 0;
+}
+
+int symbolizer_set_debug_cache(struct symbolizer *s, const char *dir)
+{
+	return set_dir(&s->debug_cache_dir, dir);
 }
 
 int symbolizer_set_names_cache(struct symbolizer *s, const char *dir)
 {
-	char *copy = dir ? strdup(dir) : NULL;
-	if (dir && !copy)
-		return -ENOMEM;
-	free(s->names_dir);
-	s->names_dir = copy;
-	return 0;
+	return set_dir(&s->names_dir, dir);
 }
 
 /* ---- lookups ---- */

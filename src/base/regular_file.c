@@ -59,3 +59,8 @@ const char *regular_file_kind(mode_t mode)
 	}
 	return "not a regular file";
 }
+
+bool regular_file_writable_by_us_only(const struct stat *st)
+{
+	return (st->st_uid == 0 || st->st_uid == geteuid()) && !(st->st_mode & (S_IWGRP | S_IWOTH));
+}

@@ -17,12 +17,18 @@
 #ifndef HOSTPROF_BASE_REGULAR_FILE_H
 #define HOSTPROF_BASE_REGULAR_FILE_H
 
+#include <stdbool.h>
 #include <sys/stat.h>
 
 /* Open path (relative to dirfd, or AT_FDCWD) read-only, close-on-exec, with the further open(2) flags given
  * (O_NOFOLLOW, O_NOATIME): returns the descriptor, the caller's to close, with its status in *st (st may be
  * NULL); or a negative errno (see above). */
 int regular_file_open(int dirfd, const char *path, int flags, struct stat *st);
+
+/* Whether no user but root and the effective user can write the file: owned by one of them, without group or
+ * other write permission. What a cache keyed by a file's build-id needs of the file (another user's file could
+ * claim any build-id), and what a file mapped by a root process needs (no one else can truncate it). */
+bool regular_file_writable_by_us_only(const struct stat *st);
 
 /* What a st_mode is, for "not a regular file (a FIFO)": "a FIFO", "a directory", "a character device", ... */
 const char *regular_file_kind(mode_t mode);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "src/base/hindex.h"
+#include "src/base/regular_file.h"
 #include "src/processes/table_worker.h"
 #include "unwind/stack_deltas_cache.h"
 
@@ -239,8 +240,7 @@ static int only_root_can_write(const struct stat *st)
  */
 static bool table_cacheable(const struct execinfo *e, const struct stat *st)
 {
-	return e->build_id[0] && (st->st_uid == 0 || st->st_uid == geteuid()) &&
-	       !(st->st_mode & (S_IWGRP | S_IWOTH));
+	return e->build_id[0] && regular_file_writable_by_us_only(st);
 }
 
 /* Parse the ELF image (fd or memory already set in e) and fill the derived fields. */

@@ -97,12 +97,30 @@ static void test_kind_names(void **state)
 	assert_string_equal(regular_file_kind(0), "not a regular file");
 }
 
+/* Writable by us only: ours or root's, without group or other write permission. */
+static void test_writable_by_us_only(void **state)
+{
+	(void)state;
+	struct stat st = { .st_uid = geteuid(), .st_mode = S_IFREG | 0644 };
+	assert_true(regular_file_writable_by_us_only(&st));
+	st.st_uid = 0;
+	assert_true(regular_file_writable_by_us_only(&st));
+	st.st_mode = S_IFREG | 0664;
+	assert_false(regular_file_writable_by_us_only(&st));
+	st.st_mode = S_IFREG | 0646;
+	assert_false(regular_file_writable_by_us_only(&st));
+	st.st_mode = S_IFREG | 0644;
+	st.st_uid = geteuid() + 1000;	/* another user's */
+	assert_false(regular_file_writable_by_us_only(&st));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_regular_file_opens_blocking),
 		cmocka_unit_test(test_others_refused_at_once),
 		cmocka_unit_test(test_kind_names),
+		cmocka_unit_test(test_writable_by_us_only),
 	};
 	return cmocka_run_group_tests_name("regular_file", tests, NULL, NULL);
 }
