@@ -371,8 +371,8 @@ static void save_held(struct daemon *d)
 	}
 }
 
-/* The fast lane's processes and per-thread events, said once per profile while it has any: its descriptors are
- * what a daemon running for weeks must not pile up (fastlane.h). */
+/* The fast lane's processes and per-thread events, and the thread copies, said once per profile while there are
+ * any: their descriptors are what a daemon running for weeks must not pile up (fastlane.h, thread_copies.h). */
 static void log_fastlane(struct daemon *d)
 {
 	struct session_counters c;
@@ -380,6 +380,10 @@ static void log_fastlane(struct daemon *d)
 		return;
 	session_counters(d->session, &c);
 	const struct fastlane_stats fs = c.fastlane;
+	const struct thread_copies_stats ts = c.thread_copies;
+	if (c.has_thread_copies && ts.threads)
+		dlog(d, LOG_LEVEL_INFO, "thread copies: %u threads have one now, %llu given so far, %llu events closed as "
+		     "their threads exited", ts.threads, (unsigned long long)ts.opened, (unsigned long long)ts.closed);
 	if (!c.has_fastlane || (!fs.processes && !fs.events))
 		return;
 	dlog(d, LOG_LEVEL_INFO, "fast lane: %u processes, %u per-thread events open, %llu closed as their threads "

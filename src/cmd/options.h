@@ -27,6 +27,7 @@ struct run_settings {
 	char host_id[1024];		/* "": /etc/machine-id (src/base/host_id.h cuts ids to HOST_ID_MAX - 1) */
 	unsigned freq_hz;
 	unsigned stack_size;		/* user stack copied per sample */
+	unsigned thread_stack_size;	/* ... per sample of a thread found deeper (0: no such copy) */
 	unsigned max_stack;		/* stack a walk may see, past the copy read from the process (0: copy only) */
 	unsigned max_frames;		/* user frames kept per sample */
 	unsigned apm_delay_ms;		/* the latency bound announced to APM agents */

@@ -474,6 +474,19 @@ static void print_fast_lane(const struct session_counters *c)
 		(unsigned long long)fs.kernel_lost, (unsigned long long)fs.go_too_large, fs.refused);
 }
 
+/* Threads given a bigger stack copy of their own (thread_copies.h), when any was. */
+static void print_thread_copies(const struct session_counters *c)
+{
+	const struct thread_copies_stats ts = c->thread_copies;
+	if (!c->has_thread_copies || !(ts.opened + ts.gone))
+		return;
+	fprintf(stderr, "hostprof: thread copies: %llu threads given a stack copy of their own (%llu gone before), "
+			"%llu samples taken from them, %llu of the sampler's own replaced, %llu events closed as their "
+			"threads exited\n",
+		(unsigned long long)ts.opened, (unsigned long long)ts.gone, (unsigned long long)ts.samples,
+		(unsigned long long)ts.replaced, (unsigned long long)ts.closed);
+}
+
 static void print_python(struct record_run *r, const struct session_counters *c)
 {
 	const struct session_stats *st = session_stats(r->session);
@@ -711,6 +724,7 @@ static void print_summary(struct record_run *r)
 	print_steady_state(r);
 	print_correlation(r, &c);
 	print_fast_lane(&c);
+	print_thread_copies(&c);
 	print_python(r, &c);
 	print_off_cpu(r, &c);
 	print_go_stacks(r, &c);

@@ -46,6 +46,10 @@ static const struct setting run_items[] = {
 	  .help = "the sampling event: cpu-clock, task-clock, cycles, instructions, ..." },
 	{ "stack-size", 0, SETTING_SIZE, KEY, RUN(stack_size), .min = 8, .max = SAMPLER_MAX_STACK, .multiple = 8,
 	  .arg = "BYTES", .def = "16384", .help = "user stack copied per sample (a multiple of 8, at most 65528)" },
+	{ "thread-stack-size", 0, SETTING_SIZE, KEY, RUN(thread_stack_size), .max = SAMPLER_MAX_STACK, .multiple = 8,
+	  .arg = "BYTES", .def = "65528",
+	  .help = "user stack copied per sample of a thread whose stack runs past --stack-size, by events of its own "
+		  "(0 or no more than --stack-size: none)" },
 	{ "max-stack", 0, SETTING_SIZE, KEY, RUN(max_stack), .max = SESSION_MAX_STACK_LIMIT, .arg = "BYTES",
 	  .def = "1048576", .help = "stack a walk may see: past the copy, read from the process if unchanged (0: the "
 				    "copy only)" },
@@ -328,6 +332,7 @@ void run_settings_session(const struct run_settings *r, struct session_options *
 		.max_stack_bytes = r->max_stack,
 		.max_frames = r->max_frames,
 		.stack_copy_bytes = r->stack_size,
+		.thread_copy_bytes = r->thread_stack_size,
 		/* APM samples are read at once in the fast lane, and unless told otherwise the samples of programs
 		 * whose stacks are read on from the process (Go, deep recursion); the rest in batches. */
 		.fast_lane = r->fast_lane == 1 ? SESSION_FAST_LANE_APM : SESSION_FAST_LANE_APM | SESSION_FAST_LANE_STACKS,

@@ -42,6 +42,7 @@ struct session {
 	struct session_options opts;
 	struct walk *walk;			/* a sample's frames (walk.h) */
 	struct lanes *lanes;			/* which processes take the fast lane, and the lane (lanes.h) */
+	struct thread_copies *copies;		/* threads with a bigger stack copy (NULL: none) */
 	struct replay_writer *capture;
 	struct apm_link *apm;			/* NULL when APM correlation is off (apm_link.h) */
 	int wake_fd;				/* eventfd the fast lane and the table worker write */
@@ -71,6 +72,7 @@ struct record_ctx {
 	const struct perf_layout *layout;	/* its layout */
 	enum record_kind kind;			/* an off-CPU sample is a switch-out */
 	const struct fastlane_entry *fe;	/* a fast-lane record, with what its reader read; else NULL */
+	bool thread_copy;			/* a sample of a thread copy (thread_copies.h) */
 	bool replaying;				/* a held sample handled again */
 	bool hold_off;				/* ... walked with what exists: none held again */
 };
@@ -132,10 +134,15 @@ static int setup_worker(struct session *s)
 	return err < 0 ? err : execinfo_mgr_start_worker(s->execinfo, s->wake_fd);
 }
 
-/* walk_live_read_fn: a walk's read of the live process weighs on its process taking the fast lane. */
-static void on_live_read(void *ctx, struct process *p, unsigned kind, int rc, bool fast, bool replaying)
+/* walk_live_read_fn: a walk's read of the live process weighs on its thread getting a thread copy (a batch's read
+ * past the copy), or else on its process taking the fast lane. A held sample's read is never late: its lateness is
+ * hostprof's (the table it waited for), not the thread's. */
+static void on_live_read(void *ctx, struct process *p, pid_t tid, unsigned kind, int rc, bool fast, bool replaying)
 {
 	struct session *s = ctx;
+	if (kind == FASTLANE_DEEP && !fast && s->copies &&
+	    thread_copies_live_read(s->copies, tid, replaying && rc == -ESTALE ? 0 : rc))
+		return;
 	lanes_live_read(s->lanes, p, kind, rc, fast, replaying);
 }
 
@@ -165,7 +172,13 @@ static int setup_walk(struct session *s)
 				    .sampler = s->sampler,
 				    .reader = s->apm ? apm_link_reader(s->apm) : NULL,
 				    .wake_fd = s->wake_fd, .procs = s->procs, .py = s->py, .log = s->opts.log };
-	return lanes_new(&lo, &s->lanes);
+	err = lanes_new(&lo, &s->lanes);
+	if (err < 0 || !s->sampler || s->opts.thread_copy_bytes <= s->opts.stack_copy_bytes ||
+	    s->opts.max_stack_bytes <= s->opts.stack_copy_bytes)
+		return err;
+	struct thread_copies_options to = { .sampler = s->sampler, .stack_size = s->opts.thread_copy_bytes,
+					    .log = s->opts.log };
+	return thread_copies_new(&to, &s->copies);
 }
 
 /* jitinfo_open_fn of an offline session that reads no perf map: there is none (nothing of a pid is read). */
@@ -249,6 +262,7 @@ void session_free(struct session *s)
 		return;
 	/* The fast lane's readers use the correlation's reader. */
 	lanes_free(s->lanes);
+	thread_copies_free(s->copies);
 	offcpu_time_free(s->offcpu);
 	/* The worker's references go before the entries' last holders do. */
 	if (s->execinfo)
@@ -398,6 +412,8 @@ int session_tick(struct session *s)
 		fastlane_drain(fl, handle_fast_sample, s);
 		fastlane_reap(fl, now);
 	}
+	if (s->copies)
+		thread_copies_reap(s->copies, now);
 	if (s->apm)
 		ms = apm_link_tick(s->apm, now);
 	/* While APM processes are covered, their queued samples are counted and sent every flush interval. */
@@ -586,6 +602,9 @@ static int handle_decoded(struct session *s, const struct perf_event_header *rec
 		s->stats.fast_dropped++; /* the fast lane has this process's samples, off-CPU ones too */
 		return 0;
 	}
+	if (!fe && !rc->replaying && rc->kind == RECORD_CPU && s->copies &&
+	    thread_copies_drops(s->copies, (pid_t)ps.tid, ps.time, rc->thread_copy))
+		return 0;	/* its thread copy has it, or it is a thread copy's before its start (counted there) */
 	if (ps.time > s->last_record_ns)
 		s->last_record_ns = ps.time;
 	if (rc->kind == RECORD_OFF_CPU)
@@ -608,6 +627,8 @@ static int handle_decoded(struct session *s, const struct perf_event_header *rec
 		/* Once, when walked (a held sample when walked again), as its reads are (lanes_live_read()). */
 		if (!fe)
 			lanes_count_sample(s->lanes, p->pid);
+		if (!fe && s->copies)
+			thread_copies_count_sample(s->copies, (pid_t)ps.tid);
 		const struct trace_frame *frames = walk_frames(s->walk);
 		unsigned n = python_frames(s, p, &ps, fe, &frames, out.n);
 		add_trace(s, p, &ps, fe, frames, n);
@@ -716,6 +737,8 @@ static void handle_task(struct session *s, const struct perf_event_header *rec)
 		offcpu_time_forget(s->offcpu, (pid_t)t.tid);
 	if (process)
 		jitinfo_mgr_on_exit(s->jit, (pid_t)t.pid);
+	if (s->copies)
+		thread_copies_on_exit(s->copies, (pid_t)t.tid);
 	if (process)
 		lanes_on_exit(s->lanes, (pid_t)t.pid, t.time);
 	if (process)
@@ -727,7 +750,7 @@ static void handle_task(struct session *s, const struct perf_event_header *rec)
 int session_handle_record(void *ctx, const struct perf_event_header *rec, const struct record_origin *origin)
 {
 	struct session *s = ctx;
-	struct record_ctx rc = { .layout = origin->layout, .kind = origin->kind };
+	struct record_ctx rc = { .layout = origin->layout, .kind = origin->kind, .thread_copy = origin->thread_copy };
 	switch (rec->type) {
 	case PERF_RECORD_SAMPLE:
 		return handle_sample(s, rec, &rc);
@@ -855,6 +878,8 @@ void session_counters(const struct session *s, struct session_counters *out)
 	memory_watch_get_state(s->memory, &out->memory);
 	if ((out->has_fastlane = fl != NULL))
 		fastlane_get_stats(fl, &out->fastlane);
+	if ((out->has_thread_copies = s->copies != NULL))
+		thread_copies_get_stats(s->copies, &out->thread_copies);
 	struct apm_link_stats as;
 	if ((out->has_correlate = s->apm != NULL))
 		apm_link_get_stats(s->apm, &as, &out->correlate);

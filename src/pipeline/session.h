@@ -42,6 +42,7 @@
 #include "src/pipeline/fastlane.h"
 #include "src/processes/jitinfo.h"
 #include "src/pipeline/lanes.h"
+#include "src/pipeline/thread_copies.h"
 #include "src/processes/memory_watch.h"
 #include "src/processes/procmgr.h"
 #include "src/pipeline/offcpu.h"
@@ -159,6 +160,9 @@ struct session_options {
 	 * unchanged (stackext.h). 0, or not above the copy: the copy only. */
 	unsigned max_stack_bytes;
 	unsigned stack_copy_bytes;	/* the stack copy size the sampler asked the kernel for */
+	/* A thread whose stack runs past that copy gets events of its own that copy this much (thread_copies.h);
+	 * 0, or not above stack_copy_bytes: none. */
+	unsigned thread_copy_bytes;
 	/* Most user frames per sample (at most SESSION_MAX_FRAMES_LIMIT); a stack cut there ends [truncated].
 	 * 0: SESSION_DEFAULT_MAX_FRAMES. */
 	unsigned max_frames;
@@ -220,6 +224,8 @@ struct session_counters {
 	struct memory_watch_state memory;	/* the memory budget's watch (memory_watch.h) */
 	bool has_fastlane;			/* the fast lane started */
 	struct fastlane_stats fastlane;
+	bool has_thread_copies;			/* threads may get a bigger stack copy (thread_copies.h) */
+	struct thread_copies_stats thread_copies;
 	bool has_correlate;			/* APM correlation is on */
 	struct correlate_stats correlate;
 	bool has_go_stacks;			/* samples on Go's g0 stack followed onto their goroutine's */

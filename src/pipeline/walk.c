@@ -183,7 +183,8 @@ static void live_read(struct walk_call *c, unsigned kind, int rc)
 {
 	const struct walk_deps *d = &c->w->d;
 	if (d->live_read)
-		d->live_read(d->ctx, c->proc, kind, rc, c->in->fast_go != NULL, c->in->replaying);
+		d->live_read(d->ctx, c->proc, (pid_t)c->in->ps->tid, kind, rc, c->in->fast_go != NULL,
+			     c->in->replaying);
 }
 
 /* go_stack_options.followed: counted, and a read of the live process weighs on taking the fast lane. */

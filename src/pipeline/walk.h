@@ -68,9 +68,10 @@ struct walk_options {
 					 * (jitinfo_mgr_set_offline) */
 };
 
-/* Called when a walk needed a read of the live process: kind FASTLANE_GO (a goroutine) or FASTLANE_DEEP (the
- * stack past the copy), rc its result (-ESTALE: it had moved on since the sample). */
-typedef void (*walk_live_read_fn)(void *ctx, struct process *p, unsigned kind, int rc, bool fast, bool replaying);
+/* Called when a walk of thread tid's sample needed a read of the live process: kind FASTLANE_GO (a goroutine) or
+ * FASTLANE_DEEP (the stack past the copy), rc its result (-ESTALE: it had moved on since the sample). */
+typedef void (*walk_live_read_fn)(void *ctx, struct process *p, pid_t tid, unsigned kind, int rc, bool fast,
+				  bool replaying);
 /* Called when a fast-lane walk went past what the fast lane's reader read: it reads that far from now on. */
 typedef void (*walk_read_deeper_fn)(void *ctx, pid_t pid, size_t bytes);
 

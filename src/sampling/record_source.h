@@ -18,6 +18,7 @@
 #define HOSTPROF_RECORD_SOURCE_H
 
 #include <poll.h>
+#include <stdbool.h>
 
 #include "src/sampling/perf_record.h"
 
@@ -30,6 +31,7 @@ enum record_kind {
 struct record_origin {
 	const struct perf_layout *layout;	/* the sample_type and registers of the record's event */
 	enum record_kind kind;
+	bool thread_copy;	/* a sample of a thread copy (sampler_open_thread_copy()): its thread's own copy size */
 };
 
 /* Records are delivered with this callback; returning non-zero stops the current drain early. */

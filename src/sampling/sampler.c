@@ -4,6 +4,7 @@
 #include "src/sampling/sampler.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,8 +34,12 @@ struct sampler {
 	struct perf_event_attr attr;
 	struct perf_layout layout;
 	int ncpus;
-	struct ring *rings;	/* one per CPU, then (off_cpu) one off-CPU ring per CPU */
-	int nrings;		/* ncpus, or 2 × ncpus with off_cpu */
+	struct ring *rings;	/* one per CPU, then (off_cpu) one off-CPU ring per CPU, then (once a thread copy is
+				 * opened) one thread-copy ring per CPU */
+	int nrings;		/* ncpus, or 2 × ncpus with off_cpu: the rings sampler_ring_fd() gives */
+	int nall;		/* nrings, + ncpus once the thread-copy rings exist */
+	unsigned thread_ring_pages;	/* data pages per thread-copy ring */
+	int stopped;		/* sampler_disable() last: thread copies open disabled */
 	uint64_t off_cpu_lost;	/* off-CPU samples the kernel could not write into an off-CPU ring */
 	int *fds;		/* sampling events (the rings' holders are in rings[]) */
 	unsigned nfds, capfds;
@@ -171,6 +176,10 @@ static unsigned default_off_cpu_ring_pages(const struct sampler_options *o)
 	return default_ring_pages(stack, OFF_CPU_RING_SAMPLES);
 }
 
+/* Samples of the largest copy a thread-copy ring holds by default (root): 8 MiB, woken half full, a wakeup per
+ * ~60 samples of the threads that have one. */
+#define THREAD_RING_SAMPLES 128
+
 static void raise_fd_limit(void)
 {
 	/* -p on a process with many threads opens threads x CPUs events. */
@@ -201,19 +210,22 @@ int sampler_new(const struct sampler_options *o, struct sampler **out)
 	if (!s->opts.off_cpu_ring_pages)
 		s->opts.off_cpu_ring_pages = default_off_cpu_ring_pages(o);
 	s->ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
-	s->nrings = o->off_cpu ? 2 * s->ncpus : s->ncpus;
-	s->rings = calloc((size_t)s->nrings, sizeof(*s->rings));
+	s->nrings = s->nall = o->off_cpu ? 2 * s->ncpus : s->ncpus;
+	s->rings = calloc((size_t)(s->nrings + s->ncpus), sizeof(*s->rings));
 	s->scratch = malloc(SCRATCH_SIZE);
 	if (!s->rings || !s->scratch) {
 		sampler_free(s);
 		return -ENOMEM;
 	}
-	for (int i = 0; i < s->nrings; i++) {
+	for (int i = 0; i < s->nrings + s->ncpus; i++) {
+		bool off_cpu = i >= s->ncpus && i < s->nrings;
 		s->rings[i].fd = -1;
-		s->rings[i].lost = i >= s->ncpus ? &s->off_cpu_lost : NULL;
+		s->rings[i].lost = off_cpu ? &s->off_cpu_lost : NULL;
 		s->rings[i].origin = (struct record_origin){ .layout = &s->layout,
-							    .kind = i >= s->ncpus ? RECORD_OFF_CPU : RECORD_CPU };
+							    .kind = off_cpu ? RECORD_OFF_CPU : RECORD_CPU,
+							    .thread_copy = i >= s->nrings };
 	}
+	s->thread_ring_pages = default_ring_pages(SAMPLER_MAX_STACK, THREAD_RING_SAMPLES);
 	snprintf(s->event_name, sizeof(s->event_name), "%s", o->event);
 	build_attr(s, type, config);
 	raise_fd_limit();
@@ -225,7 +237,7 @@ void sampler_free(struct sampler *s)
 {
 	if (!s)
 		return;
-	for (int i = 0; s->rings && i < s->nrings; i++) {
+	for (int i = 0; s->rings && i < s->nall; i++) {
 		if (s->rings[i].meta)
 			munmap(s->rings[i].meta, (s->rings[i].size + (uint64_t)getpagesize()));
 		if (s->rings[i].fd >= 0)
@@ -240,18 +252,28 @@ void sampler_free(struct sampler *s)
 	free(s);
 }
 
+/* Room for n more descriptors in s->fds. */
+static int reserve_fds(struct sampler *s, unsigned n)
+{
+	if (s->nfds + n <= s->capfds)
+		return 0;
+	unsigned cap = s->capfds ? s->capfds : 16;
+	while (cap < s->nfds + n)
+		cap *= 2;
+	int *fds = realloc(s->fds, cap * sizeof(*fds));
+	if (!fds)
+		return -ENOMEM;
+	s->fds = fds;
+	s->capfds = cap;
+	return 0;
+}
+
 static int remember_fd(struct sampler *s, int fd)
 {
-	if (s->nfds == s->capfds) {
-		unsigned cap = s->capfds ? s->capfds * 2 : 16;
-		int *fds = realloc(s->fds, cap * sizeof(*fds));
-		if (!fds)
-			return -ENOMEM;
-		s->fds = fds;
-		s->capfds = cap;
-	}
-	s->fds[s->nfds++] = fd;
-	return 0;
+	int err = reserve_fds(s, 1);
+	if (err == 0)
+		s->fds[s->nfds++] = fd;
+	return err;
 }
 
 /* Map a ring on fd, of *pages data pages, halving them while the kernel refuses (mlock budget): later rings of
@@ -545,6 +567,60 @@ int sampler_open_task(struct sampler *s, pid_t tid, int inherit, int enable_on_e
 	return 0;
 }
 
+/* The thread-copy rings, made at the first thread copy: one per online CPU, woken half full like the CPU rings.
+ * nall covers them from the start, so that sampler_free() unmaps any made before a failure. */
+static int make_thread_rings(struct sampler *s)
+{
+	s->nall = s->nrings + s->ncpus;
+	for (int cpu = 0; cpu < s->ncpus; cpu++) {
+		int err = online_cpu(cpu) ? make_ring(s, cpu, &s->rings[s->nrings + cpu], 0, &s->thread_ring_pages) : 0;
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+/* The sampling event's attr for a thread copy of tid: no inheritance, no side-band records, its own copy size. */
+static void thread_copy_attr(const struct sampler *s, uint32_t stack_size, struct perf_event_attr *a)
+{
+	*a = s->attr;
+	a->inherit = a->inherit_thread = a->enable_on_exec = 0;
+	a->mmap = a->mmap2 = a->comm = a->comm_exec = a->task = 0;
+	a->sample_stack_user = stack_size;
+	a->disabled = s->stopped;
+}
+
+int sampler_open_thread_copy(struct sampler *s, pid_t tid, uint32_t stack_size)
+{
+	int fds[s->ncpus > 0 ? s->ncpus : 1], n = 0, err = 0;
+	struct perf_event_attr a;
+	if (!s->attr_settled || stack_size == 0 || stack_size % 8 || stack_size > SAMPLER_MAX_STACK)
+		return -EINVAL;
+	if (s->nall == s->nrings && (err = make_thread_rings(s)) < 0)
+		return err;
+	thread_copy_attr(s, stack_size, &a);
+	for (int cpu = 0; cpu < s->ncpus && err == 0; cpu++) {
+		if (!online_cpu(cpu))
+			continue;
+		long fd = perf_event_open(&a, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0) {
+			err = -errno;
+			explain_open_error(s, errno, tid);
+			break;
+		}
+		fds[n++] = (int)fd;
+		err = attach_to_ring(s, s->nrings + cpu, (int)fd);
+	}
+	if (err == 0 && (err = reserve_fds(s, (unsigned)n)) == 0) {
+		for (int i = 0; i < n; i++)
+			s->fds[s->nfds++] = fds[i];
+		return 0;
+	}
+	for (int i = 0; i < n; i++)	/* all or none: a thread copy on some CPUs only would lose samples */
+		close(fds[i]);
+	return err;
+}
+
 unsigned sampler_close_exited(struct sampler *s)
 {
 	struct pollfd p[256];
@@ -582,11 +658,13 @@ static int ioctl_all(struct sampler *s, unsigned long request)
 
 int sampler_enable(struct sampler *s)
 {
+	s->stopped = 0;
 	return ioctl_all(s, PERF_EVENT_IOC_ENABLE);
 }
 
 int sampler_disable(struct sampler *s)
 {
+	s->stopped = 1;
 	return ioctl_all(s, PERF_EVENT_IOC_DISABLE);
 }
 
@@ -679,7 +757,7 @@ static void ring_peek(struct ring *r, const struct perf_layout *l)
 
 static int build_pollfds(struct sampler *s, const struct pollfd *extra, unsigned nextra, nfds_t *n)
 {
-	unsigned want = (unsigned)s->nrings + nextra;
+	unsigned want = (unsigned)s->nall + nextra;
 	if (want > s->cap_pollfds) {
 		struct pollfd *p = realloc(s->pollfds, want * sizeof(*p));
 		if (!p)
@@ -688,7 +766,7 @@ static int build_pollfds(struct sampler *s, const struct pollfd *extra, unsigned
 		s->cap_pollfds = want;
 	}
 	*n = 0;
-	for (int i = 0; i < s->nrings; i++) {
+	for (int i = 0; i < s->nall; i++) {
 		if (s->rings[i].fd < 0)
 			continue;
 		s->pollfds[*n] = (struct pollfd){ .fd = s->rings[i].fd, .events = POLLIN };
@@ -722,7 +800,7 @@ int sampler_wait(struct sampler *s, int timeout_ms, struct pollfd *extra, unsign
 static struct ring *oldest_ring(struct sampler *s)
 {
 	struct ring *oldest = NULL;
-	for (int i = 0; i < s->nrings; i++) {
+	for (int i = 0; i < s->nall; i++) {
 		struct ring *r = &s->rings[i];
 		if (r->meta && r->tail < r->head && (!oldest || r->next_time < oldest->next_time))
 			oldest = r;
@@ -739,7 +817,9 @@ int sampler_drain(struct sampler *s, record_fn fn, void *ctx)
 {
 	int total = 0, stop = 0;
 	struct ring *r;
-	for (int i = 0; i < s->nrings; i++) {
+	/* The thread-copy rings last: a sample there that came before a record of the CPU rings (its thread's
+	 * exit) was written before it, so it is in this drain if that record is. */
+	for (int i = 0; i < s->nall; i++) {
 		if (s->rings[i].meta) {
 			ring_begin(&s->rings[i]);
 			ring_peek(&s->rings[i], &s->layout);

@@ -109,6 +109,17 @@ int sampler_open_task(struct sampler *s, pid_t tid, int inherit, int enable_on_e
  * many were closed.
  */
 unsigned sampler_close_exited(struct sampler *s);
+/*
+ * A thread copy: one event per CPU on thread tid alone (no inheritance, no side-band records) that copies
+ * stack_size bytes of its stack per sample, where the sampler's own events copy opts.stack_size. Its records come
+ * through thread-copy rings of their own, one per CPU (made at the first call, batched as the CPU rings are),
+ * merged into sampler_drain()'s time order with origin.thread_copy set. The thread is then sampled twice, by these
+ * events and by the sampler's: the caller keeps one of the two (the pipeline: thread_copies.h). Opened enabled
+ * unless sampler_disable() was the last call; closed with the others, or by sampler_close_exited() once the
+ * thread exited. After the first open only (-EINVAL before, or for a bad size); -ESRCH if tid is gone; all CPUs
+ * or none.
+ */
+int sampler_open_thread_copy(struct sampler *s, pid_t tid, uint32_t stack_size);
 
 int sampler_enable(struct sampler *s);
 int sampler_disable(struct sampler *s);

@@ -1,0 +1,84 @@
+/*
+ * thread_copies.h — a bigger stack copy for the threads whose stacks run deeper than the sampler's copy.
+ *
+ * Every thread is sampled with the sampler's copy (16 KiB by default: what most stacks need, and what the
+ * kernel copies for every sample of every thread). A sample whose stack runs past it is walked on from the live
+ * process (stackext.h), which a batch reads tens of milliseconds late: where the stack there changed meanwhile
+ * (clang's template recursion, a parser's), the walk stops short. Reading each sample as it is taken (the fast
+ * lane) costs a wakeup and a read per sample. A thread copy costs neither: once a thread's walks needed reads
+ * past the copy for a good share of its samples, or found a few changed, that thread alone gets events of its own
+ * that copy more (sampler_open_thread_copy(), the kernel's largest by default), drained in batches with the
+ * rest. From then on its samples are taken from those events and its samples from the sampler's own events are
+ * dropped (the kernel takes both: a thread copy costs the kernel both copies for that thread only).
+ *
+ * Which sample is kept is decided by time: a thread's thread-copy samples from the moment its events were open
+ * (start) on, its samples from the sampler's events before that. Both come through one drain in time order
+ * (sampler.h), so at a thread's exit every sample of it is in: its state goes then, and a later thread that gets
+ * its tid is not covered.
+ *
+ * What a thread copy cannot do is left as it was: a stack deeper than the thread copy is read on from the
+ * process, and its reads count for the fast lane as before (lanes.h: thread_copies_live_read() says which reads
+ * it took); a thread's events that cannot be opened (too many thread copies, the kernel refuses) leave it to the
+ * fast lane too.
+ *
+ * Bounds: at most max_threads threads have a thread copy at once, each one event per CPU. A refusal other than a
+ * thread that exited is logged once, as a warning, and no thread copy is tried again.
+ *
+ * Ownership: the sampler is borrowed (its events are its own: closed with it, or by thread_copies_reap() once
+ * their thread exited). Not thread-safe. Errors: negative errno.
+ */
+#ifndef HOSTPROF_THREAD_COPIES_H
+#define HOSTPROF_THREAD_COPIES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "src/base/log.h"
+#include "src/sampling/sampler.h"
+
+#define THREAD_COPIES_DEFAULT_MAX 64
+
+struct thread_copies_options {
+	struct sampler *sampler;	/* the main sampler, whose events and rings the thread copies join */
+	uint32_t stack_size;		/* bytes a thread copy copies (a multiple of 8, <= SAMPLER_MAX_STACK); no
+					 * more than the sampler's own: thread_copies_new() says -EINVAL */
+	unsigned max_threads;		/* threads with a thread copy at once; 0: THREAD_COPIES_DEFAULT_MAX */
+	struct log_sink log;
+};
+
+struct thread_copies_stats {
+	unsigned threads;		/* threads that have a thread copy now */
+	uint64_t opened;		/* thread copies opened */
+	uint64_t gone;			/* ... whose thread exited before its events were open */
+	uint64_t samples;		/* samples taken from thread copies */
+	uint64_t replaced;		/* the sampler's own samples of those threads, dropped */
+	uint64_t early;			/* thread-copy samples from before their thread's start, dropped */
+	uint64_t closed;		/* events closed as their threads exited */
+};
+
+struct thread_copies;
+
+/* o is copied. Returns 0 and *out (free with thread_copies_free()), -EINVAL or -ENOMEM; *out set on success. */
+int thread_copies_new(const struct thread_copies_options *o, struct thread_copies **out);
+void thread_copies_free(struct thread_copies *t);
+
+/* A sample of tid from the sampler's events was walked: counted, for the share of its samples that needed reads. */
+void thread_copies_count_sample(struct thread_copies *t, pid_t tid);
+/*
+ * A walk of a sample of tid needed its stack past the copy read from the live process, in a batch (rc: the
+ * read's result, -ESTALE: it had changed). Returns true if the read is the thread copies' to count (tid has none
+ * yet and may get one; this read may give it one), false if it is the fast lane's (tid has a thread copy and its
+ * stack runs deeper still, or no thread copy can be had).
+ */
+bool thread_copies_live_read(struct thread_copies *t, pid_t tid, int rc);
+/* Whether a CPU sample of tid at time_ns is to be dropped: one from the sampler's own events while tid has a
+ * thread copy (from_copy false), or one from a thread copy before its start or of a thread it no longer covers. */
+bool thread_copies_drops(struct thread_copies *t, pid_t tid, uint64_t time_ns, bool from_copy);
+/* Thread tid exited: every sample of it is in (see above), its state goes. */
+void thread_copies_on_exit(struct thread_copies *t, pid_t tid);
+/* Close the events of exited threads (once a second at most). */
+void thread_copies_reap(struct thread_copies *t, uint64_t now_ns);
+void thread_copies_get_stats(const struct thread_copies *t, struct thread_copies_stats *out);
+
+#endif

@@ -1,0 +1,119 @@
+/*
+ * Integration test of thread copies (src/pipeline/thread_copies.h): a thread whose stack runs past the sampler's
+ * 16 KiB copy and changes there gets events of its own that copy 64 KiB, read in batches, and each of its samples
+ * is counted once. The fixture (deep_changing) has one such thread beside a shallow one, each driven by its own
+ * CPU time. The oracle is perf record --call-graph dwarf,65528 on the same fixture in the same run, which copies
+ * 64 KiB with every sample of every thread: hostprof must take as large a share of samples whole to the deep
+ * thread's entry, without the fast lane (no wakeup per sample), giving a copy to the deep thread only, with the
+ * number of samples the fixture's CPU time makes. Batches alone (--thread-stack-size 0 --fast-lane apm) lose the
+ * deep thread's stacks on this fixture: that run shows the fixture tests what it should.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/lib/testlib.h"
+
+/* What record's summary says of a run. */
+struct run_summary {
+	unsigned long long samples, copied_threads;
+	double command_cpu_s;
+	bool fast_lane;
+};
+
+static struct run_summary read_summary(const char *err_path)
+{
+	struct run_summary r = { 0 };
+	char line[2048];
+	const char *cpu;
+	FILE *f = fopen(err_path, "re");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (strstr(line, " samples in ") && (cpu = strstr(line, "command CPU "))) {
+			assert_int_equal(sscanf(line, "hostprof: %llu samples in", &r.samples), 1);
+			assert_int_equal(sscanf(cpu, "command CPU %lf s", &r.command_cpu_s), 1);
+		}
+		sscanf(line, "hostprof: thread copies: %llu threads given", &r.copied_threads);
+		r.fast_lane |= strncmp(line, "hostprof: fast lane:", 20) == 0;
+	}
+	fclose(f);
+	return r;
+}
+
+/* Of the deep thread's samples (those in either recursion), the share (0..100) whole to its entry. */
+static double deep_whole_share(const struct profile *p, uint64_t *deep_out)
+{
+	const char *const small[] = { "deep_worker", "descend_small" }, *const large[] = { "deep_worker", "descend_large" };
+	uint64_t deep = test_samples_with_function(p, "descend_small") + test_samples_with_function(p, "descend_large");
+	*deep_out = deep;
+	return test_share(test_samples_with_chain(p, small, 2) + test_samples_with_chain(p, large, 2), deep);
+}
+
+static struct run_summary record(const struct test_workdir *w, const char *flags, const char *fixture,
+				 double *whole, uint64_t *deep, uint64_t *total)
+{
+	assert_int_equal(test_run("\"$HOSTPROF\" record -v %s -o %s -- %s 2 2> %s/record.err", flags, w->out, fixture,
+				  w->dir), 0);
+	char err[600];
+	snprintf(err, sizeof(err), "%s/record.err", w->dir);
+	test_run("grep -E 'samples in|thread copies|fast lane|walks that ran past' %s >&2", err);
+	struct profile *p = test_read_profile(w->out);
+	*whole = deep_whole_share(p, deep);
+	*total = test_total_samples(p);
+	const char *const roots[] = { "deep_worker" };
+	double of_all = test_share(test_samples_complete_to(p, roots, 1), *total);
+	profile_free(p);
+	fprintf(stderr, "%s: %.1f%% of the deep thread's %llu samples whole to deep_worker (%.1f%% of all %llu)\n",
+		flags[0] ? flags : "default", *whole, (unsigned long long)*deep, of_all, (unsigned long long)*total);
+	return read_summary(err);
+}
+
+static void test_deep_thread_gets_its_copy(void **state)
+{
+	struct test_workdir *w = *state;
+	char fixture[256], cmd[400];
+	double whole, batch_whole;
+	uint64_t deep, total, batch_deep, batch_total;
+	test_require_perf();
+	test_fixture_path("deep_changing", fixture, sizeof(fixture));
+
+	struct run_summary r = record(w, "", fixture, &whole, &deep, &total);
+	/* The deep thread alone got a copy; no wakeup per sample; each sample once: the fixture's CPU time at 999 Hz
+	 * (the thread's samples from both its events would make ~1.5 times as many). */
+	assert_int_equal(r.copied_threads, 1);
+	assert_false(r.fast_lane);
+	double per_cpu_s = (double)r.samples / r.command_cpu_s;
+	fprintf(stderr, "%llu samples for %.3f s of the fixture's CPU: %.0f a second at 999 Hz\n", r.samples,
+		r.command_cpu_s, per_cpu_s);
+	assert_true(per_cpu_s > 999 * 0.8 && per_cpu_s < 999 * 1.2);
+	assert_int_equal(total, r.samples);
+
+	/* The oracle: perf with the same 64 KiB copy for every sample. */
+	snprintf(cmd, sizeof(cmd), "%s 2", fixture);
+	double perf = test_perf_children_share(w->dir, &(struct test_perf_query){ .cmd = cmd, .callgraph = "dwarf,65528",
+										 .symbol = "deep_worker" });
+	const char *const roots[] = { "deep_worker" };
+	struct profile *p = test_read_profile(w->out);
+	double ours = test_share(test_samples_complete_to(p, roots, 1), test_total_samples(p));
+	profile_free(p);
+	fprintf(stderr, "deep_worker whole: hostprof %.1f%% of all samples, perf --call-graph dwarf,65528 %.1f%%\n", ours,
+		perf);
+	if (perf >= 0)
+		assert_true(ours >= perf - 2.0);
+
+	/* Batches alone read the stack past the 16 KiB copy tens of milliseconds late, and find it changed. */
+	record(w, "--thread-stack-size 0 --fast-lane apm", fixture, &batch_whole, &batch_deep, &batch_total);
+	assert_true(batch_deep * 100 >= deep * 80 && batch_whole < 90.0 && whole >= 97.0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_deep_thread_gets_its_copy, test_workdir_setup, test_workdir_teardown),
+	};
+	return cmocka_run_group_tests_name("deep thread stacks (integration)", tests, NULL, NULL);
+}
