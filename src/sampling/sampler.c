@@ -177,8 +177,14 @@ static unsigned default_off_cpu_ring_pages(const struct sampler_options *o)
 }
 
 /* Samples of the largest copy a thread-copy ring holds by default (root): 8 MiB, woken half full, a wakeup per
- * ~60 samples of the threads that have one. */
+ * ~60 samples of the threads that have one; but no more than a second's worth at the sampler's frequency (the
+ * threads of one CPU make at most that many), 2 MiB at the least: the daemon's 19 Hz needs no 8 MiB per CPU. */
 #define THREAD_RING_SAMPLES 128
+
+static unsigned thread_ring_samples(const struct sampler_options *o)
+{
+	return o->freq_hz < THREAD_RING_SAMPLES ? o->freq_hz : THREAD_RING_SAMPLES;
+}
 
 static void raise_fd_limit(void)
 {
@@ -225,7 +231,7 @@ int sampler_new(const struct sampler_options *o, struct sampler **out)
 							    .kind = off_cpu ? RECORD_OFF_CPU : RECORD_CPU,
 							    .thread_copy = i >= s->nrings };
 	}
-	s->thread_ring_pages = default_ring_pages(SAMPLER_MAX_STACK, THREAD_RING_SAMPLES);
+	s->thread_ring_pages = default_ring_pages(SAMPLER_MAX_STACK, thread_ring_samples(o));
 	snprintf(s->event_name, sizeof(s->event_name), "%s", o->event);
 	build_attr(s, type, config);
 	raise_fd_limit();

@@ -124,10 +124,11 @@ struct fixture {
 	int live_rc;
 };
 
-static void count_live_read(void *ctx, struct process *p, unsigned kind, int rc, bool fast, bool replaying)
+static void count_live_read(void *ctx, struct process *p, pid_t tid, unsigned kind, int rc, bool fast,
+			    bool replaying)
 {
 	struct fixture *f = ctx;
-	(void)p, (void)fast, (void)replaying;
+	(void)p, (void)tid, (void)fast, (void)replaying;
 	f->live_reads++;
 	f->live_kind = kind;
 	f->live_rc = rc;
