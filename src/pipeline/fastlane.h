@@ -13,7 +13,8 @@
  *   goroutine deeper than the sample's stack copy, whose outer frames change as it returns
  *   (go_stack_snapshot());
  * - FASTLANE_DEEP: any thread whose stack runs deeper than the sample's copy and changes there within a batch's
- *   delay (deep recursion), whose stack past the copy is read then: FASTLANE_DEEP_READ bytes, or as far as the
+ *   delay (deep recursion), and deeper than the larger copy such a thread gets first (thread_copies.h), whose
+ *   stack past the copy is read then: FASTLANE_DEEP_READ bytes, or as far as the
  *   process's walks were seen to need (fastlane_read_deeper()).
  * - FASTLANE_PYTHON: a thread of a CPython process, whose Python frames (pyframes.h) change with every call and
  *   return: read by the reader, each holding a reference on its code, released after the entry is handed over.

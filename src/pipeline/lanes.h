@@ -5,8 +5,9 @@
  * something read from it while the sample is fresh takes the fast lane instead, whose readers read each sample as
  * it is taken:
  * - an APM process, once correlation says it is ready (lanes_apm_ready()): its trace context;
- * - a process whose walks read its memory (walk.h: the goroutine behind g0, the stack past the copy) for a good
- *   share of its samples, or found it moved on a few times when read in a batch (lanes_live_read());
+ * - a process whose walks read its memory (walk.h: the goroutine behind g0, the stack past the copy, once its
+ *   thread has a larger copy of its own or cannot have one: thread_copies.h) for a good share of its samples, or
+ *   found it moved on a few times when read in a batch (lanes_live_read());
  * - a CPython process (lanes_python()): its Python frames, which change with every call and return;
  * - a process of a program one of whose processes took the lane for its stacks before, from its first sample
  *   (lanes_first_sample()): short-lived processes of one program (a build tool run per file) would otherwise
