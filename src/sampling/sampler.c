@@ -180,6 +180,7 @@ static unsigned default_off_cpu_ring_pages(const struct sampler_options *o)
  * ~60 samples of the threads that have one; but no more than a second's worth at the sampler's frequency (the
  * threads of one CPU make at most that many), 2 MiB at the least: the daemon's 19 Hz needs no 8 MiB per CPU. */
 #define THREAD_RING_SAMPLES 128
+#define THREAD_RING_MIN_SAMPLES 16	/* fewer: no thread copies (sampler_open_thread_copy()) */
 
 static unsigned thread_ring_samples(const struct sampler_options *o)
 {
@@ -602,6 +603,13 @@ int sampler_open_thread_copy(struct sampler *s, pid_t tid, uint32_t stack_size)
 	struct perf_event_attr a;
 	if (!s->attr_settled || stack_size == 0 || stack_size % 8 || stack_size > SAMPLER_MAX_STACK)
 		return -EINVAL;
+	/* An unprivileged user's share of perf_event_mlock_kb holds a sample or two of such a copy: a wakeup per sample,
+	 * and samples lost in a full ring. */
+	if ((uint64_t)s->thread_ring_pages * (uint64_t)getpagesize() < THREAD_RING_MIN_SAMPLES * (stack_size + 1024ull)) {
+		snprintf(s->error, sizeof(s->error), "a ring of %u KiB (kernel.perf_event_mlock_kb) holds too few samples "
+			 "of a %u-byte stack copy", s->thread_ring_pages * (unsigned)(getpagesize() / 1024), stack_size);
+		return -ENOSPC;
+	}
 	if (s->nall == s->nrings && (err = make_thread_rings(s)) < 0)
 		return err;
 	thread_copy_attr(s, stack_size, &a);

@@ -116,8 +116,9 @@ unsigned sampler_close_exited(struct sampler *s);
  * merged into sampler_drain()'s time order with origin.thread_copy set. The thread is then sampled twice, by these
  * events and by the sampler's: the caller keeps one of the two (the pipeline: thread_copies.h). Opened enabled
  * unless sampler_disable() was the last call; closed with the others, or by sampler_close_exited() once the
- * thread exited. After the first open only (-EINVAL before, or for a bad size); -ESRCH if tid is gone; all CPUs
- * or none.
+ * thread exited. After the first open only (-EINVAL before, or for a bad size); -ESRCH if tid is gone; -ENOSPC
+ * where the rings could hold only a few such samples (an unprivileged user's perf_event_mlock_kb); all CPUs or
+ * none.
  */
 int sampler_open_thread_copy(struct sampler *s, pid_t tid, uint32_t stack_size);
 
