@@ -5,7 +5,9 @@
 #include "src/pipeline/thread_copies.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "src/base/clock.h"
 #include "src/base/hindex.h"
@@ -131,12 +133,28 @@ void thread_copies_on_exit(struct thread_copies *t, pid_t tid)
 		t->stats.threads--;
 }
 
+/* Forget covered threads that are gone though no exit record said so (a ring lost it): a later thread under the
+ * tid would have its samples dropped, with no thread copy to take them. */
+static void forget_vanished(struct thread_copies *t)
+{
+	char path[32];
+	uint32_t tid;
+	uint64_t start;
+	for (uint32_t pos = 0; hindex_u32_next(&t->covered, &pos, &tid, &start);) {
+		snprintf(path, sizeof(path), "/proc/%u", tid);
+		if (access(path, F_OK) < 0 && errno == ENOENT)
+			thread_copies_on_exit(t, (pid_t)tid);	/* removal during the loop: allowed (hindex.h) */
+	}
+}
+
 void thread_copies_reap(struct thread_copies *t, uint64_t now_ns)
 {
 	if (!t->stats.opened || now_ns < t->next_reap_ns)
 		return;
 	t->next_reap_ns = now_ns + REAP_EVERY_NS;
 	t->stats.closed += sampler_close_exited(t->o.sampler);
+	if (hindex_count(&t->covered))
+		forget_vanished(t);
 }
 
 void thread_copies_get_stats(const struct thread_copies *t, struct thread_copies_stats *out)
