@@ -90,9 +90,10 @@ static void open_copy(struct thread_copies *t, pid_t tid)
 	/* Open but not covered (out of memory): its events' samples are dropped until its thread exits. Rings too
 	 * small for such copies (an unprivileged user's) are the user's setting, said at debug level. */
 	t->refused = true;
-	log_write(&t->o.log, err == -ENOSPC ? LOG_LEVEL_DEBUG : LOG_LEVEL_WARN, "thread %d: no stack copy of its own (%s): its stack past the %s is read "
-		  "from the process, in batches or the fast lane", (int)tid,
-		  err == 0 ? "out of memory" : sampler_error(t->o.sampler), "sampler's copy");
+	log_write(&t->o.log, err == -ENOSPC ? LOG_LEVEL_DEBUG : LOG_LEVEL_WARN,
+		  "thread %d: no stack copy of its own (%s): its stack past the sampler's copy is read from the "
+		  "process, in batches or the fast lane", (int)tid,
+		  err == 0 ? "out of memory" : sampler_error(t->o.sampler));
 }
 
 bool thread_copies_live_read(struct thread_copies *t, pid_t tid, int rc)

@@ -603,11 +603,12 @@ int sampler_open_thread_copy(struct sampler *s, pid_t tid, uint32_t stack_size)
 	struct perf_event_attr a;
 	if (!s->attr_settled || stack_size == 0 || stack_size % 8 || stack_size > SAMPLER_MAX_STACK)
 		return -EINVAL;
-	/* An unprivileged user's share of perf_event_mlock_kb holds a sample or two of such a copy: a wakeup per sample,
-	 * and samples lost in a full ring. */
-	if ((uint64_t)s->thread_ring_pages * (uint64_t)getpagesize() < THREAD_RING_MIN_SAMPLES * (stack_size + 1024ull)) {
-		snprintf(s->error, sizeof(s->error), "a ring of %u KiB (kernel.perf_event_mlock_kb) holds too few samples "
-			 "of a %u-byte stack copy", s->thread_ring_pages * (unsigned)(getpagesize() / 1024), stack_size);
+	/* An unprivileged user's share of perf_event_mlock_kb holds a sample or two of such a copy: a wakeup per
+	 * sample, and samples lost in a full ring. */
+	uint64_t ring_bytes = (uint64_t)s->thread_ring_pages * (uint64_t)getpagesize();
+	if (ring_bytes < THREAD_RING_MIN_SAMPLES * (stack_size + 1024ull)) {
+		snprintf(s->error, sizeof(s->error), "a ring of %llu KiB (kernel.perf_event_mlock_kb) holds too few "
+			 "samples of a %u-byte stack copy", (unsigned long long)(ring_bytes >> 10), stack_size);
 		return -ENOSPC;
 	}
 	if (s->nall == s->nrings && (err = make_thread_rings(s)) < 0)

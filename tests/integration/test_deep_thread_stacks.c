@@ -47,7 +47,8 @@ static struct run_summary read_summary(const char *err_path)
 /* Of the deep thread's samples (those in either recursion), the share (0..100) whole to its entry. */
 static double deep_whole_share(const struct profile *p, uint64_t *deep_out)
 {
-	const char *const small[] = { "deep_worker", "descend_small" }, *const large[] = { "deep_worker", "descend_large" };
+	const char *const small[] = { "deep_worker", "descend_small" };
+	const char *const large[] = { "deep_worker", "descend_large" };
 	uint64_t deep = test_samples_with_function(p, "descend_small") + test_samples_with_function(p, "descend_large");
 	*deep_out = deep;
 	return test_share(test_samples_with_chain(p, small, 2) + test_samples_with_chain(p, large, 2), deep);
@@ -94,14 +95,14 @@ static void test_deep_thread_gets_its_copy(void **state)
 
 	/* The oracle: perf with the same 64 KiB copy for every sample. */
 	snprintf(cmd, sizeof(cmd), "%s 2", fixture);
-	double perf = test_perf_children_share(w->dir, &(struct test_perf_query){ .cmd = cmd, .callgraph = "dwarf,65528",
-										 .symbol = "deep_worker" });
+	struct test_perf_query q = { .cmd = cmd, .callgraph = "dwarf,65528", .symbol = "deep_worker" };
+	double perf = test_perf_children_share(w->dir, &q);
 	const char *const roots[] = { "deep_worker" };
 	struct profile *p = test_read_profile(w->out);
 	double ours = test_share(test_samples_complete_to(p, roots, 1), test_total_samples(p));
 	profile_free(p);
-	fprintf(stderr, "deep_worker whole: hostprof %.1f%% of all samples, perf --call-graph dwarf,65528 %.1f%%\n", ours,
-		perf);
+	fprintf(stderr, "deep_worker whole: hostprof %.1f%% of all samples, perf --call-graph dwarf,65528 %.1f%%\n",
+		ours, perf);
 	if (perf >= 0)
 		assert_true(ours >= perf - 2.0);
 
@@ -113,7 +114,8 @@ static void test_deep_thread_gets_its_copy(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_deep_thread_gets_its_copy, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_deep_thread_gets_its_copy, test_workdir_setup,
+						test_workdir_teardown),
 	};
 	return cmocka_run_group_tests_name("deep thread stacks (integration)", tests, NULL, NULL);
 }
