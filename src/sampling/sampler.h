@@ -6,7 +6,7 @@
  * POLLHUP for ever). Events are opened per CPU either for the whole system or for given threads (inherit
  * follows their future threads, and children unless SAMPLER_INHERIT_THREADS); every event of one CPU writes
  * into that CPU's ring (PERF_EVENT_IOC_SET_OUTPUT), so the number of rings stays at the number of CPUs however
- * many threads are followed. Records are handed to a callback in place — copied only when one wraps around
+ * many threads are followed (beside them, off-CPU rings and thread-copy rings, one per CPU each, see below). Records are handed to a callback in place — copied only when one wraps around
  * the end of the ring — and released when the callback returns.
  *
  * Wakeups (why hostprof is cheap per sample): by default the kernel wakes the reader when a ring is half
