@@ -6,7 +6,8 @@
  * 64 KiB with every sample of every thread: hostprof must take as large a share of samples whole to the deep
  * thread's entry, without the fast lane (no wakeup per sample), giving a copy to the deep thread only, with the
  * number of samples the fixture's CPU time makes. Batches alone (--thread-stack-size 0 --fast-lane apm) lose the
- * deep thread's stacks on this fixture: that run shows the fixture tests what it should.
+ * deep thread's stacks on this fixture: that run shows the fixture tests what it should. Over a daemon's life, the
+ * copies' events go with their threads.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +15,10 @@
 #include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/lib/testlib.h"
 
@@ -111,10 +115,56 @@ static void test_deep_thread_gets_its_copy(void **state)
 	assert_true(batch_deep * 100 >= deep * 80 && batch_whole < 90.0 && whole >= 97.0);
 }
 
+/*
+ * Over a daemon's life, thread copies go with their threads: a daemon sampling the whole machine at 999 Hz sees
+ * runs of the fixture, whose deep thread each gets a copy; once they exited, the daemon holds as many perf-event
+ * descriptors as before them (the thread-copy rings, made by a first run, stay), and its log counted the copies.
+ */
+static void test_daemon_copies_go_with_their_threads(void **state)
+{
+	struct test_workdir *w = *state;
+	char out[600], log[600], fixture[256];
+	test_require_root("the daemon samples every CPU");
+	test_fixture_path("deep_changing", fixture, sizeof(fixture));
+	snprintf(out, sizeof(out), "%s/profiles", w->dir);
+	snprintf(log, sizeof(log), "%s/daemon.log", w->dir);
+	pid_t d = fork();
+	assert_true(d >= 0);
+	if (d == 0) {
+		if (!freopen(log, "a", stderr))
+			_exit(126);
+		execl(test_hostprof(), test_hostprof(), "daemon", "-o", out, "-F", "999", "--interval", "1",
+		      (char *)NULL);
+		_exit(127);
+	}
+	sleep(2);	/* started, its first profile written */
+	assert_int_equal(test_run("%s 1.5", fixture), 0);	/* makes the thread-copy rings */
+	unsigned before = test_settled_perf_event_fds(d);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(test_run("%s 1.5", fixture), 0);
+	unsigned after = test_perf_event_fds(d);
+	for (int i = 0; i < 10 && after != before; i++) {
+		sleep(1);
+		after = test_perf_event_fds(d);
+	}
+	kill(d, SIGTERM);
+	int status;
+	assert_int_equal(waitpid(d, &status, 0), d);
+	test_run("grep 'thread copies' %s | tail -n 3 >&2", log);
+	long long given = test_last_number_in_log(log, ".*thread copies: .*, \\([0-9]*\\) given so far.*");
+	fprintf(stderr, "thread copies: the daemon held %u perf-event descriptors before 3 runs of deep_changing, %u "
+		"after them; %lld copies given\n", before, after, given);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(given >= 2);
+	assert_int_equal(after, before);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_deep_thread_gets_its_copy, test_workdir_setup,
+						test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_daemon_copies_go_with_their_threads, test_workdir_setup,
 						test_workdir_teardown),
 	};
 	return cmocka_run_group_tests_name("deep thread stacks (integration)", tests, NULL, NULL);

@@ -13,8 +13,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-#include <dirent.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,54 +24,6 @@
 
 #define RUNS 1000
 #define PARALLEL 100	/* mostly asleep: the runs take ~16 s */
-
-/* The perf-event descriptors pid holds. */
-static unsigned perf_fds(pid_t pid)
-{
-	char dir[64], path[PATH_MAX], target[128];
-	unsigned n = 0;
-	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
-	DIR *d = opendir(dir);
-	assert_non_null(d);
-	for (struct dirent *e; (e = readdir(d));) {
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		ssize_t len = readlink(path, target, sizeof(target) - 1);
-		if (len > 0) {
-			target[len] = '\0';
-			n += strcmp(target, "anon_inode:[perf_event]") == 0;
-		}
-	}
-	closedir(d);
-	return n;
-}
-
-/* A number of the last "fast lane: ..." line of the log: the one before what (" closed as their threads exited",
- * " processes refused"), -1 if none. */
-static long long lane_count_in_log(const char *log, const char *what)
-{
-	char cmd[700], line[64] = "";
-	snprintf(cmd, sizeof(cmd), "sed -n 's/.*fast lane: .* \\([0-9]*\\)%s.*/\\1/p' %s | tail -n 1", what, log);
-	FILE *p = popen(cmd, "r");
-	assert_non_null(p);
-	char *got = fgets(line, sizeof(line), p);
-	pclose(p);
-	return got && line[0] >= '0' && line[0] <= '9' ? atoll(line) : -1;
-}
-
-/* The daemon's perf-event descriptors once the count has held for two reads 1.5 s apart (exited threads' events
- * are closed once a second), at most 10 s. */
-static unsigned settled_perf_fds(pid_t pid)
-{
-	unsigned last = perf_fds(pid), now = last;
-	for (int i = 0; i < 7; i++) {
-		usleep(1500 * 1000);
-		now = perf_fds(pid);
-		if (now == last)
-			break;
-		last = now;
-	}
-	return now;
-}
 
 static void run_deep_programs(const char *fixture)
 {
@@ -116,17 +66,17 @@ static void test_events_go_with_their_threads(void **state)
 	/* One run makes the program known and the lane exist: the lane's rings (one per CPU) stay while the daemon
 	 * runs, and count in "before". */
 	assert_int_equal(test_run("%s 1 240", fixture), 0);
-	unsigned before = settled_perf_fds(d);
+	unsigned before = test_settled_perf_event_fds(d);
 	run_deep_programs(fixture);
 	/* Exited threads' events are closed within a second, and a profile logs the count. */
-	unsigned after = perf_fds(d);
+	unsigned after = test_perf_event_fds(d);
 	for (int i = 0; i < 10 && after != before; i++) {
 		sleep(1);
-		after = perf_fds(d);
+		after = test_perf_event_fds(d);
 	}
 	sleep(2);
-	long long closed = lane_count_in_log(log, " closed as their threads exited");
-	long long refused = lane_count_in_log(log, " processes refused");
+	long long closed = test_last_number_in_log(log, ".*fast lane: .* \\([0-9]*\\) closed as their threads .*");
+	long long refused = test_last_number_in_log(log, ".*fast lane: .* \\([0-9]*\\) processes refused.*");
 	kill(d, SIGTERM);
 	int status;
 	assert_int_equal(waitpid(d, &status, 0), d);

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -221,6 +223,49 @@ void test_write_text(const char *path, const char *text)
 		fail_msg("cannot create %s: %s", path, strerror(errno));
 	assert_true(fputs(text, f) >= 0);
 	assert_int_equal(fclose(f), 0);
+}
+
+unsigned test_perf_event_fds(pid_t pid)
+{
+	char dir[64], path[PATH_MAX], target[128];
+	unsigned n = 0;
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		ssize_t len = readlink(path, target, sizeof(target) - 1);
+		if (len > 0) {
+			target[len] = '\0';
+			n += strcmp(target, "anon_inode:[perf_event]") == 0;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+unsigned test_settled_perf_event_fds(pid_t pid)
+{
+	unsigned last = test_perf_event_fds(pid), now = last;
+	for (int i = 0; i < 7; i++) {
+		usleep(1500 * 1000);
+		now = test_perf_event_fds(pid);
+		if (now == last)
+			break;
+		last = now;
+	}
+	return now;
+}
+
+long long test_last_number_in_log(const char *path, const char *regex)
+{
+	char cmd[1024], line[64] = "";
+	snprintf(cmd, sizeof(cmd), "sed -n 's/%s/\\1/p' '%s' | tail -n 1", regex, path);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	char *got = fgets(line, sizeof(line), p);
+	pclose(p);
+	return got && line[0] >= '0' && line[0] <= '9' ? atoll(line) : -1;
 }
 
 char *test_read_text(const char *path)

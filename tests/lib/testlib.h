@@ -76,6 +76,16 @@ double test_perf_children_share(const char *dir, const struct test_perf_query *q
 /* Run a shell command line; returns its exit status (or -1). Output goes to the test's output. */
 int test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The perf-event descriptors process pid holds (/proc/PID/fd). */
+unsigned test_perf_event_fds(pid_t pid);
+/* The same once the count has held for two reads 1.5 s apart (a profiler closes exited threads' events once a
+ * second), at most ~10 s. */
+unsigned test_settled_perf_event_fds(pid_t pid);
+
+/* The number that regex's first group (a sed basic regular expression matching a whole line) captures in the last
+ * line of the file at path that it matches: a log's latest count. -1 if no line matches. */
+long long test_last_number_in_log(const char *path, const char *regex);
+
 /* A whole text file as a malloc'd string ("" when it is empty); fails the test when it cannot be opened. */
 char *test_read_text(const char *path);
 /* Write text as the whole of the file at path (created or truncated); fails the test when it cannot. */
