@@ -134,17 +134,24 @@ static double post_time(const char *dir, unsigned n)
 	return t;
 }
 
-static struct otlp_sender *sender(int port, const char *spool, struct log_capture *log, uint64_t spool_max)
+/* A sender whose retries start at retry_ms and grow to 4 times that. */
+static struct otlp_sender *sender_retrying(int port, const char *spool, struct log_capture *log, uint64_t spool_max,
+					   unsigned retry_ms)
 {
 	static char endpoint[64];
 	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d/", port);
 	struct otlp_sender_options o = { .endpoint = endpoint, .headers = { "Authorization=Bearer s3cr3t" },
 					 .nheaders = 1, .timeout_ms = 2000, .spool_dir = spool, .spool_max = spool_max,
-					 .retry_initial_ms = 50, .retry_max_ms = 200, .dev_version = "2",
+					 .retry_initial_ms = retry_ms, .retry_max_ms = 4 * retry_ms, .dev_version = "2",
 					 .log = { .write = capture, .ctx = log } };
 	struct otlp_sender *s = NULL;
 	assert_int_equal(otlp_sender_new(&o, &s), 0);
 	return s;
+}
+
+static struct otlp_sender *sender(int port, const char *spool, struct log_capture *log, uint64_t spool_max)
+{
+	return sender_retrying(port, spool, log, spool_max, 50);
 }
 
 static void submit(struct otlp_sender *s, const char *text)
@@ -305,13 +312,21 @@ static void test_spool_bound_drops_oldest(void **state)
 	struct receiver r;
 	start_receiver(&r, dir, "200", 0);
 	stop_receiver(&r);
-	struct otlp_sender *s = sender(r.port, spool, &log, 2500);
+	/* The request being sent is never dropped for room (otlp_spool.h): the first is let fail once, so that the
+	 * others come during its 1 s backoff, when none is in flight, and the oldest goes. */
+	struct otlp_sender *s = sender_retrying(r.port, spool, &log, 2500, 1000);
+	struct otlp_sender_stats st;
 	for (int i = 0; i < 3; i++) {
 		memset(big[i], 'a' + i, 1000);
 		big[i][1000] = '\0';
 		submit(s, big[i]);
+		for (int wait = 0; i == 0 && wait < 1000; wait++) {
+			otlp_sender_get_stats(s, &st);
+			if (st.retries)
+				break;
+			usleep(1000);
+		}
 	}
-	struct otlp_sender_stats st;
 	otlp_sender_get_stats(s, &st);
 	assert_int_equal(st.spool_dropped, 1);
 	assert_int_equal(st.pending, 2);
