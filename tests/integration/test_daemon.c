@@ -59,18 +59,6 @@ static void scan_dir(const char *dir, struct dir_scan *s)
 	closedir(d);
 }
 
-static pid_t start(char *const argv[], const char *log)
-{
-	pid_t pid = fork();
-	if (pid == 0) {
-		if (log && !freopen(log, "a", stderr))
-			_exit(126);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	return pid;
-}
-
 static int wait_exit(pid_t pid)
 {
 	int status = 0;
@@ -91,9 +79,9 @@ static void test_daemon_lifecycle(void **state)
 	fclose(f);
 
 	char *fargv[] = { (char *)test_fixture_path("split_paths", fixture, sizeof(fixture)), "12", NULL };
-	pid_t work = start(fargv, NULL);
+	pid_t work = test_spawn(fargv, NULL);
 	char *dargv[] = { (char *)test_hostprof(), "daemon", "--config", conf, "-o", out, "-F", "99", NULL };
-	pid_t d = start(dargv, log);
+	pid_t d = test_spawn(dargv, log);
 	sleep(3);
 	kill(d, SIGUSR1); /* an extra profile, now */
 	sleep(2);
@@ -126,7 +114,7 @@ static void test_daemon_lifecycle(void **state)
 	for (int round = 0; round < 3; round++) {
 		char *kargv[] = { (char *)test_hostprof(), "daemon", "-o", out, "-F", "99", "--interval", "1",
 				  "--max-files", "0", NULL };
-		d = start(kargv, log);
+		d = test_spawn(kargv, log);
 		usleep(1500000 + round * 370000);
 		kill(d, SIGKILL);
 		wait_exit(d);
@@ -234,11 +222,11 @@ static void test_daemon_log_escapes_process_strings(void **state)
 	setenv("JOURNAL_STREAM", "8:12345", 1); /* the daemon writes journald priorities */
 	char *dargv[] = { (char *)test_hostprof(), "daemon", "-o", out, "-F", "99", "--interval", "2",
 			  "--log-level", "info", NULL };
-	pid_t d = start(dargv, log);
+	pid_t d = test_spawn(dargv, log);
 	unsetenv("JOURNAL_STREAM");
 	char *aargv[] = { app, "--lib", abs_lib, "--socket", sock, "--log", dir, "--threads", "2", "--seconds", "5",
 			  "--service", "svc\n<0>hostprof: emerg: x\033[2J\033]0;title\007", NULL };
-	pid_t a = start(aargv, NULL);
+	pid_t a = test_spawn(aargv, NULL);
 	assert_int_equal(wait_exit(a), 0);
 	kill(d, SIGTERM);
 	assert_int_equal(wait_exit(d), 0);
@@ -313,7 +301,7 @@ static void test_restarts_keep_every_profile(void **state)
 	snprintf(log, sizeof(log), "%s/daemon.log", dir);
 	for (int i = 0; i < 4; i++) {
 		char *dargv[] = { (char *)test_hostprof(), "daemon", "-o", out, "-F", "19", "--interval", "60", NULL };
-		pid_t d = start(dargv, log);
+		pid_t d = test_spawn(dargv, log);
 		wait_started_n(log, i + 1);
 		kill(d, SIGTERM);
 		assert_int_equal(wait_exit(d), 0);
@@ -348,12 +336,12 @@ static void test_second_daemon_refused(void **state)
 	fprintf(f, "output = %s\n", out);
 	fclose(f);
 	char *first[] = { (char *)test_hostprof(), "daemon", "-c", conf, "-F", "19", "--interval", "60", NULL };
-	pid_t d = start(first, log);
+	pid_t d = test_spawn(first, log);
 	wait_started(log);
 	assert_int_equal(test_run("touch %s/profile-20260101T000000Z-000000.msgpack.tmp.AbC123", out), 0);
 
 	char *second[] = { (char *)test_hostprof(), "daemon", "-o", out, "-F", "19", NULL };
-	assert_int_equal(wait_exit(start(second, err)), 1);
+	assert_int_equal(wait_exit(test_spawn(second, err)), 1);
 	test_run("cat %s", err);
 	assert_int_equal(test_run("test $(wc -l < %s) = 1 && grep -q '^hostprof: error: not starting: output directory "
 				  "%s is in use by another hostprof daemon (pid %d)$' %s", err, out, (int)d, err), 0);
@@ -367,11 +355,11 @@ static void test_second_daemon_refused(void **state)
 	for (int i = 0; i < 300 && test_run("grep -q 'reloaded' %s", log) != 0; i++)
 		usleep(100000);
 	char *into_new[] = { (char *)test_hostprof(), "daemon", "-o", out2, "-F", "19", NULL };
-	assert_int_equal(wait_exit(start(into_new, err)), 1);
+	assert_int_equal(wait_exit(test_spawn(into_new, err)), 1);
 	assert_int_equal(test_run("grep -q 'output directory %s is in use by another hostprof daemon (pid %d)' %s", out2,
 				  (int)d, err), 0);
 	char *into_old[] = { (char *)test_hostprof(), "daemon", "-o", out, "-F", "19", "--interval", "60", NULL };
-	pid_t d2 = start(into_old, err);
+	pid_t d2 = test_spawn(into_old, err);
 	wait_started(err);
 	kill(d2, SIGTERM);
 	assert_int_equal(wait_exit(d2), 0);

@@ -92,15 +92,10 @@ static pid_t running_daemon;
 
 static pid_t start_daemon(const char *dir, const char *log)
 {
-	pid_t pid = fork();
-	running_daemon = pid;
-	if (pid == 0) {
-		if (!freopen(log, "a", stderr))
-			_exit(126);
-		execl(test_hostprof(), test_hostprof(), "daemon", "-o", dir, "--interval", "1h", "-F", "99", NULL);
-		_exit(127);
-	}
-	return pid;
+	char *const argv[] = { (char *)test_hostprof(), "daemon", "-o", (char *)dir, "--interval", "1h", "-F", "99",
+			       NULL };
+	running_daemon = test_spawn(argv, log);
+	return running_daemon;
 }
 
 static int wait_exit(pid_t pid)

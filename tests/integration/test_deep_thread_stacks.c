@@ -128,7 +128,8 @@ static void test_daemon_copies_go_with_their_threads(void **state)
 	test_fixture_path("deep_changing", fixture, sizeof(fixture));
 	snprintf(out, sizeof(out), "%s/profiles", w->dir);
 	snprintf(log, sizeof(log), "%s/daemon.log", w->dir);
-	pid_t d = test_start_daemon_999hz(out, log);
+	char *const dargv[] = { (char *)test_hostprof(), "daemon", "-o", out, "-F", "999", "--interval", "1", NULL };
+	pid_t d = test_spawn(dargv, log);
 	sleep(2);	/* started, its first profile written */
 	assert_int_equal(test_run("%s 1.5", fixture), 0);	/* makes the thread-copy rings */
 	unsigned before = test_settled_perf_event_fds(d);

@@ -54,7 +54,8 @@ static void test_events_go_with_their_threads(void **state)
 	snprintf(out, sizeof(out), "%s/profiles", dir);
 	snprintf(log, sizeof(log), "%s/daemon.log", dir);
 	test_fixture_path("deep_recursion", fixture, sizeof(fixture));
-	pid_t d = test_start_daemon_999hz(out, log);
+	char *const dargv[] = { (char *)test_hostprof(), "daemon", "-o", out, "-F", "999", "--interval", "1", NULL };
+	pid_t d = test_spawn(dargv, log);
 	sleep(2);	/* started, its first profile written */
 	/* One run makes the program known and the lane exist: the lane's rings (one per CPU) stay while the daemon
 	 * runs, and count in "before". */

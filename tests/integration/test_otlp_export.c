@@ -737,16 +737,9 @@ static pid_t start_daemon(const char *dir, int port, const char *log)
 	char out[600], endpoint[64];
 	snprintf(out, sizeof(out), "%s/profiles", dir);
 	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", port);
-	pid_t d = fork();
-	assert_true(d >= 0);
-	if (d == 0) {
-		if (!freopen(log, "a", stderr))
-			_exit(126);
-		execl(test_hostprof(), test_hostprof(), "daemon", "-o", out, "-F", "99", "--interval", "1",
-		      "--otlp-endpoint", endpoint, "--otlp-timeout", "5s", (char *)NULL);
-		_exit(127);
-	}
-	return d;
+	char *const argv[] = { (char *)test_hostprof(), "daemon", "-o", out, "-F", "99", "--interval", "1",
+			       "--otlp-endpoint", endpoint, "--otlp-timeout", "5s", NULL };
+	return test_spawn(argv, log);
 }
 
 static void stop_daemon(pid_t d)

@@ -223,18 +223,6 @@ static void test_held_samples_settled_at_exec(void **state)
 	profile_free(p);
 }
 
-static pid_t start_daemon(char *const argv[], const char *log)
-{
-	pid_t pid = fork();
-	if (pid == 0) {
-		if (!freopen(log, "a", stderr))
-			_exit(126);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	return pid;
-}
-
 /*
  * The floors of pid's resident and anonymous memory over the next ms: their least values, read every 10 ms. Memory
  * kept for good shows in the floor; the daemon's lowest is right after each profile, when it has trimmed its heap,
@@ -333,7 +321,7 @@ static void test_memory_comes_back_after_churn(void **state)
 			  "--interval", "2", "--forget-idle", "1s", "--no-apm", "--fast-lane", "apm", "--no-kernel",
 			  "--log-level", "debug", NULL };
 	write_budget(conf, "128M");	/* CHURN_BUDGET */
-	pid_t d = start_daemon(dargv, log);
+	pid_t d = test_spawn(dargv, log);
 	/* Its steady state: the library itself and a few short processes, seen and forgotten. */
 	sleep(1);
 	run_copies(lib, 200);

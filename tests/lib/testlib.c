@@ -225,18 +225,17 @@ void test_write_text(const char *path, const char *text)
 	assert_int_equal(fclose(f), 0);
 }
 
-pid_t test_start_daemon_999hz(const char *out, const char *log)
+pid_t test_spawn(char *const argv[], const char *log)
 {
-	pid_t d = fork();
-	assert_true(d >= 0);
-	if (d == 0) {
-		if (!freopen(log, "a", stderr))
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (log && !freopen(log, "a", stderr))
 			_exit(126);
-		execl(test_hostprof(), test_hostprof(), "daemon", "-o", out, "-F", "999", "--interval", "1",
-		      (char *)NULL);
+		execv(argv[0], argv);
 		_exit(127);
 	}
-	return d;
+	return pid;
 }
 
 unsigned test_perf_event_fds(pid_t pid)

@@ -76,9 +76,9 @@ double test_perf_children_share(const char *dir, const struct test_perf_query *q
 /* Run a shell command line; returns its exit status (or -1). Output goes to the test's output. */
 int test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* A daemon sampling the whole machine at 999 Hz, a profile a second into directory out, its log (stderr) appended to
- * log: its pid, for the caller to stop (SIGTERM) and wait for. */
-pid_t test_start_daemon_999hz(const char *out, const char *log);
+/* Start argv[0] (a path) with argv in a child, its stderr appended to log (NULL: left as it is): its pid, for the
+ * caller to wait for (126: log could not be opened, 127: not executed). */
+pid_t test_spawn(char *const argv[], const char *log);
 
 /* The perf-event descriptors process pid holds (/proc/PID/fd). */
 unsigned test_perf_event_fds(pid_t pid);
