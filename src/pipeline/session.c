@@ -135,13 +135,12 @@ static int setup_worker(struct session *s)
 }
 
 /* walk_live_read_fn: a walk's read of the live process weighs on its thread getting a thread copy (a batch's read
- * past the copy), or else on its process taking the fast lane. A held sample's read is never late: its lateness is
- * hostprof's (the table it waited for), not the thread's. */
+ * past the copy), or else on its process taking the fast lane. */
 static void on_live_read(void *ctx, struct process *p, pid_t tid, unsigned kind, int rc, bool fast, bool replaying)
 {
 	struct session *s = ctx;
 	if (kind == FASTLANE_DEEP && !fast && s->copies &&
-	    thread_copies_live_read(s->copies, tid, replaying && rc == -ESTALE ? 0 : rc))
+	    thread_copies_live_read(s->copies, tid, rc, replaying))
 		return;
 	lanes_live_read(s->lanes, p, kind, rc, fast, replaying);
 }

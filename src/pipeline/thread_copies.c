@@ -96,14 +96,15 @@ static void open_copy(struct thread_copies *t, pid_t tid)
 		  err == 0 ? "out of memory" : sampler_error(t->o.sampler));
 }
 
-bool thread_copies_live_read(struct thread_copies *t, pid_t tid, int rc)
+bool thread_copies_live_read(struct thread_copies *t, pid_t tid, int rc, bool replaying)
 {
 	uint64_t v = 0;
 	if (t->refused || hindex_u32_get(&t->covered, (uint32_t)tid, &v) ||
 	    hindex_count(&t->covered) >= t->o.max_threads)
 		return false;
 	hindex_u32_get(&t->need, (uint32_t)tid, &v);
-	uint64_t samples = NEED_SAMPLES(v), reads = NEED_READS(v) + 1, stale = NEED_STALE(v) + (rc == -ESTALE);
+	uint64_t samples = NEED_SAMPLES(v), reads = NEED_READS(v) + 1;
+	uint64_t stale = NEED_STALE(v) + (rc == -ESTALE && !replaying);
 	if (stale >= STALE_FOR_COPY || (reads >= READS_FOR_COPY && reads * READ_SHARE >= samples)) {
 		hindex_u32_del(&t->need, (uint32_t)tid);
 		open_copy(t, tid);

@@ -67,11 +67,13 @@ void thread_copies_free(struct thread_copies *t);
 void thread_copies_count_sample(struct thread_copies *t, pid_t tid);
 /*
  * A walk of a sample of tid needed its stack past the copy read from the live process, in a batch (rc: the
- * read's result, -ESTALE: it had changed). Returns true if the read is the thread copies' to count (tid has none
- * yet and may get one; this read may give it one), false if it is the fast lane's (tid has a thread copy and its
- * stack runs deeper still, or no thread copy can be had).
+ * read's result, -ESTALE: it had changed; replaying: a held sample's, whose lateness is hostprof's, the table it
+ * waited for, not the thread's: it counts as a read, never as a changed one, as in lanes_live_read()). Returns
+ * true if the read is the thread copies' to count (tid has none yet and may get one; this read may give it one),
+ * false if it is the fast lane's (tid has a thread copy and its stack runs deeper still, or no thread copy can be
+ * had).
  */
-bool thread_copies_live_read(struct thread_copies *t, pid_t tid, int rc);
+bool thread_copies_live_read(struct thread_copies *t, pid_t tid, int rc, bool replaying);
 /* Whether a CPU sample of tid at time_ns is to be dropped: one from the sampler's own events while tid has a
  * thread copy (from_copy false), or one from a thread copy before its start or of a thread it no longer covers. */
 bool thread_copies_drops(struct thread_copies *t, pid_t tid, uint64_t time_ns, bool from_copy);

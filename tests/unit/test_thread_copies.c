@@ -72,25 +72,31 @@ static void test_which_reads_give_a_copy(void **state)
 	unsigned before = sampler_nevents(s);
 
 	/* Fine reads, 1 in 10 samples: not enough. */
-	assert_true(thread_copies_live_read(t, self, 0));
+	assert_true(thread_copies_live_read(t, self, 0, false));
 	for (int i = 0; i < 200; i++) {
 		thread_copies_count_sample(t, self);
 		if (i % 10 == 0)
-			assert_true(thread_copies_live_read(t, self, 0));
+			assert_true(thread_copies_live_read(t, self, 0, false));
 	}
 	thread_copies_get_stats(t, &st);
 	assert_int_equal(st.opened, 0);
-	/* One stale read is not enough; the second is. */
-	assert_true(thread_copies_live_read(t, self, -ESTALE));
+	/* Held samples' stale reads are hostprof's lateness: reads, never changed ones (two changed ones would give
+	 * the copy). */
+	for (int i = 0; i < 2; i++)
+		assert_true(thread_copies_live_read(t, self, -ESTALE, true));
 	thread_copies_get_stats(t, &st);
 	assert_int_equal(st.opened, 0);
-	assert_true(thread_copies_live_read(t, self, -ESTALE));
+	/* One stale read is not enough; the second is. */
+	assert_true(thread_copies_live_read(t, self, -ESTALE, false));
+	thread_copies_get_stats(t, &st);
+	assert_int_equal(st.opened, 0);
+	assert_true(thread_copies_live_read(t, self, -ESTALE, false));
 	thread_copies_get_stats(t, &st);
 	assert_int_equal(st.opened, 1);
 	assert_int_equal(st.threads, 1);
 	assert_true(sampler_nevents(s) > before);
 	/* Its reads past the larger copy are the fast lane's to count. */
-	assert_false(thread_copies_live_read(t, self, -ESTALE));
+	assert_false(thread_copies_live_read(t, self, -ESTALE, false));
 	thread_copies_free(t);
 	sampler_free(s);
 }
@@ -103,14 +109,14 @@ static void test_gone_thread(void **state)
 	struct thread_copies *t = new_copies(s);
 	struct thread_copies_stats st;
 	pid_t gone = 0x3ffffff0;	/* above any pid_max */
-	thread_copies_live_read(t, gone, -ESTALE);
-	thread_copies_live_read(t, gone, -ESTALE);
+	thread_copies_live_read(t, gone, -ESTALE, false);
+	thread_copies_live_read(t, gone, -ESTALE, false);
 	thread_copies_get_stats(t, &st);
 	assert_int_equal(st.gone, 1);
 	assert_int_equal(st.opened, 0);
 	pid_t self = (pid_t)syscall(SYS_gettid);
-	thread_copies_live_read(t, self, -ESTALE);
-	thread_copies_live_read(t, self, -ESTALE);
+	thread_copies_live_read(t, self, -ESTALE, false);
+	thread_copies_live_read(t, self, -ESTALE, false);
 	thread_copies_get_stats(t, &st);
 	assert_int_equal(st.opened, 1);
 	thread_copies_free(t);
@@ -126,8 +132,8 @@ static void test_kept_by_time(void **state)
 	struct thread_copies *t = new_copies(s);
 	pid_t self = (pid_t)syscall(SYS_gettid), other = self + 1;
 	uint64_t before = clock_mono_ns();
-	thread_copies_live_read(t, self, -ESTALE);
-	thread_copies_live_read(t, self, -ESTALE);
+	thread_copies_live_read(t, self, -ESTALE, false);
+	thread_copies_live_read(t, self, -ESTALE, false);
 	uint64_t after = clock_mono_ns();
 	assert_false(thread_copies_drops(t, self, before, false));
 	assert_true(thread_copies_drops(t, self, before, true));
@@ -177,8 +183,8 @@ static void test_vanished_thread_forgotten(void **state)
 	assert_int_equal(pipe(w.fd), 0);
 	assert_int_equal(pthread_create(&th, NULL, wait_for_word, &w), 0);
 	assert_int_equal(read(w.fd[0], &c, 1), 1);	/* its tid is set */
-	thread_copies_live_read(t, w.tid, -ESTALE);
-	thread_copies_live_read(t, w.tid, -ESTALE);
+	thread_copies_live_read(t, w.tid, -ESTALE, false);
+	thread_copies_live_read(t, w.tid, -ESTALE, false);
 	uint64_t covered_at = clock_mono_ns();
 	assert_true(thread_copies_drops(t, w.tid, covered_at, false));
 	thread_copies_reap(t, clock_mono_ns());	/* alive: kept */
@@ -239,8 +245,8 @@ static void test_copy_samples_come_through_the_drain(void **state)
 	struct thread_copies *t = new_copies(s);
 	pid_t self = (pid_t)syscall(SYS_gettid);
 	struct copies_seen c = { .layout = sampler_layout(s), .tid = self };
-	thread_copies_live_read(t, self, -ESTALE);
-	thread_copies_live_read(t, self, -ESTALE);
+	thread_copies_live_read(t, self, -ESTALE, false);
+	thread_copies_live_read(t, self, -ESTALE, false);
 	burn_deep(0.3);
 	assert_int_equal(sampler_disable(s), 0);
 	while (sampler_read(s, 10, on_record, &c) > 0)
