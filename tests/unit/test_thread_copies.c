@@ -154,9 +154,10 @@ static void test_kept_by_time(void **state)
 	sampler_free(s);
 }
 
+/* A thread that says it is there (ready), then waits for a word (go) to exit: two pipes, one each way. */
 struct waiter {
 	pid_t tid;
-	int fd[2];
+	int ready[2], go[2];
 };
 
 static void *wait_for_word(void *arg)
@@ -164,7 +165,7 @@ static void *wait_for_word(void *arg)
 	struct waiter *w = arg;
 	char c;
 	w->tid = (pid_t)syscall(SYS_gettid);
-	if (write(w->fd[1], "r", 1) != 1 || read(w->fd[0], &c, 1) != 1)
+	if (write(w->ready[1], "r", 1) != 1 || read(w->go[0], &c, 1) != 1)
 		return NULL;
 	return NULL;
 }
@@ -180,9 +181,10 @@ static void test_vanished_thread_forgotten(void **state)
 	struct waiter w = { 0 };
 	pthread_t th;
 	char c;
-	assert_int_equal(pipe(w.fd), 0);
+	assert_int_equal(pipe(w.ready), 0);
+	assert_int_equal(pipe(w.go), 0);
 	assert_int_equal(pthread_create(&th, NULL, wait_for_word, &w), 0);
-	assert_int_equal(read(w.fd[0], &c, 1), 1);	/* its tid is set */
+	assert_int_equal(read(w.ready[0], &c, 1), 1);	/* its tid is set */
 	thread_copies_live_read(t, w.tid, -ESTALE, false);
 	thread_copies_live_read(t, w.tid, -ESTALE, false);
 	uint64_t covered_at = clock_mono_ns();
@@ -190,14 +192,16 @@ static void test_vanished_thread_forgotten(void **state)
 	thread_copies_reap(t, clock_mono_ns());	/* alive: kept */
 	thread_copies_get_stats(t, &st);
 	assert_int_equal(st.threads, 1);
-	assert_int_equal(write(w.fd[1], "x", 1), 1);
+	assert_int_equal(write(w.go[1], "x", 1), 1);
 	pthread_join(th, NULL);
 	thread_copies_reap(t, clock_mono_ns() + 2000000000ull);
 	thread_copies_get_stats(t, &st);
 	assert_int_equal(st.threads, 0);
 	assert_false(thread_copies_drops(t, w.tid, clock_mono_ns(), false));
-	close(w.fd[0]);
-	close(w.fd[1]);
+	for (int i = 0; i < 2; i++) {
+		close(w.ready[i]);
+		close(w.go[i]);
+	}
 	thread_copies_free(t);
 	sampler_free(s);
 }
