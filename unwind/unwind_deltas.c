@@ -531,6 +531,10 @@ static enum ud_step ud_switch_stack(struct ud_walk *w, enum ud_step ended)
 	struct unwind_deltas *u = w->u;
 	struct unwind_deltas_regs resumed;
 	uint32_t need = UNWIND_DELTAS_REG(UNWIND_REG_SP) | UNWIND_DELTAS_REG(UNWIND_REG_IP);
+	/* morestack's STOP rule ends the g0 stack, not the goroutine's: a walk that cannot go on from there lost the
+	 * goroutine's frames (all of them, in Go >= 1.23), so it is truncated, not complete. */
+	if (w->go_switch == UNWIND_DELTAS_SWITCH_GROWTH && ended == UD_STEP_END)
+		ended = UD_STEP_FAIL;
 	if (!u->opts.stack_switch || w->switched)
 		return ended;
 	memset(&resumed, 0, sizeof(resumed));

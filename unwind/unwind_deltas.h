@@ -100,8 +100,9 @@ enum unwind_deltas_switch {
  * function's frame as the walk recovered it, kind which switch it is; sample is the one being unwound (its
  * registers may say which goroutine, e.g. Go's g register R14; its copy, from its SP up to frame's SP, holds the
  * g0 frames the switch led to). Return 0 to continue on that stack, UNWIND_DELTAS_SWITCH_JOIN (below), or a
- * negative errno to end the walk as the rule says (STOP: complete; CFA_FP whose CFA is outside the copy:
- * truncated). At most once per walk.
+ * negative errno to end the walk there: truncated (a morestack STOP rule ends the g0 stack, not the goroutine's,
+ * whose frames are then missing; a CFA_FP whose CFA is outside the copy), or complete where the rule's step
+ * ended the walk at a real outermost frame. At most once per walk.
  */
 /*
  * A stack-switch hook's return value for "stack holds only the frames from the switch up to a frame whose own frame

@@ -663,8 +663,9 @@ static int write_three_project(const char *dir)
 struct comm_counts {
 	uint64_t total;
 	uint64_t complete;	/* no error frame, reaching a Go root */
-	uint64_t error;		/* with an error frame such as [truncated] */
-	uint64_t at_morestack;	/* rooted at runtime.morestack: on g0, the goroutine's stack not followed */
+	uint64_t error;		/* with an error frame such as [truncated], but for those at_morestack */
+	uint64_t at_morestack;	/* ending at runtime.morestack (hostprof marks it [truncated]): on g0, the
+				 * goroutine's stack not followed */
 	uint64_t followed;	/* complete, taken on g0 and followed onto the goroutine's stack */
 };
 
@@ -688,11 +689,15 @@ static struct comm_counts count_comm(const struct profile *p, const char *comm)
 		if (strcmp(profile_string(p, s->comm), comm) != 0)
 			continue;
 		c.total += s->count;
+		size_t n = test_stack_functions(p, s->stack, names, MAX_FRAMES);
 		if (test_stack_has_error(p, s->stack)) {
-			c.error += s->count;
+			/* A walk that ended at morestack, its goroutine not followed, is marked truncated. */
+			if (n > 1 && strcmp(names[0], "[truncated]") == 0 && strcmp(names[1], "runtime.morestack") == 0)
+				c.at_morestack += s->count;
+			else
+				c.error += s->count;
 			continue;
 		}
-		size_t n = test_stack_functions(p, s->stack, names, MAX_FRAMES);
 		if (names_reach_root(names, n)) {
 			c.complete += s->count;
 			for (size_t j = 0; j < n; j++) {
@@ -703,7 +708,7 @@ static struct comm_counts count_comm(const struct profile *p, const char *comm)
 				}
 			}
 		}
-		else if (n && strcmp(names[0], "runtime.morestack") == 0)
+		else if (n && strcmp(names[0], "runtime.morestack") == 0)	/* perf's chains, unmarked */
 			c.at_morestack += s->count;
 	}
 	return c;
