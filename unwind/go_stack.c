@@ -360,10 +360,17 @@ static int read_old_stack(struct go_stack *gs, const struct unwind_memory *mem, 
 	uint64_t from = gr->caller_sp - 8, len = gr->old_hi - from;
 	if (len > gs->max_stack)
 		return -ESRCH;
-	if (mem_read(mem, from, gs->old, len) < 0 || mem_read(mem, from + gr->delta, gs->buf, len) < 0)
+	/* The outermost bytes first: most old stacks are reused by the time a batch is read, and reading both stacks
+	 * whole for them was most of a Go program's walking time in batches. */
+	size_t witness = len < GROWTH_WITNESS ? (size_t)len : GROWTH_WITNESS, at = (size_t)len - witness;
+	if (mem_read(mem, from + at, gs->old + at, witness) < 0 ||
+	    mem_read(mem, from + at + gr->delta, gs->buf, witness) < 0)
 		return -EIO;
-	size_t witness = len < GROWTH_WITNESS ? (size_t)len : GROWTH_WITNESS;
-	if (word_at(gs->old, 0) != gr->caller_pc || agreeing_tail(gs->old, gs->buf, len, gr) < witness)
+	if (agreeing_tail(gs->old + at, gs->buf, witness, gr) < witness)
+		return -ESTALE;
+	if (at && mem_read(mem, from, gs->old, at) < 0)
+		return -EIO;
+	if (word_at(gs->old, 0) != gr->caller_pc)
 		return -ESTALE;
 	out->pc = gr->grower;
 	out->sp = from;
@@ -776,21 +783,21 @@ static int held_goroutine(struct go_stack *gs, const struct unwind_process *proc
 	return 0;
 }
 
-/* The goroutine behind the switch: held by the caller, or read now. */
-static int find_goroutine(struct go_stack *gs, const struct unwind_process *proc, const struct unwind_sample *sample,
+static void followed(struct go_stack *gs, const struct unwind_process *proc, enum go_stack_source source, int rc)
+{
+	if (gs->o.followed)
+		gs->o.followed(gs->o.ctx, proc, source, rc);
+}
+
+/* The goroutine behind the switch, read now. */
+static int read_goroutine(struct go_stack *gs, const struct unwind_process *proc, const struct unwind_sample *sample,
 			  const struct follow_switch *sw, struct go_stack_context *g)
 {
-	int rc = held_goroutine(gs, proc, sw, g);
-	if (rc == 0) {
-		if (gs->o.followed)
-			gs->o.followed(gs->o.ctx, proc, GO_STACK_HELD, 0);
-		return 0;
-	}
 	if (!proc->memory)
 		return -ENOENT;
-	rc = go_stack_read(gs, proc->memory, sample->regs[UNWIND_REG_R14], sw->bp, sw->g0.size ? &sw->g0 : NULL, g);
-	if (gs->o.followed)
-		gs->o.followed(gs->o.ctx, proc, GO_STACK_READ, rc);
+	int rc = go_stack_read(gs, proc->memory, sample->regs[UNWIND_REG_R14], sw->bp, sw->g0.size ? &sw->g0 : NULL,
+			       g);
+	followed(gs, proc, GO_STACK_READ, rc);
 	return rc;
 }
 
@@ -808,9 +815,19 @@ int go_stack_follow(void *ctx, const struct unwind_process *proc, const struct u
 	uint64_t sp = sample->regs[UNWIND_REG_SP], switch_sp = frame->regs[UNWIND_REG_SP];
 	if (kind == UNWIND_DELTAS_SWITCH_GROWTH && switch_sp > sp)
 		sw.g0.size = switch_sp - sp < sample->stack_size ? (size_t)(switch_sp - sp) : sample->stack_size;
-	int rc = find_goroutine(gs, proc, sample, &sw, &g);
-	if (rc < 0 && sample->fp_chain && sw.bp && proc->memory && gs->o.rule_at)
-		return join_chain(gs, proc, sample, &sw, resumed, stack);
+	bool can_join = sample->fp_chain && sw.bp && proc->memory && gs->o.rule_at;
+	bool join_first = can_join && sample->fp_chain_len < GO_STACK_CHAIN_CUT;
+	int joined = -ENOENT, rc = held_goroutine(gs, proc, &sw, &g);
+	if (rc == 0)
+		followed(gs, proc, GO_STACK_HELD, 0);
+	if (rc < 0 && join_first && (joined = join_chain(gs, proc, sample, &sw, resumed, stack)) >= 0) {
+		followed(gs, proc, GO_STACK_JOINED, 0);
+		return joined;
+	}
+	if (rc < 0)
+		rc = read_goroutine(gs, proc, sample, &sw, &g);
+	if (rc < 0 && can_join)
+		return join_first ? joined : join_chain(gs, proc, sample, &sw, resumed, stack);
 	if (rc < 0)
 		return rc;
 	resumed->regs[UNWIND_REG_IP] = g.pc;

@@ -11,22 +11,24 @@
 
 /* A process takes the fast lane (lanes_live_read()) once its reads in batches found 1 in LIVE_LATE_SHARE of a
  * window of LIVE_WINDOW samples stale, or were needed by 1 in LIVE_SHARE of such a window (its last batch is read
- * after it exits, when nothing can be). A window counts from a first read; ~1 s at 999 Hz: a start-up's burst of
- * deep stacks does not say how the process goes on. Go's goroutine reads take it after LIVE_READS_FOR_LANE reads
- * needed by 1 in LIVE_SHARE samples: a growth sample's goroutine is gone within microseconds, and a run's first
- * second of them would be lost. */
+ * after it exits, when nothing can be), or its walks lost 1 in LIVE_GO_LOST_SHARE of a window's stacks for want of
+ * the goroutine behind g0. A window counts from a first read; ~1 s at 999 Hz: a start-up's burst of deep stacks
+ * does not say how the process goes on. */
 #define LIVE_WINDOW 1024
 #define LIVE_LATE_SHARE 10
-#define LIVE_READS_FOR_LANE 32
 #define LIVE_SHARE 4
+#define LIVE_GO_LOST_SHARE 50
 
-/* Per-process state, packed in one hindex value: samples since the first read, reads, reads that came too late,
- * the kinds of read needed (FASTLANE_GO, FASTLANE_DEEP), whether they took the process to the lane, and what was
- * looked at once. */
-#define LIVE_SAMPLES(v) ((v) & 0xffffff)
-#define LIVE_READS(v) (((v) >> 24) & 0xfffff)
-#define LIVE_LATE(v) (((v) >> 44) & 0x3fff)
-#define LIVE_LATE_MAX 0x3fff
+/* Per-process state, packed in one hindex value: in the window, samples since the first read, reads past the copy,
+ * those that came too late, goroutines lost; the kinds of read needed (FASTLANE_GO, FASTLANE_DEEP), whether they
+ * took the process to the lane, and what was looked at once. Counts saturate (count()). */
+#define LIVE_FIELD_MAX 0x3fff
+#define LIVE_FIELD(v, shift) ((unsigned)((v) >> (shift)) & LIVE_FIELD_MAX)
+#define LIVE_SAMPLES(v) LIVE_FIELD(v, 0)
+#define LIVE_READS(v) LIVE_FIELD(v, 14)
+#define LIVE_LATE(v) LIVE_FIELD(v, 28)
+#define LIVE_LOST(v) LIVE_FIELD(v, 42)
+#define LIVE_COUNTS ((1ull << 56) - 1)
 #define PROGRAM_CHECKED (1ull << 58)
 #define APM_CHECKED (1ull << 59)
 #define LIVE_LANE (1ull << 60)
@@ -71,6 +73,12 @@ static uint64_t state(const struct lanes *l, pid_t pid)
 	uint64_t v = 0;
 	hindex_u32_get(&l->procs, (uint32_t)pid, &v);
 	return v;
+}
+
+/* v with the count at shift one more, if yes (saturating). */
+static uint64_t count(uint64_t v, unsigned shift, bool yes)
+{
+	return yes && LIVE_FIELD(v, shift) < LIVE_FIELD_MAX ? v + (1ull << shift) : v;
 }
 
 static void set_state(struct lanes *l, pid_t pid, uint64_t v)
@@ -161,57 +169,67 @@ void lanes_first_sample(struct lanes *l, struct process *p)
 void lanes_count_sample(struct lanes *l, pid_t pid)
 {
 	uint64_t v;
-	if (!hindex_count(&l->procs) || !hindex_u32_get(&l->procs, (uint32_t)pid, &v) || !LIVE_READS(v))
+	if (!hindex_count(&l->procs) || !hindex_u32_get(&l->procs, (uint32_t)pid, &v) ||
+	    !(LIVE_READS(v) | LIVE_LOST(v)))
 		return;
-	if (LIVE_SAMPLES(v) + 1 >= LIVE_WINDOW && (LIVE_KINDS(v) & FASTLANE_DEEP))	/* a new window */
-		v &= ~((uint64_t)LIVE_LATE_MAX << 44 | 0xfffffull << 24 | 0xffffff);
-	else if (LIVE_SAMPLES(v) < 0xffffff)
+	if (LIVE_SAMPLES(v) + 1 >= LIVE_WINDOW)	/* a new window */
+		v &= ~LIVE_COUNTS;
+	else
 		v++;
 	set_state(l, pid, v);
 }
 
 /*
- * A walk read p's live memory in a batch: its goroutine (Go, with a g register: kind FASTLANE_GO) or its stack past
- * the copy (kind FASTLANE_DEEP). What it read may have moved on meanwhile (rc -ESTALE), and a process's last batch
- * is read after it exited, when nothing can be. A process that needs such reads for a good share of its samples
- * (deep recursion, busy Go code), or found enough of them stale to lose 1 in LIVE_LATE_SHARE of its stacks, takes
- * the fast lane, whose readers read them while they hold the thread; programs whose batches do well enough stay in
- * them. The lane costs a wakeup and a read per sample (70-85 us of hostprof's CPU a sample, against 3-25 in
- * batches); taken at the first 4 stale reads of a process, as it was, it bought a JVM (PreserveFramePointer, whose
- * stacks run past the copy now and then, changing while it starts) 1.4 points of completeness for 75 us a sample.
- * A held sample's read counts as a need but never as late: its lateness is hostprof's (the table it waited for),
- * not the program's, while its need is the program's. Not counting it left a new program, whose first batch is
- * all held while its tables are built, in the batches for one more batch: in Go >= 1.23, whose stack growth
- * leaves no frame pointer to join, that batch's growth samples were lost (130-170 of a 2 s run's 1800 samples).
+ * A walk read p's live memory in a batch: its stack past the copy (kind FASTLANE_DEEP, or FASTLANE_GO for a
+ * goroutine's), or it lost the goroutine behind g0 (FASTLANE_GO, not past_copy). What it read may have moved on
+ * meanwhile (rc -ESTALE), and a process's last batch is read after it exited, when nothing can be. A process that
+ * needs reads past the copy for a good share of its samples, or found enough of them stale to lose 1 in
+ * LIVE_LATE_SHARE of its stacks, takes the fast lane, whose readers read them while they hold the thread; programs
+ * whose batches do well enough stay in them. The lane costs a wakeup and a read per sample (45-65 us of hostprof's
+ * CPU a sample, against 3-25 in batches); taken at the first 4 stale reads of a process, as it was, it bought a JVM
+ * (PreserveFramePointer, whose stacks run past the copy now and then, changing while it starts) 1.4 points of
+ * completeness for 75 us a sample. A held sample's read counts as a need but never as late: its lateness is
+ * hostprof's (the table it waited for), not the program's, while its need is the program's.
+ *
+ * Go: a sample on g0 (systemstack, cgo, stack growth) needs its goroutine, which a batch reads too late: it has
+ * resumed. Before Go 1.23 the kernel's frame-pointer chain at the sample went on through the goroutine's callers
+ * (walk.h), so nothing is lost in batches (esbuild built by Go 1.19: 1022 of its 1025 g0 walks joined the chain).
+ * From Go 1.23, runtime.morestack clears the frame pointer: a stack growth's goroutine can be had only while the
+ * thread is held, and each one lost is a stack cut at morestack. Only those losses count, and a process takes the
+ * lane once they reach 1 in LIVE_GO_LOST_SHARE of a window (held samples' too: a new program's first batch is
+ * held while its tables are built). Measured on esbuild built by Go 1.26, 13% of whose samples are stack growths:
+ * in batches 87% of its stacks were whole, at 15 us a sample and a context switch per 40 samples; in the lane
+ * 99-100%, at 53 us and one per sample. Nothing cheaper reads a growth in time: a uprobe on morestack cost 13 us
+ * of the workload's CPU per growth, a hardware breakpoint 17 us, and esbuild grows a stack 34,000 times a second.
  * The lane reads every kind its process needed so far, and gains one it turns out to need later (a read its
- * reader did not spare a fast-lane walk). Taken for the kind of the one read that crossed the bar, a Go program
- * whose late stack extension read was counted as deep (its g register no longer names its goroutine once read
- * late) had its stacks read past the copy and none of its goroutines: 2 of 16 runs of the grow fixture, whose
- * stack-growth samples were then 24-29% complete instead of 90%.
+ * reader did not spare a fast-lane walk).
  */
-void lanes_live_read(struct lanes *l, struct process *p, unsigned kind, int rc, bool fast, bool replaying)
+void lanes_live_read(struct lanes *l, struct process *p, const struct walk_live_read *r)
 {
 	uint64_t v = state(l, p->pid);
-	bool new_kind = !(LIVE_KINDS(v) & kind);
-	v |= LIVE_KIND(kind);
-	if (fast || (v & LIVE_LANE)) {
+	bool new_kind = !(LIVE_KINDS(v) & r->kind);
+	v |= LIVE_KIND(r->kind);
+	if (r->fast || (v & LIVE_LANE)) {
 		set_state(l, p->pid, v);
 		if (new_kind) {
-			take_lane(l, p->pid, kind, "for their stacks to be read as the sample saw them");
-			learn_program(l, p, kind);
+			take_lane(l, p->pid, r->kind, "for their stacks to be read as the sample saw them");
+			learn_program(l, p, r->kind);
 		}
 		return;
 	}
-	if (LIVE_READS(v) < 0xfffff)
-		v += 1ull << 24;
-	if (rc == -ESTALE && !replaying && LIVE_LATE(v) < LIVE_LATE_MAX)
-		v += 1ull << 44;
-	bool busy = (LIVE_KINDS(v) & FASTLANE_GO) ?
-			    LIVE_READS(v) == LIVE_READS_FOR_LANE && LIVE_READS(v) * LIVE_SHARE >= LIVE_SAMPLES(v) :
-			    LIVE_READS(v) == LIVE_WINDOW / LIVE_SHARE;
-	bool late = rc == -ESTALE && !replaying && LIVE_LATE(v) == LIVE_WINDOW / LIVE_LATE_SHARE;
-	if (busy || late)
+	bool stale = r->past_copy && r->rc == -ESTALE && !r->replaying;
+	v = count(v, 14, r->past_copy);
+	v = count(v, 28, stale);
+	v = count(v, 42, !r->past_copy);	/* a held sample's too */
+	bool busy = r->past_copy && LIVE_READS(v) >= LIVE_WINDOW / LIVE_SHARE;
+	bool late = (stale && LIVE_LATE(v) >= LIVE_WINDOW / LIVE_LATE_SHARE) ||
+		    (!r->past_copy && LIVE_LOST(v) >= LIVE_WINDOW / LIVE_GO_LOST_SHARE);
+	if (busy || late) {
 		v |= LIVE_LANE;
+		log_write(&l->o.log, LOG_LEVEL_INFO, "pid %d: its stacks take the fast lane: in %u samples, %u needed "
+			  "their stack past the copy read (%u found it changed), %u lost their goroutine behind g0",
+			  (int)p->pid, LIVE_SAMPLES(v), LIVE_READS(v), LIVE_LATE(v), LIVE_LOST(v));
+	}
 	set_state(l, p->pid, v);
 	if (v & LIVE_LANE) {
 		take_lane(l, p->pid, LIVE_KINDS(v), "for their stacks to be read as the sample saw them");

@@ -5,9 +5,10 @@
  * something read from it while the sample is fresh takes the fast lane instead, whose readers read each sample as
  * it is taken:
  * - an APM process, once correlation says it is ready (lanes_apm_ready()): its trace context;
- * - a process whose walks read its memory (walk.h: the goroutine behind g0, the stack past the copy, once its
- *   thread has a larger copy of its own or cannot have one: thread_copies.h) for a good share of its samples, or
- *   found it moved on a few times when read in a batch (lanes_live_read());
+ * - a process whose walks read its stack past the copy (walk.h; once its thread has a larger copy of its own or
+ *   cannot have one: thread_copies.h) for a good share of its samples, or found it moved on a few times when
+ *   read in a batch; or whose walks lost a fiftieth of its stacks for want of a goroutine behind g0
+ *   read as the sample saw it (lanes_live_read());
  * - a CPython process (lanes_python()): its Python frames, which change with every call and return;
  * - a process of a program one of whose processes took the lane for its stacks before, from its first sample
  *   (lanes_first_sample()): short-lived processes of one program (a build tool run per file) would otherwise
@@ -30,6 +31,7 @@
 #include "correlate/correlate.h"
 #include "src/base/log.h"
 #include "src/pipeline/fastlane.h"
+#include "src/pipeline/walk.h"
 #include "src/processes/procmgr.h"
 #include "src/processes/pyframes.h"
 #include "src/sampling/sampler.h"
@@ -65,9 +67,9 @@ void lanes_free(struct lanes *l);
 void lanes_first_sample(struct lanes *l, struct process *p);
 /* A sample of pid was walked: counted, for the share of its samples that needed reads. */
 void lanes_count_sample(struct lanes *l, pid_t pid);
-/* A walk of a sample of p needed a read of the live process (walk_live_read_fn): kind FASTLANE_GO or
- * FASTLANE_DEEP, rc its result (-ESTALE: moved on), fast: a fast-lane sample's, replaying: a held one's. */
-void lanes_live_read(struct lanes *l, struct process *p, unsigned kind, int rc, bool fast, bool replaying);
+/* A walk of a sample of p needed a read of the live process (walk_live_read_fn, walk.h): the stack past the copy,
+ * or a goroutine behind g0 it lost. */
+void lanes_live_read(struct lanes *l, struct process *p, const struct walk_live_read *r);
 /* pid is a CPython process whose Python frames can be read (pyframes.h): its samples take the lane from now on
  * (LANES_STACKS: its stack is what is read), for its frames to be read before the thread runs on. */
 void lanes_python(struct lanes *l, pid_t pid);

@@ -135,14 +135,13 @@ static int setup_worker(struct session *s)
 }
 
 /* walk_live_read_fn: a walk's read of the live process weighs on its thread getting a thread copy (a batch's read
- * past the copy), or else on its process taking the fast lane. */
-static void on_live_read(void *ctx, struct process *p, pid_t tid, unsigned kind, int rc, bool fast, bool replaying)
+ * past the copy, a goroutine's as any thread's), or else on its process taking the fast lane. */
+static void on_live_read(void *ctx, struct process *p, const struct walk_live_read *r)
 {
 	struct session *s = ctx;
-	if (kind == FASTLANE_DEEP && !fast && s->copies &&
-	    thread_copies_live_read(s->copies, tid, rc, replaying))
+	if (r->past_copy && !r->fast && s->copies && thread_copies_live_read(s->copies, r->tid, r->rc, r->replaying))
 		return;
-	lanes_live_read(s->lanes, p, kind, rc, fast, replaying);
+	lanes_live_read(s->lanes, p, r);
 }
 
 /* walk_read_deeper_fn: a fast-lane walk went past what its reader read. */

@@ -45,6 +45,7 @@ struct walk_call {
 	bool pending;				/* a table the walk met is being built */
 	struct jitinfo *jit;			/* the process's JIT code entry, once looked up */
 	bool jit_got, jit_found;		/* looked up by process_jit (made if missing), by existing_jit */
+	int go_read_rc;				/* the goroutine behind g0 was not read (its read's -errno), or 0 */
 };
 
 /* ---- modules: the files and JIT code a walk goes through ---- */
@@ -179,23 +180,27 @@ static const struct go_stack_snapshot *held_goroutine(void *ctx, const struct un
 	return c->in->fast_go;
 }
 
-static void live_read(struct walk_call *c, unsigned kind, int rc)
+static void live_read(struct walk_call *c, unsigned kind, bool past_copy, int rc)
 {
 	const struct walk_deps *d = &c->w->d;
+	struct walk_live_read r = { .tid = (pid_t)c->in->ps->tid, .kind = kind, .past_copy = past_copy, .rc = rc,
+				    .fast = c->in->fast_go != NULL, .replaying = c->in->replaying };
 	if (d->live_read)
-		d->live_read(d->ctx, c->proc, (pid_t)c->in->ps->tid, kind, rc, c->in->fast_go != NULL,
-			     c->in->replaying);
+		d->live_read(d->ctx, c->proc, &r);
 }
 
-/* go_stack_options.followed: counted, and a read of the live process weighs on taking the fast lane. */
+/* go_stack_options.followed: counted; a failed read is told of once the walk is over, if it lost the goroutine's
+ * frames (add_user_frames). */
 static void followed_goroutine(void *ctx, const struct unwind_process *proc, enum go_stack_source source, int rc)
 {
 	struct walk *w = ctx;
 	struct walk_call *c = proc->ctx;
 	if (source == GO_STACK_HELD)
 		w->stats.fast_goroutines++;
-	else
-		live_read(c, FASTLANE_GO, rc);
+	else if (source == GO_STACK_JOINED)
+		c->go_read_rc = -ESTALE;	/* not read: lost if the join fails */
+	else if (rc < 0)
+		c->go_read_rc = rc;
 }
 
 /*
@@ -265,7 +270,7 @@ static int extend_stack(void *ctx, const struct unwind_process *proc, const stru
 	int rc = stackext_read(w->stackext, proc->memory, &have, addr, &got);
 	/* A walk's reads count once for the fast lane's decision (a deep one takes several), and each time late. */
 	if (first || rc == -ESTALE)
-		live_read(c, go ? FASTLANE_GO : FASTLANE_DEEP, rc);
+		live_read(c, go ? FASTLANE_GO : FASTLANE_DEEP, true, rc);
 	if (rc < 0)
 		return rc;
 	longer->regs[UNWIND_REG_SP] = got.sp;
@@ -391,6 +396,10 @@ static unsigned add_user_frames(struct walk_call *c, struct trace_frame *out)
 		w->stats.unwind_ns += clock_mono_ns() - t0;
 	if (c->pending && c->in->may_hold)
 		return 0;	/* held: counted when it is walked again */
+	/* The goroutine behind g0 could not be read as the sample saw it, and no frame-pointer chain made up for
+	 * it: the walk ended without its frames (a walk cut short past the switch for another reason counts too). */
+	if (c->go_read_rc < 0 && st != UNWIND_COMPLETE)
+		live_read(c, FASTLANE_GO, false, c->go_read_rc);
 	if (w->d.capture && replay_writer_add_sample(w->d.capture, c->proc->pid, (pid_t)ps->tid, &us) < 0)
 		w->stats.capture_errors++;
 	return name_user_frames(c, nu, st, out);

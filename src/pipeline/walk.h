@@ -68,10 +68,19 @@ struct walk_options {
 					 * (jitinfo_mgr_set_offline) */
 };
 
-/* Called when a walk of thread tid's sample needed a read of the live process: kind FASTLANE_GO (a goroutine) or
- * FASTLANE_DEEP (the stack past the copy), rc its result (-ESTALE: it had moved on since the sample). */
-typedef void (*walk_live_read_fn)(void *ctx, struct process *p, pid_t tid, unsigned kind, int rc, bool fast,
-				  bool replaying);
+/* A walk's read of the live process, as walk_live_read_fn is told of it. */
+struct walk_live_read {
+	pid_t tid;		/* the sample's thread */
+	unsigned kind;		/* FASTLANE_GO (a goroutine's stack) or FASTLANE_DEEP (a thread's) */
+	bool past_copy;		/* the stack past the sample's copy; false: the goroutine behind g0, lost to the
+				 * walk (not read in time, nor joined to the kernel's frame-pointer chain) */
+	int rc;			/* the read's result (-ESTALE: it had moved on since the sample) */
+	bool fast;		/* a fast-lane sample's */
+	bool replaying;		/* a held sample's, walked again */
+};
+/* Called when a walk of a sample of p needed a read of the live process. A goroutine behind g0 read in time (or
+ * whose callers the frame-pointer chain gave) is not told of: nothing was lost without a live read. */
+typedef void (*walk_live_read_fn)(void *ctx, struct process *p, const struct walk_live_read *r);
 /* Called when a fast-lane walk went past what the fast lane's reader read: it reads that far from now on. */
 typedef void (*walk_read_deeper_fn)(void *ctx, pid_t pid, size_t bytes);
 

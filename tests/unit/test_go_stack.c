@@ -788,14 +788,27 @@ static void test_follow_hook_joins_chain(void **state)
 	assert_int_equal(fe.rc, -ESRCH);
 	sample.fp_chain = chain;
 	sample.fp_chain_len = 2;
+	unsigned told = fe.told;
 	assert_int_equal(go_stack_follow(gs, &proc, &sample, &frame, UNWIND_DELTAS_SWITCH_CALL, &resumed, &stack),
 			 UNWIND_DELTAS_SWITCH_JOIN);
+	/* Joined before any read of the goroutine: told once, as joined. */
+	assert_int_equal(fe.told, told + 1);
+	assert_int_equal(fe.source, GO_STACK_JOINED);
 	assert_int_equal(resumed.regs[UNWIND_REG_IP], env.caller_pc);
 	assert_int_equal(resumed.regs[UNWIND_REG_SP], sf.slot + 8);
 	assert_int_equal(resumed.regs[UNWIND_REG_BP], sf.bp);
 	assert_false(resumed.exact_ip);
 	assert_int_equal(stack.regs[UNWIND_REG_SP], sf.slot + 8);
 	assert_int_equal(stack.stack_size, 0);
+	/* A chain as long as the kernel's bound may have been cut there: the goroutine is read first (none here), and
+	 * the chain joined only then. */
+	static uint64_t long_chain[GO_STACK_CHAIN_CUT] = { 0x402000, 0x403000 };
+	sample.fp_chain = long_chain;
+	sample.fp_chain_len = GO_STACK_CHAIN_CUT;
+	assert_int_equal(go_stack_follow(gs, &proc, &sample, &frame, UNWIND_DELTAS_SWITCH_CALL, &resumed, &stack),
+			 UNWIND_DELTAS_SWITCH_JOIN);
+	assert_int_equal(fe.source, GO_STACK_READ);
+	assert_int_equal(fe.rc, -ESRCH);
 	/* A switching function with a frame of its own is in the chain already: no join. */
 	env.caller_pc = frame.regs[UNWIND_REG_IP];
 	assert_int_equal(go_stack_follow(gs, &proc, &sample, &frame, UNWIND_DELTAS_SWITCH_CALL, &resumed, &stack),

@@ -121,17 +121,18 @@ struct fixture {
 	struct walk_counts counts;
 	unsigned live_reads;
 	unsigned live_kind;	/* the last live read's */
+	bool live_past_copy;
 	int live_rc;
 };
 
-static void count_live_read(void *ctx, struct process *p, pid_t tid, unsigned kind, int rc, bool fast,
-			    bool replaying)
+static void count_live_read(void *ctx, struct process *p, const struct walk_live_read *r)
 {
 	struct fixture *f = ctx;
-	(void)p, (void)tid, (void)fast, (void)replaying;
+	(void)p;
 	f->live_reads++;
-	f->live_kind = kind;
-	f->live_rc = rc;
+	f->live_kind = r->kind;
+	f->live_past_copy = r->past_copy;
+	f->live_rc = r->rc;
 }
 
 static struct fixture *make_opts(const struct walk_options *o, bool worker, struct replay_writer *capture)
@@ -714,6 +715,7 @@ static void walk_go_sample_on_g0(struct test_workdir *wd, const char *go_cmd)
 	assert_int_equal(walk_get_stats(f->w)->fast_goroutines, 1);
 	assert_int_equal(f->live_reads, 1);
 	assert_int_equal(f->live_kind, FASTLANE_GO);
+	assert_false(f->live_past_copy);	/* the goroutine behind g0, lost to the walk */
 	assert_true(f->live_rc < 0);
 
 	/* No reader's goroutine at all: the same. */
