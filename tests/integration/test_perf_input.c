@@ -634,7 +634,12 @@ static double report_share(const char *report, int col, const char *name)
 static double function_share(const char *report, const char *name)
 {
 	double exact = report_share_of(report, 4, name, false);
-	return exact > 0 ? exact : report_share_of(report, 4, name, true);
+	if (exact > 0)
+		return exact;
+	double plain = report_share_of(report, 4, name, true);
+	/* glibc's __GI_ names are hidden aliases of its public ones, at the same address (__GI___sysinfo is
+	 * sysinfo): perf may name one, hostprof another. */
+	return plain > 0 || strncmp(name, "__GI_", 5) != 0 ? plain : report_share_of(report, 4, name + 5, true);
 }
 
 /* A library gone from its path is found in the build-id cache perf record filled (perf's buildid.dir, given as
