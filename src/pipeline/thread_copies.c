@@ -135,31 +135,38 @@ void thread_copies_on_exit(struct thread_copies *t, pid_t tid)
 		t->stats.threads--;
 }
 
-/* Forget covered threads that are gone though no exit record said so (a ring lost it): a later thread under the
- * tid would have its samples dropped, with no thread copy to take them. */
-static void forget_vanished(struct thread_copies *t)
+static bool vanished(uint32_t tid)
 {
 	char path[32];
+	snprintf(path, sizeof(path), "/proc/%u", tid);
+	return access(path, F_OK) < 0 && errno == ENOENT;
+}
+
+/* Forget threads that are gone though no exit record said so (a ring lost it): a covered one, or a later thread
+ * under its tid would have its samples dropped, with no thread copy to take them; one whose reads were counted,
+ * or a daemon would keep its count for good. Removal during the loop: allowed (hindex.h). */
+static void forget_vanished(struct thread_copies *t, struct hindex *threads)
+{
 	uint32_t tid;
-	uint64_t start;
-	for (uint32_t pos = 0; hindex_u32_next(&t->covered, &pos, &tid, &start);) {
-		snprintf(path, sizeof(path), "/proc/%u", tid);
-		if (access(path, F_OK) < 0 && errno == ENOENT)
-			thread_copies_on_exit(t, (pid_t)tid);	/* removal during the loop: allowed (hindex.h) */
-	}
+	uint64_t v;
+	for (uint32_t pos = 0; hindex_u32_next(threads, &pos, &tid, &v);)
+		if (vanished(tid))
+			thread_copies_on_exit(t, (pid_t)tid);
 }
 
 void thread_copies_reap(struct thread_copies *t, uint64_t now_ns)
 {
-	if (!t->stats.opened || now_ns < t->next_reap_ns)
+	if (!(hindex_count(&t->covered) || hindex_count(&t->need) || t->stats.opened) || now_ns < t->next_reap_ns)
 		return;
 	t->next_reap_ns = now_ns + REAP_EVERY_NS;
-	t->stats.closed += sampler_close_exited(t->o.sampler);
-	if (hindex_count(&t->covered))
-		forget_vanished(t);
+	if (t->stats.opened)
+		t->stats.closed += sampler_close_exited(t->o.sampler);
+	forget_vanished(t, &t->covered);
+	forget_vanished(t, &t->need);
 }
 
 void thread_copies_get_stats(const struct thread_copies *t, struct thread_copies_stats *out)
 {
 	*out = t->stats;
+	out->counting = hindex_count(&t->need);
 }

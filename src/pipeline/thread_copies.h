@@ -49,6 +49,7 @@ struct thread_copies_options {
 
 struct thread_copies_stats {
 	unsigned threads;		/* threads that have a thread copy now */
+	unsigned counting;		/* threads whose reads are counted toward one now */
 	uint64_t opened;		/* thread copies opened */
 	uint64_t gone;			/* ... whose thread exited before its events were open */
 	uint64_t samples;		/* samples taken from thread copies */
@@ -79,8 +80,8 @@ bool thread_copies_live_read(struct thread_copies *t, pid_t tid, int rc, bool re
 bool thread_copies_drops(struct thread_copies *t, pid_t tid, uint64_t time_ns, bool from_copy);
 /* Thread tid exited: every sample of it is in (see above), its state goes. */
 void thread_copies_on_exit(struct thread_copies *t, pid_t tid);
-/* Close the events of exited threads, and forget covered threads that are gone without an exit record seen (a
- * full ring lost it), whose tid a later thread may get (once a second at most). */
+/* Close the events of exited threads, and forget threads that are gone without an exit record seen (a full ring
+ * lost it): covered ones, whose tid a later thread may get, and ones with reads counted (once a second at most). */
 void thread_copies_reap(struct thread_copies *t, uint64_t now_ns);
 void thread_copies_get_stats(const struct thread_copies *t, struct thread_copies_stats *out);
 

@@ -192,15 +192,32 @@ static void test_vanished_thread_forgotten(void **state)
 	thread_copies_reap(t, clock_mono_ns());	/* alive: kept */
 	thread_copies_get_stats(t, &st);
 	assert_int_equal(st.threads, 1);
+	/* A second thread with one stale read counted, not enough for a copy: forgotten too once it vanished (a
+	 * daemon would keep such counts for good). */
+	struct waiter w2 = { 0 };
+	pthread_t th2;
+	assert_int_equal(pipe(w2.ready), 0);
+	assert_int_equal(pipe(w2.go), 0);
+	assert_int_equal(pthread_create(&th2, NULL, wait_for_word, &w2), 0);
+	assert_int_equal(read(w2.ready[0], &c, 1), 1);
+	assert_true(thread_copies_live_read(t, w2.tid, -ESTALE, false));
+	thread_copies_reap(t, clock_mono_ns() + 2000000000ull);	/* alive: kept */
+	thread_copies_get_stats(t, &st);
+	assert_int_equal(st.counting, 1);
 	assert_int_equal(write(w.go[1], "x", 1), 1);
+	assert_int_equal(write(w2.go[1], "x", 1), 1);
 	pthread_join(th, NULL);
-	thread_copies_reap(t, clock_mono_ns() + 2000000000ull);
+	pthread_join(th2, NULL);
+	thread_copies_reap(t, clock_mono_ns() + 4000000000ull);
 	thread_copies_get_stats(t, &st);
 	assert_int_equal(st.threads, 0);
+	assert_int_equal(st.counting, 0);
 	assert_false(thread_copies_drops(t, w.tid, clock_mono_ns(), false));
 	for (int i = 0; i < 2; i++) {
 		close(w.ready[i]);
 		close(w.go[i]);
+		close(w2.ready[i]);
+		close(w2.go[i]);
 	}
 	thread_copies_free(t);
 	sampler_free(s);
