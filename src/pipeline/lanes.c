@@ -225,8 +225,8 @@ void lanes_live_read(struct lanes *l, struct process *p, const struct walk_live_
 	bool late = (stale && LIVE_LATE(v) >= LIVE_WINDOW / LIVE_LATE_SHARE) ||
 		    (!r->past_copy && LIVE_LOST(v) >= LIVE_WINDOW / LIVE_GO_LOST_SHARE);
 	if ((busy || late) && (l->o.which & LANES_STACKS))
-		log_write(&l->o.log, LOG_LEVEL_INFO, "pid %d takes the fast lane for its stacks: of %u samples in "
-			  "batches, %u needed their stack past the copy read (%u found it changed), %u lost their "
+		log_write(&l->o.log, LOG_LEVEL_INFO, "pid %d takes the fast lane for its stacks: of its last %u samples "
+			  "walked in batches, %u needed their stack past the copy read (%u found it changed), %u lost their "
 			  "goroutine behind g0", (int)p->pid, LIVE_SAMPLES(v), LIVE_READS(v), LIVE_LATE(v), LIVE_LOST(v));
 	if (busy || late)
 		v |= LIVE_LANE;
