@@ -189,8 +189,8 @@ static void live_read(struct walk_call *c, unsigned kind, bool past_copy, int rc
 		d->live_read(d->ctx, c->proc, &r);
 }
 
-/* go_stack_options.followed: counted; a failed read is told of once the walk is over, if it lost the goroutine's
- * frames (add_user_frames). */
+/* go_stack_options.followed: counted; a goroutine not read (a failed read, or frames given to join the chain) is
+ * told of once the walk is over, if the walk lost its frames (add_user_frames). */
 static void followed_goroutine(void *ctx, const struct unwind_process *proc, enum go_stack_source source, int rc)
 {
 	struct walk *w = ctx;

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/perf_event.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -227,9 +229,14 @@ void test_write_text(const char *path, const char *text)
 
 pid_t test_spawn(char *const argv[], const char *log)
 {
+	pid_t parent = getpid();
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
+		/* A test that fails before it stops its daemon must not leave it sampling the machine for the tests after
+		 * it (two such daemons made test_apm's agent receive their counts too): it goes with the test binary. */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(125);
 		if (log && !freopen(log, "a", stderr))
 			_exit(126);
 		execv(argv[0], argv);

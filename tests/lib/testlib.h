@@ -77,7 +77,8 @@ double test_perf_children_share(const char *dir, const struct test_perf_query *q
 int test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Start argv[0] (a path) with argv in a child, its stderr appended to log (NULL: left as it is): its pid, for the
- * caller to wait for (126: log could not be opened, 127: not executed). */
+ * caller to wait for (126: log could not be opened, 127: not executed). The child is killed when the test binary
+ * exits, if it has not exited by then. */
 pid_t test_spawn(char *const argv[], const char *log);
 
 /* The perf-event descriptors process pid holds (/proc/PID/fd). */
