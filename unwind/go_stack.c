@@ -296,12 +296,17 @@ static bool find_adjustinfo(const struct go_stack_g0 *g0, uint64_t switch_bp, si
 	return false;
 }
 
-/* The function that needed more stack: the target of its caller's direct call, read from the process. */
-static int grower_entry(const struct unwind_memory *mem, uint64_t caller_pc, uint64_t *entry)
+/* The target of the direct call that returns to caller_pc, read from the process, or else from the program's file
+ * (rules->code_at, rules may be NULL): the function that needed more stack, or that switched to g0. */
+static int call_target(const struct unwind_memory *mem, const struct go_stack_rules *rules, uint64_t caller_pc,
+		       uint64_t *entry)
 {
 	uint8_t call[CALL_REL32_LEN];
 	int32_t rel;
-	if (caller_pc < GO_MIN_ADDR || mem_read(mem, caller_pc - CALL_REL32_LEN, call, sizeof(call)) < 0)
+	if (caller_pc < GO_MIN_ADDR)
+		return -EIO;
+	if (mem_read(mem, caller_pc - CALL_REL32_LEN, call, sizeof(call)) < 0 &&
+	    !(rules && rules->code_at && rules->code_at(rules->ctx, caller_pc - CALL_REL32_LEN, call, sizeof(call))))
 		return -EIO;
 	if (call[0] != CALL_REL32)
 		return -ESRCH;
@@ -328,7 +333,8 @@ static bool find_morebuf(const struct unwind_memory *mem, const struct go_stack_
 			continue;
 		checked++;
 		uint64_t slot;
-		if (mem_read(mem, sp - 8, &slot, sizeof(slot)) == 0 && slot == pc && grower_entry(mem, pc, &gr->grower) == 0) {
+		if (mem_read(mem, sp - 8, &slot, sizeof(slot)) == 0 && slot == pc &&
+		    call_target(mem, NULL, pc, &gr->grower) == 0) {
 			gr->caller_sp = sp;
 			gr->caller_pc = pc;
 			return true;
@@ -469,7 +475,7 @@ int go_stack_find_grower(struct go_stack *gs, const struct unwind_memory *mem, u
 		checked++;
 		if (!rules->caller_keeps_fp(rules->ctx, mb.sp, mb.pc, switch_bp))
 			continue;
-		rc = grower_entry(mem, mb.pc, &out->callee);
+		rc = call_target(mem, rules, mb.pc, &out->callee);
 		if (rc == 0) {
 			out->pc = mb.pc;
 			out->sp = mb.sp;
@@ -499,7 +505,7 @@ int go_stack_find_switch_caller(struct go_stack *gs, const struct unwind_memory 
 		uint64_t pc = word_at(gs->buf, (uint32_t)off), sp = switch_bp - len + off + 8;
 		if (pc >= GO_MIN_ADDR && rules->caller_keeps_fp(rules->ctx, sp, pc, switch_bp)) {
 			uint64_t callee;
-			rc = grower_entry(mem, pc, &callee);
+			rc = call_target(mem, rules, pc, &callee);
 			if (rc == 0 && rules->is_switch_entry(rules->ctx, callee)) {
 				*out = (struct go_stack_caller){ .pc = pc, .sp = sp, .callee = callee };
 				gs->stats.switch_callers++;
@@ -583,7 +589,7 @@ int go_stack_find_switch_caller_in_code(struct go_stack *gs, const struct unwind
 	size_t len;
 	if (!rules->caller_sp || !plausible_pointer(switch_bp) || after_switch < GO_MIN_ADDR || !open_decoder(gs))
 		return -ESRCH;
-	int rc = grower_entry(mem, after_switch, &entry);
+	int rc = call_target(mem, rules, after_switch, &entry);
 	if (rc == 0)
 		rc = read_function(gs, mem, entry, &len);
 	if (rc == 0)
@@ -591,7 +597,7 @@ int go_stack_find_switch_caller_in_code(struct go_stack *gs, const struct unwind
 	if (rc < 0)
 		return rc;
 	if (!rules->caller_sp(rules->ctx, pc, switch_bp, &sp) || !rules->caller_keeps_fp(rules->ctx, sp, pc, switch_bp) ||
-	    grower_entry(mem, pc, &out->callee) < 0)
+	    call_target(mem, rules, pc, &out->callee) < 0)
 		return -ESRCH;
 	out->pc = pc;
 	out->sp = sp;
@@ -687,6 +693,13 @@ static bool follow_caller_keeps_fp(void *ctx, uint64_t sp, uint64_t pc, uint64_t
 	       stack_delta_rule_frame_pointer(&rule, sp, &fp) && fp == bp;
 }
 
+/* go_stack_rules: code bytes from the program's file (go_stack_options.code_at). */
+static bool follow_code_at(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	const struct follow_rules *fr = ctx;
+	return fr->gs->o.code_at && fr->gs->o.code_at(fr->gs->o.ctx, fr->proc, addr, buf, len);
+}
+
 /* go_stack_rules: the SP at which the Go frame returned into at pc keeps its frame pointer at bp (CFA - 16). */
 static bool follow_caller_sp(void *ctx, uint64_t pc, uint64_t bp, uint64_t *sp)
 {
@@ -737,7 +750,8 @@ static int join_chain(struct go_stack *gs, const struct unwind_process *proc, co
 		      const struct follow_switch *sw, struct unwind_deltas_regs *resumed, struct unwind_sample *stack)
 {
 	struct follow_rules fr = { gs, proc };
-	const struct go_stack_rules rules = { follow_caller_keeps_fp, follow_is_switch_entry, &fr, follow_caller_sp };
+	const struct go_stack_rules rules = { follow_caller_keeps_fp, follow_is_switch_entry, &fr, follow_caller_sp,
+					      follow_code_at };
 	struct go_stack_caller caller;
 	struct stack_delta_rule rule;
 	bool growth = sw->kind == UNWIND_DELTAS_SWITCH_GROWTH;

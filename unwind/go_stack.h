@@ -87,6 +87,9 @@ struct go_stack_options {
 	 * entry) in the walk's process, proc as the walk has it: addr is a guess being checked, so a miss must
 	 * change nothing the walk uses (no re-read of the process's mappings). */
 	bool (*rule_at)(void *ctx, const struct unwind_process *proc, uint64_t addr, struct stack_delta_rule *rule);
+	/* Optional, under the same terms: len bytes of code at addr in the walk's process, from the file mapped there
+	 * (go_stack_rules.code_at). */
+	bool (*code_at)(void *ctx, const struct unwind_process *proc, uint64_t addr, void *buf, size_t len);
 	/* Optional: what the caller read of the sample's goroutine while it held the thread (go_stack_snapshot()),
 	 * or NULL. Used only when it is the switch the walk reached (see go_stack_follow). */
 	const struct go_stack_snapshot *(*held)(void *ctx, const struct unwind_process *proc);
@@ -135,6 +138,9 @@ struct go_stack_rules {
 	/* Optional (go_stack_find_switch_caller_in_code): the SP at which the Go frame that pc returns into keeps
 	 * its own frame pointer at bp (its rule: CFA = SP + N, FP saved at CFA - 16); false if it keeps none. */
 	bool (*caller_sp)(void *ctx, uint64_t pc, uint64_t bp, uint64_t *sp);
+	/* Optional: len bytes of the program's code at addr from its file, where the process cannot be read (it
+	 * exited before its last batch was walked); false if no file holds them. */
+	bool (*code_at)(void *ctx, uint64_t addr, void *buf, size_t len);
 };
 
 /* A goroutine frame named from the sample, for joining the sample's frame-pointer chain. */

@@ -11,6 +11,7 @@
 #include "src/base/clock.h"
 #include "src/pipeline/fastlane.h"
 #include "src/processes/procmem.h"
+#include "unwind/elf_image.h"
 #include "unwind/unwind_libunwind.h"
 
 #define WALK_DEFAULT_MAX_FRAMES 1024u
@@ -170,6 +171,28 @@ static bool rule_at(void *ctx, const struct unwind_process *proc, uint64_t addr,
 	const struct stack_deltas *t = e ? execinfo_deltas_nowait(e, &pending) : NULL;
 	(void)ctx;
 	return t && addr >= m->bias && stack_deltas_lookup(t, addr - m->bias, rule) == 0;
+}
+
+/*
+ * go_stack_options.code_at: code of the sampled process from the file mapped at addr, as the mapping and its table
+ * lookup stand (no re-read of the mappings, as in rule_at). A short-lived Go program has exited by its last
+ * batch: the call that names a stack growth's grower is read from its file then.
+ */
+static bool code_at(void *ctx, const struct unwind_process *proc, uint64_t addr, void *buf, size_t len)
+{
+	const struct walk_call *c = proc->ctx;
+	struct mapping *m = procmgr_lookup_mapping(c->proc, addr);
+	struct execinfo *e = m && (m->prot & PROT_EXEC) ? procmgr_mapping_exe(c->w->d.procs, c->proc, m) : NULL;
+	Elf *elf = e ? execinfo_elf(e) : NULL;
+	struct elf_image img;
+	(void)ctx;
+	if (!elf || addr < m->bias || len > m->end - addr)
+		return false;
+	elf_image_init(&img, elf);
+	const uint8_t *bytes = elf_image_bytes(&img, addr - m->bias, len);
+	if (bytes)
+		memcpy(buf, bytes, len);
+	return bytes != NULL;
 }
 
 /* go_stack_options.held: the goroutine the fast lane's reader read while it held the thread (fastlane.h). */
@@ -497,8 +520,8 @@ static void forget_in_unwinders(void *ctx, const struct execinfo *e)
  */
 static int setup_unwinders(struct walk *w)
 {
-	struct go_stack_options go = { .rule_at = rule_at, .held = held_goroutine, .followed = followed_goroutine,
-				       .ctx = w };
+	struct go_stack_options go = { .rule_at = rule_at, .code_at = code_at, .held = held_goroutine,
+				       .followed = followed_goroutine, .ctx = w };
 	int err = unwind_libunwind_new(&w->unwinder);
 	struct unwind_deltas_options dopts = { .fallback = unwind_libunwind_deltas_fallback,
 					       .fallback_ctx = w->unwinder };

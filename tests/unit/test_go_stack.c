@@ -421,6 +421,38 @@ static bool env_caller_sp(void *ctx, uint64_t pc, uint64_t bp, uint64_t *sp)
  * pointer where the g0 frames say (switch_bp), the grower the target of the caller's direct call. Neither stack
  * is read: they may be gone.
  */
+/* rules_env's rules, and the program's code as a file would give it (go_stack_rules.code_at). */
+struct code_env {
+	struct rules_env *env;
+	const uint8_t *code;
+	uint64_t at;	/* the address code is at in the process */
+	size_t len;
+};
+
+static bool code_env_caller_keeps_fp(void *ctx, uint64_t sp, uint64_t pc, uint64_t bp)
+{
+	return env_caller_keeps_fp(((struct code_env *)ctx)->env, sp, pc, bp);
+}
+
+static bool code_env_is_switch_entry(void *ctx, uint64_t addr)
+{
+	return env_is_switch_entry(((struct code_env *)ctx)->env, addr);
+}
+
+static bool code_env_caller_sp(void *ctx, uint64_t pc, uint64_t bp, uint64_t *sp)
+{
+	return env_caller_sp(((struct code_env *)ctx)->env, pc, bp, sp);
+}
+
+static bool code_env_code_at(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	const struct code_env *ce = ctx;
+	if (addr < ce->at || addr - ce->at > ce->len || len > ce->len - (addr - ce->at))
+		return false;
+	memcpy(buf, ce->code + (addr - ce->at), len);
+	return true;
+}
+
 static void test_grower_from_sample(void **state)
 {
 	(void)state;
@@ -433,12 +465,22 @@ static void test_grower_from_sample(void **state)
 	memset(gr->old_stack, 0, sizeof(gr->old_stack));
 	memset(gr->new_stack, 0, sizeof(gr->new_stack));
 	struct rules_env env = { .caller_pc = gr->caller_pc, .frame = 80 };	/* switch_bp = caller_sp + 64 */
-	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env, env_caller_sp };
+	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env, env_caller_sp, NULL };
 	struct go_stack_g0 g0 = { .bytes = (const uint8_t *)gr->g0, .size = sizeof(gr->g0) };
 	assert_int_equal(go_stack_find_grower(gs, &mem, gr->switch_bp, &g0, &rules, &c), 0);
 	assert_int_equal(c.pc, gr->caller_pc);
 	assert_int_equal(c.sp, gr->caller_sp);
 	assert_int_equal(c.callee, gr->grower);
+
+	/* The process is gone (its code unreadable): the call is read from the program's file, if a file holds it. */
+	struct code_env ce = { .env = &env, .code = gr->code, .at = addr(gr->code), .len = sizeof(gr->code) };
+	fake_clear();
+	assert_int_equal(go_stack_find_grower(gs, &mem, gr->switch_bp, &g0, &rules, &c), -EIO);
+	const struct go_stack_rules from_file = { code_env_caller_keeps_fp, code_env_is_switch_entry, &ce,
+						  code_env_caller_sp, code_env_code_at };
+	assert_int_equal(go_stack_find_grower(gs, &mem, gr->switch_bp, &g0, &from_file, &c), 0);
+	assert_int_equal(c.callee, gr->grower);
+	fake_map(gr, sizeof(*gr));
 
 	/* The caller's frame pointer is not where the g0 frames say: refused. So is an unknown one (Go >= 1.23). */
 	assert_int_equal(go_stack_find_grower(gs, &mem, gr->switch_bp + 8, &g0, &rules, &c), -ESRCH);
@@ -451,7 +493,7 @@ static void test_grower_from_sample(void **state)
 	gr->g0[42] = 3;
 	assert_int_equal(go_stack_find_grower(gs, &mem, gr->switch_bp, &g0, &rules, &c), -ESRCH);
 	go_stack_get_stats(gs, &st);
-	assert_int_equal(st.growers, 1);
+	assert_int_equal(st.growers, 2);	/* the process's, then the file's */
 	go_stack_free(gs);
 	free(gr);
 }
@@ -496,7 +538,7 @@ static void test_switch_caller_found(void **state)
 	struct switch_frame sf;
 	struct rules_env env;
 	struct go_stack_caller c;
-	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env, env_caller_sp };
+	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env, env_caller_sp, NULL };
 	switch_frame_init(&sf, stack, &env);
 	assert_int_equal(go_stack_find_switch_caller(gs, &mem, sf.bp, &rules, &c), 0);
 	assert_int_equal(c.pc, env.caller_pc);
@@ -566,7 +608,7 @@ static void test_switch_caller_in_code(void **state)
 	uint8_t *code = malloc(CODE_BYTES);
 	struct rules_env env;
 	struct go_stack_caller c;
-	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env, env_caller_sp };
+	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env, env_caller_sp, NULL };
 	uint64_t bp = 0x7e0000001000ull, after;
 	assert_non_null(code);
 	code_init(code, &env, false);
@@ -592,7 +634,7 @@ static void test_switch_caller_in_code(void **state)
 	env.caller_pc++;
 	assert_int_equal(go_stack_find_switch_caller_in_code(gs, &mem, bp, after, &rules, &c), -ESRCH);
 	env.caller_pc--;
-	const struct go_stack_rules no_sp = { env_caller_keeps_fp, env_is_switch_entry, &env, NULL };
+	const struct go_stack_rules no_sp = { env_caller_keeps_fp, env_is_switch_entry, &env, NULL, NULL };
 	assert_int_equal(go_stack_find_switch_caller_in_code(gs, &mem, bp, after, &no_sp, &c), -ESRCH);
 	/* A function whose end is not found within the bound (no INT3 padding): not decoded further. */
 	memset(code + CALLER_AT + 19, 0x90, CODE_BYTES - CALLER_AT - 19);
@@ -612,7 +654,7 @@ static void test_switch_caller_bounded(void **state)
 	struct switch_frame sf;
 	struct rules_env env;
 	struct go_stack_caller c;
-	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env, env_caller_sp };
+	const struct go_stack_rules rules = { env_caller_keeps_fp, env_is_switch_entry, &env, env_caller_sp, NULL };
 	assert_non_null(frame);
 	switch_code_init(&sf, &env);
 	fake_map(frame, 1024 * 8);
