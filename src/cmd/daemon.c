@@ -383,7 +383,8 @@ static void log_fastlane(struct daemon *d)
 	const struct thread_copies_stats ts = c.thread_copies;
 	if (c.has_thread_copies && ts.threads)
 		dlog(d, LOG_LEVEL_INFO, "thread copies: %u threads have one now, %llu given so far, %llu events closed as "
-		     "their threads exited", ts.threads, (unsigned long long)ts.opened, (unsigned long long)ts.closed);
+		     "their threads exited, %llu copies given back", ts.threads, (unsigned long long)ts.opened,
+		     (unsigned long long)ts.closed, (unsigned long long)ts.given_back);
 	if (!c.has_fastlane || (!fs.processes && !fs.events))
 		return;
 	dlog(d, LOG_LEVEL_INFO, "fast lane: %u processes, %u per-thread events open, %llu closed as their threads "

@@ -482,9 +482,9 @@ static void print_thread_copies(const struct session_counters *c)
 		return;
 	fprintf(stderr, "hostprof: thread copies: %llu threads given a stack copy of their own (%llu gone before), "
 			"%llu samples taken from them, %llu of the sampler's own replaced, %llu events closed as their "
-			"threads exited\n",
+			"threads exited, %llu copies given back as their threads' stacks no longer needed them\n",
 		(unsigned long long)ts.opened, (unsigned long long)ts.gone, (unsigned long long)ts.samples,
-		(unsigned long long)ts.replaced, (unsigned long long)ts.closed);
+		(unsigned long long)ts.replaced, (unsigned long long)ts.closed, (unsigned long long)ts.given_back);
 }
 
 static void print_python(struct record_run *r, const struct session_counters *c)

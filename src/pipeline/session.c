@@ -563,6 +563,8 @@ static bool walk_or_hold(struct session *s, struct process *p, const struct perf
 {
 	struct walk_in in = { .proc = p, .ps = ps, .fast_go = rc->fe ? rc->fe->go : NULL, .replaying = rc->replaying,
 			      .counts = &s->stats.walks };
+	if (rc->thread_copy && !rc->fe && s->copies)	/* whether the sampler's copy would have done */
+		in.view = s->opts.stack_copy_bytes;
 	/* Over the memory budget, a sample is held no more (one held already may stay so: in place). */
 	in.may_hold = !rc->fe && s->held && !rc->hold_off && held_samples_room(s->held, rec) &&
 		      (!memory_watch_over(s->memory) || rc->replaying);
@@ -625,7 +627,9 @@ static int handle_decoded(struct session *s, const struct perf_event_header *rec
 		/* Once, when walked (a held sample when walked again), as its reads are (lanes_live_read()). */
 		if (!fe)
 			lanes_count_sample(s->lanes, p->pid);
-		if (!fe && s->copies)
+		if (!fe && s->copies && rc->thread_copy)
+			thread_copies_copy_walked(s->copies, (pid_t)ps.tid, out.past_view);
+		else if (!fe && s->copies)
 			thread_copies_count_sample(s->copies, (pid_t)ps.tid);
 		const struct trace_frame *frames = walk_frames(s->walk);
 		unsigned n = python_frames(s, p, &ps, fe, &frames, out.n);

@@ -9,7 +9,9 @@
  * past the copy for a good share of its samples, or found a few changed, that thread alone gets events of its own
  * that copy more (sampler_open_thread_copy(), the kernel's largest by default), drained in batches with the
  * rest. From then on its samples are taken from those events and its samples from the sampler's own events are
- * dropped (the kernel takes both: a thread copy costs the kernel both copies for that thread only).
+ * dropped (the kernel takes both: a thread copy costs the kernel both copies for that thread only). A thread
+ * whose walks no longer need its copy (fewer than 1 in 64 of a window of its samples ran past the sampler's
+ * copy) gives it back, and may get one again later the way it got the first.
  *
  * Which sample is kept is decided by time: a thread's thread-copy samples from the moment its events were open
  * (start) on, its samples from the sampler's events before that. Both come through one drain in time order
@@ -54,7 +56,9 @@ struct thread_copies_stats {
 	uint64_t gone;			/* ... whose thread exited before its events were open */
 	uint64_t samples;		/* samples taken from thread copies */
 	uint64_t replaced;		/* the sampler's own samples of those threads, dropped */
-	uint64_t early;			/* thread-copy samples from before their thread's start, dropped */
+	uint64_t early;			/* thread-copy samples from before their thread's start (or after its copy
+					 * was given back), dropped */
+	uint64_t given_back;		/* thread copies given back (closed) while their thread lived on */
 	uint64_t closed;		/* events closed as their threads exited */
 };
 
@@ -75,6 +79,10 @@ void thread_copies_count_sample(struct thread_copies *t, pid_t tid);
  * had).
  */
 bool thread_copies_live_read(struct thread_copies *t, pid_t tid, int rc, bool replaying);
+/* A sample of tid from its thread copy was walked; deep: the walk needed more than the sampler's copy
+ * (walk_in.view). A thread whose last 1024 such samples needed that for fewer than 16 gives its copy back: its
+ * events are closed, and its samples are the sampler's again from the next one on. */
+void thread_copies_copy_walked(struct thread_copies *t, pid_t tid, bool deep);
 /* Whether a CPU sample of tid at time_ns is to be dropped: one from the sampler's own events while tid has a
  * thread copy (from_copy false), or one from a thread copy before its start or of a thread it no longer covers. */
 bool thread_copies_drops(struct thread_copies *t, pid_t tid, uint64_t time_ns, bool from_copy);

@@ -47,6 +47,8 @@ struct walk_call {
 	struct jitinfo *jit;			/* the process's JIT code entry, once looked up */
 	bool jit_got, jit_found;		/* looked up by process_jit (made if missing), by existing_jit */
 	int go_read_rc;				/* the goroutine behind g0 was not read (its read's -errno), or 0 */
+	size_t copy_size;			/* the kernel's copy, of which the walk began with in->view bytes */
+	bool past_view;				/* ... and needed more */
 };
 
 /* ---- modules: the files and JIT code a walk goes through ---- */
@@ -279,6 +281,12 @@ static int extend_stack(void *ctx, const struct unwind_process *proc, const stru
 	bool first = stack->stack == c->sample->stack;
 	if (!first && !(w->fast_ext && stack->stack == w->fast_ext) && !stackext_owns(w->stackext, stack->stack))
 		return -ENOENT;
+	if (first && stack->stack_size < c->copy_size) {	/* the rest of the kernel's copy (walk_in.view) */
+		*longer = *stack;
+		longer->stack_size = c->copy_size;
+		c->past_view = true;
+		return 0;
+	}
 	if (first && fast_extension(c, stack, addr, longer) == 0)
 		return 0;
 	/* Past what the fast lane read: its reader reads as far for this process's next samples. */
@@ -409,7 +417,9 @@ static unsigned add_user_frames(struct walk_call *c, struct trace_frame *out)
 	enum unwind_status st = UNWIND_TRUNCATED;
 	memcpy(us.regs, ps->regs, sizeof(us.regs));
 	us.stack = ps->stack;
-	us.stack_size = ps->stack ? ps->stack_size : 0;
+	us.stack_size = c->copy_size = ps->stack ? ps->stack_size : 0;
+	if (c->in->view && us.stack_size > c->in->view && !w->o.reference && w->stackext)
+		us.stack_size = c->in->view;	/* the rest is the stack-extension hook's to give */
 	perf_callchain_user(ps, &us.fp_chain, &us.fp_chain_len);
 	c->sample = &us;
 	uint64_t t0 = w->o.offline ? 0 : clock_mono_ns();	/* a file's walks are not timed (session.c) */
@@ -423,6 +433,7 @@ static unsigned add_user_frames(struct walk_call *c, struct trace_frame *out)
 	 * it: the walk ended without its frames (a walk cut short past the switch for another reason counts too). */
 	if (c->go_read_rc < 0 && st != UNWIND_COMPLETE)
 		live_read(c, FASTLANE_GO, false, c->go_read_rc);
+	us.stack_size = c->copy_size;
 	if (w->d.capture && replay_writer_add_sample(w->d.capture, c->proc->pid, (pid_t)ps->tid, &us) < 0)
 		w->stats.capture_errors++;
 	return name_user_frames(c, nu, st, out);
@@ -496,7 +507,8 @@ void walk_sample(struct walk *w, const struct walk_in *in, struct walk_out *out)
 	} else {
 		in->counts->kernel_only++;
 	}
-	*out = (struct walk_out){ .n = n, .pending = c.pending, .stopped = c.pending && in->may_hold };
+	*out = (struct walk_out){ .n = n, .pending = c.pending, .stopped = c.pending && in->may_hold,
+				  .past_view = c.past_view };
 }
 
 const struct trace_frame *walk_frames(const struct walk *w)

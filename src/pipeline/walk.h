@@ -102,6 +102,9 @@ struct walk_in {
 							 * goroutine as it held the thread (fastlane.h), or NULL */
 	bool may_hold;			/* a table still being built stops the walk (the caller holds the sample) */
 	bool replaying;			/* a held sample walked again */
+	/* The walk sees the copy's first view bytes, and the rest only once it needs them (walk_out.past_view):
+	 * how a thread copy's sample says whether the sampler's smaller copy would have done. 0: all of it. */
+	size_t view;
 	struct walk_counts *counts;	/* how the walk ended is counted there */
 };
 
@@ -109,6 +112,7 @@ struct walk_out {
 	unsigned n;		/* frames (walk_frames()): kernel ones leaf first, user ones, at most one error frame */
 	bool pending;		/* the walk met a file whose table is being built */
 	bool stopped;		/* ... and stopped there (may_hold): n and the counts are not to be used */
+	bool past_view;		/* the walk needed the copy past walk_in.view */
 };
 
 struct walk;

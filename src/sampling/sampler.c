@@ -42,6 +42,7 @@ struct sampler {
 	int stopped;		/* sampler_disable() last: thread copies open disabled */
 	uint64_t off_cpu_lost;	/* off-CPU samples the kernel could not write into an off-CPU ring */
 	int *fds;		/* sampling events (the rings' holders are in rings[]) */
+	pid_t *fd_tids;		/* for each of fds: the thread a thread copy's event samples, 0 for the others */
 	unsigned nfds, capfds;
 	int rings_made;		/* make_rings() ran */
 	struct pollfd *pollfds;
@@ -253,6 +254,7 @@ void sampler_free(struct sampler *s)
 	for (unsigned i = 0; i < s->nfds; i++)
 		close(s->fds[i]);
 	free(s->fds);
+	free(s->fd_tids);
 	free(s->rings);
 	free(s->pollfds);
 	free(s->scratch);
@@ -268,18 +270,28 @@ static int reserve_fds(struct sampler *s, unsigned n)
 	while (cap < s->nfds + n)
 		cap *= 2;
 	int *fds = realloc(s->fds, cap * sizeof(*fds));
-	if (!fds)
+	if (fds)
+		s->fds = fds;
+	pid_t *tids = fds ? realloc(s->fd_tids, cap * sizeof(*tids)) : NULL;
+	if (!tids)
 		return -ENOMEM;
-	s->fds = fds;
+	s->fd_tids = tids;
 	s->capfds = cap;
 	return 0;
+}
+
+/* fd into s->fds (room reserved): a thread copy's event on tid, or 0. */
+static void add_fd(struct sampler *s, int fd, pid_t tid)
+{
+	s->fd_tids[s->nfds] = tid;
+	s->fds[s->nfds++] = fd;
 }
 
 static int remember_fd(struct sampler *s, int fd)
 {
 	int err = reserve_fds(s, 1);
 	if (err == 0)
-		s->fds[s->nfds++] = fd;
+		add_fd(s, fd, 0);
 	return err;
 }
 
@@ -628,7 +640,7 @@ int sampler_open_thread_copy(struct sampler *s, pid_t tid, uint32_t stack_size)
 	}
 	if (err == 0 && (err = reserve_fds(s, (unsigned)n)) == 0) {
 		for (int i = 0; i < n; i++)
-			s->fds[s->nfds++] = fds[i];
+			add_fd(s, fds[i], tid);
 		return 0;
 	}
 	for (int i = 0; i < n; i++)	/* all or none: a thread copy on some CPUs only would lose samples */
@@ -651,10 +663,27 @@ unsigned sampler_close_exited(struct sampler *s)
 			if (p[j].revents & POLLHUP) {
 				close(p[j].fd);
 				closed++;
-			} else {
-				s->fds[kept++] = p[j].fd;	/* kept <= i + j: nothing unread is overwritten */
+			} else {	/* kept <= i + j: nothing unread is overwritten */
+				s->fd_tids[kept] = s->fd_tids[i + j];
+				s->fds[kept++] = p[j].fd;
 			}
 		}
+	}
+	s->nfds = kept;
+	return closed;
+}
+
+unsigned sampler_close_thread_copy(struct sampler *s, pid_t tid)
+{
+	unsigned kept = 0, closed = 0;
+	for (unsigned i = 0; i < s->nfds; i++) {
+		if (tid > 0 && s->fd_tids[i] == tid) {
+			close(s->fds[i]);
+			closed++;
+			continue;
+		}
+		s->fd_tids[kept] = s->fd_tids[i];
+		s->fds[kept++] = s->fds[i];
 	}
 	s->nfds = kept;
 	return closed;

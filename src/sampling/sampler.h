@@ -121,6 +121,9 @@ unsigned sampler_close_exited(struct sampler *s);
  * none.
  */
 int sampler_open_thread_copy(struct sampler *s, pid_t tid, uint32_t stack_size);
+/* Close tid's thread copy, whose thread lives on: its records already written stay in the thread-copy rings, to
+ * be drained (and dropped by the caller). Returns how many events were closed (0: tid had none). */
+unsigned sampler_close_thread_copy(struct sampler *s, pid_t tid);
 
 int sampler_enable(struct sampler *s);
 int sampler_disable(struct sampler *s);

@@ -5,7 +5,8 @@
  * CPU time. The oracle is perf record --call-graph dwarf,65528 on the same fixture in the same run, which copies
  * 64 KiB with every sample of every thread: hostprof must take as large a share of samples whole to the deep
  * thread's entry, without the fast lane (no wakeup per sample), giving a copy to the deep thread only, with the
- * number of samples the fixture's CPU time makes. Batches alone (--thread-stack-size 0 --fast-lane apm) lose the
+ * number of samples the fixture's CPU time makes; a thread whose stack ran deep for a while only gives its copy
+ * back, with no sample lost or counted twice. Batches alone (--thread-stack-size 0 --fast-lane apm) lose the
  * deep thread's stacks on this fixture: that run shows the fixture tests what it should. Over a daemon's life, the
  * copies' events go with their threads.
  */
@@ -24,7 +25,7 @@
 
 /* What record's summary says of a run. */
 struct run_summary {
-	unsigned long long samples, copied_threads;
+	unsigned long long samples, copied_threads, given_back;
 	double command_cpu_s;
 	bool fast_lane;
 };
@@ -42,6 +43,10 @@ static struct run_summary read_summary(const char *err_path)
 			assert_int_equal(sscanf(cpu, "command CPU %lf s", &r.command_cpu_s), 1);
 		}
 		sscanf(line, "hostprof: thread copies: %llu threads given", &r.copied_threads);
+		const char *back = strstr(line, " events closed as their threads exited, ");
+		if (back && strncmp(line, "hostprof: thread copies:", 24) == 0)
+			assert_int_equal(sscanf(back, " events closed as their threads exited, %llu copies given back",
+						&r.given_back), 1);
 		r.fast_lane |= strncmp(line, "hostprof: fast lane:", 20) == 0;
 	}
 	fclose(f);
@@ -59,10 +64,10 @@ static double deep_whole_share(const struct profile *p, uint64_t *deep_out)
 }
 
 static struct run_summary record(const struct test_workdir *w, const char *flags, const char *fixture,
-				 double *whole, uint64_t *deep, uint64_t *total)
+				 const char *args, double *whole, uint64_t *deep, uint64_t *total)
 {
-	assert_int_equal(test_run("\"$HOSTPROF\" record -v %s -o %s -- %s 2 2> %s/record.err", flags, w->out, fixture,
-				  w->dir), 0);
+	assert_int_equal(test_run("\"$HOSTPROF\" record -v %s -o %s -- %s %s 2> %s/record.err", flags, w->out, fixture,
+				  args, w->dir), 0);
 	char err[600];
 	snprintf(err, sizeof(err), "%s/record.err", w->dir);
 	test_run("grep -E 'samples in|thread copies|fast lane|walks that ran past' %s >&2", err);
@@ -77,6 +82,16 @@ static struct run_summary record(const struct test_workdir *w, const char *flags
 	return read_summary(err);
 }
 
+/* Samples per second of the fixture's CPU, as recorded: each sample once makes 999 (both of a thread's events
+ * kept would make ~1.5 times as many, none of either far fewer). */
+static void assert_each_sample_once(const struct run_summary *r)
+{
+	double per_cpu_s = (double)r->samples / r->command_cpu_s;
+	fprintf(stderr, "%llu samples for %.3f s of the fixture's CPU: %.0f a second at 999 Hz\n", r->samples,
+		r->command_cpu_s, per_cpu_s);
+	assert_true(per_cpu_s > 999 * 0.8 && per_cpu_s < 999 * 1.2);
+}
+
 static void test_deep_thread_gets_its_copy(void **state)
 {
 	struct test_workdir *w = *state;
@@ -86,15 +101,12 @@ static void test_deep_thread_gets_its_copy(void **state)
 	test_require_perf();
 	test_fixture_path("deep_changing", fixture, sizeof(fixture));
 
-	struct run_summary r = record(w, "", fixture, &whole, &deep, &total);
+	struct run_summary r = record(w, "", fixture, "2", &whole, &deep, &total);
 	/* The deep thread alone got a copy; no wakeup per sample; each sample once: the fixture's CPU time at 999 Hz
 	 * (the thread's samples from both its events would make ~1.5 times as many). */
 	assert_int_equal(r.copied_threads, 1);
 	assert_false(r.fast_lane);
-	double per_cpu_s = (double)r.samples / r.command_cpu_s;
-	fprintf(stderr, "%llu samples for %.3f s of the fixture's CPU: %.0f a second at 999 Hz\n", r.samples,
-		r.command_cpu_s, per_cpu_s);
-	assert_true(per_cpu_s > 999 * 0.8 && per_cpu_s < 999 * 1.2);
+	assert_each_sample_once(&r);
 	assert_int_equal(total, r.samples);
 
 	/* The oracle: perf with the same 64 KiB copy for every sample. */
@@ -111,8 +123,43 @@ static void test_deep_thread_gets_its_copy(void **state)
 		assert_true(ours >= perf - 2.0);
 
 	/* Batches alone read the stack past the 16 KiB copy tens of milliseconds late, and find it changed. */
-	record(w, "--thread-stack-size 0 --fast-lane apm", fixture, &batch_whole, &batch_deep, &batch_total);
+	record(w, "--thread-stack-size 0 --fast-lane apm", fixture, "2", &batch_whole, &batch_deep, &batch_total);
 	assert_true(batch_deep * 100 >= deep * 80 && batch_whole < 90.0 && whole >= 97.0);
+}
+
+/*
+ * A thread whose stack ran deep only for a while gives its copy back: the fixture's deep thread recurses in its
+ * first second of CPU, then spins in one frame for two more. Once a window of its samples (~1 s) needed no more
+ * than the sampler's copy, its copy goes; no sample is lost or counted twice across that, and its stacks are as
+ * whole as perf's with a 64 KiB copy of every sample.
+ */
+static void test_copy_given_back(void **state)
+{
+	struct test_workdir *w = *state;
+	char fixture[256], cmd[400];
+	double whole;
+	uint64_t deep, total;
+	test_require_perf();
+	test_fixture_path("deep_changing", fixture, sizeof(fixture));
+
+	struct run_summary r = record(w, "", fixture, "3 1", &whole, &deep, &total);
+	assert_int_equal(r.copied_threads, 1);
+	assert_int_equal(r.given_back, 1);
+	assert_false(r.fast_lane);
+	assert_each_sample_once(&r);
+	assert_int_equal(total, r.samples);
+
+	snprintf(cmd, sizeof(cmd), "%s 3 1", fixture);
+	struct test_perf_query q = { .cmd = cmd, .callgraph = "dwarf,65528", .symbol = "deep_worker" };
+	double perf = test_perf_children_share(w->dir, &q);
+	const char *const roots[] = { "deep_worker" };
+	struct profile *p = test_read_profile(w->out);
+	double ours = test_share(test_samples_complete_to(p, roots, 1), test_total_samples(p));
+	profile_free(p);
+	fprintf(stderr, "deep_worker whole: hostprof %.1f%% of all samples, perf --call-graph dwarf,65528 %.1f%%\n",
+		ours, perf);
+	if (perf >= 0)
+		assert_true(ours >= perf - 2.0);
 }
 
 /*
@@ -157,6 +204,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_deep_thread_gets_its_copy, test_workdir_setup,
 						test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_copy_given_back, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_daemon_copies_go_with_their_threads, test_workdir_setup,
 						test_workdir_teardown),
 	};

@@ -1,6 +1,6 @@
 /*
  * Unit tests for src/pipeline/thread_copies.c on this very process: real perf_event_open, real rings. Which reads
- * give a thread its copy, which samples are kept around its start and after its exit, and that a thread copy's
+ * give a thread its copy, which walks give it back, which samples are kept around its start and after its exit, and that a thread copy's
  * samples come through the sampler's drain with the larger copy. They skip, saying why, where the kernel refuses
  * perf_event_open.
  */
@@ -154,6 +154,45 @@ static void test_kept_by_time(void **state)
 	sampler_free(s);
 }
 
+/* A window of 1024 samples from the copy that needed more than the sampler's copy for 16 keeps it; one that
+ * needed it for 15 gives it back: its events are closed, and its samples are the sampler's again. */
+static void test_copy_given_back(void **state)
+{
+	(void)state;
+	struct sampler *s = open_self();
+	struct thread_copies *t = new_copies(s);
+	struct thread_copies_stats st;
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	unsigned before = sampler_nevents(s);
+	thread_copies_live_read(t, self, -ESTALE, false);
+	thread_copies_live_read(t, self, -ESTALE, false);
+	unsigned with_copy = sampler_nevents(s);
+	assert_true(with_copy > before);
+	for (int i = 0; i < 1024; i++)
+		thread_copies_copy_walked(t, self, i % 64 == 0);
+	thread_copies_get_stats(t, &st);
+	assert_int_equal(st.threads, 1);
+	assert_int_equal(st.given_back, 0);
+	assert_int_equal(sampler_nevents(s), with_copy);
+	for (int i = 0; i < 1024; i++)
+		thread_copies_copy_walked(t, self, i % 64 == 0 && i > 0);
+	thread_copies_get_stats(t, &st);
+	assert_int_equal(st.threads, 0);
+	assert_int_equal(st.given_back, 1);
+	assert_int_equal(sampler_nevents(s), before);
+	uint64_t now = clock_mono_ns();
+	assert_false(thread_copies_drops(t, self, now, false));
+	assert_true(thread_copies_drops(t, self, now, true));
+	/* It may get one again, as it got the first. */
+	thread_copies_live_read(t, self, -ESTALE, false);
+	thread_copies_live_read(t, self, -ESTALE, false);
+	thread_copies_get_stats(t, &st);
+	assert_int_equal(st.opened, 2);
+	assert_int_equal(sampler_nevents(s), with_copy);
+	thread_copies_free(t);
+	sampler_free(s);
+}
+
 /* A thread that says it is there (ready), then waits for a word (go) to exit: two pipes, one each way. */
 struct waiter {
 	pid_t tid;
@@ -288,6 +327,7 @@ int main(void)
 		cmocka_unit_test(test_which_reads_give_a_copy),
 		cmocka_unit_test(test_gone_thread),
 		cmocka_unit_test(test_kept_by_time),
+		cmocka_unit_test(test_copy_given_back),
 		cmocka_unit_test(test_vanished_thread_forgotten),
 		cmocka_unit_test(test_copy_samples_come_through_the_drain),
 	};

@@ -234,6 +234,38 @@ static void test_walk_names_own_frames(void **state)
 	free(t);
 }
 
+/* A walk shown the first view bytes of the copy gets the rest once it needs it, with no read of the process: the
+ * same frames, and past_view says so. One that needs no more says it did not. */
+static void test_walk_view_of_the_copy(void **state)
+{
+	(void)state;
+	struct taken *t = malloc(sizeof(*t));
+	struct walk_out whole, viewed;
+	take_outer(t);
+	struct walk_options o = { .max_stack_bytes = 2 * STACK_COPY, .stack_copy_bytes = STACK_COPY };
+	struct fixture *f = make_opts(&o, false, NULL);
+	struct walk_in in = { .proc = procmgr_get(f->pm, getpid()), .ps = &t->ps, .counts = &f->counts };
+	walk_sample(f->w, &in, &whole);
+	expect_taken(f, &whole);
+	assert_false(whole.past_view);
+	struct trace_frame first[64];
+	unsigned n = whole.n < 64 ? whole.n : 64;
+	memcpy(first, walk_frames(f->w), n * sizeof(first[0]));
+	in.view = 64;
+	walk_sample(f->w, &in, &viewed);
+	assert_true(viewed.past_view);
+	assert_int_equal(viewed.n, whole.n);
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(walk_frames(f->w)[i].address, first[i].address);
+	assert_int_equal(f->live_reads, 0);
+	in.view = t->ps.stack_size;
+	walk_sample(f->w, &in, &viewed);
+	assert_false(viewed.past_view);
+	assert_int_equal(viewed.n, whole.n);
+	destroy(f);
+	free(t);
+}
+
 /* A table being built stops a walk that may be held; built, the same sample walks whole. */
 static void test_pending_table_stops_held_walk(void **state)
 {
@@ -765,6 +797,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_walk_names_own_frames),
+		cmocka_unit_test(test_walk_view_of_the_copy),
 		cmocka_unit_test(test_walk_chain_without_registers),
 		cmocka_unit_test(test_pending_table_stops_held_walk),
 		cmocka_unit_test(test_deferred_table_ends_walk),
