@@ -268,7 +268,8 @@ static int fast_extension(struct walk_call *c, const struct unwind_sample *stack
  * not read from its interrupt (not present in the page tables yet): the process can still read it. In Go, whose g
  * register names the goroutine (or g0) the sample ran on, reads stop at that stack's end, and a stack Go has
  * since moved is not read at all (its old memory is free for reuse). A goroutine's stack that follow_goroutine
- * read is not extended: it was read up to its end, or max_stack_bytes.
+ * read is not extended: it was read up to its end, or max_stack_bytes. A walk shown only part of the kernel's copy
+ * (walk_in.view) is first given the rest of it, with nothing read.
  */
 static int extend_stack(void *ctx, const struct unwind_process *proc, const struct unwind_sample *stack,
 			uint64_t addr, struct unwind_sample *longer)
