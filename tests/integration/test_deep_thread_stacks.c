@@ -92,10 +92,28 @@ static void assert_each_sample_once(const struct run_summary *r)
 	assert_true(per_cpu_s > 999 * 0.8 && per_cpu_s < 999 * 1.2);
 }
 
+/* The share of all samples whole to deep_worker in w's profile is perf's with a 64 KiB copy of every sample (the
+ * same fixture and arguments, run now), or more, less 2 points. */
+static void assert_as_whole_as_perf(const struct test_workdir *w, const char *fixture, const char *args)
+{
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "%s %s", fixture, args);
+	struct test_perf_query q = { .cmd = cmd, .callgraph = "dwarf,65528", .symbol = "deep_worker" };
+	double perf = test_perf_children_share(w->dir, &q);
+	const char *const roots[] = { "deep_worker" };
+	struct profile *p = test_read_profile(w->out);
+	double ours = test_share(test_samples_complete_to(p, roots, 1), test_total_samples(p));
+	profile_free(p);
+	fprintf(stderr, "deep_worker whole: hostprof %.1f%% of all samples, perf --call-graph dwarf,65528 %.1f%%\n",
+		ours, perf);
+	if (perf >= 0)
+		assert_true(ours >= perf - 2.0);
+}
+
 static void test_deep_thread_gets_its_copy(void **state)
 {
 	struct test_workdir *w = *state;
-	char fixture[256], cmd[400];
+	char fixture[256];
 	double whole, batch_whole;
 	uint64_t deep, total, batch_deep, batch_total;
 	test_require_perf();
@@ -110,17 +128,7 @@ static void test_deep_thread_gets_its_copy(void **state)
 	assert_int_equal(total, r.samples);
 
 	/* The oracle: perf with the same 64 KiB copy for every sample. */
-	snprintf(cmd, sizeof(cmd), "%s 2", fixture);
-	struct test_perf_query q = { .cmd = cmd, .callgraph = "dwarf,65528", .symbol = "deep_worker" };
-	double perf = test_perf_children_share(w->dir, &q);
-	const char *const roots[] = { "deep_worker" };
-	struct profile *p = test_read_profile(w->out);
-	double ours = test_share(test_samples_complete_to(p, roots, 1), test_total_samples(p));
-	profile_free(p);
-	fprintf(stderr, "deep_worker whole: hostprof %.1f%% of all samples, perf --call-graph dwarf,65528 %.1f%%\n",
-		ours, perf);
-	if (perf >= 0)
-		assert_true(ours >= perf - 2.0);
+	assert_as_whole_as_perf(w, fixture, "2");
 
 	/* Batches alone read the stack past the 16 KiB copy tens of milliseconds late, and find it changed. */
 	record(w, "--thread-stack-size 0 --fast-lane apm", fixture, "2", &batch_whole, &batch_deep, &batch_total);
@@ -136,7 +144,7 @@ static void test_deep_thread_gets_its_copy(void **state)
 static void test_copy_given_back(void **state)
 {
 	struct test_workdir *w = *state;
-	char fixture[256], cmd[400];
+	char fixture[256];
 	double whole;
 	uint64_t deep, total;
 	test_require_perf();
@@ -149,17 +157,7 @@ static void test_copy_given_back(void **state)
 	assert_each_sample_once(&r);
 	assert_int_equal(total, r.samples);
 
-	snprintf(cmd, sizeof(cmd), "%s 3 1", fixture);
-	struct test_perf_query q = { .cmd = cmd, .callgraph = "dwarf,65528", .symbol = "deep_worker" };
-	double perf = test_perf_children_share(w->dir, &q);
-	const char *const roots[] = { "deep_worker" };
-	struct profile *p = test_read_profile(w->out);
-	double ours = test_share(test_samples_complete_to(p, roots, 1), test_total_samples(p));
-	profile_free(p);
-	fprintf(stderr, "deep_worker whole: hostprof %.1f%% of all samples, perf --call-graph dwarf,65528 %.1f%%\n",
-		ours, perf);
-	if (perf >= 0)
-		assert_true(ours >= perf - 2.0);
+	assert_as_whole_as_perf(w, fixture, "3 1");
 }
 
 /*

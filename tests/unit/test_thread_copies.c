@@ -47,6 +47,13 @@ static struct thread_copies *new_copies(struct sampler *s)
 	return t;
 }
 
+/* Two reads of tid's stack past the copy that found it changed: what gives a thread its copy. */
+static void two_stale_reads(struct thread_copies *t, pid_t tid)
+{
+	thread_copies_live_read(t, tid, -ESTALE, false);
+	thread_copies_live_read(t, tid, -ESTALE, false);
+}
+
 static void test_size_must_be_larger(void **state)
 {
 	(void)state;
@@ -109,14 +116,12 @@ static void test_gone_thread(void **state)
 	struct thread_copies *t = new_copies(s);
 	struct thread_copies_stats st;
 	pid_t gone = 0x3ffffff0;	/* above any pid_max */
-	thread_copies_live_read(t, gone, -ESTALE, false);
-	thread_copies_live_read(t, gone, -ESTALE, false);
+	two_stale_reads(t, gone);
 	thread_copies_get_stats(t, &st);
 	assert_int_equal(st.gone, 1);
 	assert_int_equal(st.opened, 0);
 	pid_t self = (pid_t)syscall(SYS_gettid);
-	thread_copies_live_read(t, self, -ESTALE, false);
-	thread_copies_live_read(t, self, -ESTALE, false);
+	two_stale_reads(t, self);
 	thread_copies_get_stats(t, &st);
 	assert_int_equal(st.opened, 1);
 	thread_copies_free(t);
@@ -132,8 +137,7 @@ static void test_kept_by_time(void **state)
 	struct thread_copies *t = new_copies(s);
 	pid_t self = (pid_t)syscall(SYS_gettid), other = self + 1;
 	uint64_t before = clock_mono_ns();
-	thread_copies_live_read(t, self, -ESTALE, false);
-	thread_copies_live_read(t, self, -ESTALE, false);
+	two_stale_reads(t, self);
 	uint64_t after = clock_mono_ns();
 	assert_false(thread_copies_drops(t, self, before, false));
 	assert_true(thread_copies_drops(t, self, before, true));
@@ -159,14 +163,13 @@ static void test_kept_by_time(void **state)
 static void test_copy_given_back(void **state)
 {
 	(void)state;
-	struct sampler *s = open_self();
-	struct thread_copies *t = new_copies(s);
-	struct thread_copies_stats st;
 	pid_t self = (pid_t)syscall(SYS_gettid);
+	struct sampler *s = open_self();
 	unsigned before = sampler_nevents(s);
-	thread_copies_live_read(t, self, -ESTALE, false);
-	thread_copies_live_read(t, self, -ESTALE, false);
+	struct thread_copies *t = new_copies(s);
+	two_stale_reads(t, self);
 	unsigned with_copy = sampler_nevents(s);
+	struct thread_copies_stats st;
 	assert_true(with_copy > before);
 	for (int i = 0; i < 1024; i++)
 		thread_copies_copy_walked(t, self, i % 64 == 0);
@@ -184,8 +187,7 @@ static void test_copy_given_back(void **state)
 	assert_false(thread_copies_drops(t, self, now, false));
 	assert_true(thread_copies_drops(t, self, now, true));
 	/* It may get one again, as it got the first. */
-	thread_copies_live_read(t, self, -ESTALE, false);
-	thread_copies_live_read(t, self, -ESTALE, false);
+	two_stale_reads(t, self);
 	thread_copies_get_stats(t, &st);
 	assert_int_equal(st.opened, 2);
 	assert_int_equal(sampler_nevents(s), with_copy);
@@ -224,8 +226,7 @@ static void test_vanished_thread_forgotten(void **state)
 	assert_int_equal(pipe(w.go), 0);
 	assert_int_equal(pthread_create(&th, NULL, wait_for_word, &w), 0);
 	assert_int_equal(read(w.ready[0], &c, 1), 1);	/* its tid is set */
-	thread_copies_live_read(t, w.tid, -ESTALE, false);
-	thread_copies_live_read(t, w.tid, -ESTALE, false);
+	two_stale_reads(t, w.tid);
 	uint64_t covered_at = clock_mono_ns();
 	assert_true(thread_copies_drops(t, w.tid, covered_at, false));
 	thread_copies_reap(t, clock_mono_ns());	/* alive: kept */
@@ -305,8 +306,7 @@ static void test_copy_samples_come_through_the_drain(void **state)
 	struct thread_copies *t = new_copies(s);
 	pid_t self = (pid_t)syscall(SYS_gettid);
 	struct copies_seen c = { .layout = sampler_layout(s), .tid = self };
-	thread_copies_live_read(t, self, -ESTALE, false);
-	thread_copies_live_read(t, self, -ESTALE, false);
+	two_stale_reads(t, self);
 	burn_deep(0.3);
 	assert_int_equal(sampler_disable(s), 0);
 	while (sampler_read(s, 10, on_record, &c) > 0)
