@@ -627,9 +627,9 @@ static int handle_decoded(struct session *s, const struct perf_event_header *rec
 		/* Once, when walked (a held sample when walked again), as its reads are (lanes_live_read()). */
 		if (!fe)
 			lanes_count_sample(s->lanes, p->pid);
-		if (!fe && s->copies && rc->thread_copy)
+		if (!fe && s->copies && rc->thread_copy)	/* whether its copy is still needed */
 			thread_copies_copy_walked(s->copies, (pid_t)ps.tid, out.past_view);
-		else if (!fe && s->copies)
+		else if (!fe && s->copies)			/* whether it needs one */
 			thread_copies_count_sample(s->copies, (pid_t)ps.tid);
 		const struct trace_frame *frames = walk_frames(s->walk);
 		unsigned n = python_frames(s, p, &ps, fe, &frames, out.n);
