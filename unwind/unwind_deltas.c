@@ -478,9 +478,9 @@ static enum ud_step ud_step_jit(struct ud_walk *w)
 
 /* ---- one step ------------------------------------------------------------------------------------------- */
 
-/* Replace w->r, the current frame, by its caller. */
 static bool ud_step_by_chain(struct ud_walk *w, const struct unwind_frame *frames, size_t n, bool before);
 
+/* Replace w->r, the current frame, by its caller. */
 static enum ud_step ud_step(struct ud_walk *w)
 {
 	uint64_t ip = w->r.regs[UNWIND_REG_IP];

@@ -24,10 +24,13 @@
  * took the process to the lane, and what was looked at once. Counts saturate (count()). */
 #define LIVE_FIELD_MAX 0x3fff
 #define LIVE_FIELD(v, shift) ((unsigned)((v) >> (shift)) & LIVE_FIELD_MAX)
+#define LIVE_READS_AT 14
+#define LIVE_LATE_AT 28
+#define LIVE_LOST_AT 42
 #define LIVE_SAMPLES(v) LIVE_FIELD(v, 0)
-#define LIVE_READS(v) LIVE_FIELD(v, 14)
-#define LIVE_LATE(v) LIVE_FIELD(v, 28)
-#define LIVE_LOST(v) LIVE_FIELD(v, 42)
+#define LIVE_READS(v) LIVE_FIELD(v, LIVE_READS_AT)
+#define LIVE_LATE(v) LIVE_FIELD(v, LIVE_LATE_AT)
+#define LIVE_LOST(v) LIVE_FIELD(v, LIVE_LOST_AT)
 #define LIVE_COUNTS ((1ull << 56) - 1)
 #define PROGRAM_CHECKED (1ull << 58)
 #define APM_CHECKED (1ull << 59)
@@ -218,9 +221,9 @@ void lanes_live_read(struct lanes *l, struct process *p, const struct walk_live_
 		return;
 	}
 	bool stale = r->past_copy && r->rc == -ESTALE && !r->replaying;
-	v = count(v, 14, r->past_copy);
-	v = count(v, 28, stale);
-	v = count(v, 42, !r->past_copy);	/* a held sample's too */
+	v = count(v, LIVE_READS_AT, r->past_copy);
+	v = count(v, LIVE_LATE_AT, stale);
+	v = count(v, LIVE_LOST_AT, !r->past_copy);	/* a held sample's too */
 	bool busy = r->past_copy && LIVE_READS(v) >= LIVE_WINDOW / LIVE_SHARE;
 	bool late = (stale && LIVE_LATE(v) >= LIVE_WINDOW / LIVE_LATE_SHARE) ||
 		    (!r->past_copy && LIVE_LOST(v) >= LIVE_WINDOW / LIVE_GO_LOST_SHARE);
