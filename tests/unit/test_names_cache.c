@@ -212,6 +212,51 @@ static void test_file_round_trip(void **state)
 	names_cache_free(open_cache(e, "k2", NAMES_CACHE_STALE));
 }
 
+static long file_size(const char *path)
+{
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	return (long)st.st_size;
+}
+
+/*
+ * A save to a file in use keeps its addresses (over an address added again) and adds the new ones; an added
+ * frame whose strings the file holds shares them: the file grows by the entry and the frame alone.
+ */
+static void test_save_adds_to_file(void **state)
+{
+	struct env *e = *state;
+	struct symbol_frame f[4];
+	static const struct symbol_frame held_strings = { .function = "work", .file = "prog.c", .line = 9 };
+	static const struct symbol_frame new_string = { .function = "helper", .file = "prog.c", .line = 11 };
+	write_sample(e);
+	long before = file_size(e->names);
+	struct names_cache *c = open_cache(e, "k1", NAMES_CACHE_USED);
+	assert_int_equal(names_cache_add(c, 0x2800, &held_strings, 1), 0);
+	assert_int_equal(names_cache_add(c, 0x1000, sample_chain, 2), 0);	/* held: the held chain stays */
+	assert_int_equal(names_cache_save(c), 0);
+	names_cache_free(c);
+	long shared = file_size(e->names);
+	assert_int_equal(shared - before, sizeof(struct names_cache_entry) + sizeof(struct names_cache_frame));
+	c = open_cache(e, "k1", NAMES_CACHE_USED);
+	assert_int_equal(names_cache_add(c, 0x0800, &new_string, 1), 0);
+	assert_int_equal(names_cache_save(c), 0);
+	names_cache_free(c);
+	assert_int_equal(file_size(e->names) - shared,
+			 sizeof(struct names_cache_entry) + sizeof(struct names_cache_frame) + sizeof("helper"));
+	c = open_cache(e, "k1", NAMES_CACHE_USED);
+	assert_int_equal(names_cache_get(c, 0x2000, f, 4), 2);
+	symcheck_same_frames(f, sample_chain, 2);
+	assert_int_equal(names_cache_get(c, 0x1000, f, 4), 1);
+	assert_string_equal(f[0].function, "main.main");
+	assert_int_equal(names_cache_get(c, 0x3000, f, 4), 0);
+	assert_int_equal(names_cache_get(c, 0x2800, f, 4), 1);
+	symcheck_same_frames(f, &held_strings, 1);
+	assert_int_equal(names_cache_get(c, 0x0800, f, 4), 1);
+	symcheck_same_frames(f, &new_string, 1);
+	names_cache_free(c);
+}
+
 /* The file's bytes, to damage. */
 static unsigned char *read_all(const char *path, size_t *len)
 {
@@ -345,6 +390,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_writable_file_not_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_libc_identical, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_save_adds_to_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_untrusted_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
