@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Owned by us; a directory closed to group and others, a file not writable by them. */
@@ -75,7 +77,7 @@ int cache_dir_open_file(int dirfd, const char *name, struct stat *st)
 }
 
 struct cached_file {
-	char name[256];
+	char name[CACHE_DIR_NAME_MAX];
 	off_t size;
 	struct timespec used;
 };
@@ -161,27 +163,82 @@ static size_t list_files(int dirfd, const char *suffix, struct cached_file *out,
 
 /* One pass: the oldest files (at most CACHE_DIR_EVICT_MAX_FILES) removed until need fits. Returns how many. */
 static size_t evict_oldest(int dirfd, const char *suffix, struct cached_file *c, unsigned long long max_bytes,
-			   unsigned long long need, bool *fits)
+			   unsigned long long need, bool *fits, unsigned long long *total)
 {
-	unsigned long long total;
-	size_t n = list_files(dirfd, suffix, c, CACHE_DIR_EVICT_MAX_FILES, &total), removed = 0;
+	size_t n = list_files(dirfd, suffix, c, CACHE_DIR_EVICT_MAX_FILES, total), removed = 0;
 	qsort(c, n, sizeof(*c), by_use);
-	for (size_t i = 0; i < n && total + need > max_bytes; i++) {
+	for (size_t i = 0; i < n && *total + need > max_bytes; i++) {
 		if (unlinkat(dirfd, c[i].name, 0) == 0) {
-			total -= (unsigned long long)c[i].size;
+			*total -= (unsigned long long)c[i].size;
 			removed++;
 		}
 	}
-	*fits = total + need <= max_bytes;
+	*fits = *total + need <= max_bytes;
 	return removed;
+}
+
+/* The ledger of suffix's files, locked, or a negative errno: the listing is then made every time. */
+static int ledger_open(int dirfd, const char *suffix)
+{
+	char name[CACHE_DIR_NAME_MAX];
+	struct stat st;
+	if (snprintf(name, sizeof(name), "%s%s", suffix, CACHE_DIR_LEDGER_SUFFIX) >= (int)sizeof(name))
+		return -ENAMETOOLONG;
+	int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600), err;
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (err = private_to_us(&st, false)) < 0 || flock(fd, LOCK_EX) < 0)
+		err = -EPERM;
+	if (err < 0)
+		close(fd);
+	return err < 0 ? err : fd;
+}
+
+/* The room the ledger holds for a bound of max_bytes, if it was weighed within CACHE_DIR_LEDGER_TTL_S. */
+static bool ledger_room(int fd, unsigned long long max_bytes, unsigned long long *room, struct stat *st)
+{
+	char buf[64], *end;
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	time_t now = time(NULL);
+	if (n <= 0 || fstat(fd, st) < 0 || st->st_mtime > now || now - st->st_mtime > CACHE_DIR_LEDGER_TTL_S)
+		return false;
+	buf[n] = '\0';
+	errno = 0;
+	*room = strtoull(buf, &end, 10);
+	unsigned long long max = *end == ' ' ? strtoull(end + 1, &end, 10) : 0;
+	return errno == 0 && *end == '\n' && max == max_bytes && *room <= max_bytes;
+}
+
+/* The room left, as of the time weighed (the file's modification time, the listing's). */
+static void ledger_write(int fd, unsigned long long room, unsigned long long max_bytes, const struct timespec *weighed)
+{
+	char buf[64];
+	int n = snprintf(buf, sizeof(buf), "%llu %llu\n", room, max_bytes);
+	if (pwrite(fd, buf, (size_t)n, 0) == n && ftruncate(fd, n) == 0 && weighed) {
+		struct timespec t[2] = { *weighed, *weighed };
+		futimens(fd, t);
+	}
 }
 
 void cache_dir_make_room(int dirfd, const char *suffix, unsigned long long max_bytes, unsigned long long need)
 {
+	int ledger = ledger_open(dirfd, suffix);
+	unsigned long long room;
+	struct stat st;
+	if (ledger >= 0 && ledger_room(ledger, max_bytes, &room, &st) && need <= room) {
+		ledger_write(ledger, room - need, max_bytes, &st.st_mtim);
+		close(ledger);
+		return;
+	}
 	struct cached_file *c = malloc(CACHE_DIR_EVICT_MAX_FILES * sizeof(*c));
 	bool fits = false;
+	unsigned long long total = 0;
 	/* A directory of more files than one pass weighs takes more passes, each the oldest of those left. */
-	while (c && !fits && evict_oldest(dirfd, suffix, c, max_bytes, need, &fits) > 0)
+	while (c && !fits && evict_oldest(dirfd, suffix, c, max_bytes, need, &fits, &total) > 0)
 		;
 	free(c);
+	if (ledger >= 0) {
+		ledger_write(ledger, fits ? max_bytes - total - need : 0, max_bytes, NULL);
+		close(ledger);
+	}
 }

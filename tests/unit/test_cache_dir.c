@@ -1,6 +1,7 @@
 /*
  * Unit tests for src/base/cache_dir.c's eviction: cache_dir_make_room() removes the least recently used files
- * first and counts every file of the cache, however many the directory holds (more than one listing weighs).
+ * first and counts every file of the cache, however many the directory holds (more than one listing weighs); its
+ * ledger spares a listing only while it is recent, readable and of the same bound.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "src/base/cache_dir.h"
@@ -110,12 +112,77 @@ static void test_nothing_when_it_fits(void **state)
 	remove_cache(dir);
 }
 
+/* n more cache files named prefix%05d.x from first on, used now: written after a cache_dir_make_room() or, for
+ * others, behind the ledger's back. */
+static void add_files(int dirfd, const char *prefix, int first, int n)
+{
+	char name[64], data[FILE_SIZE] = { 0 };
+	for (int i = first; i < first + n; i++) {
+		snprintf(name, sizeof(name), "%s%05d.x", prefix, i);
+		int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, data, sizeof(data)), (ssize_t)sizeof(data));
+		close(fd);
+	}
+}
+
+static void set_ledger(int dirfd, const char *text, time_t weighed)
+{
+	int fd = openat(dirfd, ".x" CACHE_DIR_LEDGER_SUFFIX, O_WRONLY | (text ? O_TRUNC : 0) | O_NOFOLLOW | O_CLOEXEC);
+	assert_true(fd >= 0);
+	if (text)
+		assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	struct timespec t[2] = { { weighed, 0 }, { weighed, 0 } };
+	assert_int_equal(futimens(fd, t), 0);
+	close(fd);
+}
+
+/* Room made for file i of a writer, then the file written. */
+static void write_one(int dirfd, unsigned long long max, int i)
+{
+	cache_dir_make_room(dirfd, ".x", max, FILE_SIZE);
+	add_files(dirfd, "w", i, 1);
+}
+
+/*
+ * After a listing, writes that fit in the room it left are not weighed again: 200 files added behind the ledger's
+ * back (101 over the bound with the writer's) stay until the ledger is older than CACHE_DIR_LEDGER_TTL_S; then the
+ * oldest go. A ledger with no room left, or that cannot be read, or of another bound, leads to a listing.
+ */
+static void test_ledger_spares_listing(void **state)
+{
+	struct test_workdir *w = *state;
+	char dir[600], text[64];
+	unsigned long long max = (NFILES + 100ULL) * FILE_SIZE;
+	cache_path(w, dir, sizeof(dir));
+	int dirfd = fill(dir);
+	write_one(dirfd, max, 0);	/* listed: room for 99 more */
+	add_files(dirfd, "n", 0, 200);
+	write_one(dirfd, max, 1);
+	assert_left(dirfd, 0);
+	set_ledger(dirfd, NULL, time(NULL) - CACHE_DIR_LEDGER_TTL_S - 1);	/* its room kept, its listing old */
+	write_one(dirfd, max, 2);	/* 5202 files and 1 to come: 103 go */
+	assert_left(dirfd, 103);
+	write_one(dirfd, max, 3);	/* no room was left */
+	assert_left(dirfd, 104);
+	set_ledger(dirfd, "junk", time(NULL));
+	write_one(dirfd, max, 4);
+	assert_left(dirfd, 105);
+	snprintf(text, sizeof(text), "%llu %llu\n", max, max + 1);
+	set_ledger(dirfd, text, time(NULL));
+	write_one(dirfd, max, 5);
+	assert_left(dirfd, 106);
+	close(dirfd);
+	remove_cache(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_oldest_go_first, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_more_than_one_listing, test_workdir_setup, test_workdir_teardown),
 		cmocka_unit_test_setup_teardown(test_nothing_when_it_fits, test_workdir_setup, test_workdir_teardown),
+		cmocka_unit_test_setup_teardown(test_ledger_spares_listing, test_workdir_setup, test_workdir_teardown),
 	};
 	return cmocka_run_group_tests_name("cache_dir", tests, NULL, NULL);
 }
