@@ -33,6 +33,8 @@ struct stub_names {
 	size_t nslots, slots_cap;
 	const char **jump_slots;	/* .rela.plt in order (NULL: not a named JUMP_SLOT), for push $i */
 	size_t njump;
+	Elf *elf;			/* the relocations' file, read at the first address in a PLT section */
+	int relocs_state;		/* 0 not read yet, 1 read, -1 failed (no memory) */
 	csh cs;
 	cs_insn *insn;
 	int cs_state;			/* 0 not opened yet, 1 open, -1 failed */
@@ -116,19 +118,34 @@ static int by_got(const void *a, const void *b)
 	return (x->got > y->got) - (x->got < y->got);
 }
 
-static int read_sections(struct stub_names *p, Elf *elf)
+/* The PLT sections of elf. */
+static void read_plt_sections(struct stub_names *p, Elf *elf)
 {
 	size_t shstrndx;
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return;
+	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+		GElf_Shdr sh;
+		const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
+		if (name && (!strcmp(name, ".plt") || !strcmp(name, ".plt.sec") || !strcmp(name, ".plt.got")))
+			add_plt(p, scn, &sh, name);
+	}
+}
+
+/*
+ * The JUMP_SLOT and GLOB_DAT relocations of every SHT_RELA section, read when first needed: a large library's
+ * .rela.dyn holds 100k relocations of other types, whose reading cost a run that named no stub of it ~10 ms.
+ */
+static int read_all_relocs(struct stub_names *p)
+{
+	size_t shstrndx;
+	Elf *elf = p->elf;
 	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
 		return 0;
 	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
 		GElf_Shdr sh;
 		const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
-		if (!name)
-			continue;
-		if (!strcmp(name, ".plt") || !strcmp(name, ".plt.sec") || !strcmp(name, ".plt.got"))
-			add_plt(p, scn, &sh, name);
-		else if (sh.sh_type == SHT_RELA && read_relocs(p, elf, scn, &sh, !strcmp(name, ".rela.plt")) < 0)
+		if (name && sh.sh_type == SHT_RELA && read_relocs(p, elf, scn, &sh, !strcmp(name, ".rela.plt")) < 0)
 			return -ENOMEM;
 	}
 	if (p->nslots)
@@ -142,10 +159,8 @@ int stub_names_new(Elf *elf, struct stub_names **out)
 	struct stub_names *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	if (read_sections(p, elf) < 0) {
-		stub_names_free(p);
-		return -ENOMEM;
-	}
+	p->elf = elf;
+	read_plt_sections(p, elf);
 	if (p->nplt == 0) {
 		stub_names_free(p);
 		return 0;
@@ -217,7 +232,9 @@ const char *stub_names_plt(struct stub_names *p, uint64_t va)
 		const struct stub_plt *plt = &p->plt[i];
 		if (va < plt->addr || va - plt->addr >= plt->size)
 			continue;
-		if (!open_capstone(p))
+		if (p->relocs_state == 0)
+			p->relocs_state = read_all_relocs(p) < 0 ? -1 : 1;
+		if (p->relocs_state < 0 || !open_capstone(p))
 			return NULL;
 		uint64_t off = (va - plt->addr) / plt->entsize * plt->entsize;
 		uint64_t len = plt->size - off < plt->entsize ? plt->size - off : plt->entsize;

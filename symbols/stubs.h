@@ -12,8 +12,9 @@
  * of libc name in no table they ship (Debian's libc.so.6 has no .symtab); it is recognised by its bytes
  * (stack_deltas.h: stack_delta_is_sigreturn).
  *
- * Ownership: stub_names_new() reads the sections and relocations once; the names it returns point into elf's
- * .dynstr and stay valid while elf is open. Not thread-safe. Untrusted input: every index, offset and size is
+ * Ownership: stub_names_new() reads the PLT sections, and the relocations are read once, at the first address
+ * in one (most files' stubs are never sampled); elf must stay open while the handle is used, and the names it
+ * returns point into elf's .dynstr and stay valid while elf is open. Not thread-safe. Untrusted input: every index, offset and size is
  * checked; a PLT section larger than STUB_MAX_PLT_BYTES, or relocations past STUB_MAX_RELOCS, are not used.
  */
 #ifndef HOSTPROF_STUBS_H
@@ -34,7 +35,8 @@ void stub_names_free(struct stub_names *p);
 
 /*
  * The .dynsym name (raw: mangled, no version) of the function whose PLT stub covers ELF address va, or NULL
- * when va is in no PLT section or its stub does not resolve to a named relocation.
+ * when va is in no PLT section, its stub does not resolve to a named relocation, or there was no memory to read
+ * the relocations.
  */
 const char *stub_names_plt(struct stub_names *p, uint64_t va);
 
