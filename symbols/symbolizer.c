@@ -4,8 +4,10 @@
  * The file is reported to libdwfl as one module placed at its link-time addresses (bias 0), so ELF virtual
  * addresses are module addresses. libdwfl brings .symtab/.dynsym/.gnu_debugdata, separate debug files and
  * DWARF; this file adds what a profiler reading hostile files needs on top of it:
- *  - the main file is read with pread (ELF_C_READ), never mmap'd, and its headers are checked against its
- *    size: a process truncating a library it mapped must not kill the profiler with SIGBUS;
+ *  - the main file is read with pread (ELF_C_READ), and its headers are checked against its size: a process
+ *    truncating a library it mapped must not kill the profiler with SIGBUS. Only a file no one but root can
+ *    write is mapped (ELF_C_READ_MMAP): its symbol and string tables are then used in place, where reading
+ *    them cost libLLVM's ~10 MB of copies into fresh memory on every run;
  *  - separate debug files: by build-id under /usr/lib/debug, or by .gnu_debuglink only as a plain file name,
  *    only if no other user can write the file, and only if its build-id matches (libdwfl's standard search
  *    follows "../" in the link name, opens FIFOs and, without a build-id or CRC, accepts any file);
@@ -790,7 +792,7 @@ static int open_main(struct symbolizer *s, const char *path, int fd)
 	s->bytes_fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
 	if (s->bytes_fd < 0)
 		return -errno;
-	s->elf = elf_begin(s->fd, ELF_C_READ, NULL);
+	s->elf = elf_begin(s->fd, regular_file_root_only(&st) ? ELF_C_READ_MMAP : ELF_C_READ, NULL);
 	return s->elf ? check_elf(s, (uint64_t)st.st_size) : -ENOEXEC;
 }
 

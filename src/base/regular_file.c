@@ -64,3 +64,8 @@ bool regular_file_writable_by_us_only(const struct stat *st)
 {
 	return (st->st_uid == 0 || st->st_uid == geteuid()) && !(st->st_mode & (S_IWGRP | S_IWOTH));
 }
+
+bool regular_file_root_only(const struct stat *st)
+{
+	return st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
+}

@@ -30,6 +30,11 @@ int regular_file_open(int dirfd, const char *path, int flags, struct stat *st);
  * claim any build-id), and what a file mapped by a root process needs (no one else can truncate it). */
 bool regular_file_writable_by_us_only(const struct stat *st);
 
+/* Whether only root can write the file: owned by root, without group or other write permission. What a file
+ * needs to be mapped rather than read (ELF_C_READ_MMAP): no user, not even the one profiling, can truncate it
+ * under the mapping, which would kill the reader with SIGBUS; packages replace such files by rename. */
+bool regular_file_root_only(const struct stat *st);
+
 /* What a st_mode is, for "not a regular file (a FIFO)": "a FIFO", "a directory", "a character device", ... */
 const char *regular_file_kind(mode_t mode);
 

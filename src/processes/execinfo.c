@@ -226,11 +226,6 @@ static void entry_free(struct execinfo *e)
  * one but root can write are mapped (distro binaries and libraries: cheap, shared with the page cache); the
  * others are read with pread, where a truncated file is a read error for the one request that needs it.
  */
-static int only_root_can_write(const struct stat *st)
-{
-	return st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
-}
-
 /*
  * Whether the file's table may go to and come from the table cache (stack_deltas_cache.h): a file with a
  * build-id that only root or we can write. The cache is keyed by build-id (and FileID, which covers only the
@@ -307,7 +302,7 @@ int execinfo_acquire_fd(struct execinfo_mgr *m, int fd, const char *path, struct
 	e->ino = st.st_ino;
 	e->size = st.st_size;
 	e->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-	if ((err = entry_load(e, path, only_root_can_write(&st) ? ELF_C_READ_MMAP : ELF_C_READ)) < 0) {
+	if ((err = entry_load(e, path, regular_file_root_only(&st) ? ELF_C_READ_MMAP : ELF_C_READ)) < 0) {
 		entry_free(e);
 		return err;
 	}

@@ -114,6 +114,22 @@ static void test_writable_by_us_only(void **state)
 	assert_false(regular_file_writable_by_us_only(&st));
 }
 
+/* Root only: root's, without group or other write permission; not the effective user's own unless that is root
+ * (a user may truncate their own file under the mapping). */
+static void test_root_only(void **state)
+{
+	(void)state;
+	struct stat st = { .st_uid = 0, .st_mode = S_IFREG | 0755 };
+	assert_true(regular_file_root_only(&st));
+	st.st_mode = S_IFREG | 0775;
+	assert_false(regular_file_root_only(&st));
+	st.st_mode = S_IFREG | 0757;
+	assert_false(regular_file_root_only(&st));
+	st.st_mode = S_IFREG | 0755;
+	st.st_uid = 1000;
+	assert_false(regular_file_root_only(&st));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -121,6 +137,7 @@ int main(void)
 		cmocka_unit_test(test_others_refused_at_once),
 		cmocka_unit_test(test_kind_names),
 		cmocka_unit_test(test_writable_by_us_only),
+		cmocka_unit_test(test_root_only),
 	};
 	return cmocka_run_group_tests_name("regular_file", tests, NULL, NULL);
 }
