@@ -157,7 +157,8 @@ int debug_cache_open(const char *dir, int fd, const unsigned char *id, int id_le
 	int copy = open_copy(dirfd, name, id, id_len);
 	if (copy < 0 && copy != -EPERM && fstat(fd, &st) == 0 &&
 	    snprintf(path, sizeof(path), "%s/%s", dir, name) < (int)sizeof(path)) {
-		cache_dir_make_room(dirfd, ".debug", DEBUG_CACHE_MAX_BYTES, (unsigned long long)st.st_size * 4);
+		cache_dir_make_room(dirfd, ".debug", DEBUG_CACHE_MAX_BYTES, (unsigned long long)st.st_size * 4,
+				    CACHE_NEED_ESTIMATE);
 		copy = write_copy(path, fd);
 		copy = copy < 0 ? copy : open_copy(dirfd, name, id, id_len);
 	}

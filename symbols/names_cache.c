@@ -374,7 +374,8 @@ static int write_image(struct names_cache *c, const struct file_image *img)
 	if (img->strings_size)	/* no strings (nameless addresses only): no buffer */
 		memcpy(body + esize + fsize, img->strings, img->strings_size);
 	h.hash = body_hash(&h, body, size);
-	cache_dir_make_room(c->dirfd, NAMES_CACHE_SUFFIX, NAMES_CACHE_DIR_MAX_BYTES, sizeof(h) + size);
+	cache_dir_make_room(c->dirfd, NAMES_CACHE_SUFFIX, NAMES_CACHE_DIR_MAX_BYTES, sizeof(h) + size,
+			    CACHE_NEED_EXACT);
 	struct atomic_file *f;
 	int err = atomic_file_new(c->path, &f);
 	if (err == 0 && (fwrite(&h, sizeof(h), 1, atomic_file_stream(f)) != 1 ||

@@ -125,7 +125,7 @@ struct symbolizer {
 	Elf *elf;			/* the main file, until libdwfl takes it over (find_main_elf) */
 	int fd;				/* its descriptor, likewise */
 	int bytes_fd;			/* the main file again, ours to pread a few bytes from (stub_is_sigreturn):
-					 * libdwfl owns fd and reads, not maps, the file */
+					 * libdwfl owns fd, and maps the file only if only root can write it */
 	dev_t dev;			/* identity of the main file, which is never its own debug file */
 	ino_t ino;
 	uint64_t size;

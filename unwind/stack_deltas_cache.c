@@ -268,7 +268,8 @@ int stack_deltas_cache_store(const struct stack_deltas_cache *c, const struct st
 	if (sizeof(h) + img.size > STACK_DELTAS_CACHE_MAX_BYTES)
 		return -EFBIG;
 	make_head(c, key, &img, stats, &h);
-	cache_dir_make_room(c->dirfd, STACK_DELTAS_CACHE_SUFFIX, STACK_DELTAS_CACHE_MAX_BYTES, sizeof(h) + img.size);
+	cache_dir_make_room(c->dirfd, STACK_DELTAS_CACHE_SUFFIX, STACK_DELTAS_CACHE_MAX_BYTES, sizeof(h) + img.size,
+			    CACHE_NEED_EXACT);
 	struct atomic_file *f;
 	if ((err = atomic_file_new(path, &f)) < 0)
 		return err;

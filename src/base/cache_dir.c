@@ -129,22 +129,24 @@ static void keep_oldest(struct cached_file *heap, size_t *n, size_t max, const s
 	}
 }
 
-/* The max least recently used regular files of dirfd named *suffix, and the total size of all of them. */
+/* The max least recently used regular files of dirfd named *suffix, and the total size of all of them; *listed
+ * false if the directory could not be read to its end (the total is then too small to be kept). */
 static size_t list_files(int dirfd, const char *suffix, struct cached_file *out, size_t max,
-			 unsigned long long *total)
+			 unsigned long long *total, bool *listed)
 {
 	int fd = dup(dirfd);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	size_t n = 0, slen = strlen(suffix);
 	struct dirent *e;
 	*total = 0;
+	*listed = false;
 	if (!d) {
 		if (fd >= 0)
 			close(fd);
 		return 0;
 	}
 	rewinddir(d);	/* the duplicate shares dirfd's position */
-	while ((e = readdir(d))) {
+	for (errno = 0; (e = readdir(d)); errno = 0) {
 		struct stat st;
 		struct cached_file f;
 		size_t len = strlen(e->d_name);
@@ -157,15 +159,16 @@ static size_t list_files(int dirfd, const char *suffix, struct cached_file *out,
 		*total += (unsigned long long)st.st_size;
 		keep_oldest(out, &n, max, &f);
 	}
+	*listed = errno == 0;
 	closedir(d);
 	return n;
 }
 
 /* One pass: the oldest files (at most CACHE_DIR_EVICT_MAX_FILES) removed until need fits. Returns how many. */
 static size_t evict_oldest(int dirfd, const char *suffix, struct cached_file *c, unsigned long long max_bytes,
-			   unsigned long long need, bool *fits, unsigned long long *total)
+			   unsigned long long need, bool *fits, unsigned long long *total, bool *listed)
 {
-	size_t n = list_files(dirfd, suffix, c, CACHE_DIR_EVICT_MAX_FILES, total), removed = 0;
+	size_t n = list_files(dirfd, suffix, c, CACHE_DIR_EVICT_MAX_FILES, total, listed), removed = 0;
 	qsort(c, n, sizeof(*c), by_use);
 	for (size_t i = 0; i < n && *total + need > max_bytes; i++) {
 		if (unlinkat(dirfd, c[i].name, 0) == 0) {
@@ -184,11 +187,15 @@ static int ledger_open(int dirfd, const char *suffix)
 	struct stat st;
 	if (snprintf(name, sizeof(name), "%s%s", suffix, CACHE_DIR_LEDGER_SUFFIX) >= (int)sizeof(name))
 		return -ENAMETOOLONG;
-	int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600), err;
+	int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600), err = 0;
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (err = private_to_us(&st, false)) < 0 || flock(fd, LOCK_EX) < 0)
+	/* Never waited for: a writer stopped while it holds the ledger (Ctrl-Z, a debugger) must not stop the others,
+	 * which list as before. */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || private_to_us(&st, false) < 0)
 		err = -EPERM;
+	else if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+		err = -errno;
 	if (err < 0)
 		close(fd);
 	return err < 0 ? err : fd;
@@ -200,7 +207,8 @@ static bool ledger_room(int fd, unsigned long long max_bytes, unsigned long long
 	char buf[64], *end;
 	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
 	time_t now = time(NULL);
-	if (n <= 0 || fstat(fd, st) < 0 || st->st_mtime > now || now - st->st_mtime > CACHE_DIR_LEDGER_TTL_S)
+	/* time() is the coarse clock: a file's fine-grained time may be up to a tick ahead of it. */
+	if (n <= 0 || fstat(fd, st) < 0 || st->st_mtime > now + 1 || now - st->st_mtime > CACHE_DIR_LEDGER_TTL_S)
 		return false;
 	buf[n] = '\0';
 	errno = 0;
@@ -220,25 +228,28 @@ static void ledger_write(int fd, unsigned long long room, unsigned long long max
 	}
 }
 
-void cache_dir_make_room(int dirfd, const char *suffix, unsigned long long max_bytes, unsigned long long need)
+void cache_dir_make_room(int dirfd, const char *suffix, unsigned long long max_bytes, unsigned long long need,
+			 enum cache_need exact)
 {
 	int ledger = ledger_open(dirfd, suffix);
-	unsigned long long room;
+	unsigned long long room, total = 0;
 	struct stat st;
-	if (ledger >= 0 && ledger_room(ledger, max_bytes, &room, &st) && need <= room) {
+	if (ledger >= 0 && exact == CACHE_NEED_EXACT && ledger_room(ledger, max_bytes, &room, &st) && need <= room) {
 		ledger_write(ledger, room - need, max_bytes, &st.st_mtim);
 		close(ledger);
 		return;
 	}
 	struct cached_file *c = malloc(CACHE_DIR_EVICT_MAX_FILES * sizeof(*c));
-	bool fits = false;
-	unsigned long long total = 0;
+	bool fits = false, listed = c != NULL;
 	/* A directory of more files than one pass weighs takes more passes, each the oldest of those left. */
-	while (c && !fits && evict_oldest(dirfd, suffix, c, max_bytes, need, &fits, &total) > 0)
+	while (c && listed && !fits && evict_oldest(dirfd, suffix, c, max_bytes, need, &fits, &total, &listed) > 0)
 		;
 	free(c);
 	if (ledger >= 0) {
-		ledger_write(ledger, fits ? max_bytes - total - need : 0, max_bytes, NULL);
+		/* What a listing left, if it read the whole directory and need is what will be written; else none:
+		 * the next write lists. */
+		ledger_write(ledger, listed && fits && exact == CACHE_NEED_EXACT ? max_bytes - total - need : 0,
+			     max_bytes, NULL);
 		close(ledger);
 	}
 }

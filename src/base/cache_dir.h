@@ -12,7 +12,9 @@
  * a listing is kept in a ledger file, "<suffix>.room" (locked while used, so that writers take from it in turn),
  * and a write that fits in it takes its size from it with no listing. The ledger counts a replaced file's size
  * twice (it is gone only once the new one is in place): it errs towards listing again. It is trusted for
- * CACHE_DIR_LEDGER_TTL_S after its listing, against files others removed or added behind its back.
+ * CACHE_DIR_LEDGER_TTL_S after its listing, against files others removed or added behind its back. Writes in
+ * flight while another process lists are not counted by that listing: the bound may be passed by them, as
+ * without a ledger.
  *
  * Errors: negative errno (-EPERM for a directory or file not private to the user). No state: every call is
  * independent; the caller owns returned descriptors.
@@ -43,9 +45,18 @@ int cache_dir_open_file(int dirfd, const char *name, struct stat *st);
 #define CACHE_DIR_LEDGER_TTL_S 600
 #define CACHE_DIR_NAME_MAX 256
 
+/* Whether need is the size of the file to be written, or a guess (a decompressed copy's). */
+enum cache_need {
+	CACHE_NEED_EXACT,
+	CACHE_NEED_ESTIMATE,	/* the files are weighed, and the ledger left with no room: the next write weighs
+				 * them again, with the file written */
+};
+
 /* Remove the least recently used regular files of dirfd whose names end in suffix until need more bytes fit in
  * max_bytes with those left, unless the ledger says they fit. Best effort: a file another process removed first
- * is skipped; without a ledger (it cannot be made, or is not private), the files are weighed every time. */
-void cache_dir_make_room(int dirfd, const char *suffix, unsigned long long max_bytes, unsigned long long need);
+ * is skipped; without a ledger (it cannot be made, is not private, or another writer holds it), the files are
+ * weighed every time. */
+void cache_dir_make_room(int dirfd, const char *suffix, unsigned long long max_bytes, unsigned long long need,
+			 enum cache_need exact);
 
 #endif

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,7 +81,7 @@ static void test_oldest_go_first(void **state)
 	char dir[600];
 	cache_path(w, dir, sizeof(dir));
 	int dirfd = fill(dir);
-	cache_dir_make_room(dirfd, ".x", 1000ULL * FILE_SIZE, 0);
+	cache_dir_make_room(dirfd, ".x", 1000ULL * FILE_SIZE, 0, CACHE_NEED_EXACT);
 	assert_left(dirfd, NFILES - 1000);
 	close(dirfd);
 	remove_cache(dir);
@@ -93,7 +94,7 @@ static void test_more_than_one_listing(void **state)
 	char dir[600];
 	cache_path(w, dir, sizeof(dir));
 	int dirfd = fill(dir);
-	cache_dir_make_room(dirfd, ".x", 500ULL * FILE_SIZE, 50ULL * FILE_SIZE);
+	cache_dir_make_room(dirfd, ".x", 500ULL * FILE_SIZE, 50ULL * FILE_SIZE, CACHE_NEED_EXACT);
 	assert_left(dirfd, NFILES - 450);
 	close(dirfd);
 	remove_cache(dir);
@@ -106,7 +107,8 @@ static void test_nothing_when_it_fits(void **state)
 	char dir[600];
 	cache_path(w, dir, sizeof(dir));
 	int dirfd = fill(dir);
-	cache_dir_make_room(dirfd, ".x", (unsigned long long)NFILES * FILE_SIZE + FILE_SIZE, FILE_SIZE);
+	cache_dir_make_room(dirfd, ".x", (unsigned long long)NFILES * FILE_SIZE + FILE_SIZE, FILE_SIZE,
+			    CACHE_NEED_EXACT);
 	assert_left(dirfd, 0);
 	close(dirfd);
 	remove_cache(dir);
@@ -138,16 +140,18 @@ static void set_ledger(int dirfd, const char *text, time_t weighed)
 }
 
 /* Room made for file i of a writer, then the file written. */
-static void write_one(int dirfd, unsigned long long max, int i)
+static void write_one(int dirfd, unsigned long long max, int i, enum cache_need exact)
 {
-	cache_dir_make_room(dirfd, ".x", max, FILE_SIZE);
+	cache_dir_make_room(dirfd, ".x", max, FILE_SIZE, exact);
 	add_files(dirfd, "w", i, 1);
 }
 
 /*
  * After a listing, writes that fit in the room it left are not weighed again: 200 files added behind the ledger's
  * back (101 over the bound with the writer's) stay until the ledger is older than CACHE_DIR_LEDGER_TTL_S; then the
- * oldest go. A ledger with no room left, or that cannot be read, or of another bound, leads to a listing.
+ * oldest go. A ledger with no room left, or that cannot be read, or of another bound, leads to a listing; so does
+ * a write whose size is a guess, which leaves the ledger with no room; so does a ledger another writer holds,
+ * without waiting for it.
  */
 static void test_ledger_spares_listing(void **state)
 {
@@ -155,23 +159,41 @@ static void test_ledger_spares_listing(void **state)
 	char dir[600], text[64];
 	unsigned long long max = (NFILES + 100ULL) * FILE_SIZE;
 	cache_path(w, dir, sizeof(dir));
-	int dirfd = fill(dir);
-	write_one(dirfd, max, 0);	/* listed: room for 99 more */
+	int dirfd = fill(dir), i = 0;
+	write_one(dirfd, max, i++, CACHE_NEED_EXACT);	/* listed: room for 99 more */
 	add_files(dirfd, "n", 0, 200);
-	write_one(dirfd, max, 1);
+	write_one(dirfd, max, i++, CACHE_NEED_EXACT);
 	assert_left(dirfd, 0);
 	set_ledger(dirfd, NULL, time(NULL) - CACHE_DIR_LEDGER_TTL_S - 1);	/* its room kept, its listing old */
-	write_one(dirfd, max, 2);	/* 5202 files and 1 to come: 103 go */
+	write_one(dirfd, max, i++, CACHE_NEED_EXACT);	/* 5202 files and 1 to come: 103 go */
 	assert_left(dirfd, 103);
-	write_one(dirfd, max, 3);	/* no room was left */
+	write_one(dirfd, max, i++, CACHE_NEED_EXACT);	/* no room was left */
 	assert_left(dirfd, 104);
-	set_ledger(dirfd, "junk", time(NULL));
-	write_one(dirfd, max, 4);
-	assert_left(dirfd, 105);
-	snprintf(text, sizeof(text), "%llu %llu\n", max, max + 1);
+	int keep_from = 104;
+	const char *unreadable[] = { "%llu %llu", "%llux%llu\n", "%llu %llu+1\n" };	/* no end, no space, more after */
+	for (size_t k = 0; k < sizeof(unreadable) / sizeof(*unreadable); k++) {
+		snprintf(text, sizeof(text), unreadable[k], max, max);
+		set_ledger(dirfd, text, time(NULL));
+		write_one(dirfd, max, i++, CACHE_NEED_EXACT);
+		assert_left(dirfd, ++keep_from);
+	}
+	snprintf(text, sizeof(text), "%llu %llu\n", max, max + 1);	/* another bound's */
 	set_ledger(dirfd, text, time(NULL));
-	write_one(dirfd, max, 5);
-	assert_left(dirfd, 106);
+	write_one(dirfd, max, i++, CACHE_NEED_EXACT);
+	assert_left(dirfd, ++keep_from);
+	snprintf(text, sizeof(text), "%llu %llu\n", max, max);	/* all the room there is, but a guessed size */
+	set_ledger(dirfd, text, time(NULL));
+	write_one(dirfd, max, i++, CACHE_NEED_ESTIMATE);
+	assert_left(dirfd, ++keep_from);
+	write_one(dirfd, max, i++, CACHE_NEED_EXACT);	/* no room left by the guess */
+	assert_left(dirfd, ++keep_from);
+	set_ledger(dirfd, text, time(NULL));
+	int holder = openat(dirfd, ".x" CACHE_DIR_LEDGER_SUFFIX, O_RDONLY | O_CLOEXEC);
+	assert_true(holder >= 0);
+	assert_int_equal(flock(holder, LOCK_EX), 0);
+	write_one(dirfd, max, i++, CACHE_NEED_EXACT);
+	assert_left(dirfd, ++keep_from);
+	close(holder);
 	close(dirfd);
 	remove_cache(dir);
 }
