@@ -97,37 +97,32 @@ static void test_kind_names(void **state)
 	assert_string_equal(regular_file_kind(0), "not a regular file");
 }
 
-/* Writable by us only: ours or root's, without group or other write permission. */
-static void test_writable_by_us_only(void **state)
+/*
+ * Who may write a file, from its owner and mode: writable by us only (ours or root's, without group or other write
+ * permission), and root only (root's likewise; not the effective user's own unless that is root, since a user
+ * may truncate their own file under a mapping).
+ */
+static void test_who_can_write(void **state)
 {
 	(void)state;
-	struct stat st = { .st_uid = geteuid(), .st_mode = S_IFREG | 0644 };
-	assert_true(regular_file_writable_by_us_only(&st));
-	st.st_uid = 0;
-	assert_true(regular_file_writable_by_us_only(&st));
-	st.st_mode = S_IFREG | 0664;
-	assert_false(regular_file_writable_by_us_only(&st));
-	st.st_mode = S_IFREG | 0646;
-	assert_false(regular_file_writable_by_us_only(&st));
-	st.st_mode = S_IFREG | 0644;
-	st.st_uid = geteuid() + 1000;	/* another user's */
-	assert_false(regular_file_writable_by_us_only(&st));
-}
-
-/* Root only: root's, without group or other write permission; not the effective user's own unless that is root
- * (a user may truncate their own file under the mapping). */
-static void test_root_only(void **state)
-{
-	(void)state;
-	struct stat st = { .st_uid = 0, .st_mode = S_IFREG | 0755 };
-	assert_true(regular_file_root_only(&st));
-	st.st_mode = S_IFREG | 0775;
-	assert_false(regular_file_root_only(&st));
-	st.st_mode = S_IFREG | 0757;
-	assert_false(regular_file_root_only(&st));
-	st.st_mode = S_IFREG | 0755;
-	st.st_uid = 1000;
-	assert_false(regular_file_root_only(&st));
+	enum owner { ROOT, US, OTHER };
+	static const struct {
+		enum owner owner;
+		mode_t mode;
+		bool us_only, root_only;
+	} cases[] = {
+		{ ROOT, 0644, true, true },  { ROOT, 0755, true, true },   { ROOT, 0664, false, false },
+		{ ROOT, 0646, false, false }, { US, 0644, true, false },   { US, 0664, false, false },
+		{ OTHER, 0644, false, false },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		uid_t uids[] = { 0, geteuid(), geteuid() + 1000 };
+		struct stat st = { .st_uid = uids[cases[i].owner], .st_mode = S_IFREG | cases[i].mode };
+		bool root_only = cases[i].root_only || (cases[i].owner == US && geteuid() == 0 && cases[i].us_only);
+		if (regular_file_writable_by_us_only(&st) != cases[i].us_only || regular_file_root_only(&st) != root_only)
+			fail_msg("case %zu (owner %d, mode %o): writable by us only %d, root only %d", i, cases[i].owner,
+				 (unsigned)cases[i].mode, regular_file_writable_by_us_only(&st), regular_file_root_only(&st));
+	}
 }
 
 int main(void)
@@ -136,8 +131,7 @@ int main(void)
 		cmocka_unit_test(test_regular_file_opens_blocking),
 		cmocka_unit_test(test_others_refused_at_once),
 		cmocka_unit_test(test_kind_names),
-		cmocka_unit_test(test_writable_by_us_only),
-		cmocka_unit_test(test_root_only),
+		cmocka_unit_test(test_who_can_write),
 	};
 	return cmocka_run_group_tests_name("regular_file", tests, NULL, NULL);
 }
