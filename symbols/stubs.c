@@ -118,18 +118,27 @@ static int by_got(const void *a, const void *b)
 	return (x->got > y->got) - (x->got < y->got);
 }
 
+/* The first section after scn (NULL: the first of all) with a header and a name, both returned; NULL past the
+ * last. */
+static Elf_Scn *next_named_section(Elf *elf, size_t shstrndx, Elf_Scn *scn, GElf_Shdr *sh, const char **name)
+{
+	while ((scn = elf_nextscn(elf, scn)))
+		if (gelf_getshdr(scn, sh) && (*name = elf_strptr(elf, shstrndx, sh->sh_name)))
+			return scn;
+	return NULL;
+}
+
 /* The PLT sections of elf. */
 static void read_plt_sections(struct stub_names *p, Elf *elf)
 {
 	size_t shstrndx;
+	GElf_Shdr sh;
+	const char *name;
 	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
 		return;
-	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
-		GElf_Shdr sh;
-		const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
-		if (name && (!strcmp(name, ".plt") || !strcmp(name, ".plt.sec") || !strcmp(name, ".plt.got")))
+	for (Elf_Scn *scn = NULL; (scn = next_named_section(elf, shstrndx, scn, &sh, &name));)
+		if (!strcmp(name, ".plt") || !strcmp(name, ".plt.sec") || !strcmp(name, ".plt.got"))
 			add_plt(p, scn, &sh, name);
-	}
 }
 
 /*
@@ -139,15 +148,14 @@ static void read_plt_sections(struct stub_names *p, Elf *elf)
 static int read_all_relocs(struct stub_names *p)
 {
 	size_t shstrndx;
+	GElf_Shdr sh;
+	const char *name;
 	Elf *elf = p->elf;
 	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
 		return 0;
-	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
-		GElf_Shdr sh;
-		const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
-		if (name && sh.sh_type == SHT_RELA && read_relocs(p, elf, scn, &sh, !strcmp(name, ".rela.plt")) < 0)
+	for (Elf_Scn *scn = NULL; (scn = next_named_section(elf, shstrndx, scn, &sh, &name));)
+		if (sh.sh_type == SHT_RELA && read_relocs(p, elf, scn, &sh, !strcmp(name, ".rela.plt")) < 0)
 			return -ENOMEM;
-	}
 	if (p->nslots)
 		qsort(p->slots, p->nslots, sizeof(*p->slots), by_got);
 	return 0;
