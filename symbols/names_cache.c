@@ -318,12 +318,14 @@ static int by_addr_then_order(const void *a, const void *b)
  */
 static int adopt_held(const struct names_cache *c, struct file_image *img)
 {
-	if (c->strings_size && grow((void **)&img->strings, &img->strings_cap, c->strings_size, 1) < 0)
-		return -ENOMEM;
-	if (c->strings_size)
+	if (c->strings_size) {
+		if (grow((void **)&img->strings, &img->strings_cap, c->strings_size, 1) < 0)
+			return -ENOMEM;
 		memcpy(img->strings, c->strings, c->strings_size);
+	}
 	img->strings_size = c->strings_size;
-	for (size_t off = 0; off < c->strings_size; off += strlen(c->strings + off) + 1) {	/* the pool ends in NUL */
+	/* The pool ends in NUL: each string ends within it. */
+	for (size_t off = 0; off < c->strings_size; off += strlen(c->strings + off) + 1) {
 		const char *str = c->strings + off;
 		uint64_t h = hash_str(HASH_SEED, str), ref;
 		if (!hindex_find(&img->string_index, h, string_is, img, str, &ref) &&

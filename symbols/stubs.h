@@ -14,8 +14,9 @@
  *
  * Ownership: stub_names_new() reads the PLT sections, and the relocations are read once, at the first address
  * in one (most files' stubs are never sampled); elf must stay open while the handle is used, and the names it
- * returns point into elf's .dynstr and stay valid while elf is open. Not thread-safe. Untrusted input: every index, offset and size is
- * checked; a PLT section larger than STUB_MAX_PLT_BYTES, or relocations past STUB_MAX_RELOCS, are not used.
+ * returns point into elf's .dynstr and stay valid while elf is open. Not thread-safe. Untrusted input: every
+ * index, offset and size is checked; a PLT section larger than STUB_MAX_PLT_BYTES, or relocations past
+ * STUB_MAX_RELOCS, are not used.
  */
 #ifndef HOSTPROF_STUBS_H
 #define HOSTPROF_STUBS_H

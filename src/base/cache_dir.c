@@ -242,7 +242,7 @@ void cache_dir_make_room(int dirfd, const char *suffix, unsigned long long max_b
 	struct cached_file *c = malloc(CACHE_DIR_EVICT_MAX_FILES * sizeof(*c));
 	bool fits = false, listed = c != NULL;
 	/* A directory of more files than one pass weighs takes more passes, each the oldest of those left. */
-	while (c && listed && !fits && evict_oldest(dirfd, suffix, c, max_bytes, need, &fits, &total, &listed) > 0)
+	while (listed && !fits && evict_oldest(dirfd, suffix, c, max_bytes, need, &fits, &total, &listed) > 0)
 		;
 	free(c);
 	if (ledger >= 0) {

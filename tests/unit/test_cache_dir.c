@@ -170,7 +170,8 @@ static void test_ledger_spares_listing(void **state)
 	write_one(dirfd, max, i++, CACHE_NEED_EXACT);	/* no room was left */
 	assert_left(dirfd, 104);
 	int keep_from = 104;
-	const char *unreadable[] = { "%llu %llu", "%llux%llu\n", "%llu %llu+1\n" };	/* no end, no space, more after */
+	/* No end, no space, more after the bound. */
+	const char *unreadable[] = { "%llu %llu", "%llux%llu\n", "%llu %llu+1\n" };
 	for (size_t k = 0; k < sizeof(unreadable) / sizeof(*unreadable); k++) {
 		snprintf(text, sizeof(text), unreadable[k], max, max);
 		set_ledger(dirfd, text, time(NULL));

@@ -119,9 +119,10 @@ static void test_who_can_write(void **state)
 		uid_t uids[] = { 0, geteuid(), geteuid() + 1000 };
 		struct stat st = { .st_uid = uids[cases[i].owner], .st_mode = S_IFREG | cases[i].mode };
 		bool root_only = cases[i].root_only || (cases[i].owner == US && geteuid() == 0 && cases[i].us_only);
-		if (regular_file_writable_by_us_only(&st) != cases[i].us_only || regular_file_root_only(&st) != root_only)
-			fail_msg("case %zu (owner %d, mode %o): writable by us only %d, root only %d", i, cases[i].owner,
-				 (unsigned)cases[i].mode, regular_file_writable_by_us_only(&st), regular_file_root_only(&st));
+		bool us_got = regular_file_writable_by_us_only(&st), root_got = regular_file_root_only(&st);
+		if (us_got != cases[i].us_only || root_got != root_only)
+			fail_msg("case %zu (owner %d, mode %o): writable by us only %d, root only %d", i,
+				 cases[i].owner, (unsigned)cases[i].mode, us_got, root_got);
 	}
 }
 
