@@ -139,7 +139,8 @@ static int setup_worker(struct session *s)
 static void on_live_read(void *ctx, struct process *p, const struct walk_live_read *r)
 {
 	struct session *s = ctx;
-	if (r->past_copy && !r->fast && s->copies && thread_copies_live_read(s->copies, r->tid, r->rc, r->replaying))
+	if (r->past_copy && !r->fast && s->copies &&
+	    thread_copies_live_read(s->copies, r->tid, r->time, r->rc, r->replaying))
 		return;
 	lanes_live_read(s->lanes, p, r);
 }

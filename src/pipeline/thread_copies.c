@@ -113,11 +113,12 @@ static void open_copy(struct thread_copies *t, pid_t tid)
 		  err == 0 ? "out of memory" : sampler_error(t->o.sampler));
 }
 
-bool thread_copies_live_read(struct thread_copies *t, pid_t tid, int rc, bool replaying)
+bool thread_copies_live_read(struct thread_copies *t, pid_t tid, uint64_t time_ns, int rc, bool replaying)
 {
 	uint64_t v = 0;
-	if (t->refused || hindex_u32_get(&t->covered, (uint32_t)tid, &v) ||
-	    hindex_count(&t->covered) >= t->o.max_threads)
+	if (hindex_u32_get(&t->covered, (uint32_t)tid, &v))
+		return time_ns < v;	/* from before its copy (a held sample's, a batch's): the copy answers it now */
+	if (t->refused || hindex_count(&t->covered) >= t->o.max_threads)
 		return false;
 	hindex_u32_get(&t->need, (uint32_t)tid, &v);
 	uint64_t samples = NEED_SAMPLES(v), reads = NEED_READS(v) + 1;

@@ -71,14 +71,15 @@ void thread_copies_free(struct thread_copies *t);
 /* A sample of tid from the sampler's events was walked: counted, for the share of its samples that needed reads. */
 void thread_copies_count_sample(struct thread_copies *t, pid_t tid);
 /*
- * A walk of a sample of tid needed its stack past the copy read from the live process, in a batch (rc: the
- * read's result, -ESTALE: it had changed; replaying: a held sample's, whose lateness is hostprof's, the table it
- * waited for, not the thread's: it counts as a read, never as a changed one, as in lanes_live_read()). Returns
- * true if the read is the thread copies' to count (tid has none yet and may get one; this read may give it one),
- * false if it is the fast lane's (tid has a thread copy and its stack runs deeper still, or no thread copy can be
- * had).
+ * A walk of a sample of tid taken at time_ns needed its stack past the copy read from the live process, in a
+ * batch (rc: the read's result, -ESTALE: it had changed; replaying: a held sample's, whose lateness is hostprof's,
+ * the table it waited for, not the thread's: it counts as a read, never as a changed one, as in
+ * lanes_live_read()). Returns true if the read is the thread copies' (tid has none yet and may get one, and this
+ * read may give it one; or tid has one and the sample is from before it: held while a table was built, or in a
+ * batch drained after the copy opened), false if it is the fast lane's to count (tid's stack runs deeper than its
+ * thread copy, or no thread copy can be had).
  */
-bool thread_copies_live_read(struct thread_copies *t, pid_t tid, int rc, bool replaying);
+bool thread_copies_live_read(struct thread_copies *t, pid_t tid, uint64_t time_ns, int rc, bool replaying);
 /* A sample of tid from its thread copy was walked; deep: the walk needed more than the sampler's copy
  * (walk_in.view). A thread whose last 1024 such samples needed that for fewer than 16 gives its copy back: its
  * events are closed, and its samples are the sampler's again from the next one on. */

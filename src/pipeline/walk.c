@@ -208,7 +208,8 @@ static const struct go_stack_snapshot *held_goroutine(void *ctx, const struct un
 static void live_read(struct walk_call *c, unsigned kind, bool past_copy, int rc)
 {
 	const struct walk_deps *d = &c->w->d;
-	struct walk_live_read r = { .tid = (pid_t)c->in->ps->tid, .kind = kind, .past_copy = past_copy, .rc = rc,
+	struct walk_live_read r = { .tid = (pid_t)c->in->ps->tid, .time = c->in->ps->time, .kind = kind,
+				    .past_copy = past_copy, .rc = rc,
 				    .fast = c->in->fast_go != NULL, .replaying = c->in->replaying };
 	if (d->live_read)
 		d->live_read(d->ctx, c->proc, &r);
