@@ -159,7 +159,7 @@ $(BUILD)/unwind/stack_deltas_cache.o: $(SD_BUILDER_SRCS)
 $(BUILD)/unwind/stack_deltas_cache.o: CFLAGS += -DSTACK_DELTAS_BUILDER_SOURCES='"$(SD_BUILDER_HASH)"'
 # Likewise the names kept per file (symbols/names_cache.h) are those of one symbolizer: its sources' hash.
 SYM_SRCS := $(wildcard symbols/symbolizer.[ch] symbols/gosym.[ch] symbols/stubs.[ch] symbols/demangle.[ch] \
-            symbols/names_cache.[ch] unwind/gopclntab.[ch] unwind/byte_reader.[ch])
+            symbols/names_cache.[ch] unwind/gopclntab.[ch] unwind/byte_reader.[ch] src/base/radix_sort.[ch])
 SYM_HASH := $(shell cat $(SYM_SRCS) | sha256sum | cut -c1-16)
 $(BUILD)/symbols/symbolizer.o: $(SYM_SRCS)
 $(BUILD)/symbols/symbolizer.o: CFLAGS += -DSYMBOLIZER_SOURCES='"$(SYM_HASH)"'

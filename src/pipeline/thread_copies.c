@@ -116,8 +116,9 @@ static void open_copy(struct thread_copies *t, pid_t tid)
 bool thread_copies_live_read(struct thread_copies *t, pid_t tid, uint64_t time_ns, int rc, bool replaying)
 {
 	uint64_t v = 0;
+	/* A sample from before its copy (a held sample's, a batch's): the copy answers it now. */
 	if (hindex_u32_get(&t->covered, (uint32_t)tid, &v))
-		return time_ns < v;	/* from before its copy (a held sample's, a batch's): the copy answers it now */
+		return time_ns < v;
 	if (t->refused || hindex_count(&t->covered) >= t->o.max_threads)
 		return false;
 	hindex_u32_get(&t->need, (uint32_t)tid, &v);

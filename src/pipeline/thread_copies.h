@@ -77,7 +77,9 @@ void thread_copies_count_sample(struct thread_copies *t, pid_t tid);
  * lanes_live_read()). Returns true if the read is the thread copies' (tid has none yet and may get one, and this
  * read may give it one; or tid has one and the sample is from before it: held while a table was built, or in a
  * batch drained after the copy opened), false if it is the fast lane's to count (tid's stack runs deeper than its
- * thread copy, or no thread copy can be had).
+ * thread copy, or no thread copy can be had). Which is told by time alone: a sample of an earlier copy of tid,
+ * held until its thread gave that copy back and got another, counts as one from before (rare: a copy is given back
+ * after 1024 samples, a sample is held while one table is built).
  */
 bool thread_copies_live_read(struct thread_copies *t, pid_t tid, uint64_t time_ns, int rc, bool replaying);
 /* A sample of tid from its thread copy was walked; deep: the walk needed more than the sampler's copy

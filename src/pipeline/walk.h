@@ -71,7 +71,7 @@ struct walk_options {
 /* A walk's read of the live process, as walk_live_read_fn is told of it. */
 struct walk_live_read {
 	pid_t tid;		/* the sample's thread */
-	uint64_t time;		/* the sample's time (perf_sample.time) */
+	uint64_t time;		/* the sample's time (perf_sample.time: CLOCK_MONOTONIC ns, the sampler's clock) */
 	unsigned kind;		/* FASTLANE_GO (a goroutine's stack) or FASTLANE_DEEP (a thread's) */
 	bool past_copy;		/* the stack past the sample's copy; false: the goroutine behind g0, lost to the
 				 * walk (not read in time, nor joined to the kernel's frame-pointer chain) */
