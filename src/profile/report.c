@@ -358,9 +358,15 @@ static int print_summary(const struct profile *p, uint64_t total, bool no_inline
 		escape_str(buf, sizeof(buf), i->unwinder && *i->unwinder ? i->unwinder : "unknown"));
 	fprintf(out, "Processes:          %u\n", processes);
 	fprintf(out, "Inlined functions:  %s\n", no_inline ? "folded into their callers" : "rows of their own");
-	fprintf(out, "Unwound completely: %.2f%%\n", counter_pct(i->unwound_complete, samples));
-	fprintf(out, "Truncated:          %" PRIu64 " (%.2f%%)\n", i->truncated, counter_pct(i->truncated, samples));
-	fprintf(out, "Unknown:            %" PRIu64 " (%.2f%%)\n", i->unknown, counter_pct(i->unknown, samples));
+	/* Shares of the user stacks walked: a kernel thread's or an idle CPU's sample (-a) has none to unwind. */
+	uint64_t walked = i->unwound_complete + i->truncated + i->unknown;
+	uint64_t of = walked && walked < samples ? walked : samples;
+	fprintf(out, "Unwound completely: %.2f%%", counter_pct(i->unwound_complete, of));
+	if (of < samples)
+		fprintf(out, " of the %" PRIu64 " user stacks walked (the other samples had none: kernel threads, idle "
+			"CPUs)", walked);
+	fprintf(out, "\nTruncated:          %" PRIu64 " (%.2f%%)\n", i->truncated, counter_pct(i->truncated, of));
+	fprintf(out, "Unknown:            %" PRIu64 " (%.2f%%)\n", i->unknown, counter_pct(i->unknown, of));
 	if (i->timestamps_dropped)	/* said only when some are missing: most profiles have them all */
 		fprintf(out, "Without time:       %" PRIu64 " samples\n", i->timestamps_dropped);
 	return 0;

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <linux/perf_event.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,7 +152,7 @@ static void test_system_wide(void **state)
 	char *argv[] = { (char *)test_fixture_path("split_paths", fixture, sizeof(fixture)), "6", NULL };
 	pid_t pid = spawn_fixture(argv);
 	/* 3 s: the first moments go to reading every running program's tables (slow under sanitizers). */
-	int rc = test_run("\"$HOSTPROF\" record -q -a -d 3 -o %s", f->out);
+	int rc = test_run("\"$HOSTPROF\" record -a -d 3 -o %s 2> %s/err", f->out, f->dir);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	assert_int_equal(rc, 0);
@@ -161,6 +162,26 @@ static void test_system_wide(void **state)
 	fprintf(stderr, "-a: %llu samples, %llu in main->path_a->leaf_a, %d with kernel frames\n",
 		(unsigned long long)test_total_samples(p), (unsigned long long)in_fixture, count_kernel_samples(p));
 	assert_true(in_fixture > 500); /* about 75 percent of up to 3 s at 999 Hz */
+	/* The summary's completeness is that of the user stacks walked, as the profile counts them: an idle CPU's
+	 * samples (the other CPU here) have none, and counted in made a whole run look half unwound. */
+	char line[1024] = "", path[600];
+	double said;
+	snprintf(path, sizeof(path), "%s/err", f->dir);
+	FILE *err = fopen(path, "re");
+	assert_non_null(err);
+	while (fgets(line, sizeof(line), err) && !strstr(line, " unwound completely; wrote "))
+		;
+	fclose(err);
+	fprintf(stderr, "%s", line);
+	const char *share = strstr(line, "% unwound completely");
+	assert_non_null(share);
+	while (share > line && (share[-1] == '.' || (share[-1] >= '0' && share[-1] <= '9')))
+		share--;
+	assert_int_equal(sscanf(share, "%lf", &said), 1);
+	uint64_t walked = p->info.unwound_complete + p->info.truncated + p->info.unknown;
+	assert_true(walked > 0 && walked <= p->info.samples);
+	assert_true(fabs(said - 100.0 * (double)p->info.unwound_complete / (double)walked) < 0.06);
+	assert_true(said > 90.0);	/* the fixture's plain C stacks, most of the user ones */
 	profile_free(p);
 }
 

@@ -149,6 +149,21 @@ static void test_report_without_time(void **state)
 	profile_free(p);
 }
 
+/* Samples without a user stack (-a: kernel threads, idle CPUs) are left out of the shares of user stacks: 20 more
+ * samples in the kernel alone leave the 14 walked 92.86% complete, not 38.24% of all 34. */
+static void test_report_kernel_only_samples(void **state)
+{
+	(void)state;
+	struct profile *p = tp_example_profile();
+	p->info.samples += 20;
+	char *text = run_report(p, NULL);
+	assert_non_null(strstr(text, "Samples:            34 (lost 1)\n"));
+	assert_non_null(strstr(text, "Unwound completely: 92.86% of the 14 user stacks walked (the other samples had "
+				     "none: kernel threads, idle CPUs)\nTruncated:          1 (7.14%)\n"));
+	free(text);
+	profile_free(p);
+}
+
 /* --lines: a row per source line, the line of each frame (an inlined frame's own, the call site in its caller). */
 static void test_report_lines(void **state)
 {
@@ -332,6 +347,7 @@ int main(void)
 		cmocka_unit_test(test_report_no_inline),
 		cmocka_unit_test(test_report_width),
 		cmocka_unit_test(test_report_without_time),
+		cmocka_unit_test(test_report_kernel_only_samples),
 		cmocka_unit_test(test_report_lines),
 		cmocka_unit_test(test_report_unnamed_code_grouped),
 		cmocka_unit_test(test_report_by_total_with_limit),
