@@ -67,3 +67,24 @@ int proc_read_identity(pid_t pid, struct proc_identity *out)
 	fclose(f);
 	return (have & 3) == 3 ? 0 : -EINVAL;
 }
+
+int proc_read_stat_field(pid_t pid, unsigned field, uint64_t *out)
+{
+	char path[64], buf[1024];
+	unsigned long long v;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* Fields 1 and 2 are the pid and "(comm)"; the name may hold blanks and parentheses, so count from its last. */
+	const char *p = field > 2 ? strrchr(buf, ')') : NULL;
+	for (unsigned i = 2; p && i < field; i++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, " %llu", &v) != 1)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}

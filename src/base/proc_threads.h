@@ -10,10 +10,16 @@
  * /proc/PID/status: one parser for the commands' words, the APM correlation's owner checks and the JIT files'
  * names. Errors: negative errno (-ENOENT once the process is
  * gone, -EINVAL for a status without those lines).
+ *
+ * proc_read_stat_field() reads one numeric field of /proc/PID/stat, numbered as proc(5) numbers them (22: the
+ * start time in clock ticks, 28: the address the initial stack starts at), counted after the command name,
+ * whose parentheses may hold anything. Errors: negative errno (-ENOENT once the process is gone, -EINVAL for a
+ * line without that field). A field the kernel hides from the reader reads as 0.
  */
 #ifndef HOSTPROF_BASE_PROC_THREADS_H
 #define HOSTPROF_BASE_PROC_THREADS_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 int proc_list_threads(pid_t pid, pid_t *tids, unsigned max, unsigned *n);
@@ -25,5 +31,7 @@ struct proc_identity {
 };
 
 int proc_read_identity(pid_t pid, struct proc_identity *out);
+
+int proc_read_stat_field(pid_t pid, unsigned field, uint64_t *out);
 
 #endif

@@ -555,6 +555,25 @@ static unsigned python_frames(struct session *s, struct process *p, const struct
 }
 
 /*
+ * A sample held while a table is built is walked once the table is ready, hundreds of milliseconds later on a
+ * first run (libLLVM's), and until then its thread's need of a thread copy is not counted: clang++'s main thread
+ * got its copy only then, and the samples taken meanwhile, read past the copy once the stack there had changed,
+ * ended short (94% of its stacks whole on a first run, 98.7% on the next). A held sample of a main thread whose
+ * stack on the process stack runs past the copy will need a read past it: it counts now, as a read in time. A
+ * stack elsewhere (a goroutine's, a coroutine's: memory of their own), or another thread's, says nothing of how
+ * deep it runs, and is left to its walk.
+ */
+#define MAIN_STACK_MAX (1ull << 30)	/* farther below the stack's start, SP is on some other stack */
+static void count_held_depth(struct session *s, struct process *p, const struct perf_sample *ps)
+{
+	if (!s->copies || ps->tid != ps->pid || ps->stack_size < s->opts.stack_copy_bytes)
+		return;
+	uint64_t top = procmgr_stack_start(p), sp = ps->regs[UNWIND_REG_SP];
+	if (top && sp < top && top - sp > ps->stack_size && top - sp <= MAIN_STACK_MAX)
+		thread_copies_live_read(s->copies, (pid_t)ps->tid, ps->time, 0, true);
+}
+
+/*
  * Walk a sample, or hold it (true) because a table its walk needs is being built. A sample the queue has no room
  * for, a fast-lane sample (whose trace context is read for now) and one over the memory budget are walked at once
  * with what exists: the fallback unwinder through the module without a table (counted: table_pending).
@@ -574,6 +593,8 @@ static bool walk_or_hold(struct session *s, struct process *p, const struct perf
 		memory_watch_count_refused_hold(s->memory);
 	if (out->stopped && held_samples_add(s->held, rec, p->pid) == 0) {
 		s->stats.held += !rc->replaying;	/* held again while replayed: still the same one */
+		if (!rc->replaying && !rc->thread_copy)
+			count_held_depth(s, p, ps);
 		return true;
 	}
 	if (out->stopped) {

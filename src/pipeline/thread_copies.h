@@ -72,8 +72,9 @@ void thread_copies_free(struct thread_copies *t);
 void thread_copies_count_sample(struct thread_copies *t, pid_t tid);
 /*
  * A walk of a sample of tid taken at time_ns needed its stack past the copy read from the live process, in a
- * batch (rc: the read's result, -ESTALE: it had changed; replaying: a held sample's, whose lateness is hostprof's,
- * the table it waited for, not the thread's: it counts as a read, never as a changed one, as in
+ * batch, or will need it once its table is built (a held sample of a main thread deeper than the copy, counted
+ * as a read in time) (rc: the read's result, -ESTALE: it had changed; replaying: a held sample's, whose lateness
+ * is hostprof's, the table it waited for, not the thread's: it counts as a read, never as a changed one, as in
  * lanes_live_read()). Returns true if the read is the thread copies' (tid has none yet and may get one, and this
  * read may give it one; or tid has one and the sample is from before it: held while a table was built, or in a
  * batch drained after the copy opened), false if it is the fast lane's to count (tid's stack runs deeper than its

@@ -137,17 +137,11 @@ static int read_status(struct jitinfo *j)
 	return 0;
 }
 
-/* Start time: clock ticks since boot (field 22 of /proc/PID/stat, after the command name in parentheses). */
+/* Start time: clock ticks since boot (field 22 of /proc/PID/stat); 0 if unknown. */
 static uint64_t read_start_ticks(pid_t pid)
 {
-	char buf[1024];
-	unsigned long long ticks = 0;
-	const char *p = read_proc(pid, "stat", buf, sizeof(buf)) > 0 ? strrchr(buf, ')') : NULL;
-	for (int field = 2; p && field < 22; field++)	/* the blank before field 22 */
-		p = strchr(p + 1, ' ');
-	if (p && sscanf(p, " %llu", &ticks) != 1)
-		ticks = 0;
-	return ticks;
+	uint64_t ticks;
+	return proc_read_stat_field(pid, 22, &ticks) == 0 ? ticks : 0;
 }
 
 /* When a process that started `ticks` after boot started, on the real-time clock (file times are on it): moved

@@ -17,6 +17,7 @@
 
 #include "src/base/bsearch.h"
 #include "src/base/hindex.h"
+#include "src/base/proc_threads.h"
 #include "src/base/regular_file.h"
 
 #define PROCMGR_VDSO_MAX (1u << 20)
@@ -509,6 +510,7 @@ void procmgr_on_comm(struct procmgr *pm, const struct perf_comm *c)
 		process_replace_image(pm, p);
 		free(p->exe_path);
 		p->exe_path = NULL;
+		p->stack_start_known = false;
 		p->nthreads = 0;
 		p->last_resync_ns = 0;
 	}
@@ -538,6 +540,7 @@ void procmgr_on_fork(struct procmgr *pm, const struct perf_task *t)
 		free(child->exe_path);
 		child->exe_path = NULL;
 		child->container_known = false;
+		child->stack_start_known = false;
 	} else if (!(child = process_new(pm, (pid_t)t->pid))) {
 		return;
 	}
@@ -549,6 +552,8 @@ void procmgr_on_fork(struct procmgr *pm, const struct perf_task *t)
 	if (parent->exe_path)
 		child->exe_path = strdup(parent->exe_path);	/* else learned later, from the child's mappings */
 	child->container_known = parent->container_known;
+	child->stack_start_known = parent->stack_start_known;	/* a copy of its address space */
+	child->stack_start = parent->stack_start;
 	memcpy(child->container_id, parent->container_id, sizeof(child->container_id));
 	for (unsigned i = 0; i < parent->nmaps; i++)
 		keep_mapping(pm, child, &parent->maps[i]);
@@ -761,6 +766,16 @@ const char *procmgr_exe_path(struct process *p)
 				   : p->offline ? NULL : read_exe_link(p->pid);
 	}
 	return p->exe_path ? p->exe_path : "";
+}
+
+uint64_t procmgr_stack_start(struct process *p)
+{
+	if (!p->stack_start_known) {
+		if (p->offline || proc_read_stat_field(p->pid, 28, &p->stack_start) < 0)
+			p->stack_start = 0;
+		p->stack_start_known = true;
+	}
+	return p->stack_start;
 }
 
 const char *procmgr_container_id(struct process *p)

@@ -66,6 +66,8 @@ struct process {
 	char *exe_path;		/* its program's path, NULL until procmgr_exe_path() learns it; an exec forgets it */
 	bool offline;		/* known from records read back from a file only (procmgr_set_offline()) */
 	bool container_known;	/* container_id was read (procmgr_container_id()) */
+	bool stack_start_known;	/* stack_start was read (procmgr_stack_start()); an exec forgets it */
+	uint64_t stack_start;
 	char container_id[CONTAINER_ID_LEN + 1];	/* "" if none */
 };
 
@@ -147,6 +149,10 @@ const char *procmgr_exe_path(struct process *p);
 /* The id of the container p runs in (container_id.h), "" if none or unknown; read from /proc/PID/cgroup at the
  * first call (a child has its parent's). Owned by p, as long as p. */
 const char *procmgr_container_id(struct process *p);
+/* Where p's initial stack starts, its highest address (/proc/PID/stat's startstack), read once per image: its main
+ * thread's stack runs down from there (a goroutine's or a coroutine's, on memory of their own, does not). 0 if
+ * unknown: offline, gone, or hidden from us. */
+uint64_t procmgr_stack_start(struct process *p);
 
 /* The thread's name (from COMM records or /proc); "" if unknown. */
 const char *procmgr_thread_name(struct procmgr *pm, struct process *p, pid_t tid);
