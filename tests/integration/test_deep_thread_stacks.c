@@ -23,6 +23,12 @@
 
 #include "tests/lib/testlib.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1	/* hostprof too: ten times slower, it falls behind a first run's samples */
+#else
+#define UNDER_ASAN 0
+#endif
+
 /* What record's summary says of a run. */
 struct run_summary {
 	unsigned long long samples, copied_threads, given_back, copy_samples;
@@ -215,7 +221,9 @@ static void test_daemon_copies_go_with_their_threads(void **state)
  * thread runs deeper than the sampler's copy: its held samples give it its own copy at once (how deep they run
  * told by where the process stack starts), not once they are walked, and their reads send it to no fast lane.
  * Its stacks are then as whole as on a run of the same compile with every table cached, the oracle here: the first
- * run was 7 points below (92% against 99%), and before that in the fast lane at 56-62 us a sample.
+ * run was 7 points below (92% against 99%), and before that in the fast lane at 56-62 us a sample. Under a
+ * sanitizer, whose table builds take seconds, hostprof falls behind a first run (samples lost, more walked
+ * without their table than its held samples' room takes): there only the copy's share is checked.
  */
 static struct run_summary record_clang(const struct test_workdir *w, const char *flags)
 {
@@ -240,9 +248,10 @@ static void test_first_run_deep_main_thread(void **state)
 		cold.complete, cold.copy_samples, cold.samples, warm.complete);
 	assert_false(cold.fast_lane);
 	assert_true(cold.copied_threads >= 1);
-	assert_true(cold.copy_samples * 10 >= cold.samples * 9);	/* 85% when the copy came once walked */
+	assert_true(cold.copy_samples * 100 >= cold.samples * 95);	/* 85-90% when the copy came once walked */
 	assert_true(warm.complete > 90.0);
-	assert_true(cold.complete >= warm.complete - 2.0);
+	if (!UNDER_ASAN)
+		assert_true(cold.complete >= warm.complete - 2.0);
 }
 
 int main(void)
