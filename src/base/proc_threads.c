@@ -70,8 +70,7 @@ int proc_read_identity(pid_t pid, struct proc_identity *out)
 
 int proc_read_stat_field(pid_t pid, unsigned field, uint64_t *out)
 {
-	char path[64], buf[1024];
-	unsigned long long v;
+	char path[64], buf[1024], *end;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	FILE *f = fopen(path, "re");
 	if (!f)
@@ -83,7 +82,11 @@ int proc_read_stat_field(pid_t pid, unsigned field, uint64_t *out)
 	const char *p = field > 2 ? strrchr(buf, ')') : NULL;
 	for (unsigned i = 2; p && i < field; i++)
 		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p, " %llu", &v) != 1)
+	if (!p || p[1] < '0' || p[1] > '9')	/* a negative field (nice, tpgid) is not one */
+		return -EINVAL;
+	errno = 0;
+	unsigned long long v = strtoull(p + 1, &end, 10);
+	if (errno || (*end != ' ' && *end != '\n'))	/* cut short by the buffer, or not a number */
 		return -EINVAL;
 	*out = v;
 	return 0;

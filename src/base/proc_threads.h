@@ -11,10 +11,11 @@
  * names. Errors: negative errno (-ENOENT once the process is
  * gone, -EINVAL for a status without those lines).
  *
- * proc_read_stat_field() reads one numeric field of /proc/PID/stat, numbered as proc(5) numbers them (22: the
- * start time in clock ticks, 28: the address the initial stack starts at), counted after the command name,
- * whose parentheses may hold anything. Errors: negative errno (-ENOENT once the process is gone, -EINVAL for a
- * line without that field). A field the kernel hides from the reader reads as 0.
+ * proc_read_stat_field() reads one unsigned numeric field of /proc/PID/stat, numbered as proc(5) numbers them
+ * (22: the start time in clock ticks, 28: the address the initial stack starts at), from 3 on: counted after the
+ * command name, whose parentheses may hold anything. Errors: negative errno (-ENOENT once the process is gone,
+ * -EINVAL for fields 1 and 2, a line without that field, or one that is not an unsigned number). A field the
+ * kernel hides from the reader reads as 0.
  */
 #ifndef HOSTPROF_BASE_PROC_THREADS_H
 #define HOSTPROF_BASE_PROC_THREADS_H

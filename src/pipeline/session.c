@@ -558,12 +558,14 @@ static unsigned python_frames(struct session *s, struct process *p, const struct
  * A sample held while a table is built is walked once the table is ready, hundreds of milliseconds later on a
  * first run (libLLVM's), and until then its thread's need of a thread copy is not counted: clang++'s main thread
  * got its copy only then, and the samples taken meanwhile, read past the copy once the stack there had changed,
- * ended short (94% of its stacks whole on a first run, 98.7% on the next). A held sample of a main thread whose
- * stack on the process stack runs past the copy will need a read past it: it counts now, as a read in time. A
- * stack elsewhere (a goroutine's, a coroutine's: memory of their own), or another thread's, says nothing of how
- * deep it runs, and is left to its walk.
+ * ended short (92-94% of its stacks whole on a first run, 98.6% on the next). A held sample of a main thread
+ * whose stack on the process stack runs past the copy will need a read past it: it counts now, as a read in time.
+ * A stack elsewhere (a goroutine's, a coroutine's: memory of their own), or another thread's, says nothing of how
+ * deep it runs, and is left to its walk. Walked once its table is ready, such a sample counts again if its thread
+ * has no copy by then (one from before a copy counts no more): a thread that showed its need twice.
  */
-#define MAIN_STACK_MAX (1ull << 30)	/* farther below the stack's start, SP is on some other stack */
+#define MAIN_STACK_MAX (64ull << 20)	/* farther, SP is on another stack: the mmap area starts 128 MiB below or
+					 * more, even without address randomization */
 static void count_held_depth(struct session *s, struct process *p, const struct perf_sample *ps)
 {
 	if (!s->copies || ps->tid != ps->pid || ps->stack_size < s->opts.stack_copy_bytes)

@@ -149,9 +149,9 @@ const char *procmgr_exe_path(struct process *p);
 /* The id of the container p runs in (container_id.h), "" if none or unknown; read from /proc/PID/cgroup at the
  * first call (a child has its parent's). Owned by p, as long as p. */
 const char *procmgr_container_id(struct process *p);
-/* Where p's initial stack starts, its highest address (/proc/PID/stat's startstack), read once per image: its main
- * thread's stack runs down from there (a goroutine's or a coroutine's, on memory of their own, does not). 0 if
- * unknown: offline, gone, or hidden from us. */
+/* Where p's initial stack starts (/proc/PID/stat's startstack: argc's address, below argv, the environment and the
+ * auxiliary vector), read once per image: its main thread's stack runs down from there (a goroutine's or a
+ * coroutine's, on memory of their own, does not). 0 if unknown: offline, gone, or hidden from us. */
 uint64_t procmgr_stack_start(struct process *p);
 
 /* The thread's name (from COMM records or /proc); "" if unknown. */

@@ -363,8 +363,8 @@ static int print_summary(const struct profile *p, uint64_t total, bool no_inline
 	uint64_t of = walked && walked < samples ? walked : samples;
 	fprintf(out, "Unwound completely: %.2f%%", counter_pct(i->unwound_complete, of));
 	if (of < samples)
-		fprintf(out, " of the %" PRIu64 " user stacks walked (the other samples had none: kernel threads, idle "
-			"CPUs)", walked);
+		fprintf(out, " of the %" PRIu64 " user stacks walked (the others were not: kernel threads' and idle "
+			"CPUs' samples have none)", walked);
 	fprintf(out, "\nTruncated:          %" PRIu64 " (%.2f%%)\n", i->truncated, counter_pct(i->truncated, of));
 	fprintf(out, "Unknown:            %" PRIu64 " (%.2f%%)\n", i->unknown, counter_pct(i->unknown, of));
 	if (i->timestamps_dropped)	/* said only when some are missing: most profiles have them all */

@@ -461,3 +461,11 @@ double test_share(uint64_t part, uint64_t total)
 {
 	return total ? 100.0 * (double)part / (double)total : 0.0;
 }
+
+double test_summary_complete(const char *line)
+{
+	const char *end = strstr(line, "% unwound completely"), *p = end;
+	while (p && p > line && (p[-1] == '.' || (p[-1] >= '0' && p[-1] <= '9')))
+		p--;
+	return p && p < end ? strtod(p, NULL) : -1;
+}

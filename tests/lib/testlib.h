@@ -110,6 +110,8 @@ int test_workdir_teardown(void **state);
 
 /* part as a percentage of total (0 when total is 0). */
 double test_share(uint64_t part, uint64_t total);
+/* The share record's summary line gives ("..., 98.6% unwound completely; ..."), or -1 if line gives none. */
+double test_summary_complete(const char *line);
 
 /* Root-first function names of a stack (inline frames expanded, outer first); returns the count. */
 size_t test_stack_functions(const struct profile *p, uint32_t stack, const char **names, size_t max);

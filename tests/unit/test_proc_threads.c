@@ -2,7 +2,7 @@
  * Unit tests for src/base/proc_threads.c on this very process: its threads listed (a thread started here is among
  * them), its identity (the uids getresuid() gives), and /proc/PID/stat's fields found past a command name with
  * blanks and parentheses in it (set with prctl), checked against what the process knows of itself: its stack's
- * start above a local variable of main's, its start time no later than now, in clock ticks since boot.
+ * start above main's frame, its start time no later than now, in clock ticks since boot.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,15 +19,16 @@
 
 #include "src/base/proc_threads.h"
 
-static uintptr_t main_local;	/* the address of a local variable of main's: on the process stack */
+static uintptr_t main_frame;	/* main's frame: on the process stack (a local's address may not be, under ASan) */
 
+/* A thread that says its tid, then waits for the test's word: no cmocka assertion off the test's thread. */
 static void *wait_for_pipe(void *arg)
 {
 	int *fds = arg;	/* [0] [1]: its tid to the test, [2] [3]: the test's word to go */
 	char c;
 	pid_t tid = (pid_t)syscall(SYS_gettid);
-	assert_int_equal(write(fds[1], &tid, sizeof(tid)), sizeof(tid));
-	assert_int_equal(read(fds[2], &c, 1), 1);
+	if (write(fds[1], &tid, sizeof(tid)) != sizeof(tid) || read(fds[2], &c, 1) != 1)
+		return (void *)1;
 	return NULL;
 }
 
@@ -50,7 +51,9 @@ static void test_threads_listed(void **state)
 	}
 	assert_true(found && self);
 	assert_int_equal(write(fds[3], "x", 1), 1);
-	pthread_join(th, NULL);
+	void *failed;
+	pthread_join(th, &failed);
+	assert_null(failed);
 	for (int i = 0; i < 4; i++)
 		close(fds[i]);
 	assert_int_equal(proc_list_threads(0x3ffffff0, tids, 64, &n), -ENOENT);	/* above any pid_max */
@@ -81,7 +84,7 @@ static void test_stat_fields_past_an_odd_name(void **state)
 	assert_int_equal(proc_read_stat_field(getpid(), 99, &pid), -EINVAL);	/* past the line */
 	assert_int_equal(proc_read_stat_field(0x3ffffff0, 28, &pid), -ENOENT);
 	/* The process stack starts above main's frame, within the 8 MiB a main stack gets by default. */
-	assert_true(stack_start > main_local && stack_start - main_local < (8u << 20));
+	assert_true(stack_start > main_frame && stack_start - main_frame < (8u << 20));
 	struct timespec boot;
 	assert_int_equal(clock_gettime(CLOCK_BOOTTIME, &boot), 0);
 	long hz = sysconf(_SC_CLK_TCK);
@@ -90,8 +93,7 @@ static void test_stat_fields_past_an_odd_name(void **state)
 
 int main(void)
 {
-	int local = 0;
-	main_local = (uintptr_t)&local;
+	main_frame = (uintptr_t)__builtin_frame_address(0);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_threads_listed),
 		cmocka_unit_test(test_identity),
