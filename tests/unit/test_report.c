@@ -159,7 +159,8 @@ static void test_report_kernel_only_samples(void **state)
 	char *text = run_report(p, NULL);
 	assert_non_null(strstr(text, "Samples:            34 (lost 1)\n"));
 	assert_non_null(strstr(text, "Unwound completely: 92.86% of the 14 user stacks walked (the others were not: "
-				     "kernel threads' and idle CPUs' samples have none)\nTruncated:          1 (7.14%)\n"));
+				     "kernel threads' and idle CPUs' samples have none)\n"
+				     "Truncated:          1 (7.14%)\n"));
 	free(text);
 	profile_free(p);
 }
