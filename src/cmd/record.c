@@ -678,19 +678,23 @@ static const char *lost_where(const struct session_stats *st, char *buf, size_t 
 }
 
 /*
- * The share of user stacks unwound completely, and what samples had none ("" if every one had): samples of a
- * kernel thread or an idle CPU (-a) have no user stack to unwind. Counted over all samples, an -a run on a
- * machine half idle read "48% unwound completely" where 98% of its user stacks were.
+ * After the processes: the samples that had no user stack, if any (a kernel thread's or an idle CPU's, under -a),
+ * and the share of the user stacks unwound completely, or that there were none. Counted over all samples, an -a
+ * run on a machine half idle read "48% unwound completely" where 98% of its user stacks were.
  */
-static double complete_share(const struct session_stats *st, char *none, size_t size)
+static const char *completeness(const struct session_stats *st, char *buf, size_t size)
 {
-	uint64_t kernel = st->walks.kernel_only;
 	uint64_t user = st->walks.complete + st->walks.truncated + st->walks.unknown;	/* as report's header */
-	none[0] = '\0';
-	if (kernel)
-		snprintf(none, size, " (%llu samples in the kernel alone: kernel threads, idle CPUs)",
-			 (unsigned long long)kernel);
-	return 100.0 * (double)st->walks.complete / (double)(user ? user : 1);
+	int n = 0;
+	if (st->walks.kernel_only)
+		n = snprintf(buf, size, " (%llu samples in the kernel alone: kernel threads, idle CPUs)",
+			     (unsigned long long)st->walks.kernel_only);
+	if (n >= 0 && (size_t)n < size && user)
+		snprintf(buf + n, size - (size_t)n, ", %.1f%% unwound completely",
+			 100.0 * (double)st->walks.complete / (double)user);
+	else if (n >= 0 && (size_t)n < size)
+		snprintf(buf + n, size - (size_t)n, ", no user stack to unwind");
+	return buf;
 }
 
 /* The summary, one line as perf's: samples, lost, processes, completeness of the user stacks, the output. */
@@ -698,21 +702,19 @@ static void print_summary_line(struct record_run *r)
 {
 	const struct session_stats *st = session_stats(r->session);
 	struct session_counters c;
-	char where[96], none[96];
+	char where[96], shares[160];
 	session_counters(r->session, &c);
-	double complete = complete_share(st, none, sizeof(none));
-	fprintf(stderr, "hostprof: %llu samples in %.2f s (%llu lost%s), %u processes%s, %.1f%% unwound completely; "
-			"wrote %s\n",
+	fprintf(stderr, "hostprof: %llu samples in %.2f s (%llu lost%s), %u processes%s; wrote %s\n",
 		(unsigned long long)st->samples, (double)(r->end_mono_ns - r->start_mono_ns) / 1e9,
-		(unsigned long long)st->lost, lost_where(st, where, sizeof(where)), c.processes, none, complete,
-		r->o->opts.output);
+		(unsigned long long)st->lost, lost_where(st, where, sizeof(where)), c.processes,
+		completeness(st, shares, sizeof(shares)), r->o->opts.output);
 }
 
 /* -v: the summary line with hostprof's costs, then every part's details. */
 static void print_summary(struct record_run *r)
 {
 	const struct session_stats *st = session_stats(r->session);
-	char where[96], none[96];
+	char where[96], shares[160];
 	double secs = (double)(r->end_mono_ns - r->start_mono_ns) / 1e9;
 	double n = st->samples ? (double)st->samples : 1.0;
 	struct rusage self;
@@ -727,13 +729,11 @@ static void print_summary(struct record_run *r)
 	uint64_t rows = c.tables.rows, bytes = c.tables.bytes, build_ns = c.tables.build_ns;
 	/* Tables are built by the worker thread (in the CPU total); loads from the cache are in the unwinds. */
 	uint64_t unwind_ns = st->unwind_ns;
-	double complete = complete_share(st, none, sizeof(none));
 	fprintf(stderr,
-		"hostprof: %llu samples in %.2f s (%llu lost%s), %u processes%s, %.1f%% unwound completely; "
+		"hostprof: %llu samples in %.2f s (%llu lost%s), %u processes%s; "
 		"unwinding %.2f us/sample, handling %.2f us/sample, hostprof CPU %.3f s, %ld context switches",
 		(unsigned long long)st->samples, secs, (unsigned long long)st->lost, lost_where(st, where, sizeof(where)),
-		c.processes, none,
-		complete, (double)unwind_ns / 1e3 / n,
+		c.processes, completeness(st, shares, sizeof(shares)), (double)unwind_ns / 1e3 / n,
 		(double)st->handle_ns / 1e3 / n, cpu_seconds(&self),
 		self.ru_nvcsw + self.ru_nivcsw);
 	if (r->child_exited)

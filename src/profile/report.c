@@ -360,11 +360,16 @@ static int print_summary(const struct profile *p, uint64_t total, bool no_inline
 	fprintf(out, "Inlined functions:  %s\n", no_inline ? "folded into their callers" : "rows of their own");
 	/* Shares of the user stacks walked: a kernel thread's or an idle CPU's sample (-a) has none to unwind. */
 	uint64_t walked = i->unwound_complete + i->truncated + i->unknown;
-	uint64_t of = walked && walked < samples ? walked : samples;
-	fprintf(out, "Unwound completely: %.2f%%", counter_pct(i->unwound_complete, of));
-	if (of < samples)
-		fprintf(out, " of the %" PRIu64 " user stacks walked (the others were not: kernel threads' and idle "
-			"CPUs' samples have none)", walked);
+	bool apart = walked < samples;	/* samples with no user stack */
+	uint64_t of = apart && walked ? walked : samples;
+	if (apart && !walked)
+		fprintf(out, "Unwound completely: no user stack walked (kernel threads' and idle CPUs' samples have "
+			"none)");
+	else if (apart)
+		fprintf(out, "Unwound completely: %.2f%% of the %" PRIu64 " user stacks walked (the others were not: "
+			"kernel threads' and idle CPUs' samples have none)", counter_pct(i->unwound_complete, of), walked);
+	else
+		fprintf(out, "Unwound completely: %.2f%%", counter_pct(i->unwound_complete, of));
 	fprintf(out, "\nTruncated:          %" PRIu64 " (%.2f%%)\n", i->truncated, counter_pct(i->truncated, of));
 	fprintf(out, "Unknown:            %" PRIu64 " (%.2f%%)\n", i->unknown, counter_pct(i->unknown, of));
 	if (i->timestamps_dropped)	/* said only when some are missing: most profiles have them all */

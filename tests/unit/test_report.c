@@ -162,6 +162,12 @@ static void test_report_kernel_only_samples(void **state)
 				     "kernel threads' and idle CPUs' samples have none)\n"
 				     "Truncated:          1 (7.14%)\n"));
 	free(text);
+	/* None walked at all (an idle machine's -a): said, not given as 0% of the samples. */
+	p->info.unwound_complete = p->info.truncated = p->info.unknown = 0;
+	text = run_report(p, NULL);
+	assert_non_null(strstr(text, "Unwound completely: no user stack walked (kernel threads' and idle CPUs' "
+				     "samples have none)\nTruncated:          0 (0.00%)\n"));
+	free(text);
 	profile_free(p);
 }
 
