@@ -367,7 +367,8 @@ static int print_summary(const struct profile *p, uint64_t total, bool no_inline
 			"none)");
 	else if (apart)
 		fprintf(out, "Unwound completely: %.2f%% of the %" PRIu64 " user stacks walked (the others were not: "
-			"kernel threads' and idle CPUs' samples have none)", counter_pct(i->unwound_complete, of), walked);
+			"kernel threads' and idle CPUs' samples have none)", counter_pct(i->unwound_complete, of),
+			walked);
 	else
 		fprintf(out, "Unwound completely: %.2f%%", counter_pct(i->unwound_complete, of));
 	fprintf(out, "\nTruncated:          %" PRIu64 " (%.2f%%)\n", i->truncated, counter_pct(i->truncated, of));
