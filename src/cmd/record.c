@@ -689,11 +689,11 @@ static const char *completeness(const struct session_stats *st, char *buf, size_
 	if (st->walks.kernel_only)
 		n = snprintf(buf, size, " (%llu samples in the kernel alone: kernel threads, idle CPUs)",
 			     (unsigned long long)st->walks.kernel_only);
-	if (n >= 0 && (size_t)n < size && user)
-		snprintf(buf + n, size - (size_t)n, ", %.1f%% unwound completely",
-			 100.0 * (double)st->walks.complete / (double)user);
-	else if (n >= 0 && (size_t)n < size)
-		snprintf(buf + n, size - (size_t)n, ", no user stack to unwind");
+	size_t at = n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
+	if (user)
+		snprintf(buf + at, size - at, ", %.1f%% unwound completely", 100.0 * (double)st->walks.complete / user);
+	else
+		snprintf(buf + at, size - at, ", no user stack to unwind");
 	return buf;
 }
 
