@@ -20,6 +20,7 @@
 
 #include "correlate/correlate_impl.h"
 #include "src/base/load_bias.h"
+#include "src/base/elf_symbol.h"
 
 /* An agent library is ~100 KiB; anything this large is not one. */
 #define CORR_ELF_MAX_SIZE	(256ull << 20)
@@ -46,43 +47,6 @@ static Elf *elf_open_fd(int fd, char *why, size_t whylen)
 		return NULL;
 	}
 	return e;
-}
-
-/* The section of the given type and its symbol count; NULL if absent or malformed. */
-static Elf_Scn *find_symtab(Elf *e, Elf64_Word type, size_t *count)
-{
-	for (Elf_Scn *s = elf_nextscn(e, NULL); s; s = elf_nextscn(e, s)) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(s, &sh) || sh.sh_type != type)
-			continue;
-		if (sh.sh_entsize != sizeof(Elf64_Sym))
-			return NULL;
-		*count = sh.sh_size / sizeof(Elf64_Sym);
-		return s;
-	}
-	return NULL;
-}
-
-/* Index of the defined symbol called name in a symbol table, or 0 (the null symbol) if absent. */
-static size_t lookup_sym(Elf *e, Elf_Scn *symtab, size_t count, const char *name, GElf_Sym *out)
-{
-	GElf_Shdr sh;
-	Elf_Data *d = elf_getdata(symtab, NULL);
-	if (!d || !gelf_getshdr(symtab, &sh))
-		return 0;
-	if (count > d->d_size / sizeof(Elf64_Sym))
-		count = d->d_size / sizeof(Elf64_Sym);
-	for (size_t i = 1; i < count; i++) {
-		GElf_Sym sym;
-		if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || sym.st_name == 0)
-			continue;
-		const char *n = elf_strptr(e, sh.sh_link, sym.st_name);
-		if (n && strcmp(n, name) == 0) {
-			*out = sym;
-			return i;
-		}
-	}
-	return 0;
 }
 
 /* r_offset of the R_X86_64_TLSDESC relocation against symbol index symidx of dynsym. */
@@ -116,17 +80,17 @@ int corr_agent_elf_resolve(int fd, struct corr_agent_elf *out, char *why, size_t
 		return -ENOEXEC;
 	int err = -ENOENT;
 	size_t count = 0;
-	Elf_Scn *dynsym = find_symtab(e, SHT_DYNSYM, &count);
+	Elf_Scn *dynsym = elf_symbol_table(e, SHT_DYNSYM, &count);
 	GElf_Sym storage, tls;
 	size_t tls_idx;
 	if (!dynsym) {
 		snprintf(why, whylen, "no .dynsym");
-	} else if (!lookup_sym(e, dynsym, count, CORR_STORAGE_SYMBOL, &storage)) {
+	} else if (!elf_symbol_find(e, dynsym, count, CORR_STORAGE_SYMBOL, &storage)) {
 		snprintf(why, whylen, "no dynamic symbol %s", CORR_STORAGE_SYMBOL);
 	} else if (GELF_ST_TYPE(storage.st_info) != STT_OBJECT || storage.st_size != 8) {
 		snprintf(why, whylen, "%s is not an 8-byte object", CORR_STORAGE_SYMBOL);
 		err = -ENOEXEC;
-	} else if (!(tls_idx = lookup_sym(e, dynsym, count, CORR_TLS_SYMBOL, &tls)) ||
+	} else if (!(tls_idx = elf_symbol_find(e, dynsym, count, CORR_TLS_SYMBOL, &tls)) ||
 		   GELF_ST_TYPE(tls.st_info) != STT_TLS) {
 		snprintf(why, whylen, "no dynamic TLS symbol %s", CORR_TLS_SYMBOL);
 	} else if (find_tlsdesc(e, elf_ndxscn(dynsym), tls_idx, &out->tlsdesc_va) < 0) {
@@ -174,9 +138,9 @@ int corr_elf_symbol(int fd, const char *name, uint64_t *value, uint64_t *size)
 	int err = -ENOENT;
 	for (size_t t = 0; t < 2 && err; t++) {
 		size_t count = 0;
-		Elf_Scn *s = find_symtab(e, types[t], &count);
+		Elf_Scn *s = elf_symbol_table(e, types[t], &count);
 		GElf_Sym sym;
-		if (s && lookup_sym(e, s, count, name, &sym)) {
+		if (s && elf_symbol_find(e, s, count, name, &sym)) {
 			*value = sym.st_value;
 			if (size)
 				*size = sym.st_size;

@@ -75,6 +75,14 @@ struct unwind_module {
 	uint32_t jit_cfa_sp;	/* JIT code of a known shape (a runtime's fixed trampoline, which keeps no frame
 				 * pointer): nonzero, and in all of [start, end) the CFA is SP + jit_cfa_sp and FP is
 				 * the caller's; 0: walked by frame pointer */
+	bool jit_fp_saved;	/* with jit_cfa_sp: FP is not the caller's, which is saved at CFA - 16 (a JVM's
+				 * compiled frame, whose code uses FP as a general register) */
+	bool jit_leaf_shapes;	/* where the code was sampled (the leaf), the frame may not be the one the rule
+				 * gives but one word deeper, or in a prologue or epilogue (a JVM's code): those
+				 * shapes are tried where the rule's return address fails its check */
+	bool jit_sender_sp;	/* walked by frame pointer (jit_cfa_sp 0), but the caller's SP is saved at FP - 8,
+				 * not FP + 16 (a JVM's interpreter: an adapter pushed its arguments and locals
+				 * below the caller's SP, which the caller's frame size is counted from) */
 };
 
 /*
@@ -93,6 +101,9 @@ struct unwind_memory {
 struct unwind_process {
 	/* Fill *mod with the executable mapping containing addr. Returns 0, or -ENOENT when none does. */
 	int (*find_module)(void *ctx, uint64_t addr, struct unwind_module *mod);
+	/* The same for an address the unwinder only checks (a return address a JIT frame's rule found, which may be
+	 * any word): a miss costs nothing more (no re-read of the process's mappings). NULL: find_module. */
+	int (*probe_module)(void *ctx, uint64_t addr, struct unwind_module *mod);
 	void *ctx;
 	/* The process's memory for the hooks that need it (Go stack following), or NULL: nothing is read. The
 	 * unwinders themselves never read it. */

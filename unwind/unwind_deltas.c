@@ -353,14 +353,22 @@ static enum ud_step ud_step_fallback(struct ud_walk *w)
 	return caller.regs[UNWIND_REG_IP] == 0 ? UD_STEP_END : UD_STEP_OK;
 }
 
-/* Find the module of addr, reusing the previous frame's when it still covers it. */
-static bool ud_find_module(struct ud_walk *w, uint64_t addr)
+/* Find the module of addr, reusing the previous frame's when it still covers it; probe: addr is only checked
+ * (unwind_process.probe_module). */
+static bool ud_find_module_as(struct ud_walk *w, uint64_t addr, bool probe)
 {
 	if (w->have_mod && addr >= w->mod.start && addr < w->mod.end)
 		return true;
 	memset(&w->mod, 0, sizeof(w->mod));	/* fields the caller does not fill (deltas) stay NULL */
-	w->have_mod = w->proc->find_module(w->proc->ctx, addr, &w->mod) == 0;
+	int (*find)(void *, uint64_t, struct unwind_module *) =
+		probe && w->proc->probe_module ? w->proc->probe_module : w->proc->find_module;
+	w->have_mod = find(w->proc->ctx, addr, &w->mod) == 0;
 	return w->have_mod;
+}
+
+static bool ud_find_module(struct ud_walk *w, uint64_t addr)
+{
+	return ud_find_module_as(w, addr, false);
 }
 
 /* ---- guessed frames ------------------------------------------------------------------------------------- */
@@ -425,48 +433,90 @@ static enum ud_step ud_check_guess(struct ud_walk *w, enum ud_step st, const str
 static bool ud_jit_return_ok(struct ud_walk *w, uint64_t ra)
 {
 	struct stack_delta_rule rule;
-	if (ra == 0 || !ud_find_module(w, ra - 1))
+	if (ra == 0 || !ud_find_module_as(w, ra - 1, true))
 		return false;
 	if (w->mod.jit)
 		return true;
 	return ud_rule(w, ra - 1 - w->mod.bias, &rule) && rule.kind != STACK_DELTA_INVALID && ud_call_before(w, ra);
 }
 
-/* JIT code of a known shape (unwind_module.jit_cfa_sp): its rule, the return address checked as above. */
-static enum ud_step ud_step_jit_shaped(struct ud_walk *w)
+/* The step CFA = SP + cfa_off (the caller's FP at CFA - 16 if fp_saved, else FP's), taken if its return address
+ * passes the check above. */
+static bool ud_jit_try(struct ud_walk *w, uint32_t cfa_off, bool fp_saved)
 {
 	struct stack_delta_rule rule = { .kind = STACK_DELTA_CFA_SP, .fp = STACK_DELTA_FP_SAME,
-					 .cfa_off = (int32_t)w->mod.jit_cfa_sp };
-	uint64_t cfa = w->r.regs[UNWIND_REG_SP] + w->mod.jit_cfa_sp, ra;
-	if (cfa <= w->r.regs[UNWIND_REG_SP] || !ud_load(w, cfa - 8, &ra) || !ud_jit_return_ok(w, ra)) {
-		w->u->stats.jit_step_failures++;
-		return UD_STEP_FAIL;
+					 .cfa_off = (int32_t)cfa_off };
+	uint64_t sp = w->r.regs[UNWIND_REG_SP], cfa = sp + cfa_off, ra;
+	if (fp_saved) {
+		rule.fp = STACK_DELTA_FP_AT_CFA;
+		rule.fp_off = -16;
 	}
+	if (cfa <= sp || !ud_load(w, cfa - 8, &ra) || !ud_jit_return_ok(w, ra) || ud_step_cfa(w, &rule) != UD_STEP_OK)
+		return false;
 	w->u->stats.jit_steps++;
-	return ud_step_cfa(w, &rule);
+	return true;
+}
+
+/*
+ * Where a JVM's code was sampled (the leaf; unwind_module.jit_leaf_shapes), its frame may not be the one its rule
+ * gives: an intrinsic pushed a word (string comparison saves a register around its loop), or the code is in a
+ * prologue or an epilogue: the return address at SP + 8 with the caller's FP saved at SP, or at SP with FP the
+ * caller's. Tried in that order, each kept only if its return address passes the check.
+ */
+static bool ud_jit_leaf_shapes(struct ud_walk *w, uint32_t size, bool fp_saved)
+{
+	return (fp_saved && size && ud_jit_try(w, size + 8, true)) || (size != 16 && ud_jit_try(w, 16, true)) ||
+	       (size != 8 && ud_jit_try(w, 8, false));
+}
+
+/* JIT code of a known shape (unwind_module.jit_cfa_sp, and jit_fp_saved: where the caller's FP is): its rule, the
+ * return address checked as above; at the leaf, the other shapes it may have. */
+static enum ud_step ud_step_jit_shaped(struct ud_walk *w)
+{
+	const uint32_t size = w->mod.jit_cfa_sp;
+	const bool fp_saved = w->mod.jit_fp_saved, shapes = w->mod.jit_leaf_shapes && w->r.exact_ip;
+	if (ud_jit_try(w, size, fp_saved) || (shapes && ud_jit_leaf_shapes(w, size, fp_saved)))
+		return UD_STEP_OK;
+	w->u->stats.jit_step_failures++;
+	return UD_STEP_FAIL;
+}
+
+/* The caller's SP a JVM interpreter frame saved at FP - 8 (unwind_module.jit_sender_sp): at or above FP + 16,
+ * where its arguments and locals end, and within a JIT frame's bound of it. */
+static bool ud_jit_sender_sp(struct ud_walk *w, uint64_t fp, uint64_t *sp)
+{
+	uint64_t v;
+	if (!ud_load(w, fp - 8, &v) || (v & 7) || v < fp + 16 || v - (fp + 16) > UD_JIT_FRAME_MAX)
+		return false;
+	*sp = v;
+	return true;
 }
 
 /*
  * A frame in JIT code (unwind_module.jit): no table describes it, its frame pointer does. The runtime pushed
  * its caller's FP and pointed FP there: the return address is at FP + 8, the caller's FP at FP, the caller's SP
- * is FP + 16. The step is taken only where that is plausible: FP known, 8-aligned, at or above SP and at most
- * UD_JIT_FRAME_MAX above it (so SP grows with every step, and a JIT caller's FP, at or above its SP, lies
- * above this one), both words in the stack, and the return address in code (ud_jit_return_ok). Otherwise the
- * walk ends there, truncated: a frame pointer the code does not keep (a JVM without PreserveFramePointer) must
- * not make up callers.
+ * is FP + 16 (or, in a JVM's interpreter, saved at FP - 8: jit_sender_sp). The step is taken only where that is
+ * plausible: FP known, 8-aligned, at or above SP and at most UD_JIT_FRAME_MAX above it (so SP grows with every
+ * step, and a JIT caller's FP, at or above its SP, lies above this one), both words in the stack, and the return
+ * address in code (ud_jit_return_ok). Otherwise the walk ends there, truncated (a frame pointer the code does not
+ * keep must not make up callers), unless the leaf's other shapes (jit_leaf_shapes) find it.
  */
 static enum ud_step ud_step_jit(struct ud_walk *w)
 {
 	struct unwind_deltas_regs *r = &w->r;
-	uint64_t sp = r->regs[UNWIND_REG_SP], fp = r->regs[UNWIND_REG_BP], caller_fp, ra;
+	uint64_t sp = r->regs[UNWIND_REG_SP], fp = r->regs[UNWIND_REG_BP], caller_fp, ra, caller_sp = fp + 16;
+	const bool sender_sp = w->mod.jit_sender_sp, shapes = w->mod.jit_leaf_shapes && r->exact_ip;
 	if (w->mod.jit_cfa_sp)
 		return ud_step_jit_shaped(w);
 	if (!ud_known(r, UNWIND_REG_BP) || (fp & 7) || fp < sp || fp - sp > UD_JIT_FRAME_MAX || fp > UINT64_MAX - 16 ||
-	    !ud_load(w, fp, &caller_fp) || !ud_load(w, fp + 8, &ra) || !ud_jit_return_ok(w, ra)) {
+	    !ud_load(w, fp, &caller_fp) || !ud_load(w, fp + 8, &ra) || (sender_sp && !ud_jit_sender_sp(w, fp, &caller_sp)) ||
+	    !ud_jit_return_ok(w, ra)) {
+		if (shapes && ud_jit_leaf_shapes(w, 0, false))
+			return UD_STEP_OK;
 		w->u->stats.jit_step_failures++;
 		return UD_STEP_FAIL;
 	}
-	r->regs[UNWIND_REG_SP] = fp + 16;
+	r->regs[UNWIND_REG_SP] = caller_sp;
 	r->regs[UNWIND_REG_IP] = ra;
 	r->regs[UNWIND_REG_BP] = caller_fp;
 	r->known = UNWIND_DELTAS_REG(UNWIND_REG_SP) | UNWIND_DELTAS_REG(UNWIND_REG_IP) |
@@ -749,6 +799,10 @@ static bool ud_step_by_chain(struct ud_walk *w, const struct unwind_frame *frame
 	w->step_bias = w->mod.bias;
 	w->at_go_switch = false;
 	r->regs[UNWIND_REG_SP] = fp + 16;
+	if (w->mod.jit_sender_sp && !ud_jit_sender_sp(w, fp, &r->regs[UNWIND_REG_SP])) {
+		w->u->stats.jit_step_failures++;
+		return UD_STEP_FAIL;
+	}
 	r->regs[UNWIND_REG_IP] = ra;
 	r->regs[UNWIND_REG_BP] = caller_fp;
 	r->known = UNWIND_DELTAS_REG(UNWIND_REG_SP) | UNWIND_DELTAS_REG(UNWIND_REG_IP) |

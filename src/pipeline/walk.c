@@ -11,6 +11,7 @@
 #include "src/base/clock.h"
 #include "src/pipeline/fastlane.h"
 #include "src/processes/procmem.h"
+#include "src/base/elf_symbol.h"
 #include "unwind/elf_image.h"
 #include "unwind/unwind_libunwind.h"
 
@@ -44,6 +45,7 @@ struct walk_call {
 	struct unwind_memory memory;		/* the live process (procmem.h) */
 	uint64_t now;
 	bool pending;				/* a table the walk met is being built */
+	bool probing;				/* find_module is only checking an address (probe_module) */
 	struct jitinfo *jit;			/* the process's JIT code entry, once looked up */
 	bool jit_got, jit_found;		/* looked up by process_jit (made if missing), by existing_jit */
 	int go_read_rc;				/* the goroutine behind g0 was not read (its read's -errno), or 0 */
@@ -114,11 +116,40 @@ static struct jitinfo *existing_jit(struct walk_call *c)
 	return c->jit;
 }
 
-/* The unwinder's module for addr in JIT code, or false (jitinfo_module): only the delta unwinder walks it. */
+/* The runtime addresses of libjvm.so's VMStructs globals (hotspot.h), from the file the process maps: false when
+ * it maps none or the file lacks one. */
+static bool jvm_globals(struct walk_call *c, uint64_t globals[HOTSPOT_NGLOBALS])
+{
+	for (unsigned i = 0; i < c->proc->nmaps; i++) {
+		struct mapping *m = &c->proc->maps[i];
+		const char *base = m->path && (m->prot & PROT_EXEC) ? strrchr(m->path, '/') : NULL;
+		if (!base || strcmp(base + 1, "libjvm.so") != 0)
+			continue;
+		struct execinfo *e = procmgr_mapping_exe(c->w->d.procs, c->proc, m);
+		Elf *elf = e ? execinfo_elf(e) : NULL;
+		size_t count = 0;
+		Elf_Scn *dynsym = elf ? elf_symbol_table(elf, SHT_DYNSYM, &count) : NULL;
+		GElf_Sym sym;
+		for (unsigned g = 0; dynsym && g < HOTSPOT_NGLOBALS; g++) {
+			if (!elf_symbol_find(elf, dynsym, count, hotspot_global_names[g], &sym))
+				return false;
+			globals[g] = sym.st_value + m->bias;
+		}
+		return dynsym != NULL;
+	}
+	return false;
+}
+
+/* The unwinder's module for addr in JIT code, or false (jitinfo_module): only the delta unwinder walks it. A JVM
+ * without frame pointers has its code cache looked for at its first JIT frame. */
 static bool jit_module(struct walk_call *c, const struct mapping *m, uint64_t addr, struct unwind_module *mod)
 {
 	struct jitinfo *j = c->w->o.reference ? NULL : process_jit(c);
-	return j && jitinfo_module(j, m, addr, mod);
+	if (j && jitinfo_needs_jvm_tables(j)) {
+		uint64_t globals[HOTSPOT_NGLOBALS];
+		jitinfo_open_jvm(j, jvm_globals(c, globals) ? globals : NULL);
+	}
+	return j && jitinfo_module(j, m, addr, c->now, mod);
 }
 
 /* File code the runtime calls its own (V8's embedded builtins) is JIT code to the delta unwinder too. */
@@ -141,12 +172,13 @@ static int find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 {
 	struct walk_call *c = ctx;
 	struct procmgr *pm = c->w->d.procs;
-	struct mapping *m = procmgr_find_mapping(pm, c->proc, addr, c->now);
+	struct mapping *m = c->probing ? procmgr_lookup_mapping(c->proc, addr) :
+					 procmgr_find_mapping(pm, c->proc, addr, c->now);
 	struct execinfo *e = m ? procmgr_mapping_exe(pm, c->proc, m) : NULL;
 	if (!e && m && m->anon && jit_module(c, m, addr, mod))
 		return 0;
 	struct jitinfo *j = !m && !c->w->o.reference ? unmapped_jit(c, addr) : NULL;
-	if (j && jitinfo_module_unmapped(j, addr, mod))
+	if (j && jitinfo_module_unmapped(j, addr, c->now, mod))
 		return 0;
 	if (!e)
 		return find_in_neighbour(c, addr, mod);
@@ -155,6 +187,17 @@ static int find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 		return -EAGAIN;	/* the sample will be held and walked again: the walk need not go on */
 	jit_in_file(c, addr, mod);
 	return 0;
+}
+
+/* unwind_process.probe_module: as find_module, with no re-read of the mappings on a miss (a JVM's compiled frames
+ * check candidate return addresses that may be any word: a heap address, a count). */
+static int probe_module(void *ctx, uint64_t addr, struct unwind_module *mod)
+{
+	struct walk_call *c = ctx;
+	c->probing = true;
+	int rc = find_module(ctx, addr, mod);
+	c->probing = false;
+	return rc;
 }
 
 /* ---- the unwinders' hooks ---- */
@@ -414,7 +457,7 @@ static unsigned add_user_frames(struct walk_call *c, struct trace_frame *out)
 	struct walk *w = c->w;
 	const struct perf_sample *ps = c->in->ps;
 	struct unwind_sample us;
-	struct unwind_process up = { .find_module = find_module, .ctx = c,
+	struct unwind_process up = { .find_module = find_module, .probe_module = probe_module, .ctx = c,
 				     .memory = w->o.offline ? NULL : &c->memory };
 	enum unwind_status st = UNWIND_TRUNCATED;
 	memcpy(us.regs, ps->regs, sizeof(us.regs));

@@ -50,6 +50,9 @@ struct jitinfo {
 	int root_fd;		/* the process's root directory, -1 if it could not be opened */
 	int64_t start_ns;	/* process start, CLOCK_REALTIME ns; 0 unknown */
 	bool is_jvm, jvm_fp;
+	struct hotspot *hotspot;	/* a JVM without frame pointers: its code cache (hotspot.h), NULL until opened */
+	int hotspot_err;	/* why it could not be opened (jitinfo_open_jvm), 0 before it was tried */
+	struct hindex blobs_named;	/* hash of a code blob's code range: its name was added to syms */
 	int trampolines;	/* CPython's perf trampolines checked in its memory: 1 as expected, -1 not, 0 not yet */
 	struct file_id anon_id;	/* FileID of code nothing names */
 	struct jit_file map, dump;
@@ -487,6 +490,8 @@ static void entry_free(struct jitinfo *j)
 		close(j->root_fd);
 	jitdump_parser_free(&j->dump_parser);
 	jitsyms_free(j->syms);
+	hotspot_free(j->hotspot);
+	hindex_free(&j->blobs_named);
 	free(j->name_ids);
 	free(j->name_known);
 	if (j->prev)
@@ -710,10 +715,52 @@ bool jitinfo_trampoline(struct jitinfo *j, uint64_t addr, uint32_t *cfa_sp, uint
 	return true;
 }
 
-bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, struct unwind_module *mod)
+/* Most code blobs of one JVM named (a JVM's code cache holds tens of thousands at most). */
+#define JVM_BLOBS_NAMED_MAX (1u << 20)
+
+/* The code blob a frame was found in gets its name in the process's table, as a perf map would give it, the
+ * first time it is met: named while the process lives, the name stays for the profile built after it exited. */
+static void name_blob(struct jitinfo *j, const struct hotspot_frame *f)
+{
+	char name[JITSYMS_NAME_MAX];
+	uint64_t key = hash_u64(hash_u64(HASH_SEED, f->code_begin), f->code_end), v;
+	if (hindex_find(&j->blobs_named, key, NULL, NULL, NULL, &v) ||
+	    hindex_count(&j->blobs_named) >= JVM_BLOBS_NAMED_MAX ||
+	    hindex_insert(&j->blobs_named, key, f->code_begin) < 0)
+		return;
+	int n = hotspot_blob_name(j->hotspot, f, name, sizeof(name));
+	if (n > 0 && jitsyms_add(j->syms, f->code_begin, f->code_end - f->code_begin, name, (size_t)n, NULL, 0) >= 0)
+		j->mgr->stats.blob_names++;
+}
+
+/* A JVM's compiled code without frame pointers: the rule of its code blob at addr, cut to m. */
+static bool jvm_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, uint64_t now_ns,
+		       struct unwind_module *mod)
+{
+	struct hotspot_frame f;
+	if (!j->hotspot || hotspot_frame(j->hotspot, addr, now_ns, &f) < 0) {
+		j->mgr->stats.blob_misses += j->hotspot != NULL;
+		return false;
+	}
+	j->mgr->stats.blob_frames++;
+	name_blob(j, &f);
+	*mod = (struct unwind_module){ .start = f.start > m->start ? f.start : m->start,
+				       .end = f.end < m->end ? f.end : m->end, .jit = true, .jit_cfa_sp = f.cfa_sp,
+				       .jit_fp_saved = f.fp_saved, .jit_sender_sp = f.sender_sp,
+				       .jit_leaf_shapes = f.leaf_shapes };
+	return true;
+}
+
+bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, uint64_t now_ns,
+		    struct unwind_module *mod)
 {
 	uint64_t lo, hi;
 	uint32_t cfa_sp = 0;
+	struct hotspot_frame f;
+	if (j->is_jvm && !j->jvm_fp)
+		return jvm_module(j, m, addr, now_ns, mod);
+	if (j->hotspot && hotspot_frame(j->hotspot, addr, now_ns, &f) == 0)
+		name_blob(j, &f);	/* a JVM that keeps frame pointers is walked by them, its code named all the same */
 	if (!jitinfo_walks_fp(j))
 		return false;
 	if (!jitinfo_trampoline(j, addr, &cfa_sp, &lo, &hi))
@@ -723,7 +770,22 @@ bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, s
 	return true;
 }
 
-bool jitinfo_module_unmapped(struct jitinfo *j, uint64_t addr, struct unwind_module *mod)
+bool jitinfo_needs_jvm_tables(const struct jitinfo *j)
+{
+	return j->is_jvm && !j->hotspot && !j->hotspot_err && j->attached && !j->mgr->open_map;
+}
+
+int jitinfo_open_jvm(struct jitinfo *j, const uint64_t globals[HOTSPOT_NGLOBALS])
+{
+	struct unwind_memory mem = procmem_reader(&j->pid);
+	if (!jitinfo_needs_jvm_tables(j))
+		return j->hotspot_err;
+	j->hotspot_err = globals ? hotspot_open(&mem, globals, &j->hotspot) : -ENOENT;
+	j->mgr->stats.jvms += j->hotspot != NULL;
+	return j->hotspot_err;
+}
+
+bool jitinfo_module_unmapped(struct jitinfo *j, uint64_t addr, uint64_t now_ns, struct unwind_module *mod)
 {
 	struct jitsym_info info;
 	struct mapping named = { 0 };
@@ -731,7 +793,7 @@ bool jitinfo_module_unmapped(struct jitinfo *j, uint64_t addr, struct unwind_mod
 		return false;
 	named.start = info.start;
 	named.end = info.end;
-	return jitinfo_module(j, &named, addr, mod);
+	return jitinfo_module(j, &named, addr, now_ns, mod);
 }
 
 struct jitinfo *jitinfo_naming(struct jitinfo_mgr *m, pid_t pid, uint64_t addr, uint64_t now_ns)
@@ -800,5 +862,6 @@ void jitinfo_frame(struct jitinfo *j, uint64_t addr, struct jitinfo_frame *out)
 	out->source = named ? info.file : "";
 	out->line = named ? info.line : 0;
 	/* Both files may name code; the perf map is the one a process writes when it writes both. */
-	out->origin = !named ? "[jit]" : j->map.bytes || !j->dump.path ? j->map.path : j->dump.path;
+	out->origin = !named ? "[jit]" : j->map.bytes || (!j->dump.path && !j->hotspot) ? j->map.path :
+		      j->dump.path ? j->dump.path : JITINFO_JVM_ORIGIN;
 }

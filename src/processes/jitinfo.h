@@ -46,6 +46,7 @@
 #include <sys/types.h>
 
 #include "src/profile/ids.h"
+#include "src/processes/hotspot.h"
 #include "src/processes/procmgr.h"
 #include "symbols/jitsyms.h"
 #include "unwind/unwind.h"
@@ -70,6 +71,10 @@ struct jitinfo_stats {
 	uint64_t skipped;	/* malformed or over-long map lines, jitdump records skipped or not usable */
 	uint64_t dropped;	/* ranges a table did not keep (its limits), bytes past max_file_bytes */
 	uint64_t refused;	/* files not read: not a regular file, another owner, older than the process */
+	uint64_t jvms;		/* JVMs without frame pointers whose code cache was found (jitinfo_open_jvm) */
+	uint64_t blob_frames;	/* ... JIT frames given their code blob's rule */
+	uint64_t blob_misses;	/* ... JIT addresses in no blob with a rule (code the JVM freed, or not code) */
+	uint64_t blob_names;	/* ... code blobs named from the JVM's memory */
 };
 
 /* What a JIT frame is. Strings stay valid until the entry is released. */
@@ -79,9 +84,12 @@ struct jitinfo_frame {
 	const char *name;	/* NULL when nothing names the address */
 	const char *source;	/* source file (jitdump debug information), "" if unknown */
 	uint32_t line;		/* 0 if unknown */
-	const char *origin;	/* where the name came from, as the process sees it ("/tmp/perf-42.map"), or
-				 * "[jit]" when unnamed */
+	const char *origin;	/* where the name came from, as the process sees it ("/tmp/perf-42.map"),
+				 * JITINFO_JVM_ORIGIN (a JVM's code cache), or "[jit]" when unnamed */
 };
+
+/* The origin of names read from a JVM's code cache (its memory). */
+#define JITINFO_JVM_ORIGIN "[jvm]"
 
 struct jitinfo_mgr;
 struct jitinfo;
@@ -165,11 +173,21 @@ bool jitinfo_trampoline(struct jitinfo *j, uint64_t addr, uint32_t *cfa_sp, uint
  * For an unwinder walking by frame pointer (unwind.h: unwind_module.jit): the module of addr, in the process's
  * anonymous executable mapping m. False when the process's JIT code is not walked (jitinfo_walks_fp). The module
  * is cut to where one rule holds: a trampoline's rows (jitinfo_trampoline), one named piece of code, or the code
- * between named ones.
+ * between named ones. In a JVM without frame pointers whose code cache was opened (jitinfo_open_jvm): the code
+ * blob's rule at addr as the cache stands now (now_ns, CLOCK_MONOTONIC), cut to that blob (hotspot.h); false
+ * where there is none.
  */
-bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, struct unwind_module *mod);
+bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, uint64_t now_ns,
+		    struct unwind_module *mod);
 /* The same for addr in no mapping hostprof knows, when the map names it (jitinfo_naming): the named code. */
-bool jitinfo_module_unmapped(struct jitinfo *j, uint64_t addr, struct unwind_module *mod);
+bool jitinfo_module_unmapped(struct jitinfo *j, uint64_t addr, uint64_t now_ns, struct unwind_module *mod);
+/*
+ * Whether the process is a live JVM without frame pointers whose code cache has not been looked for: the caller
+ * then finds libjvm.so's exported VMStructs globals in the process (hotspot.h) and passes them to
+ * jitinfo_open_jvm(), NULL when it could not. Tried once per process; returns 0 or why it failed (negative errno).
+ */
+bool jitinfo_needs_jvm_tables(const struct jitinfo *j);
+int jitinfo_open_jvm(struct jitinfo *j, const uint64_t globals[HOTSPOT_NGLOBALS]);
 /*
  * mod, a file's module holding addr: becomes a JIT module where the runtime declares the code its own
  * (jitinfo_declares), and is cut to the addresses around addr where that does not change (an unwinder reuses a

@@ -228,7 +228,7 @@ static void test_tracked_after_exit(void **state)
 	assert_non_null(k);
 	assert_false(jitinfo_names(k, 0x7f0000001010, now + 2 * JITINFO_REFRESH_NS));
 	struct unwind_module mod;
-	assert_true(jitinfo_module_unmapped(j, 0x7f0000001010, &mod));
+	assert_true(jitinfo_module_unmapped(j, 0x7f0000001010, 1, &mod));
 	assert_true(mod.jit);
 	assert_int_equal(mod.start, 0x7f0000001000);
 	assert_int_equal(mod.end, 0x7f0000001100);
@@ -546,12 +546,12 @@ static void test_unwinder_modules(void **state)
 	struct jitinfo *j = jitinfo_get(m, &c.proc, mono_ns());
 	struct mapping anon = { .start = 0x7f0000000000, .end = 0x7f0000100000, .anon = 1 };
 	struct unwind_module mod;
-	assert_true(jitinfo_module(j, &anon, 0x7f0000001004, &mod));	/* named: that code's own module */
+	assert_true(jitinfo_module(j, &anon, 0x7f0000001004, 1, &mod));	/* named: that code's own module */
 	assert_true(mod.jit);
 	assert_int_equal(mod.jit_cfa_sp, 0);
 	assert_int_equal(mod.start, 0x7f0000001000);
 	assert_int_equal(mod.end, 0x7f0000001010);
-	assert_true(jitinfo_module(j, &anon, 0x7f0000002000, &mod));	/* unnamed: up to the next named */
+	assert_true(jitinfo_module(j, &anon, 0x7f0000002000, 1, &mod));	/* unnamed: up to the next named */
 	assert_int_equal(mod.start, 0x7f0000001010);
 	assert_int_equal(mod.end, anon.end);
 	struct unwind_module file = { .start = 0x1000, .end = 0x9000, .bias = 0x400, .cache_key = &c };

@@ -1291,6 +1291,107 @@ static void test_jit_frames(void **state)
 	unwind_deltas_free(u);
 }
 
+/* A JVM's code as its code cache describes it (src/processes/hotspot.h): compiled method A (48-byte frame), the
+ * interpreter, compiled method B (32-byte frame), a stub that keeps no frame. */
+#define JVM_A FAKE_JIT
+#define JVM_INTERP (FAKE_JIT + 0x1000)
+#define JVM_B (FAKE_JIT + 0x2000)
+#define JVM_STUB (FAKE_JIT + 0x3000)
+
+static int jvm_find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
+{
+	static const struct { uint64_t start; uint32_t cfa_sp; bool sender_sp; } code[] = {
+		{ JVM_A, 48, false }, { JVM_INTERP, 0, true }, { JVM_B, 32, false }, { JVM_STUB, 0, false },
+	};
+	for (size_t i = 0; i < sizeof(code) / sizeof(code[0]); i++)
+		if (addr >= code[i].start && addr < code[i].start + 0x1000) {
+			*mod = (struct unwind_module){ .start = code[i].start, .end = code[i].start + 0x1000,
+						       .jit = true, .jit_cfa_sp = code[i].cfa_sp,
+						       .jit_fp_saved = code[i].cfa_sp != 0,
+						       .jit_sender_sp = code[i].sender_sp,
+						       .jit_leaf_shapes = !code[i].sender_sp };
+			return 0;
+		}
+	return synth_find_module(ctx, addr, mod);
+}
+
+/* The stack of a walk A -> interpreter -> B -> fp_func -> stop_func, A's frame at SP + off. */
+static void jvm_stack(struct synth *sy, uint64_t off)
+{
+	memset(sy->stack, 0, sizeof(sy->stack));
+	put(sy, off + 32, FAKE_SP + 160);		/* A saved the interpreter's FP at CFA - 16 */
+	put(sy, off + 40, JVM_INTERP + 0x10);		/* ... and was called from it */
+	put(sy, 152, FAKE_SP + 240);			/* the interpreter: its caller's SP, at FP - 8 */
+	put(sy, 160, 0x5555);				/* ... B's FP (which B uses as it likes) */
+	put(sy, 168, JVM_B + 0x20);			/* ... called from B */
+	put(sy, 256, FAKE_SP + 400);			/* B, at the SP the interpreter saved: fp_func's FP */
+	put(sy, 264, fsym(sy, "fp_ret"));
+	put(sy, 400, FAKE_SP + 480);			/* fp_func: CFA = FP + 16 */
+	put(sy, 408, fsym(sy, "stop_ret"));
+}
+
+static void expect_jvm_walk(struct synth *sy, struct unwind_deltas *u, uint64_t leaf)
+{
+	struct unwind_frame fr[8];
+	enum unwind_status st;
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 5);
+	assert_int_equal(st, UNWIND_COMPLETE);
+	assert_int_equal(fr[0].ip, leaf);
+	assert_int_equal(fr[1].ip, JVM_INTERP + 0x10);
+	assert_int_equal(fr[2].ip, JVM_B + 0x20);
+	assert_int_equal(fr[3].ip, fsym(sy, "fp_ret"));
+	assert_int_equal(fr[4].ip, fsym(sy, "stop_ret"));
+}
+
+/*
+ * A JVM without frame pointers: compiled frames stepped by their frame size, the caller's FP restored from
+ * CFA - 16; the interpreter by FP, its caller's SP the one it saved (the arguments and locals an adapter pushed
+ * lie between its frame and that SP); where the leaf is not as its rule says (an intrinsic's pushed word, an
+ * epilogue, a stub without a frame) the other shapes, each checked; never for a caller.
+ */
+static void test_jvm_frames(void **state)
+{
+	struct synth *sy = *state;
+	struct unwind_deltas *u = deltas_new(NULL);
+	struct unwind_frame fr[8];
+	enum unwind_status st;
+	sy->proc.find_module = jvm_find_module;
+	sy->s.regs[UNWIND_REG_IP] = JVM_A + 0x100;
+	sy->s.regs[UNWIND_REG_BP] = 0x1234;		/* FP is any value in compiled code */
+	jvm_stack(sy, 0);
+	expect_jvm_walk(sy, u, JVM_A + 0x100);
+
+	jvm_stack(sy, 8);				/* A sampled with a word of its own pushed */
+	expect_jvm_walk(sy, u, JVM_A + 0x100);
+
+	jvm_stack(sy, 0);				/* A's epilogue: popped down to its return address */
+	put(sy, 0, JVM_INTERP + 0x10);
+	put(sy, 40, 0);
+	sy->s.regs[UNWIND_REG_BP] = FAKE_SP + 160;	/* ... the interpreter's FP restored */
+	expect_jvm_walk(sy, u, JVM_A + 0x100);
+
+	sy->s.regs[UNWIND_REG_IP] = JVM_STUB + 0x10;	/* a stub without a frame, called by A */
+	sy->s.regs[UNWIND_REG_BP] = 0x1234;
+	jvm_stack(sy, 8);
+	put(sy, 0, JVM_A + 0x100);
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 6);
+	assert_int_equal(fr[1].ip, JVM_A + 0x100);
+	assert_int_equal(fr[2].ip, JVM_INTERP + 0x10);
+	assert_int_equal(st, UNWIND_COMPLETE);
+
+	sy->s.regs[UNWIND_REG_IP] = JVM_A + 0x100;
+	jvm_stack(sy, 0);
+	put(sy, 152, FAKE_SP + 100);			/* the interpreter's saved SP below its frame: refused */
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 2);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	jvm_stack(sy, 0);
+	put(sy, 264, 0);				/* B's return address not where its size says: B is no leaf */
+	put(sy, 272, fsym(sy, "fp_ret"));
+	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 3);
+	assert_int_equal(st, UNWIND_TRUNCATED);
+	unwind_deltas_free(u);
+}
+
 /* A step through JIT code is taken only where it is plausible; else the walk ends there, truncated. */
 static void test_jit_steps_refused(void **state)
 {
@@ -1373,6 +1474,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_chain_steps_code_without_cfi, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_jit_frames, synth_setup, synth_teardown),
 		cmocka_unit_test_setup_teardown(test_jit_steps_refused, synth_setup, synth_teardown),
+		cmocka_unit_test_setup_teardown(test_jvm_frames, synth_setup, synth_teardown),
 	};
 	int failed = cmocka_run_group_tests_name("real samples", real, group_setup, group_teardown);
 	return failed + cmocka_run_group_tests_name("synthetic samples", synthetic, NULL, NULL);
