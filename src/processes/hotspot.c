@@ -351,11 +351,10 @@ static int blob_frame(struct hotspot *h, const struct code_heap *c, uint64_t blo
 		      struct hotspot_frame *out)
 {
 	const uint64_t *f = h->field;
-	uint8_t hdr[HEADER_MAX], blob[HEADER_MAX];
+	uint8_t bytes[2 * HEADER_MAX];	/* the block's header, then the blob's: one read */
 	size_t hsize = h->type_size[T_HEAP_BLOCK], bsize = h->type_size[T_CODE_BLOB];
-	int err = read_exact(&h->mem, block, hdr, hsize);
-	if (!err)
-		err = read_exact(&h->mem, block + hsize, blob, bsize);
+	const uint8_t *hdr = bytes, *blob = bytes + hsize;
+	int err = read_exact(&h->mem, block, bytes, hsize + bsize);
 	if (err)
 		return err;
 	uint64_t segs = field_at(hdr, hsize, f[F_BLOCK_LENGTH], 8);
@@ -429,17 +428,20 @@ int hotspot_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct hots
 	struct cached_frame *e = &h->cache[(line * 0x9e3779b97f4a7c15ULL) >> 52 & (CACHE_SLOTS - 1)];
 	bool hit = e->line == line && e->at_ns && now_ns - e->at_ns < HOTSPOT_CACHE_NS &&
 		   (e->err ? e->addr == addr : addr >= e->frame.start && addr < e->frame.end);
-	if (!hit) {
-		struct hotspot_frame f = { 0 };
-		int err = find_frame(h, addr, now_ns, &f);
-		if (err == -ESRCH)
-			return cached_range(h, addr, out) ? 0 : err;
-		*e = (struct cached_frame){ .line = line, .addr = addr, .at_ns = err == -EAGAIN ? 0 : now_ns ? now_ns : 1,
-					    .frame = f, .err = err };
+	if (hit) {
+		if (!e->err)
+			*out = e->frame;
+		return e->err;
 	}
-	if (!e->err)
-		*out = e->frame;
-	return e->err;
+	struct hotspot_frame f = { 0 };
+	int err = find_frame(h, addr, now_ns, &f);
+	if (err == -ESRCH)
+		return cached_range(h, addr, out) ? 0 : err;
+	*e = (struct cached_frame){ .line = line, .addr = addr, .at_ns = err == -EAGAIN ? 0 : now_ns ? now_ns : 1,
+				    .frame = f, .err = err };
+	if (!err)
+		*out = f;
+	return err ? err : 1;
 }
 
 /* ---- names ---- */

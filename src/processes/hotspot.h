@@ -83,8 +83,9 @@ struct hotspot;
 int hotspot_open(const struct unwind_memory *mem, const uint64_t globals[HOTSPOT_NGLOBALS], struct hotspot **out);
 void hotspot_free(struct hotspot *h);
 
-/* The frame rule at addr, in the code cache as it is now (now_ns: CLOCK_MONOTONIC, for the cache). Returns 0,
- * -ENOENT (not in a blob, or in a blob's prologue), -EAGAIN (no code heap yet), -EINVAL or the reader's error. */
+/* The frame rule at addr, in the code cache as it is now (now_ns: CLOCK_MONOTONIC, for the cache). Returns 0 (from
+ * the cache), 1 (read from the process just now: a blob the caller may not have met), -ENOENT (in no blob),
+ * -EAGAIN (no code heap yet), -EINVAL or the reader's error. */
 int hotspot_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct hotspot_frame *out);
 
 /*

@@ -53,6 +53,8 @@ struct jitinfo {
 	struct hotspot *hotspot;	/* a JVM without frame pointers: its code cache (hotspot.h), NULL until opened */
 	int hotspot_err;	/* why it could not be opened (jitinfo_open_jvm), 0 before it was tried */
 	struct hindex blobs_named;	/* hash of a code blob's code range: its name was added to syms */
+	uint64_t commits;		/* of syms: what a lookup memo'd before the last one found may have changed */
+	struct name_memo *memo;		/* NAME_MEMO_SLOTS lookups of syms, made at the first */
 	int trampolines;	/* CPython's perf trampolines checked in its memory: 1 as expected, -1 not, 0 not yet */
 	struct file_id anon_id;	/* FileID of code nothing names */
 	struct jit_file map, dump;
@@ -364,8 +366,8 @@ static void refresh(struct jitinfo *j, uint64_t budget)
 	bool walked = jitinfo_walks_fp(j);
 	read_file(j, &j->map, budget);
 	read_file(j, &j->dump, budget);
-	if (jitsyms_dirty(j->syms))
-		jitsyms_commit(j->syms);
+	if (jitsyms_dirty(j->syms) && jitsyms_commit(j->syms) == 0)
+		j->commits++;
 	j->mgr->stats.fp_processes += j->used && !walked && jitinfo_walks_fp(j);
 }
 
@@ -492,6 +494,7 @@ static void entry_free(struct jitinfo *j)
 	jitsyms_free(j->syms);
 	hotspot_free(j->hotspot);
 	hindex_free(&j->blobs_named);
+	free(j->memo);
 	free(j->name_ids);
 	free(j->name_known);
 	if (j->prev)
@@ -664,14 +667,49 @@ bool jitinfo_declares(const struct jitinfo *j, uint64_t addr, uint64_t *lo, uint
 	struct jitsym_info info;
 	*lo = 0;
 	*hi = UINT64_MAX;
-	return jitinfo_walks_fp(j) && jitsyms_lookup_span(j->syms, addr, &info, lo, hi);
+	/* A JVM's names are of its code cache, never of a file's code: no lookup for its files' frames. */
+	return !j->is_jvm && jitinfo_walks_fp(j) && jitsyms_lookup_span(j->syms, addr, &info, lo, hi);
 }
+
+/*
+ * A lookup of syms through a memo of the last ones, by address: a JVM's stacks name each of ~20 JIT frames twice a
+ * sample (the walk asks whether it is named, the stack-trace ID for its identity), a binary search each over
+ * thousands of blobs. Valid until the table's next commit.
+ */
+#define NAME_MEMO_SLOTS 512	/* a power of two */
+
+struct name_memo {
+	uint64_t addr, commits;
+	bool found;
+	struct jitsym_info info;
+};
+
+static bool memo_lookup(struct jitinfo *j, uint64_t addr, struct jitsym_info *info)
+{
+	if (!j->memo && !(j->memo = calloc(NAME_MEMO_SLOTS, sizeof(*j->memo))))
+		return jitsyms_lookup(j->syms, addr, info);
+	struct name_memo *m = &j->memo[(addr * 0x9e3779b97f4a7c15ULL) >> 55 & (NAME_MEMO_SLOTS - 1)];
+	if (m->addr != addr || m->commits != j->commits + 1) {
+		m->found = jitsyms_lookup(j->syms, addr, &m->info);
+		m->addr = addr;
+		m->commits = j->commits + 1;	/* 0 is an empty slot */
+	}
+	*info = m->info;
+	return m->found;
+}
+
+static void name_blob(struct jitinfo *j, const struct hotspot_frame *f);
 
 bool jitinfo_names(struct jitinfo *j, uint64_t addr, uint64_t now_ns)
 {
 	struct jitsym_info info;
-	if (jitsyms_lookup(j->syms, addr, &info))
+	struct hotspot_frame f;
+	if (memo_lookup(j, addr, &info))
 		return true;
+	/* A JVM that keeps frame pointers is walked by them (jitinfo_module), its code named from its cache all the
+	 * same: here, where an address is not named yet (visible once the table is next committed). */
+	if (j->hotspot && j->jvm_fp && hotspot_frame(j->hotspot, addr, now_ns, &f) == 1)
+		name_blob(j, &f);
 	if (now_ns < j->next_refresh_ns)
 		return false;
 	j->next_refresh_ns = now_ns + JITINFO_REFRESH_NS;
@@ -738,12 +776,14 @@ static bool jvm_module(struct jitinfo *j, const struct mapping *m, uint64_t addr
 		       struct unwind_module *mod)
 {
 	struct hotspot_frame f;
-	if (!j->hotspot || hotspot_frame(j->hotspot, addr, now_ns, &f) < 0) {
+	int rc = j->hotspot ? hotspot_frame(j->hotspot, addr, now_ns, &f) : -ENOENT;
+	if (rc < 0) {
 		j->mgr->stats.blob_misses += j->hotspot != NULL;
 		return false;
 	}
 	j->mgr->stats.blob_frames++;
-	name_blob(j, &f);
+	if (rc == 1)
+		name_blob(j, &f);
 	*mod = (struct unwind_module){ .start = f.start > m->start ? f.start : m->start,
 				       .end = f.end < m->end ? f.end : m->end, .jit = true, .jit_cfa_sp = f.cfa_sp,
 				       .jit_fp_saved = f.fp_saved, .jit_sender_sp = f.sender_sp,
@@ -756,15 +796,14 @@ bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, u
 {
 	uint64_t lo, hi;
 	uint32_t cfa_sp = 0;
-	struct hotspot_frame f;
 	if (j->is_jvm && !j->jvm_fp)
 		return jvm_module(j, m, addr, now_ns, mod);
-	if (j->hotspot && hotspot_frame(j->hotspot, addr, now_ns, &f) == 0)
-		name_blob(j, &f);	/* a JVM that keeps frame pointers is walked by them, its code named all the same */
 	if (!jitinfo_walks_fp(j))
 		return false;
-	if (!jitinfo_trampoline(j, addr, &cfa_sp, &lo, &hi))
-		cfa_sp = 0;
+	lo = 0;
+	hi = UINT64_MAX;
+	if (j->is_jvm || !jitinfo_trampoline(j, addr, &cfa_sp, &lo, &hi))
+		cfa_sp = 0;	/* a JVM has none of CPython's trampolines */
 	*mod = (struct unwind_module){ .start = lo > m->start ? lo : m->start, .end = hi < m->end ? hi : m->end,
 				       .jit = true, .jit_cfa_sp = cfa_sp };
 	return true;
@@ -844,7 +883,7 @@ static struct file_id name_file_id(struct jitinfo *j, uint32_t id, const char *n
 void jitinfo_identity(struct jitinfo *j, uint64_t addr, struct file_id *file_id, uint64_t *address)
 {
 	struct jitsym_info info;
-	if (jitsyms_lookup(j->syms, addr, &info)) {
+	if (memo_lookup(j, addr, &info)) {
 		*file_id = name_file_id(j, info.name_id, info.name);
 		*address = addr - info.start;
 	} else {

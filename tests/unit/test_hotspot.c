@@ -257,14 +257,14 @@ static void test_compiled_method(void **state)
 	struct hotspot *h = open_jvm(j);
 	struct hotspot_frame f;
 	char name[64];
-	assert_int_equal(hotspot_frame(h, code(0, 240 + 100), 1, &f), 0);	/* the body */
+	assert_int_equal(hotspot_frame(h, code(0, 240 + 100), 1, &f), 1);	/* the body, read now */
 	assert_int_equal(f.cfa_sp, 48);
 	assert_true(f.fp_saved && f.leaf_shapes && !f.sender_sp);
 	assert_int_equal(f.start, code(0, 240 + 40));
 	assert_int_equal(f.end, code(0, 240 + 600));
 	assert_int_equal(hotspot_blob_name(h, &f, name, sizeof(name)), (int)strlen("com.example.Work.fib"));
 	assert_string_equal(name, "com.example.Work.fib");
-	assert_int_equal(hotspot_frame(h, code(0, 240), 1, &f), 0);		/* its entry, the prologue */
+	assert_int_equal(hotspot_frame(h, code(0, 240), 1, &f), 1);		/* its entry, the prologue */
 	assert_int_equal(f.cfa_sp, 8);
 	assert_false(f.fp_saved);
 	assert_int_equal(f.start, code(0, 240));
@@ -280,14 +280,14 @@ static void test_other_blobs(void **state)
 	struct hotspot *h = open_jvm(j);
 	struct hotspot_frame f;
 	char name[64];
-	assert_int_equal(hotspot_frame(h, code(8, 104 + 8), 1, &f), 0);
+	assert_int_equal(hotspot_frame(h, code(8, 104 + 8), 1, &f), 1);
 	assert_true(f.cfa_sp == 0 && f.sender_sp && !f.leaf_shapes);
 	assert_int_equal(hotspot_blob_name(h, &f, name, sizeof(name)), 11);
 	assert_string_equal(name, "Interpreter");
-	assert_int_equal(hotspot_frame(h, code(12, 104), 1, &f), 0);		/* never complete: sized throughout */
+	assert_int_equal(hotspot_frame(h, code(12, 104), 1, &f), 1);		/* never complete: sized throughout */
 	assert_true(f.cfa_sp == 16 && f.fp_saved && f.start == code(12, 104));
 	uint64_t far = code(20, 590 * 128);					/* three hops back to its block */
-	assert_int_equal(hotspot_frame(h, far, 1, &f), 0);
+	assert_int_equal(hotspot_frame(h, far, 1, &f), 1);
 	assert_true(f.cfa_sp == 0 && !f.sender_sp && f.leaf_shapes && f.start == code(20, 104));
 	assert_int_equal(hotspot_blob_name(h, &f, name, sizeof(name)), 16);
 	assert_string_equal(name, "StubRoutines (1)");
@@ -311,7 +311,7 @@ static void test_hostile_process(void **state)
 	put32(j, code(12, 0) + 28, 2);
 	put64(j, code(12, 0) + 40, code(12, 0) + 4096);			/* code past its block */
 	assert_int_equal(hotspot_frame(h, code(12, 120), 1, &f), -EINVAL);
-	assert_int_equal(hotspot_frame(h, code(0, 300), 1, &f), 0);
+	assert_int_equal(hotspot_frame(h, code(0, 300), 1, &f), 1);
 	uint64_t m, cm, pool;
 	memcpy(&m, j->mem + (code(0, 0) + 112 - BASE), 8);
 	memcpy(&cm, j->mem + (m + 8 - BASE), 8);
@@ -355,7 +355,7 @@ static void test_heaps_not_made_yet(void **state)
 	assert_int_equal(hotspot_frame(h, code(0, 300), 1000, &f), -EAGAIN);
 	put64(j, j->heaps_cell, array);
 	assert_int_equal(hotspot_frame(h, code(0, 300), 2000, &f), -EAGAIN);	/* not tried again so soon */
-	assert_int_equal(hotspot_frame(h, code(0, 300), 1000 + 200000000ull, &f), 0);
+	assert_int_equal(hotspot_frame(h, code(0, 300), 1000 + 200000000ull, &f), 1);
 	hotspot_free(h);
 }
 
@@ -365,11 +365,11 @@ static void test_cache(void **state)
 	struct jvm *j = *state;
 	struct hotspot *h = open_jvm(j);
 	struct hotspot_frame f;
-	assert_int_equal(hotspot_frame(h, code(0, 300), 1, &f), 0);
+	assert_int_equal(hotspot_frame(h, code(0, 300), 1, &f), 1);
 	put32(j, code(0, 0) + 28, 10);					/* the JVM reused the space */
-	assert_int_equal(hotspot_frame(h, code(0, 301), 2, &f), 0);
+	assert_int_equal(hotspot_frame(h, code(0, 301), 2, &f), 0);		/* from the cache */
 	assert_int_equal(f.cfa_sp, 48);
-	assert_int_equal(hotspot_frame(h, code(0, 300), 2 + HOTSPOT_CACHE_NS, &f), 0);
+	assert_int_equal(hotspot_frame(h, code(0, 300), 2 + HOTSPOT_CACHE_NS, &f), 1);
 	assert_int_equal(f.cfa_sp, 80);
 	hotspot_free(h);
 }
@@ -380,7 +380,7 @@ static void test_process_gone(void **state)
 	struct jvm *j = *state;
 	struct hotspot *h = open_jvm(j);
 	struct hotspot_frame f;
-	assert_int_equal(hotspot_frame(h, code(0, 300), 1, &f), 0);
+	assert_int_equal(hotspot_frame(h, code(0, 300), 1, &f), 1);
 	j->gone = true;
 	assert_int_equal(hotspot_frame(h, code(0, 700), 5 * HOTSPOT_CACHE_NS, &f), 0);	/* another line */
 	assert_int_equal(f.cfa_sp, 48);
