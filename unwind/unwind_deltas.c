@@ -509,8 +509,8 @@ static enum ud_step ud_step_jit(struct ud_walk *w)
 	if (w->mod.jit_cfa_sp)
 		return ud_step_jit_shaped(w);
 	if (!ud_known(r, UNWIND_REG_BP) || (fp & 7) || fp < sp || fp - sp > UD_JIT_FRAME_MAX || fp > UINT64_MAX - 16 ||
-	    !ud_load(w, fp, &caller_fp) || !ud_load(w, fp + 8, &ra) || (sender_sp && !ud_jit_sender_sp(w, fp, &caller_sp)) ||
-	    !ud_jit_return_ok(w, ra)) {
+	    !ud_load(w, fp, &caller_fp) || !ud_load(w, fp + 8, &ra) ||
+	    (sender_sp && !ud_jit_sender_sp(w, fp, &caller_sp)) || !ud_jit_return_ok(w, ra)) {
 		if (shapes && ud_jit_leaf_shapes(w, 0, false))
 			return UD_STEP_OK;
 		w->u->stats.jit_step_failures++;

@@ -50,7 +50,7 @@ struct jitinfo {
 	int root_fd;		/* the process's root directory, -1 if it could not be opened */
 	int64_t start_ns;	/* process start, CLOCK_REALTIME ns; 0 unknown */
 	bool is_jvm, jvm_fp;
-	struct hotspot *hotspot;	/* a JVM without frame pointers: its code cache (hotspot.h), NULL until opened */
+	struct hotspot *hotspot;	/* a JVM's code cache (hotspot.h), NULL until opened */
 	int hotspot_err;	/* why it could not be opened (jitinfo_open_jvm), 0 before it was tried */
 	struct hindex blobs_named;	/* hash of a code blob's code range: its name was added to syms */
 	uint64_t commits;		/* of syms: what a lookup memo'd before the last one found may have changed */

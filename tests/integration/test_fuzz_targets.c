@@ -2,7 +2,8 @@
  * Replays seed inputs and deterministic mutants of them through every fuzz target (tests/fuzz/), built as
  * standalone runners: real ELF files, a profile hostprof recorded, a committed replay file, perf records, perf.data
  * files perf records, an
- * APM process storage block written here, stack-delta table cache files written here, and JIT maps (committed seeds, and what node writes where it is
+ * APM process storage block written here, a JVM's memory as the unit tests lay it out, stack-delta table cache
+ * files written here, and JIT maps (committed seeds, and what node writes where it is
  * installed), and a CPython location table. Each mutant is hostile input (bytes overwritten, lengths set to zero or 0xff.., files cut short);
  * the parsers must reject it without crashing, and under `make check-asan` without a sanitizer report.
  * `make fuzz` runs the same targets under libFuzzer for longer.
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tests/lib/fake_jvm.h"
 #include "tests/lib/testlib.h"
 #include "unwind/stack_deltas_cache.h"
 #include "unwind/unwind.h"
@@ -242,6 +244,23 @@ static void test_fuzz_apm_storage(void **state)
 	run_target("fuzz_apm_storage", 3000, input);
 }
 
+/* A JVM's code cache as read from its memory: the fake JVM of the unit tests (tests/data/fuzz/hotspot-seed.bin is
+ * the same input, make fuzz's seed), and JIT addresses in a compiled method's body and prologue, the interpreter
+ * and a runtime stub. */
+static void test_fuzz_hotspot(void **state)
+{
+	struct fuzz_state *f = *state;
+	struct fake_jvm *j = fake_jvm_new();
+	const uint64_t addrs[FAKE_JVM_INPUT_ADDRS] = { fake_jvm_code(0, 340), fake_jvm_code(0, 250),
+						       fake_jvm_code(8, 120), fake_jvm_code(12, 110) };
+	char path[600], input[620];
+	snprintf(path, sizeof(path), "%s/jvm", f->dir);
+	fake_jvm_write_input(j, path, addrs);
+	fake_jvm_free(j);
+	snprintf(input, sizeof(input), "'%s'", path);
+	run_target("fuzz_hotspot", 3000, input);
+}
+
 /* JIT maps the profiled process writes (perf maps, jitdump files): a seed of each, and what a real runtime wrote
  * when one is installed (node --perf-basic-prof and --perf-prof write both). */
 static void test_fuzz_jit_maps(void **state)
@@ -312,6 +331,7 @@ int main(void)
 		cmocka_unit_test(test_fuzz_perf_record),
 		cmocka_unit_test(test_fuzz_perf_data),
 		cmocka_unit_test(test_fuzz_apm_storage),
+		cmocka_unit_test(test_fuzz_hotspot),
 		cmocka_unit_test(test_fuzz_jit_maps),
 		cmocka_unit_test(test_fuzz_table_cache),
 		cmocka_unit_test(test_fuzz_pylinetable),
