@@ -153,14 +153,17 @@ static const char *entry_name(const struct unwind_memory *mem, uint64_t ptr, str
 	return memo->ok ? memo->name : NULL;
 }
 
-/* The struct entries: each wanted field's offset in its type, or a static one's address. Returns the fields
- * found (a bit each) or a negative errno. */
-static int64_t read_structs(struct hotspot *h, const struct table *t)
+/* What one table entry gives (its type name read): the bits of the wanted fields or types it was. */
+typedef uint32_t (*entry_fn)(struct hotspot *h, const struct table *t, const uint8_t *entry, const char *type);
+
+/* Each entry of table t up to its end (a null type name), until all of want was found. Returns what was found (a
+ * bit each) or a negative errno. */
+static int64_t read_entries(struct hotspot *h, const struct table *t, uint32_t want, entry_fn fn)
 {
 	struct name_memo memo = { 0 };
 	uint32_t found = 0;
 	uint8_t entry[STRIDE_MAX];
-	for (unsigned i = 0; i < ENTRIES_MAX && found != (1u << NFIELDS) - 1; i++) {
+	for (unsigned i = 0; i < ENTRIES_MAX && found != want; i++) {
 		int err = read_exact(&h->mem, t->base + i * t->stride, entry, t->stride);
 		if (err)
 			return err;
@@ -168,44 +171,41 @@ static int64_t read_structs(struct hotspot *h, const struct table *t)
 		if (!type_ptr)
 			break;	/* the table's end */
 		const char *type = entry_name(&h->mem, type_ptr, &memo);
-		char field[NAME_MAX_LEN];
-		bool named = false;
-		for (unsigned f = 0; type && f < NFIELDS; f++) {
-			if (strcmp(field_names[f].type, type))
-				continue;
-			if (!named && read_name(&h->mem, field_at(entry, t->stride, t->field_off, 8), field))
-				break;
-			named = true;
-			if (strcmp(field_names[f].field, field))
-				continue;
-			h->field[f] = field_at(entry, t->stride, f == F_HEAPS ? t->address_off : t->value_off, 8);
-			found |= 1u << f;
-		}
+		if (type)
+			found |= fn(h, t, entry, type);
 	}
 	return found;
 }
 
-/* The type entries: the sizes of the wanted types. Returns the types found (a bit each) or a negative errno. */
-static int64_t read_types(struct hotspot *h, const struct table *t)
+/* A struct entry: a wanted field's offset in its type, or a static one's address. */
+static uint32_t struct_entry(struct hotspot *h, const struct table *t, const uint8_t *entry, const char *type)
 {
-	struct name_memo memo = { 0 };
+	char field[NAME_MAX_LEN];
+	bool named = false;
 	uint32_t found = 0;
-	uint8_t entry[STRIDE_MAX];
-	for (unsigned i = 0; i < ENTRIES_MAX && found != (1u << NTYPES) - 1; i++) {
-		int err = read_exact(&h->mem, t->base + i * t->stride, entry, t->stride);
-		if (err)
-			return err;
-		uint64_t type_ptr = field_at(entry, t->stride, t->name_off, 8);
-		if (!type_ptr)
+	for (unsigned f = 0; f < NFIELDS; f++) {
+		if (strcmp(field_names[f].type, type))
+			continue;
+		if (!named && read_name(&h->mem, field_at(entry, t->stride, t->field_off, 8), field))
 			break;
-		const char *type = entry_name(&h->mem, type_ptr, &memo);
-		for (unsigned k = 0; type && k < NTYPES; k++)
-			if (strcmp(type_names[k], type) == 0) {
-				h->type_size[k] = field_at(entry, t->stride, t->value_off, 8);
-				found |= 1u << k;
-			}
+		named = true;
+		if (strcmp(field_names[f].field, field))
+			continue;
+		h->field[f] = field_at(entry, t->stride, f == F_HEAPS ? t->address_off : t->value_off, 8);
+		found |= 1u << f;
 	}
 	return found;
+}
+
+/* A type entry: a wanted type's size. */
+static uint32_t type_entry(struct hotspot *h, const struct table *t, const uint8_t *entry, const char *type)
+{
+	for (unsigned k = 0; k < NTYPES; k++)
+		if (strcmp(type_names[k], type) == 0) {
+			h->type_size[k] = field_at(entry, t->stride, t->value_off, 8);
+			return 1u << k;
+		}
+	return 0;
 }
 
 /* The globals' values; each offset within its table's stride, the stride within STRIDE_MAX. */
@@ -242,9 +242,9 @@ int hotspot_open(const struct unwind_memory *mem, const uint64_t globals[HOTSPOT
 	h->mem = *mem;
 	int64_t fields = 0, sizes = 0;
 	int err = read_tables(h, globals, &structs, &types);
-	if (!err && (fields = read_structs(h, &structs)) < 0)
+	if (!err && (fields = read_entries(h, &structs, (1u << NFIELDS) - 1, struct_entry)) < 0)
 		err = (int)fields;
-	if (!err && (sizes = read_types(h, &types)) < 0)
+	if (!err && (sizes = read_entries(h, &types, (1u << NTYPES) - 1, type_entry)) < 0)
 		err = (int)sizes;
 	if (!err && ((fields & ((1u << NWALK_FIELDS) - 1)) != (1u << NWALK_FIELDS) - 1 ||
 		     (sizes & ((1u << NWALK_TYPES) - 1)) != (1u << NWALK_TYPES) - 1))
