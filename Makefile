@@ -22,10 +22,11 @@ DEB_PACKAGES := pkg-config protobuf-c-compiler libiberty-dev $(foreach d,$(DEP_M
 # schema, curl posts it to a collector; chromium opens the flame graph pages headless, script gives record a
 # terminal; the python3 package, probed by its pydoc3, brings the standard library the
 # scripted OTLP receiver needs, which python3-minimal lacks). npm and rustc are installed only where no other install provides them
-# (nodesource's nodejs bundles npm, rustup's rustc is in ~/.cargo/bin). hotspot brings perfparser, the second
-# reader of perf.data files the tests and the bench compare with; it is installed without its recommends (KDE's
-# and Qt's GUI extras, which perfparser does not use): LEAN_TOOLS.
-TEST_TOOLS   := perf:linux-perf go:golang-go node:nodejs javac:default-jdk-headless clang:clang ld.lld:lld \
+# (nodesource's nodejs bundles npm, rustup's rustc is in ~/.cargo/bin). Debian's Go is probed by its path: the
+# tests profile its own binaries (Go 1.19's go and gofmt), which a newer Go first on PATH does not stand for.
+# hotspot brings perfparser, the second reader of perf.data files the tests and the bench compare with; it is
+# installed without its recommends (KDE's and Qt's GUI extras, which perfparser does not use): LEAN_TOOLS.
+TEST_TOOLS   := perf:linux-perf /usr/lib/go/bin/go:golang-go node:nodejs javac:default-jdk-headless clang:clang ld.lld:lld \
                 sqlite3:sqlite3 xz:xz-utils pydoc3:python3 g++:g++ objdump:binutils addr2line:binutils \
                 setpriv:util-linux npm:npm rustc:rustc protoc:protobuf-compiler curl:curl \
                 chromium:chromium script:bsdutils hotspot:hotspot
