@@ -631,6 +631,34 @@ static double report_share(const char *report, int col, const char *name)
 
 /* A function's self share under perf's name for it, or, where hostprof shows another of its aliases (the plainest:
  * brk where perf says __brk, same address and size), under that one. */
+/*
+ * The share of the function libc names name under any of its aliases (same address and size): where two
+ * names are as plain, perf takes the longer (__memmove_avx_unaligned_erms), hostprof the first in the table, as
+ * libdwfl does (__memcpy_avx_unaligned_erms). 0 when libc has no such name.
+ */
+static double libc_alias_share(const char *report, const char *name)
+{
+	char list[700];
+	double best = 0;
+	if (snprintf(list, sizeof(list), "%s.aliases", report) >= (int)sizeof(list))
+		return 0;
+	/* libc's symbol table is in its separate debug file (libc6-dbg), where perf and hostprof find these names */
+	if (test_run("f=/usr/lib/x86_64-linux-gnu/libc.so.6; b=$(readelf -n $f | awk '/Build ID/ { print $3 }'); "
+		     "d=/usr/lib/debug/.build-id/$(echo $b | cut -c1-2)/$(echo $b | cut -c3-).debug; [ -f $d ] && f=$d; "
+		     "nm --defined-only -S $f | awk -v n='%s' "
+		     "'{ sub(/@.*/, \"\", $4); key[$4] = $1 \" \" $2; all[NR] = $1 \" \" $2 \" \" $4 } "
+		     "END { for (i in all) { split(all[i], f, \" \"); if (f[1] \" \" f[2] == key[n]) print f[3] } }' "
+		     "> %s", name, list) != 0)
+		return 0;
+	char *text = test_read_text(list), *save = NULL;
+	for (char *alias = text ? strtok_r(text, "\n", &save) : NULL; alias; alias = strtok_r(NULL, "\n", &save)) {
+		double share = strcmp(alias, name) ? report_share_of(report, 4, alias, false) : 0;
+		best = share > best ? share : best;
+	}
+	free(text);
+	return best;
+}
+
 static double function_share(const char *report, const char *name)
 {
 	double exact = report_share_of(report, 4, name, false);
@@ -639,7 +667,9 @@ static double function_share(const char *report, const char *name)
 	double plain = report_share_of(report, 4, name, true);
 	/* glibc's __GI_ names are hidden aliases of its public ones, at the same address (__GI___sysinfo is
 	 * sysinfo): perf may name one, hostprof another. */
-	return plain > 0 || strncmp(name, "__GI_", 5) != 0 ? plain : report_share_of(report, 4, name + 5, true);
+	if (plain <= 0 && strncmp(name, "__GI_", 5) == 0)
+		plain = report_share_of(report, 4, name + 5, true);
+	return plain > 0 ? plain : libc_alias_share(report, name);
 }
 
 /* A library gone from its path is found in the build-id cache perf record filled (perf's buildid.dir, given as
