@@ -459,14 +459,16 @@ static bool ud_jit_try(struct ud_walk *w, uint32_t cfa_off, bool fp_saved)
 
 /*
  * Where a JVM's code was sampled (the leaf; unwind_module.jit_leaf_shapes), its frame may not be the one its rule
- * gives: an intrinsic pushed a word (string comparison saves a register around its loop), or the code is in a
- * prologue or an epilogue: the return address at SP + 8 with the caller's FP saved at SP, or at SP with FP the
- * caller's. Tried in that order, each kept only if its return address passes the check.
+ * gives: the code is in an epilogue or a prologue (the return address on top of the stack with FP the caller's,
+ * or under the caller's FP pushed there), or an intrinsic pushed a word (string comparison saves a register
+ * around its loop). Tried in that order, each kept only if its return address passes the check: the epilogue's
+ * first, since the frame popped there puts its caller's own words where the other shapes look (a recursion's
+ * caller, of the same size, has its return address where the pushed word's shape reads one).
  */
 static bool ud_jit_leaf_shapes(struct ud_walk *w, uint32_t size, bool fp_saved)
 {
-	return (fp_saved && size && ud_jit_try(w, size + 8, true)) || (size != 16 && ud_jit_try(w, 16, true)) ||
-	       (size != 8 && ud_jit_try(w, 8, false));
+	return (size != 8 && ud_jit_try(w, 8, false)) || (size != 16 && ud_jit_try(w, 16, true)) ||
+	       (fp_saved && size && ud_jit_try(w, size + 8, true));
 }
 
 /* JIT code of a known shape (unwind_module.jit_cfa_sp, and jit_fp_saved: where the caller's FP is): its rule, the
@@ -508,10 +510,15 @@ static enum ud_step ud_step_jit(struct ud_walk *w)
 	const bool sender_sp = w->mod.jit_sender_sp, shapes = w->mod.jit_leaf_shapes && r->exact_ip;
 	if (w->mod.jit_cfa_sp)
 		return ud_step_jit_shaped(w);
+	/* A JVM's stub sampled where it runs may keep no frame: FP is then its caller's, or any frame's above it
+	 * (compiled code leaves in FP what it likes), and would skip the frames between; its return address on top
+	 * of the stack is looked for first. */
+	if (shapes && ud_jit_try(w, 8, false))
+		return UD_STEP_OK;
 	if (!ud_known(r, UNWIND_REG_BP) || (fp & 7) || fp < sp || fp - sp > UD_JIT_FRAME_MAX || fp > UINT64_MAX - 16 ||
 	    !ud_load(w, fp, &caller_fp) || !ud_load(w, fp + 8, &ra) ||
 	    (sender_sp && !ud_jit_sender_sp(w, fp, &caller_sp)) || !ud_jit_return_ok(w, ra)) {
-		if (shapes && ud_jit_leaf_shapes(w, 0, false))
+		if (shapes && ud_jit_try(w, 16, true))
 			return UD_STEP_OK;
 		w->u->stats.jit_step_failures++;
 		return UD_STEP_FAIL;
@@ -799,10 +806,6 @@ static bool ud_step_by_chain(struct ud_walk *w, const struct unwind_frame *frame
 	w->step_bias = w->mod.bias;
 	w->at_go_switch = false;
 	r->regs[UNWIND_REG_SP] = fp + 16;
-	if (w->mod.jit_sender_sp && !ud_jit_sender_sp(w, fp, &r->regs[UNWIND_REG_SP])) {
-		w->u->stats.jit_step_failures++;
-		return UD_STEP_FAIL;
-	}
 	r->regs[UNWIND_REG_IP] = ra;
 	r->regs[UNWIND_REG_BP] = caller_fp;
 	r->known = UNWIND_DELTAS_REG(UNWIND_REG_SP) | UNWIND_DELTAS_REG(UNWIND_REG_IP) |

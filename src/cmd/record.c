@@ -638,9 +638,9 @@ static void print_jit(const struct session_counters *c)
 		(unsigned long long)js.bytes, (unsigned long long)js.skipped, (unsigned long long)js.dropped,
 		(unsigned long long)js.refused, (unsigned long long)js.untracked);
 	if (js.jvms)
-		fprintf(stderr, "hostprof: jit: %llu JVMs without frame pointers walked by their code blobs' frame "
-				"sizes: %llu frames, %llu addresses in no blob (freed code, or not code); %llu blobs "
-				"named from the JVM's memory\n",
+		fprintf(stderr, "hostprof: jit: %llu JVMs' code caches read: %llu lookups answered by a code blob's "
+				"frame size (no frame pointers), %llu by none (freed code, or a word a step checked); "
+				"%llu blobs named from the JVMs' memory\n",
 			(unsigned long long)js.jvms, (unsigned long long)js.blob_frames,
 			(unsigned long long)js.blob_misses, (unsigned long long)js.blob_names);
 }

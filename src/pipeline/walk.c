@@ -122,8 +122,7 @@ static bool jvm_globals(struct walk_call *c, uint64_t globals[HOTSPOT_NGLOBALS])
 {
 	for (unsigned i = 0; i < c->proc->nmaps; i++) {
 		struct mapping *m = &c->proc->maps[i];
-		const char *base = m->path && (m->prot & PROT_EXEC) ? strrchr(m->path, '/') : NULL;
-		if (!base || strcmp(base + 1, "libjvm.so") != 0)
+		if (!m->path || !(m->prot & PROT_EXEC) || !jitinfo_is_libjvm(m->path))
 			continue;
 		struct execinfo *e = procmgr_mapping_exe(c->w->d.procs, c->proc, m);
 		Elf *elf = e ? execinfo_elf(e) : NULL;
@@ -177,7 +176,7 @@ static int find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 	struct execinfo *e = m ? procmgr_mapping_exe(pm, c->proc, m) : NULL;
 	if (!e && m && m->anon && jit_module(c, m, addr, mod))
 		return 0;
-	struct jitinfo *j = !m && !c->w->o.reference ? unmapped_jit(c, addr) : NULL;
+	struct jitinfo *j = !m && !c->w->o.reference && !c->probing ? unmapped_jit(c, addr) : NULL;
 	if (j && jitinfo_module_unmapped(j, addr, c->now, mod))
 		return 0;
 	if (!e)

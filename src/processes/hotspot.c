@@ -93,6 +93,7 @@ struct hotspot {
 	uint64_t field[NFIELDS];
 	uint64_t type_size[NTYPES];
 	bool names;		/* the fields that name compiled methods were all found */
+	bool gone;		/* the process exited: nothing is read any more (hotspot_process_gone) */
 	struct code_heap heaps[HEAPS_MAX];
 	unsigned nheaps;
 	uint64_t heaps_tried_ns;
@@ -406,25 +407,34 @@ static int find_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct 
 	return -ENOENT;
 }
 
-/* A frame the cache holds whose code range holds addr, at any age: for a process that is gone, whose code can no
- * longer change (the last samples of a command are walked after it exited). */
+/* The newest frame the cache holds whose code range holds addr, at any age: for a process that is gone, whose code
+ * can no longer change (the last samples of a command are walked after it exited). */
 static bool cached_range(const struct hotspot *h, uint64_t addr, struct hotspot_frame *out)
 {
+	const struct cached_frame *best = NULL;
 	for (size_t i = 0; i < CACHE_SLOTS; i++) {
 		const struct cached_frame *e = &h->cache[i];
-		if (e->at_ns && !e->err && addr >= e->frame.start && addr < e->frame.end) {
-			*out = e->frame;
-			return true;
-		}
+		bool holds = e->at_ns && !e->err && addr >= e->frame.start && addr < e->frame.end;
+		if (holds && (!best || e->at_ns > best->at_ns))
+			best = e;
 	}
-	return false;
+	if (best)
+		*out = best->frame;
+	return best != NULL;
 }
 
-/* Cached by the code-cache line of the address (blobs start on segment boundaries, 64 bytes at least): a hit is an
- * entry of the same line whose blob holds the address, or which found none at that very address. */
+void hotspot_process_gone(struct hotspot *h)
+{
+	h->gone = true;
+}
+
+/* Cached by the 64-byte line of code of the address: a hit is an entry of the same line whose frame's code holds the
+ * address, or which found none at that very address. */
 int hotspot_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct hotspot_frame *out)
 {
 	uint64_t line = addr >> CACHE_LINE_BITS;
+	if (h->gone)
+		return cached_range(h, addr, out) ? 0 : -ESRCH;
 	struct cached_frame *e = &h->cache[(line * 0x9e3779b97f4a7c15ULL) >> 52 & (CACHE_SLOTS - 1)];
 	bool hit = e->line == line && e->at_ns && now_ns - e->at_ns < HOTSPOT_CACHE_NS &&
 		   (e->err ? e->addr == addr : addr >= e->frame.start && addr < e->frame.end);
@@ -435,8 +445,10 @@ int hotspot_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct hots
 	}
 	struct hotspot_frame f = { 0 };
 	int err = find_frame(h, addr, now_ns, &f);
-	if (err == -ESRCH)
+	if (err == -ESRCH) {
+		h->gone = true;	/* no more reads: another process may get the pid */
 		return cached_range(h, addr, out) ? 0 : err;
+	}
 	*e = (struct cached_frame){ .line = line, .addr = addr, .at_ns = err == -EAGAIN ? 0 : now_ns ? now_ns : 1,
 				    .frame = f, .err = err };
 	if (!err)
@@ -492,6 +504,8 @@ int hotspot_blob_name(struct hotspot *h, const struct hotspot_frame *frame, char
 {
 	char name[NAME_MAX_LEN];
 	uint64_t name_ptr;
+	if (h->gone)
+		return -ESRCH;
 	int err = read_u64(&h->mem, frame->blob + h->field[F_BLOB_NAME], &name_ptr);
 	if (!err)
 		err = read_name(&h->mem, name_ptr, name);

@@ -28,8 +28,10 @@
  * pointer is only read through the reader, and a blob is believed only when its fields agree (its code range
  * inside its block, the address inside its code, a frame under HOTSPOT_FRAME_MAX). What it gives is a rule the
  * unwinder still checks (the return address it finds must be in code). Blobs are freed and their space reused:
- * a frame found is cached per address for HOTSPOT_CACHE_NS at most, but once the process is gone (the reader
- * says -ESRCH: a command's last samples are walked after it exited) any frame cached is what its code was.
+ * a frame found is cached per 64-byte line of code for HOTSPOT_CACHE_NS at most. Once the process is gone (the
+ * reader says -ESRCH, or the caller says so: hotspot_process_gone) nothing is read any more, since another
+ * process may get the pid, and the newest frame cached for an address's code is what its code was: a command's
+ * last samples are walked after it exited.
  *
  * Ownership: hotspot_open() allocates, hotspot_free() frees; the reader must outlive the handle. Not
  * thread-safe. Errors are negative errnos: -ENOENT (not code the JVM knows, or no such table entry), -EAGAIN
@@ -88,11 +90,15 @@ void hotspot_free(struct hotspot *h);
  * -EAGAIN (no code heap yet), -EINVAL or the reader's error. */
 int hotspot_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct hotspot_frame *out);
 
+/* The process exited (its exit was seen): hotspot_frame() answers from its cache alone, hotspot_blob_name() not. */
+void hotspot_process_gone(struct hotspot *h);
+
 /*
  * The name of the code blob a frame was found in (hotspot_frame): a compiled method's "package.Class.method"
  * (its class's name and its own, read through its Method, ConstMethod and constant pool), another blob's own
  * ("Interpreter", "StubRoutines (1)", "_new_instance_Java"). Into buf[0..len), NUL-terminated; returns its
- * length, -ENOENT when this JVM's structures do not say where a method's name is, -EINVAL, or the reader's error.
+ * length, -ENOENT when this JVM's structures do not say where a method's name is, -EINVAL, -ESRCH (the process is
+ * gone), or the reader's error.
  * The text is the process's: the caller escapes it before it reaches a log.
  */
 int hotspot_blob_name(struct hotspot *h, const struct hotspot_frame *frame, char *buf, size_t len);

@@ -231,7 +231,7 @@ static void found_jvm(struct jitinfo *j)
 	j->is_jvm = true;
 }
 
-static bool is_libjvm(const char *path)
+bool jitinfo_is_libjvm(const char *path)
 {
 	const char *base = strrchr(path, '/');
 	return base && strcmp(base + 1, "libjvm.so") == 0;
@@ -242,7 +242,7 @@ static void scan_mappings(struct jitinfo *j, const struct process *p)
 {
 	for (unsigned i = 0; i < p->nmaps; i++) {
 		const char *path = p->maps[i].path ? p->maps[i].path : "";
-		if (is_libjvm(path))
+		if (jitinfo_is_libjvm(path))
 			found_jvm(j);
 		if (!j->dump.path && !j->mgr->open_map && is_jitdump_name(j, path))
 			j->dump.path = strdup(path);
@@ -579,7 +579,7 @@ void jitinfo_mgr_on_fork(struct jitinfo_mgr *m, pid_t parent, pid_t child, uint6
 void jitinfo_mgr_on_mapping(struct jitinfo_mgr *m, pid_t pid, const char *path)
 {
 	struct jitinfo *j = find_attached(m, pid);
-	if (j && path && is_libjvm(path))
+	if (j && path && jitinfo_is_libjvm(path))
 		found_jvm(j);
 	if (!j || j->dump.path || !path || !is_jitdump_name(j, path) || !(j->dump.path = strdup(path)))
 		return;
@@ -601,6 +601,8 @@ void jitinfo_mgr_on_exit(struct jitinfo_mgr *m, pid_t pid)
 	struct jitinfo *j = find_attached(m, pid);
 	if (j && !j->exited)
 		j->exited = 3;
+	if (j && j->hotspot)
+		hotspot_process_gone(j->hotspot);	/* its pid may be another process's from now on */
 }
 
 void jitinfo_mgr_reap_but(struct jitinfo_mgr *m, bool (*keep)(void *ctx, pid_t pid), void *ctx)
@@ -763,10 +765,13 @@ static void name_blob(struct jitinfo *j, const struct hotspot_frame *f)
 	char name[JITSYMS_NAME_MAX];
 	uint64_t key = hash_u64(hash_u64(HASH_SEED, f->code_begin), f->code_end), v;
 	if (hindex_find(&j->blobs_named, key, NULL, NULL, NULL, &v) ||
-	    hindex_count(&j->blobs_named) >= JVM_BLOBS_NAMED_MAX ||
-	    hindex_insert(&j->blobs_named, key, f->code_begin) < 0)
+	    hindex_count(&j->blobs_named) >= JVM_BLOBS_NAMED_MAX)
 		return;
 	int n = hotspot_blob_name(j->hotspot, f, name, sizeof(name));
+	/* A read that failed (a method being made or unloaded) is tried again at the blob's next first sight; what
+	 * the JVM's structures cannot give (-ENOENT, -EINVAL) is not. */
+	if ((n > 0 || n == -ENOENT || n == -EINVAL) && hindex_insert(&j->blobs_named, key, f->code_begin) < 0)
+		return;
 	if (n > 0 && jitsyms_add(j->syms, f->code_begin, f->code_end - f->code_begin, name, (size_t)n, NULL, 0) >= 0)
 		j->mgr->stats.blob_names++;
 }

@@ -23,7 +23,10 @@
  * JVM (libjvm.so mapped), whose compiled code keeps them only with -XX:+PreserveFramePointer, given on its
  * command line or in JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS or _JAVA_OPTIONS (the last one wins, as in the JVM).
  * Trampolines of a known shape without a frame of their own (CPython's) are stepped by their shape instead
- * (jitinfo_trampoline).
+ * (jitinfo_trampoline). A JVM's code cache is read from its memory (hotspot.h), once the caller found its
+ * exported tables (jitinfo_open_jvm): without frame pointers its JIT frames get their code blob's rule, with
+ * them they are walked by frame pointer; either way each blob met is named into the process's table as a map
+ * would name it, while the process lives (nothing is read once its exit was seen).
  *
  * Identity (stack-trace IDs; man/hostprof-profile.5): a JIT frame at an address the table names is (FileID =
  * FNV-1a-128 of "jit:" and the name, address = its offset in the named code), the same in every process and
@@ -71,10 +74,12 @@ struct jitinfo_stats {
 	uint64_t skipped;	/* malformed or over-long map lines, jitdump records skipped or not usable */
 	uint64_t dropped;	/* ranges a table did not keep (its limits), bytes past max_file_bytes */
 	uint64_t refused;	/* files not read: not a regular file, another owner, older than the process */
-	uint64_t jvms;		/* JVMs without frame pointers whose code cache was found (jitinfo_open_jvm) */
-	uint64_t blob_frames;	/* ... JIT frames given their code blob's rule */
-	uint64_t blob_misses;	/* ... JIT addresses in no blob with a rule (code the JVM freed, or not code) */
-	uint64_t blob_names;	/* ... code blobs named from the JVM's memory */
+	uint64_t jvms;		/* JVMs whose code cache was found (jitinfo_open_jvm) */
+	uint64_t blob_frames;	/* ... lookups of a JIT address (a frame, or a return address a step checks) a
+				 * code blob's rule answered, in JVMs without frame pointers */
+	uint64_t blob_misses;	/* ... lookups no blob answered (code freed since, a word that was no return
+				 * address) */
+	uint64_t blob_names;	/* ... code blobs named from the JVMs' memory */
 };
 
 /* What a JIT frame is. Strings stay valid until the entry is released. */
@@ -173,19 +178,20 @@ bool jitinfo_trampoline(struct jitinfo *j, uint64_t addr, uint32_t *cfa_sp, uint
  * For an unwinder walking by frame pointer (unwind.h: unwind_module.jit): the module of addr, in the process's
  * anonymous executable mapping m. False when the process's JIT code is not walked (jitinfo_walks_fp). The module
  * is cut to where one rule holds: a trampoline's rows (jitinfo_trampoline), one named piece of code, or the code
- * between named ones. In a JVM without frame pointers whose code cache was opened (jitinfo_open_jvm): the code
- * blob's rule at addr as the cache stands now (now_ns, CLOCK_MONOTONIC), cut to that blob (hotspot.h); false
- * where there is none.
+ * between named ones; a JVM with frame pointers gets the whole mapping. In a JVM without frame pointers whose
+ * code cache was opened (jitinfo_open_jvm): the code blob's rule at addr as the cache stands now (now_ns,
+ * CLOCK_MONOTONIC), cut to where it holds in that blob (hotspot.h); false where there is none.
  */
 bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, uint64_t now_ns,
 		    struct unwind_module *mod);
 /* The same for addr in no mapping hostprof knows, when the map names it (jitinfo_naming): the named code. */
 bool jitinfo_module_unmapped(struct jitinfo *j, uint64_t addr, uint64_t now_ns, struct unwind_module *mod);
 /*
- * Whether the process is a live JVM without frame pointers whose code cache has not been looked for: the caller
- * then finds libjvm.so's exported VMStructs globals in the process (hotspot.h) and passes them to
- * jitinfo_open_jvm(), NULL when it could not. Tried once per process; returns 0 or why it failed (negative errno).
+ * Whether the process is a live JVM whose code cache has not been looked for: the caller then finds libjvm.so's
+ * exported VMStructs globals in the process (hotspot.h) and passes them to jitinfo_open_jvm(), NULL when it could
+ * not. Tried once per process; returns 0 or why it failed (negative errno).
  */
+bool jitinfo_is_libjvm(const char *path);	/* a path whose file name is libjvm.so */
 bool jitinfo_needs_jvm_tables(const struct jitinfo *j);
 int jitinfo_open_jvm(struct jitinfo *j, const uint64_t globals[HOTSPOT_NGLOBALS]);
 /*

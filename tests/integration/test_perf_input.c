@@ -629,8 +629,6 @@ static double report_share(const char *report, int col, const char *name)
 	return report_share_of(report, col, name, false);
 }
 
-/* A function's self share under perf's name for it, or, where hostprof shows another of its aliases (the plainest:
- * brk where perf says __brk, same address and size), under that one. */
 /*
  * The share of the function libc names name under any of its aliases (same address and size): where two
  * names are as plain, perf takes the longer (__memmove_avx_unaligned_erms), hostprof the first in the table, as
@@ -659,6 +657,8 @@ static double libc_alias_share(const char *report, const char *name)
 	return best;
 }
 
+/* A function's self share under perf's name for it, or, where hostprof shows another of its aliases (the plainest:
+ * brk where perf says __brk, same address and size), under that one. */
 static double function_share(const char *report, const char *name)
 {
 	double exact = report_share_of(report, 4, name, false);

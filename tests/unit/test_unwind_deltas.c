@@ -1366,12 +1366,14 @@ static void test_jvm_frames(void **state)
 
 	jvm_stack(sy, 0);				/* A's epilogue: popped down to its return address */
 	put(sy, 0, JVM_INTERP + 0x10);
-	put(sy, 40, 0);
 	sy->s.regs[UNWIND_REG_BP] = FAKE_SP + 160;	/* ... the interpreter's FP restored */
+	put(sy, 40, 0);
+	put(sy, 48, JVM_B + 0x20);			/* a caller's return address where the pushed word's
+							 * shape looks */
 	expect_jvm_walk(sy, u, JVM_A + 0x100);
 
 	sy->s.regs[UNWIND_REG_IP] = JVM_STUB + 0x10;	/* a stub without a frame, called by A */
-	sy->s.regs[UNWIND_REG_BP] = 0x1234;
+	sy->s.regs[UNWIND_REG_BP] = FAKE_SP + 160;	/* FP the interpreter's, above A: not the stub's caller */
 	jvm_stack(sy, 8);
 	put(sy, 0, JVM_A + 0x100);
 	assert_int_equal(synth_unwind(sy, u, fr, 8, &st), 6);
