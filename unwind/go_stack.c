@@ -107,11 +107,10 @@ void go_stack_get_stats(const struct go_stack *gs, struct go_stack_stats *out)
 	*out = gs->stats;
 }
 
-/* Read len bytes at addr through the caller's reader; 0 or -EIO (also for a short read). */
+/* Read len bytes at addr through the caller's reader; 0 or -EIO (whatever the reader said, and a short read). */
 static int mem_read(const struct unwind_memory *mem, uint64_t addr, void *buf, size_t len)
 {
-	ssize_t n = mem->read(mem->ctx, addr, buf, len);
-	return n >= 0 && (size_t)n == len ? 0 : -EIO;
+	return unwind_memory_read_exact(mem, addr, buf, len) == 0 ? 0 : -EIO;
 }
 
 static uint64_t word_at(const uint8_t *base, uint32_t off)

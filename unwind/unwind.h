@@ -14,6 +14,7 @@
 #ifndef HOSTPROF_UNWIND_H
 #define HOSTPROF_UNWIND_H
 
+#include <errno.h>
 #include <gelf.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -78,8 +79,10 @@ struct unwind_module {
 	bool jit_fp_saved;	/* with jit_cfa_sp: FP is not the caller's, which is saved at CFA - 16 (a JVM's
 				 * compiled frame, whose code uses FP as a general register) */
 	bool jit_leaf_shapes;	/* where the code was sampled (the leaf), the frame may not be the one the rule
-				 * gives but one word deeper, or in a prologue or epilogue (a JVM's code): those
-				 * shapes are tried where the rule's return address fails its check */
+				 * gives but in an epilogue or prologue, or one word deeper (a JVM's code): those
+				 * shapes are tried where the rule's return address fails its check; code walked
+				 * by frame pointer (a stub that may keep no frame) has the return address on top
+				 * of the stack tried first */
 	bool jit_sender_sp;	/* walked by frame pointer (jit_cfa_sp 0), but the caller's SP is saved at FP - 8,
 				 * not FP + 16 (a JVM's interpreter: an adapter pushed its arguments and locals
 				 * below the caller's SP, which the caller's frame size is counted from) */
@@ -96,6 +99,13 @@ struct unwind_memory {
 	ssize_t (*read)(void *ctx, uint64_t addr, void *buf, size_t len);
 	void *ctx;
 };
+
+/* Exactly len bytes at addr through mem: 0, the reader's negative errno, or -EFAULT where fewer were readable. */
+static inline int unwind_memory_read_exact(const struct unwind_memory *mem, uint64_t addr, void *buf, size_t len)
+{
+	ssize_t n = mem->read(mem->ctx, addr, buf, len);
+	return n < 0 ? (int)n : (size_t)n == len ? 0 : -EFAULT;
+}
 
 /* Callbacks through which an unwinder sees the process. */
 struct unwind_process {

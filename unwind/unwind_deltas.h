@@ -21,8 +21,11 @@
  * the return address in JIT code, or in a file inside a function its table knows and right after a call
  * instruction, call_site.h), and the walk ends truncated where a step is not plausible. JIT code whose shape
  * the caller knows (unwind_module.jit_cfa_sp: a runtime's trampoline without a frame) is stepped by that rule,
- * its return address checked the same way. These steps are not guesses in the sense below: they have their own
- * checks.
+ * its return address checked the same way; a JVM's compiled code by its frame size with the caller's FP saved
+ * below the return address (jit_fp_saved), its interpreter by FP with the caller's SP it saved (jit_sender_sp),
+ * and where such code was sampled, the shapes of an epilogue, a prologue or a pushed word as well
+ * (jit_leaf_shapes). These steps are not guesses in the sense below: they have their own checks. A return
+ * address they check is looked up through unwind_process.probe_module where the caller gives one.
  *
  * Tables: the caller normally owns one table per file, built once with stack_deltas_build() or loaded from the
  * table cache (stack_deltas_cache.h) and shared by every process that maps the file, and passes it in

@@ -9,9 +9,9 @@
 #include <sys/mman.h>
 
 #include "src/base/clock.h"
+#include "src/base/elf_symbol.h"
 #include "src/pipeline/fastlane.h"
 #include "src/processes/procmem.h"
-#include "src/base/elf_symbol.h"
 #include "unwind/elf_image.h"
 #include "unwind/unwind_libunwind.h"
 
@@ -140,7 +140,7 @@ static bool jvm_globals(struct walk_call *c, uint64_t globals[HOTSPOT_NGLOBALS])
 }
 
 /* The unwinder's module for addr in JIT code, or false (jitinfo_module): only the delta unwinder walks it. A JVM
- * without frame pointers has its code cache looked for at its first JIT frame. */
+ * has its code cache looked for at its first JIT frame. */
 static bool jit_module(struct walk_call *c, const struct mapping *m, uint64_t addr, struct unwind_module *mod)
 {
 	struct jitinfo *j = c->w->o.reference ? NULL : process_jit(c);

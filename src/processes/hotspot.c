@@ -102,15 +102,9 @@ struct hotspot {
 
 /* ---- reading the process ---- */
 
-static int read_exact(const struct unwind_memory *mem, uint64_t addr, void *buf, size_t len)
-{
-	ssize_t n = mem->read(mem->ctx, addr, buf, len);
-	return n < 0 ? (int)n : (size_t)n == len ? 0 : -EFAULT;
-}
-
 static int read_u64(const struct unwind_memory *mem, uint64_t addr, uint64_t *v)
 {
-	return read_exact(mem, addr, v, sizeof(*v));
+	return unwind_memory_read_exact(mem, addr, v, sizeof(*v));
 }
 
 /* A NUL-terminated string of at most NAME_MAX_LEN - 1 bytes at addr into buf; -EINVAL when longer. */
@@ -165,7 +159,7 @@ static int64_t read_entries(struct hotspot *h, const struct table *t, uint32_t w
 	uint32_t found = 0;
 	uint8_t entry[STRIDE_MAX];
 	for (unsigned i = 0; i < ENTRIES_MAX && found != want; i++) {
-		int err = read_exact(&h->mem, t->base + i * t->stride, entry, t->stride);
+		int err = unwind_memory_read_exact(&h->mem, t->base + i * t->stride, entry, t->stride);
 		if (err)
 			return err;
 		uint64_t type_ptr = field_at(entry, t->stride, t->name_off, 8);
@@ -281,7 +275,7 @@ static int read_heap(struct hotspot *h, uint64_t addr, struct code_heap *out)
 	if (!err)
 		err = read_u64(&h->mem, addr + f[F_HEAP_SEGMAP] + f[F_SPACE_LOW], &out->segmap);
 	if (!err)
-		err = read_exact(&h->mem, addr + f[F_HEAP_LOG2], &log2, 4);
+		err = unwind_memory_read_exact(&h->mem, addr + f[F_HEAP_LOG2], &log2, 4);
 	if (err)
 		return err;
 	out->log2 = (unsigned)log2;
@@ -302,7 +296,7 @@ static int read_heaps(struct hotspot *h, uint64_t now_ns)
 	if (!err && !array)
 		return -EAGAIN;
 	if (!err)
-		err = read_exact(&h->mem, array + h->field[F_ARRAY_LEN], &len, sizeof(len));
+		err = unwind_memory_read_exact(&h->mem, array + h->field[F_ARRAY_LEN], &len, sizeof(len));
 	if (!err)
 		err = read_u64(&h->mem, array + h->field[F_ARRAY_DATA], &data);
 	if (err)
@@ -329,7 +323,7 @@ static int block_start(struct hotspot *h, const struct code_heap *c, uint64_t *i
 	for (unsigned hops = 0; hops < HOPS_MAX; hops++) {
 		if (base == UINT64_MAX || i < base) {
 			base = i >= 255 ? i - 255 : 0;
-			int err = read_exact(&h->mem, c->segmap + base, map, i - base + 1);
+			int err = unwind_memory_read_exact(&h->mem, c->segmap + base, map, i - base + 1);
 			if (err)
 				return err;
 		}
@@ -355,7 +349,7 @@ static int blob_frame(struct hotspot *h, const struct code_heap *c, uint64_t blo
 	uint8_t bytes[2 * HEADER_MAX];	/* the block's header, then the blob's: one read */
 	size_t hsize = h->type_size[T_HEAP_BLOCK], bsize = h->type_size[T_CODE_BLOB];
 	const uint8_t *hdr = bytes, *blob = bytes + hsize;
-	int err = read_exact(&h->mem, block, bytes, hsize + bsize);
+	int err = unwind_memory_read_exact(&h->mem, block, bytes, hsize + bsize);
 	if (err)
 		return err;
 	uint64_t segs = field_at(hdr, hsize, f[F_BLOCK_LENGTH], 8);
@@ -462,12 +456,12 @@ int hotspot_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct hots
 static int read_symbol(struct hotspot *h, uint64_t sym, char *buf, size_t len)
 {
 	uint16_t n = 0;
-	int err = sym ? read_exact(&h->mem, sym + h->field[F_SYMBOL_LENGTH], &n, sizeof(n)) : -EFAULT;
+	int err = sym ? unwind_memory_read_exact(&h->mem, sym + h->field[F_SYMBOL_LENGTH], &n, sizeof(n)) : -EFAULT;
 	if (err)
 		return err;
 	if (n == 0 || n >= len)
 		return -EINVAL;
-	if ((err = read_exact(&h->mem, sym + h->field[F_SYMBOL_BODY], buf, n)))
+	if ((err = unwind_memory_read_exact(&h->mem, sym + h->field[F_SYMBOL_BODY], buf, n)))
 		return err;
 	for (size_t i = 0; i < n; i++)
 		buf[i] = buf[i] == '/' ? '.' : buf[i];
@@ -486,8 +480,8 @@ static int method_name(struct hotspot *h, uint64_t blob, char *buf, size_t len)
 	int err = read_u64(&h->mem, blob + f[F_COMPILED_METHOD], &method);
 	if (!err && !(err = read_u64(&h->mem, method + f[F_METHOD_CONST], &cm)) &&
 	    !(err = read_u64(&h->mem, cm + f[F_CONST_POOL], &pool)) &&
-	    !(err = read_exact(&h->mem, cm + f[F_CONST_NAME_INDEX], &index, sizeof(index))) &&
-	    !(err = read_exact(&h->mem, pool + f[F_POOL_LENGTH], &pool_len, sizeof(pool_len))) &&
+	    !(err = unwind_memory_read_exact(&h->mem, cm + f[F_CONST_NAME_INDEX], &index, sizeof(index))) &&
+	    !(err = unwind_memory_read_exact(&h->mem, pool + f[F_POOL_LENGTH], &pool_len, sizeof(pool_len))) &&
 	    !(err = read_u64(&h->mem, pool + f[F_POOL_HOLDER], &holder)) &&
 	    !(err = read_u64(&h->mem, holder + f[F_KLASS_NAME], &klass_name)))
 		err = index && index < pool_len ? read_u64(&h->mem, pool + h->type_size[T_CONSTANT_POOL] + 8u * index,

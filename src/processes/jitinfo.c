@@ -821,9 +821,9 @@ bool jitinfo_needs_jvm_tables(const struct jitinfo *j)
 
 int jitinfo_open_jvm(struct jitinfo *j, const uint64_t globals[HOTSPOT_NGLOBALS])
 {
-	struct unwind_memory mem = procmem_reader(&j->pid);
 	if (!jitinfo_needs_jvm_tables(j))
 		return j->hotspot_err;
+	struct unwind_memory mem = procmem_reader(&j->pid);
 	j->hotspot_err = globals ? hotspot_open(&mem, globals, &j->hotspot) : -ENOENT;
 	j->mgr->stats.jvms += j->hotspot != NULL;
 	return j->hotspot_err;
@@ -897,6 +897,17 @@ void jitinfo_identity(struct jitinfo *j, uint64_t addr, struct file_id *file_id,
 	}
 }
 
+/* Where the process's names came from. Both files may name code; the perf map is the one a process writes when it
+ * writes both; a JVM's code cache names what neither does. Per process, not per name. */
+static const char *name_origin(const struct jitinfo *j)
+{
+	if (j->map.bytes)
+		return j->map.path;
+	if (j->dump.path)
+		return j->dump.path;
+	return j->hotspot ? JITINFO_JVM_ORIGIN : j->map.path;
+}
+
 void jitinfo_frame(struct jitinfo *j, uint64_t addr, struct jitinfo_frame *out)
 {
 	struct jitsym_info info;
@@ -905,7 +916,5 @@ void jitinfo_frame(struct jitinfo *j, uint64_t addr, struct jitinfo_frame *out)
 	out->name = named ? info.name : NULL;
 	out->source = named ? info.file : "";
 	out->line = named ? info.line : 0;
-	/* Both files may name code; the perf map is the one a process writes when it writes both. */
-	out->origin = !named ? "[jit]" : j->map.bytes || (!j->dump.path && !j->hotspot) ? j->map.path :
-		      j->dump.path ? j->dump.path : JITINFO_JVM_ORIGIN;
+	out->origin = named ? name_origin(j) : "[jit]";
 }
