@@ -16,6 +16,7 @@
 
 struct trace {
 	struct trace_id id;
+	uint64_t jit_generation;	/* jitinfo_generation() of its JIT frames' entry when its ID was last checked */
 	unsigned nframes;
 	uint32_t stack_index;	/* set while building a profile */
 	struct trace_frame frames[];
@@ -53,17 +54,23 @@ struct jit_name {
 	char *name, *source, *origin;	/* name NULL when unnamed */
 };
 
+/* The JIT entry a stack's JIT frames are in; mixed: they are in two (not found by their frames). */
+struct frames_jit {
+	struct jitinfo *entry;
+	bool mixed;
+};
+
 struct traces {
 	struct execinfo_mgr *execinfo;
 	struct trace_kernel kernel;
 	struct hindex traces;	/* by stack-trace ID: struct trace * */
-	struct hindex by_frames; /* by frames_hash() of its frames: struct trace * (traces without JIT frames) */
+	struct hindex by_frames; /* by frames_hash() of its frames: struct trace * (JIT frames of one entry at most) */
 	/* What the latest traces_hash() found, for the traces_add_linked() of the same sample that follows it:
 	 * the trace itself (NULL: a new one), or the frames' hash to index the new trace under. */
 	struct {
 		const struct trace_frame *frames;
 		unsigned n;
-		bool has_jit;
+		struct frames_jit jit;
 		uint64_t frames_hash;
 		struct trace_id id;
 		struct trace *found;
@@ -200,27 +207,49 @@ static void hash_frames(const struct traces *t, const struct trace_frame *frames
 
 /*
  * Known traces are found again by their frames as the sampler sees them (file object, address, kind), which is
- * a few multiplies per frame instead of the ID's byte-wise 128-bit hash (~0.8 us of a sample's handling). A file
- * object stands for its FileID while a trace holds a reference on it, so equal frames mean an equal ID. JIT
- * frames are left out: their identity can change while the same code address is reused.
+ * a few multiplies per frame instead of the ID's byte-wise 128-bit hash (~0.8 us of a sample's handling, twice
+ * that for a JVM's deep stacks). A file object stands for its FileID while a trace holds a reference on it, so
+ * equal frames mean an equal ID. A JIT frame's identity can change while the same code address is reused, but
+ * only when its entry's generation does: a trace with JIT frames is found by them only in the generation its ID
+ * was checked in.
  */
 struct frames_key {
 	const struct trace_frame *frames;
 	unsigned n;
+	uint64_t jit_generation;
 };
 
-static uint64_t frames_hash(const struct trace_frame *frames, unsigned n, bool *has_jit)
+static uint64_t frames_hash(const struct trace_frame *frames, unsigned n, struct frames_jit *jit)
 {
 	/* A multiply and a rotation per word, mixed once at the end: equality is checked on every hit anyway. */
 	uint64_t h = HASH_SEED;
-	bool jit = false;
+	*jit = (struct frames_jit){ 0 };
 	for (unsigned i = 0; i < n; i++) {
-		jit |= frames[i].kind == PROFILE_FRAME_JIT;
+		if (frames[i].kind == PROFILE_FRAME_JIT) {
+			jit->mixed |= jit->entry && jit->entry != frames[i].jit;
+			jit->entry = frames[i].jit;
+		}
 		h = (h ^ ((uintptr_t)frames[i].exe + (uintptr_t)frames[i].py + frames[i].kind)) * 0x9e3779b97f4a7c15ULL;
 		h = (h << 27 | h >> 37) ^ frames[i].address;
 	}
-	*has_jit = jit;
 	return hash_u64(h, n);
+}
+
+static uint64_t frames_generation(const struct frames_jit *jit)
+{
+	return jit->entry ? jitinfo_generation(jit->entry) : 0;
+}
+
+static bool same_frames(const struct trace *tr, const struct trace_frame *frames, unsigned n)
+{
+	if (tr->nframes != n)
+		return false;
+	for (unsigned i = 0; i < n; i++)
+		if (tr->frames[i].exe != frames[i].exe || tr->frames[i].address != frames[i].address ||
+		    tr->frames[i].kind != frames[i].kind || tr->frames[i].py != frames[i].py ||
+		    (frames[i].kind == PROFILE_FRAME_JIT && tr->frames[i].jit != frames[i].jit))
+			return false;
+	return true;
 }
 
 static bool trace_has_frames(const void *ctx, uint64_t value, const void *key)
@@ -228,22 +257,16 @@ static bool trace_has_frames(const void *ctx, uint64_t value, const void *key)
 	const struct trace *tr = (const struct trace *)(uintptr_t)value;
 	const struct frames_key *k = key;
 	(void)ctx;
-	if (tr->nframes != k->n)
-		return false;
-	for (unsigned i = 0; i < k->n; i++)
-		if (tr->frames[i].exe != k->frames[i].exe || tr->frames[i].address != k->frames[i].address ||
-		    tr->frames[i].kind != k->frames[i].kind || tr->frames[i].py != k->frames[i].py)
-			return false;
-	return true;
+	return tr->jit_generation == k->jit_generation && same_frames(tr, k->frames, k->n);
 }
 
 void traces_hash(struct traces *t, const struct trace_frame *frames, unsigned n, struct trace_id *out)
 {
-	bool has_jit;
-	uint64_t h = frames_hash(frames, n, &has_jit), v;
-	struct frames_key key = { frames, n };
+	struct frames_jit jit;
+	uint64_t h = frames_hash(frames, n, &jit), v;
+	struct frames_key key = { frames, n, frames_generation(&jit) };
 	struct trace *found = NULL;
-	if (!has_jit && hindex_find(&t->by_frames, h, trace_has_frames, NULL, &key, &v)) {
+	if (!jit.mixed && hindex_find(&t->by_frames, h, trace_has_frames, NULL, &key, &v)) {
 		found = (struct trace *)(uintptr_t)v;
 		*out = found->id;
 	} else {
@@ -251,7 +274,7 @@ void traces_hash(struct traces *t, const struct trace_frame *frames, unsigned n,
 	}
 	t->last.frames = frames;
 	t->last.n = n;
-	t->last.has_jit = has_jit;
+	t->last.jit = jit;
 	t->last.frames_hash = h;
 	t->last.id = *out;
 	t->last.found = found;
@@ -278,6 +301,15 @@ static bool trace_has_id(const void *ctx, uint64_t value, const void *key)
 	return memcmp(((const struct trace *)(uintptr_t)value)->id.bytes, key, 16) == 0;
 }
 
+/* A trace found by its ID, for frames just hashed in the current generation: where they are its own, that
+ * generation holds for it (it is found by its frames again). */
+static struct trace *trace_checked(struct traces *t, struct trace *tr, const struct trace_frame *frames, unsigned n)
+{
+	if (t->last.jit.entry && same_frames(tr, frames, n))
+		tr->jit_generation = frames_generation(&t->last.jit);
+	return tr;
+}
+
 static struct trace *trace_intern(struct traces *t, const struct trace_id *id, const struct trace_frame *frames,
 				  unsigned n)
 {
@@ -286,7 +318,7 @@ static struct trace *trace_intern(struct traces *t, const struct trace_id *id, c
 	if (hashed && t->last.found)
 		return t->last.found;
 	if (hindex_find(&t->traces, id_hash(id), trace_has_id, NULL, id->bytes, &v))
-		return (struct trace *)(uintptr_t)v;
+		return hashed ? trace_checked(t, (struct trace *)(uintptr_t)v, frames, n) : (struct trace *)(uintptr_t)v;
 	struct trace *tr = malloc(sizeof(*tr) + n * sizeof(*frames));
 	if (!tr)
 		return NULL;
@@ -305,10 +337,14 @@ static struct trace *trace_intern(struct traces *t, const struct trace_id *id, c
 		trace_free(t, tr);
 		return NULL;
 	}
-	bool has_jit = hashed ? t->last.has_jit : false;
-	uint64_t fh = hashed ? t->last.frames_hash : frames_hash(frames, n, &has_jit);
+	struct frames_jit jit;
+	uint64_t fh = hashed ? t->last.frames_hash : frames_hash(frames, n, &jit);
+	if (hashed)
+		jit = t->last.jit;
+	/* A caller's ID for JIT frames is not known to be theirs in this generation: found by its ID only. */
+	tr->jit_generation = hashed || !jit.entry ? frames_generation(&jit) : UINT64_MAX;
 	/* Out of memory here only costs the next sample of this stack the full hash. */
-	if (!has_jit && hindex_insert(&t->by_frames, fh, (uintptr_t)tr) == 0 && hashed)
+	if (!jit.mixed && hindex_insert(&t->by_frames, fh, (uintptr_t)tr) == 0 && hashed)
 		t->last.found = tr;
 	return tr;
 }
@@ -621,8 +657,12 @@ int traces_name_jit(struct traces *t)
 			jit = true;
 		}
 		/* Named now, perhaps by a map written after the sample: their identity is what it is now. */
-		if (jit)
+		if (jit) {
+			struct frames_jit entry;
+			frames_hash(tr->frames, tr->nframes, &entry);
 			hash_frames(t, tr->frames, tr->nframes, &tr->id);
+			tr->jit_generation = frames_generation(&entry);
+		}
 	}
 	t->jit_named = true;
 	return 0;

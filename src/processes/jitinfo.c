@@ -664,19 +664,11 @@ struct jitinfo *jitinfo_find(struct jitinfo_mgr *m, pid_t pid)
 	return find_attached(m, pid);
 }
 
-bool jitinfo_declares(const struct jitinfo *j, uint64_t addr, uint64_t *lo, uint64_t *hi)
-{
-	struct jitsym_info info;
-	*lo = 0;
-	*hi = UINT64_MAX;
-	/* A JVM's names are of its code cache, never of a file's code: no lookup for its files' frames. */
-	return !j->is_jvm && jitinfo_walks_fp(j) && jitsyms_lookup_span(j->syms, addr, &info, lo, hi);
-}
-
 /*
  * A lookup of syms through a memo of the last ones, by address: a JVM's stacks name each of ~20 JIT frames twice a
- * sample (the walk asks whether it is named, the stack-trace ID for its identity), a binary search each over
- * thousands of blobs. Valid until the table's next commit.
+ * sample (the walk asks whether it is named, the stack-trace ID for its identity), and node's ask of each frame in
+ * its binary whether V8 names it, a binary search each over thousands of entries. Valid until the table's next
+ * commit.
  */
 #define NAME_MEMO_SLOTS 512	/* a power of two */
 
@@ -684,19 +676,44 @@ struct name_memo {
 	uint64_t addr, commits;
 	bool found;
 	struct jitsym_info info;
+	uint64_t lo, hi;	/* jitsyms_lookup_span()'s */
 };
 
-static bool memo_lookup(struct jitinfo *j, uint64_t addr, struct jitsym_info *info)
+static const struct name_memo *memo_span(struct jitinfo *j, uint64_t addr)
 {
 	if (!j->memo && !(j->memo = calloc(NAME_MEMO_SLOTS, sizeof(*j->memo))))
-		return jitsyms_lookup(j->syms, addr, info);
+		return NULL;
 	struct name_memo *m = &j->memo[(addr * 0x9e3779b97f4a7c15ULL) >> 55 & (NAME_MEMO_SLOTS - 1)];
 	if (m->addr != addr || m->commits != j->commits + 1) {
-		m->found = jitsyms_lookup(j->syms, addr, &m->info);
+		m->found = jitsyms_lookup_span(j->syms, addr, &m->info, &m->lo, &m->hi);
 		m->addr = addr;
 		m->commits = j->commits + 1;	/* 0 is an empty slot */
 	}
+	return m;
+}
+
+static bool memo_lookup(struct jitinfo *j, uint64_t addr, struct jitsym_info *info)
+{
+	const struct name_memo *m = memo_span(j, addr);
+	if (!m)
+		return jitsyms_lookup(j->syms, addr, info);
 	*info = m->info;
+	return m->found;
+}
+
+bool jitinfo_declares(struct jitinfo *j, uint64_t addr, uint64_t *lo, uint64_t *hi)
+{
+	struct jitsym_info info;
+	*lo = 0;
+	*hi = UINT64_MAX;
+	/* A JVM's names are of its code cache, never of a file's code: no lookup for its files' frames. */
+	if (j->is_jvm || !jitinfo_walks_fp(j))
+		return false;
+	const struct name_memo *m = memo_span(j, addr);
+	if (!m)
+		return jitsyms_lookup_span(j->syms, addr, &info, lo, hi);
+	*lo = m->lo;
+	*hi = m->hi;
 	return m->found;
 }
 
@@ -846,7 +863,7 @@ struct jitinfo *jitinfo_naming(struct jitinfo_mgr *m, pid_t pid, uint64_t addr, 
 	return j && j->learned && jitinfo_names(j, addr, now_ns) ? j : NULL;
 }
 
-void jitinfo_file_module(const struct jitinfo *j, uint64_t addr, struct unwind_module *mod)
+void jitinfo_file_module(struct jitinfo *j, uint64_t addr, struct unwind_module *mod)
 {
 	uint64_t lo, hi;
 	bool declared = jitinfo_declares(j, addr, &lo, &hi);
@@ -895,6 +912,12 @@ void jitinfo_identity(struct jitinfo *j, uint64_t addr, struct file_id *file_id,
 		*file_id = j->anon_id;
 		*address = addr;
 	}
+}
+
+/* Identities come from the name table, which changes only at a commit, and from anon_id, set once it is learned. */
+uint64_t jitinfo_generation(const struct jitinfo *j)
+{
+	return j->commits << 1 | j->learned;
 }
 
 /* Where the process's names came from. Both files may name code; the perf map is the one a process writes when it

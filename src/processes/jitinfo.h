@@ -166,7 +166,7 @@ bool jitinfo_walks_fp(const struct jitinfo *j);
  * JIT map names it: V8 names the builtins embedded in the node binary, which have no unwind tables): true with
  * [*lo, *hi) that code, false with [*lo, *hi) the addresses around addr that are not.
  */
-bool jitinfo_declares(const struct jitinfo *j, uint64_t addr, uint64_t *lo, uint64_t *hi);
+bool jitinfo_declares(struct jitinfo *j, uint64_t addr, uint64_t *lo, uint64_t *hi);
 /*
  * Whether addr (an interrupted instruction, or a return address minus 1) is in a trampoline of a known shape that
  * keeps no frame pointer — CPython's perf trampolines (-X perf: "py::" copies of sub $8,%rsp; call *%rcx; add
@@ -199,11 +199,14 @@ int jitinfo_open_jvm(struct jitinfo *j, const uint64_t globals[HOTSPOT_NGLOBALS]
  * (jitinfo_declares), and is cut to the addresses around addr where that does not change (an unwinder reuses a
  * module for every address it covers).
  */
-void jitinfo_file_module(const struct jitinfo *j, uint64_t addr, struct unwind_module *mod);
+void jitinfo_file_module(struct jitinfo *j, uint64_t addr, struct unwind_module *mod);
 /* Whether addr is named; when not, the files are read again if they grew (at most every JITINFO_REFRESH_NS). */
 bool jitinfo_names(struct jitinfo *j, uint64_t addr, uint64_t now_ns);
 /* The identity of the frame at addr (for stack-trace IDs). */
 void jitinfo_identity(struct jitinfo *j, uint64_t addr, struct file_id *file_id, uint64_t *address);
+/* A number that changes whenever jitinfo_identity() of any address may: while it holds, the identity of an address
+ * is what it was (so a stack's ID can be found again by its frames without hashing them). */
+uint64_t jitinfo_generation(const struct jitinfo *j);
 /* Everything known about the frame at addr. */
 void jitinfo_frame(struct jitinfo *j, uint64_t addr, struct jitinfo_frame *out);
 

@@ -572,6 +572,14 @@ static void test_unwinder_modules(void **state)
 	assert_false(mod.jit);
 	assert_int_equal(mod.start, 0x2100);
 	assert_int_equal(mod.end, 0x9000);
+	/* Asked again once the map names it: the answer is the map's now, not the one remembered. */
+	write_file(c.map, "3000 20 Builtin:ArrayPrototypePush\n", "a");
+	jitinfo_mgr_refresh(m);
+	mod = file;
+	jitinfo_file_module(j, 0x3000, &mod);
+	assert_true(mod.jit);
+	assert_int_equal(mod.start, 0x3000);
+	assert_int_equal(mod.end, 0x3020);
 	child_stop(&c);
 	jitinfo_mgr_free(m);
 }

@@ -380,6 +380,60 @@ static void test_jit_frames(void **state)
 	jitinfo_mgr_free(m);
 }
 
+/*
+ * A stack with JIT frames is found again by its frames (no hash) only while its entry's names are as they were:
+ * in each generation of the perf map, its ID is the one a table that never saw it computes from nothing.
+ */
+static void test_jit_ids_across_commits(void **state)
+{
+	struct tr_state *s = *state;
+	char map[64];
+	snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)getpid());
+	FILE *f = fopen(map, "w");
+	assert_non_null(f);
+	fputs("7f0000001000 100 JS:*early\n", f);
+	fclose(f);
+	struct jitinfo_mgr *m;
+	assert_int_equal(jitinfo_mgr_new(NULL, &m), 0);
+	struct process self = { .pid = getpid() };
+	struct jitinfo *j = jitinfo_get(m, &self, 1);
+	struct trace_frame stacks[3][2] = {
+		{ { .jit = j, .address = 0x7f0000001010, .kind = PROFILE_FRAME_JIT },
+		  { .exe = s->self, .address = 0x4000, .kind = PROFILE_FRAME_NATIVE } },
+		{ { .jit = j, .address = 0x7f0000005020, .kind = PROFILE_FRAME_JIT },
+		  { .exe = s->self, .address = 0x4000, .kind = PROFILE_FRAME_NATIVE } },
+		{ { .jit = j, .address = 0x7f0000009000, .kind = PROFILE_FRAME_JIT },
+		  { .exe = s->self, .address = 0x4000, .kind = PROFILE_FRAME_NATIVE } },
+	};
+	struct trace_id ids[2][3];
+	for (int round = 0; round < 2; round++) {
+		for (int rep = 0; rep < 3; rep++)
+			for (int i = 0; i < 3; i++)
+				assert_int_equal(traces_add(s->t, 1, 1, "node", "node", stacks[i], 2, 1), 0);
+		struct traces *fresh;
+		struct trace_kernel k = { .text_start = 0xffffffff81000000ULL };
+		assert_int_equal(traces_new(s->em, &k, &fresh), 0);
+		for (int i = 0; i < 3; i++) {
+			struct trace_id computed;
+			traces_hash(s->t, stacks[i], 2, &ids[round][i]);
+			traces_hash(fresh, stacks[i], 2, &computed);
+			assert_memory_equal(ids[round][i].bytes, computed.bytes, 16);
+		}
+		traces_free(fresh);
+		f = fopen(map, "a");
+		fputs("7f0000005000 100 JS:*late\n", f);
+		fclose(f);
+		jitinfo_mgr_refresh(m);
+	}
+	assert_memory_equal(ids[0][0].bytes, ids[1][0].bytes, 16);	/* its name did not change */
+	assert_memory_not_equal(ids[0][1].bytes, ids[1][1].bytes, 16);	/* named in between */
+	assert_int_equal(traces_count(s->t), 4);
+	jitinfo_mgr_detach(m, self.pid);
+	traces_reset(s->t);
+	unlink(map);
+	jitinfo_mgr_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -388,6 +442,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_known_trace_ids_match, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trace_id_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_jit_frames, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_jit_ids_across_commits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_process_notes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sample_times, setup, teardown),
 	};
