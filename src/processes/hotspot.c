@@ -76,6 +76,7 @@ static const char *const type_names[NTYPES] = { [T_HEAP_BLOCK] = "HeapBlock", [T
 #define HEAPS_RETRY_NS 100000000ULL
 #define CACHE_SLOTS 4096	/* a power of two */
 #define CACHE_LINE_BITS 6
+#define BLOBS_MAX 1024		/* blobs kept by their code's range: a JVM's hot code is a few hundred */
 
 struct code_heap {
 	uint64_t low, high_boundary, segmap;
@@ -88,6 +89,15 @@ struct cached_frame {
 	int err;
 };
 
+/* What a code blob's frames are found from, as read at at_ns: its code [begin, end) and its frame's shape. */
+struct blob {
+	uint64_t begin, end, at_ns;
+	uint64_t addr;		/* the CodeBlob */
+	int32_t words;		/* frame size; 0: no frame of its own */
+	int32_t complete;	/* frame-complete offset; < 0: never complete */
+	bool interpreter;
+};
+
 struct hotspot {
 	struct unwind_memory mem;
 	uint64_t field[NFIELDS];
@@ -98,6 +108,10 @@ struct hotspot {
 	unsigned nheaps;
 	uint64_t heaps_tried_ns;
 	struct cached_frame cache[CACHE_SLOTS];
+	/* Blobs met, ordered by code: the lines of one blob are found from one read of it (a miss of the cache
+	 * above costs two reads, and a JVM's hot code spans hundreds of lines). */
+	struct blob blobs[BLOBS_MAX];
+	unsigned nblobs;
 };
 
 /* ---- reading the process ---- */
@@ -341,9 +355,27 @@ static int block_start(struct hotspot *h, const struct code_heap *c, uint64_t *i
 	return -EINVAL;
 }
 
-/* The rule of the blob whose block starts at block, at addr in it. */
-static int blob_frame(struct hotspot *h, const struct code_heap *c, uint64_t block, uint64_t addr,
-		      struct hotspot_frame *out)
+/* The rule of blob b at addr in its code. */
+static void blob_rule(const struct blob *b, uint64_t addr, struct hotspot_frame *out)
+{
+	if (b->words == 0) {
+		*out = (struct hotspot_frame){ .start = b->begin, .end = b->end, .sender_sp = b->interpreter,
+					       .leaf_shapes = !b->interpreter };
+	} else if (b->complete >= 0 && addr - b->begin < (uint64_t)b->complete) {
+		*out = (struct hotspot_frame){ .start = b->begin, .end = b->begin + (uint64_t)b->complete, .cfa_sp = 8,
+					       .leaf_shapes = true };	/* the prologue */
+	} else {
+		*out = (struct hotspot_frame){ .start = b->complete >= 0 ? b->begin + (uint64_t)b->complete : b->begin,
+					       .end = b->end, .cfa_sp = (uint32_t)b->words * 8, .fp_saved = true,
+					       .leaf_shapes = true };
+	}
+	out->blob = b->addr;
+	out->code_begin = b->begin;
+	out->code_end = b->end;
+}
+
+/* The blob whose block starts at block, holding addr in its code. */
+static int read_blob(struct hotspot *h, const struct code_heap *c, uint64_t block, uint64_t addr, struct blob *out)
 {
 	const uint64_t *f = h->field;
 	uint8_t bytes[2 * HEADER_MAX];	/* the block's header, then the blob's: one read */
@@ -364,28 +396,67 @@ static int blob_frame(struct hotspot *h, const struct code_heap *c, uint64_t blo
 	if (words < 0 || (uint64_t)words * 8 > HOTSPOT_FRAME_MAX ||
 	    (complete >= 0 && (uint64_t)complete >= code_end - begin))
 		return -EINVAL;
-	if (words == 0) {
-		char name[NAME_MAX_LEN];
-		bool interpreter = read_name(&h->mem, field_at(blob, bsize, f[F_BLOB_NAME], 8), name) == 0 &&
-				   strcmp(name, "Interpreter") == 0;
-		*out = (struct hotspot_frame){ .start = begin, .end = code_end, .sender_sp = interpreter,
-					       .leaf_shapes = !interpreter };
-	} else if (complete >= 0 && addr - begin < (uint64_t)complete) {
-		*out = (struct hotspot_frame){ .start = begin, .end = begin + (uint64_t)complete, .cfa_sp = 8,
-					       .leaf_shapes = true };	/* the prologue */
-	} else {
-		*out = (struct hotspot_frame){ .start = complete >= 0 ? begin + (uint64_t)complete : begin,
-					       .end = code_end, .cfa_sp = (uint32_t)words * 8, .fp_saved = true,
-					       .leaf_shapes = true };
-	}
-	out->blob = block + hsize;
-	out->code_begin = begin;
-	out->code_end = code_end;
+	char name[NAME_MAX_LEN];
+	bool interpreter = words == 0 && read_name(&h->mem, field_at(blob, bsize, f[F_BLOB_NAME], 8), name) == 0 &&
+			   strcmp(name, "Interpreter") == 0;
+	*out = (struct blob){ .begin = begin, .end = code_end, .addr = block + hsize, .words = words,
+			      .complete = complete, .interpreter = interpreter };
 	return 0;
 }
 
+/* The first blob whose code ends after addr (nblobs: none). */
+static unsigned blob_after(const struct hotspot *h, uint64_t addr)
+{
+	unsigned lo = 0, hi = h->nblobs;
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (h->blobs[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The blob met whose code holds addr, or NULL; within HOTSPOT_CACHE_NS of now_ns unless any_age. */
+static const struct blob *known_blob(const struct hotspot *h, uint64_t addr, uint64_t now_ns, bool any_age)
+{
+	unsigned i = blob_after(h, addr);
+	const struct blob *b = i < h->nblobs ? &h->blobs[i] : NULL;
+	return b && addr >= b->begin && (any_age || now_ns - b->at_ns < HOTSPOT_CACHE_NS) ? b : NULL;
+}
+
+/* Keep b, read at now_ns, in place of the blobs whose code it overlaps (code freed and reused); when full, in place
+ * of the one read longest ago. */
+static void keep_blob(struct hotspot *h, struct blob b, uint64_t now_ns)
+{
+	b.at_ns = now_ns;
+	unsigned first = blob_after(h, b.begin), last = first;
+	while (last < h->nblobs && h->blobs[last].begin < b.end)
+		last++;
+	if (first == last && h->nblobs == BLOBS_MAX) {
+		unsigned old = 0;
+		for (unsigned i = 1; i < h->nblobs; i++)
+			old = h->blobs[i].at_ns < h->blobs[old].at_ns ? i : old;
+		memmove(&h->blobs[old], &h->blobs[old + 1], (h->nblobs - old - 1) * sizeof(b));
+		h->nblobs--;
+		first = last = blob_after(h, b.begin);
+	}
+	/* [first, last) gives way to b: one slot where there were last - first */
+	unsigned tail = h->nblobs - last;
+	memmove(&h->blobs[first + 1], &h->blobs[last], tail * sizeof(b));
+	h->blobs[first] = b;
+	h->nblobs = first + 1 + tail;
+}
+
+/* The frame at addr: from a blob met recently (0), or read from the process (1). */
 static int find_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct hotspot_frame *out)
 {
+	const struct blob *known = known_blob(h, addr, now_ns, false);
+	if (known) {
+		blob_rule(known, addr, out);
+		return 0;
+	}
 	int err = read_heaps(h, now_ns);
 	if (err)
 		return err;
@@ -394,17 +465,26 @@ static int find_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct 
 		if (addr < c->low || addr >= c->high_boundary)
 			continue;
 		uint64_t idx = (addr - c->low) >> c->log2;
-		if ((err = block_start(h, c, &idx)))
+		struct blob b;
+		if ((err = block_start(h, c, &idx)) || (err = read_blob(h, c, c->low + (idx << c->log2), addr, &b)))
 			return err;
-		return blob_frame(h, c, c->low + (idx << c->log2), addr, out);
+		keep_blob(h, b, now_ns);
+		blob_rule(&b, addr, out);
+		return 1;
 	}
 	return -ENOENT;
 }
 
-/* The newest frame the cache holds whose code range holds addr, at any age: for a process that is gone, whose code
- * can no longer change (the last samples of a command are walked after it exited). */
+/* The frame of a blob met, or else the newest frame the cache holds whose code range holds addr, at any age: for a
+ * process that is gone, whose code can no longer change (the last samples of a command are walked after it
+ * exited). */
 static bool cached_range(const struct hotspot *h, uint64_t addr, struct hotspot_frame *out)
 {
+	const struct blob *known = known_blob(h, addr, 0, true);
+	if (known) {
+		blob_rule(known, addr, out);
+		return true;
+	}
 	const struct cached_frame *best = NULL;
 	for (size_t i = 0; i < CACHE_SLOTS; i++) {
 		const struct cached_frame *e = &h->cache[i];
@@ -438,7 +518,7 @@ int hotspot_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct hots
 		return e->err;
 	}
 	struct hotspot_frame f = { 0 };
-	int err = find_frame(h, addr, now_ns, &f);
+	int rc = find_frame(h, addr, now_ns, &f), err = rc < 0 ? rc : 0;
 	if (err == -ESRCH) {
 		h->gone = true;	/* no more reads: another process may get the pid */
 		return cached_range(h, addr, out) ? 0 : err;
@@ -447,7 +527,7 @@ int hotspot_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct hots
 				    .frame = f, .err = err };
 	if (!err)
 		*out = f;
-	return err ? err : 1;
+	return rc;
 }
 
 /* ---- names ---- */

@@ -25,6 +25,7 @@
 ssize_t fake_jvm_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {
 	struct fake_jvm *j = ctx;
+	j->reads++;
 	if (j->gone)
 		return -ESRCH;
 	if (addr < BASE || addr >= BASE + SIZE)

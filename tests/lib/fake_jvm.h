@@ -34,6 +34,7 @@ struct fake_jvm {
 	uint64_t structs;	/* the struct table */
 	unsigned nstructs;
 	bool gone;		/* the process exited: every read fails */
+	unsigned reads;		/* fake_jvm_read() calls */
 };
 
 struct fake_jvm *fake_jvm_new(void);

@@ -58,7 +58,9 @@ static void test_compiled_method(void **state)
 	assert_int_equal(f.end, fake_jvm_code(0, 240 + 600));
 	assert_int_equal(hotspot_blob_name(h, &f, name, sizeof(name)), (int)strlen("com.example.Work.fib"));
 	assert_string_equal(name, "com.example.Work.fib");
-	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 240), 1, &f), 1);		/* its entry, the prologue */
+	unsigned reads = j->reads;
+	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 240), 1, &f), 0);	/* its entry, the prologue: no read */
+	assert_int_equal(j->reads, reads);
 	assert_int_equal(f.cfa_sp, 8);
 	assert_false(f.fp_saved);
 	assert_int_equal(f.start, fake_jvm_code(0, 240));
@@ -163,10 +165,28 @@ static void test_cache(void **state)
 	struct hotspot_frame f;
 	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 300), 1, &f), 1);
 	fake_jvm_put32(j, fake_jvm_code(0, 0) + 28, 10);	/* the JVM reused the space */
+	unsigned reads = j->reads;
 	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 301), 2, &f), 0);		/* from the cache */
 	assert_int_equal(f.cfa_sp, 48);
+	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 500), 2, &f), 0);		/* another line: the blob's */
+	assert_int_equal(f.cfa_sp, 48);
+	assert_int_equal(j->reads, reads);
 	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 300), 2 + HOTSPOT_CACHE_NS, &f), 1);
 	assert_int_equal(f.cfa_sp, 80);
+	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 600), 2 + HOTSPOT_CACHE_NS, &f), 0);
+	assert_int_equal(f.cfa_sp, 80);
+	/* blobs met in any order are each found again, each by its own code */
+	uint64_t at[] = { fake_jvm_code(20, 590 * 128), fake_jvm_code(8, 112), fake_jvm_code(12, 104) };
+	uint32_t cfa[] = { 0, 0, 16 };
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(hotspot_frame(h, at[i], 3 + HOTSPOT_CACHE_NS, &f), 1);
+	reads = j->reads;
+	for (int i = 2; i >= 0; i--) {
+		assert_int_equal(hotspot_frame(h, at[i] + 1, 4 + HOTSPOT_CACHE_NS, &f), 0);
+		assert_int_equal(f.cfa_sp, cfa[i]);
+		assert_true(at[i] >= f.code_begin && at[i] < f.code_end);
+	}
+	assert_int_equal(j->reads, reads);
 	hotspot_free(h);
 }
 
@@ -180,8 +200,10 @@ static void test_process_gone(void **state)
 	j->gone = true;
 	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 700), 5 * HOTSPOT_CACHE_NS, &f), 0);	/* another line */
 	assert_int_equal(f.cfa_sp, 48);
-	/* the prologue: never seen */
-	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 250), 5 * HOTSPOT_CACHE_NS, &f), -ESRCH);
+	/* the prologue, of the blob met */
+	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 250), 5 * HOTSPOT_CACHE_NS, &f), 0);
+	assert_int_equal(f.cfa_sp, 8);
+	/* a blob never met */
 	assert_int_equal(hotspot_frame(h, fake_jvm_code(8, 120), 5 * HOTSPOT_CACHE_NS, &f), -ESRCH);
 	hotspot_free(h);
 }
