@@ -86,6 +86,8 @@ struct unwind_module {
 	bool jit_sender_sp;	/* walked by frame pointer (jit_cfa_sp 0), but the caller's SP is saved at FP - 8,
 				 * not FP + 16 (a JVM's interpreter: an adapter pushed its arguments and locals
 				 * below the caller's SP, which the caller's frame size is counted from) */
+	uint32_t jit_frame_word_at; /* walked by frame pointer: nonzero, the word at FP - jit_frame_word_at says
+				 * what the frame runs (a JVM interpreter's Method), given in unwind_frame.frame_word */
 };
 
 /*
@@ -136,7 +138,13 @@ struct unwind_frame {
 	 * bias, the file a frame in code is in), so that the caller need not look it up again; NULL when not known
 	 * (the caller looks it up: JIT code, the reference unwinders). */
 	const void *module;
-	uint64_t bias;
+	union {	/* one or the other: a frame keeps the size of four words, a walk's frames a few KiB */
+		uint64_t bias;		/* with module */
+		uint64_t frame_word;	/* JIT code (module NULL, unwind_deltas): the word the frame's
+					 * unwind_module.jit_frame_word_at names, read from its stack where its frame
+					 * pointer was checked; 0: none. Unchecked: believed only as far as the caller
+					 * can check it */
+	};
 };
 
 /* Frames a walk keeps in the replay tools and tests (their frame arrays live on the stack). The unwinders take

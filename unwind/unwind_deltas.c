@@ -71,6 +71,7 @@ struct ud_walk {
 	struct unwind_sample extended_stack;
 	const void *step_module;	/* the last step's frame's module (unwind_frame.module), NULL: unknown */
 	uint64_t step_bias;
+	uint64_t step_frame_word;	/* ... and its unwind_frame.frame_word */
 	const struct unwind_frame *frames;	/* the frames so far, the last the one being stepped */
 	size_t nframes;
 };
@@ -508,6 +509,7 @@ static enum ud_step ud_step_jit(struct ud_walk *w)
 	struct unwind_deltas_regs *r = &w->r;
 	uint64_t sp = r->regs[UNWIND_REG_SP], fp = r->regs[UNWIND_REG_BP], caller_fp, ra, caller_sp = fp + 16;
 	const bool sender_sp = w->mod.jit_sender_sp, shapes = w->mod.jit_leaf_shapes && r->exact_ip;
+	const uint64_t word_at = w->mod.jit_frame_word_at;	/* read now: the checks below look up other modules */
 	if (w->mod.jit_cfa_sp)
 		return ud_step_jit_shaped(w);
 	/* A JVM's stub sampled where it runs may keep no frame: FP is then its caller's, or any frame's above it
@@ -523,6 +525,9 @@ static enum ud_step ud_step_jit(struct ud_walk *w)
 		w->u->stats.jit_step_failures++;
 		return UD_STEP_FAIL;
 	}
+	uint64_t word;
+	if (word_at && word_at <= fp - sp && ud_load(w, fp - word_at, &word))
+		w->step_frame_word = word;
 	r->regs[UNWIND_REG_SP] = caller_sp;
 	r->regs[UNWIND_REG_IP] = ra;
 	r->regs[UNWIND_REG_BP] = caller_fp;
@@ -543,6 +548,7 @@ static enum ud_step ud_step(struct ud_walk *w)
 	uint64_t ip = w->r.regs[UNWIND_REG_IP];
 	uint64_t addr = w->r.exact_ip ? ip : ip - 1;	/* a return address may follow a call ending a function */
 	w->step_module = NULL;
+	w->step_frame_word = 0;
 	if (!ud_find_module(w, addr))
 		return UD_STEP_NO_MODULE;
 	w->step_module = ud_frame_module(w);	/* before other lookups move w->mod */
@@ -869,7 +875,10 @@ int unwind_deltas_unwind(struct unwind_deltas *u, const struct unwind_process *p
 		w.nframes = n;
 		enum ud_step st = ud_step(&w);
 		frames[n - 1].module = w.step_module;
-		frames[n - 1].bias = w.step_bias;
+		if (w.step_module)
+			frames[n - 1].bias = w.step_bias;
+		else
+			frames[n - 1].frame_word = w.step_frame_word;
 		bool bogus = st == UD_STEP_BOGUS;
 		if (bogus) {
 			n--;	/* the last frame taken was no frame: no call put its return address there */

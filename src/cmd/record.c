@@ -640,9 +640,10 @@ static void print_jit(const struct session_counters *c)
 	if (js.jvms)
 		fprintf(stderr, "hostprof: jit: %llu JVMs' code caches read: %llu lookups answered by a code blob's "
 				"frame size (no frame pointers), %llu by none (freed code, or a word a step checked); "
-				"%llu blobs named from the JVMs' memory\n",
+				"%llu blobs and %llu interpreted methods named from the JVMs' memory\n",
 			(unsigned long long)js.jvms, (unsigned long long)js.blob_frames,
-			(unsigned long long)js.blob_misses, (unsigned long long)js.blob_names);
+			(unsigned long long)js.blob_misses, (unsigned long long)js.blob_names,
+			(unsigned long long)js.method_names);
 }
 
 /* All-in per sample once warmed up (ring reading, unwinding, counting, wakeups, every thread of hostprof);

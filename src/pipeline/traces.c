@@ -317,8 +317,10 @@ static struct trace *trace_intern(struct traces *t, const struct trace_id *id, c
 	bool hashed = last_hashed(t, id, frames, n);
 	if (hashed && t->last.found)
 		return t->last.found;
-	if (hindex_find(&t->traces, id_hash(id), trace_has_id, NULL, id->bytes, &v))
-		return hashed ? trace_checked(t, (struct trace *)(uintptr_t)v, frames, n) : (struct trace *)(uintptr_t)v;
+	if (hindex_find(&t->traces, id_hash(id), trace_has_id, NULL, id->bytes, &v)) {
+		struct trace *known = (struct trace *)(uintptr_t)v;
+		return hashed ? trace_checked(t, known, frames, n) : known;
+	}
 	struct trace *tr = malloc(sizeof(*tr) + n * sizeof(*frames));
 	if (!tr)
 		return NULL;

@@ -372,15 +372,17 @@ static unsigned add_kernel_frames(struct walk *w, const struct perf_sample *ps, 
 	return (unsigned)n;
 }
 
-/* A frame in JIT code, named when the profile is built; a name missing now has the map read again if it grew. */
-static int jit_frame(struct walk_call *c, struct jitinfo *j, uint64_t addr, struct trace_frame *out)
+/* A frame in JIT code, named when the profile is built; a name missing now has the map read again if it grew. A
+ * JVM's interpreted frame is known by the Method it says it runs (frame_word), where that is named. */
+static int jit_frame(struct walk_call *c, struct jitinfo *j, uint64_t addr, uint64_t frame_word,
+		     struct trace_frame *out)
 {
 	if (!j)
 		return 0;
 	jitinfo_names(j, addr, c->now);
 	out->exe = NULL;
 	out->jit = j;
-	out->address = addr;
+	out->address = frame_word && jitinfo_names_method(j, frame_word) ? frame_word : addr;
 	out->kind = PROFILE_FRAME_JIT;
 	return 1;
 }
@@ -402,7 +404,8 @@ static int user_frame(struct walk_call *c, const struct unwind_frame *uf, int is
 	bool code = m && (m->prot == 0 || (m->prot & PROT_EXEC));
 	struct execinfo *e = code ? procmgr_mapping_exe(c->w->d.procs, c->proc, m) : NULL;
 	if (!e)
-		return jit_frame(c, m && m->anon ? process_jit(c) : !m ? unmapped_jit(c, lookup) : NULL, lookup, out);
+		return jit_frame(c, m && m->anon ? process_jit(c) : !m ? unmapped_jit(c, lookup) : NULL, lookup,
+				 uf->frame_word, out);
 	out->exe = e;
 	out->address = lookup - m->bias;
 	out->kind = PROFILE_FRAME_NATIVE;

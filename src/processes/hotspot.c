@@ -543,21 +543,24 @@ static int read_symbol(struct hotspot *h, uint64_t sym, char *buf, size_t len)
 		return -EINVAL;
 	if ((err = unwind_memory_read_exact(&h->mem, sym + h->field[F_SYMBOL_BODY], buf, n)))
 		return err;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		if ((unsigned char)buf[i] < 0x20)
+			return -EINVAL;	/* no name has one: not a Symbol (a word taken for a Method may be anything) */
 		buf[i] = buf[i] == '/' ? '.' : buf[i];
+	}
 	buf[n] = '\0';
 	return n;
 }
 
-/* A compiled method's "package.Class.method": Method -> ConstMethod -> its constant pool's holder's name, and
- * the pool's symbol at the method's name index. */
-static int method_name(struct hotspot *h, uint64_t blob, char *buf, size_t len)
+/* A method's "package.Class.method": Method -> ConstMethod -> its constant pool's holder's name, and the pool's
+ * symbol at the method's name index. */
+static int method_name(struct hotspot *h, uint64_t method, char *buf, size_t len)
 {
 	const uint64_t *f = h->field;
-	uint64_t method, cm, pool, holder, klass_name, name_sym;
+	uint64_t cm, pool, holder, klass_name, name_sym;
 	uint16_t index = 0;
 	int32_t pool_len = 0;
-	int err = read_u64(&h->mem, blob + f[F_COMPILED_METHOD], &method);
+	int err = method && !(method & 7) ? 0 : -EINVAL;
 	if (!err && !(err = read_u64(&h->mem, method + f[F_METHOD_CONST], &cm)) &&
 	    !(err = read_u64(&h->mem, cm + f[F_CONST_POOL], &pool)) &&
 	    !(err = unwind_memory_read_exact(&h->mem, cm + f[F_CONST_NAME_INDEX], &index, sizeof(index))) &&
@@ -585,11 +588,23 @@ int hotspot_blob_name(struct hotspot *h, const struct hotspot_frame *frame, char
 		err = read_name(&h->mem, name_ptr, name);
 	if (err)
 		return err;
-	if (strcmp(name, "nmethod") == 0)
-		return h->names ? method_name(h, frame->blob, buf, len) : -ENOENT;
+	if (strcmp(name, "nmethod") == 0) {
+		uint64_t method;
+		if (!h->names)
+			return -ENOENT;
+		return (err = read_u64(&h->mem, frame->blob + h->field[F_COMPILED_METHOD], &method)) ? err :
+			method_name(h, method, buf, len);
+	}
 	size_t n = strlen(name);
 	if (n >= len)
 		return -EINVAL;
 	memcpy(buf, name, n + 1);
 	return (int)n;
+}
+
+int hotspot_method_name(struct hotspot *h, uint64_t method, char *buf, size_t len)
+{
+	if (h->gone)
+		return -ESRCH;
+	return h->names ? method_name(h, method, buf, len) : -ENOENT;
 }

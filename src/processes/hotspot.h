@@ -65,6 +65,9 @@ extern const char *const hotspot_global_names[HOTSPOT_NGLOBALS];
 
 /* Most stack one compiled frame may take (the unwinder's bound on a JIT frame). */
 #define HOTSPOT_FRAME_MAX (1u << 20)
+/* Where an interpreted frame keeps its Method: at FP minus this (x86-64's interpreter_frame_method_offset, -3 words,
+ * in JDK 8 to 21). */
+#define HOTSPOT_INTERPRETER_METHOD_AT 24
 /* How long a frame found at an address is believed without reading its blob again. */
 #define HOTSPOT_CACHE_NS 1000000000ULL
 
@@ -73,7 +76,8 @@ struct hotspot_frame {
 	uint64_t start, end;
 	uint32_t cfa_sp;	/* CFA = SP + cfa_sp; 0: walked by frame pointer */
 	bool fp_saved;		/* with cfa_sp: the caller's FP at CFA - 16 (else FP is the caller's) */
-	bool sender_sp;		/* walked by frame pointer, the caller's SP saved at FP - 8: the interpreter */
+	bool sender_sp;		/* walked by frame pointer, the caller's SP saved at FP - 8, its Method at FP -
+				 * HOTSPOT_INTERPRETER_METHOD_AT: the interpreter */
 	bool leaf_shapes;	/* where sampled, the frame may be one word deeper, in a prologue or an epilogue */
 	uint64_t blob;		/* the code blob (hotspot_blob_name) */
 	uint64_t code_begin, code_end;	/* its code */
@@ -102,5 +106,12 @@ void hotspot_process_gone(struct hotspot *h);
  * The text is the process's: the caller escapes it before it reaches a log.
  */
 int hotspot_blob_name(struct hotspot *h, const struct hotspot_frame *frame, char *buf, size_t len);
+
+/*
+ * The name of the Method at method ("package.Class.method"), as hotspot_blob_name() names a compiled one: for an
+ * interpreted frame, whose Method the interpreter keeps in the frame (HOTSPOT_INTERPRETER_METHOD_AT). The word is
+ * the stack's: anything, believed only when every read on the way succeeds and the names are text.
+ */
+int hotspot_method_name(struct hotspot *h, uint64_t method, char *buf, size_t len);
 
 #endif

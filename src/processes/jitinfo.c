@@ -53,6 +53,8 @@ struct jitinfo {
 	struct hotspot *hotspot;	/* a JVM's code cache (hotspot.h), NULL until opened */
 	int hotspot_err;	/* why it could not be opened (jitinfo_open_jvm), 0 before it was tried */
 	struct hindex blobs_named;	/* hash of a code blob's code range: its name was added to syms */
+	struct hindex methods_named;	/* hash of an interpreted frame's Method: 1 named in syms, 0 not nameable */
+	uint64_t interpreter_begin, interpreter_end;	/* a JVM's interpreter's code, once met */
 	uint64_t commits;		/* of syms: what a lookup memo'd before the last one found may have changed */
 	struct name_memo *memo;		/* NAME_MEMO_SLOTS lookups of syms, made at the first */
 	int trampolines;	/* CPython's perf trampolines checked in its memory: 1 as expected, -1 not, 0 not yet */
@@ -494,6 +496,7 @@ static void entry_free(struct jitinfo *j)
 	jitsyms_free(j->syms);
 	hotspot_free(j->hotspot);
 	hindex_free(&j->blobs_named);
+	hindex_free(&j->methods_named);
 	free(j->memo);
 	free(j->name_ids);
 	free(j->name_known);
@@ -717,7 +720,7 @@ bool jitinfo_declares(struct jitinfo *j, uint64_t addr, uint64_t *lo, uint64_t *
 	return m->found;
 }
 
-static void name_blob(struct jitinfo *j, const struct hotspot_frame *f);
+static void blob_met(struct jitinfo *j, const struct hotspot_frame *f);
 
 bool jitinfo_names(struct jitinfo *j, uint64_t addr, uint64_t now_ns)
 {
@@ -728,7 +731,7 @@ bool jitinfo_names(struct jitinfo *j, uint64_t addr, uint64_t now_ns)
 	/* A JVM that keeps frame pointers is walked by them (jitinfo_module), its code named from its cache all the
 	 * same: here, where an address is not named yet (visible once the table is next committed). */
 	if (j->hotspot && j->jvm_fp && hotspot_frame(j->hotspot, addr, now_ns, &f) == 1)
-		name_blob(j, &f);
+		blob_met(j, &f);
 	if (now_ns < j->next_refresh_ns)
 		return false;
 	j->next_refresh_ns = now_ns + JITINFO_REFRESH_NS;
@@ -793,6 +796,37 @@ static void name_blob(struct jitinfo *j, const struct hotspot_frame *f)
 		j->mgr->stats.blob_names++;
 }
 
+/* The code blob a frame was found in: named at its first sight, and the interpreter's code remembered. */
+static void blob_met(struct jitinfo *j, const struct hotspot_frame *f)
+{
+	if (f->sender_sp) {
+		j->interpreter_begin = f->code_begin;
+		j->interpreter_end = f->code_end;
+	}
+	name_blob(j, f);
+}
+
+bool jitinfo_names_method(struct jitinfo *j, uint64_t method)
+{
+	char name[JITSYMS_NAME_MAX];
+	uint64_t key = hash_u64(HASH_SEED, method), v;
+	if (!j->hotspot || !method)
+		return false;
+	if (hindex_find(&j->methods_named, key, NULL, NULL, NULL, &v))
+		return v == 1;
+	if (hindex_count(&j->methods_named) >= JVM_BLOBS_NAMED_MAX)
+		return false;
+	int n = hotspot_method_name(j->hotspot, method, name, sizeof(name));
+	/* As for a blob, a read that failed is tried again; a word that is no Method is not. */
+	if (n <= 0 && n != -ENOENT && n != -EINVAL)
+		return false;
+	bool named = n > 0 && jitsyms_add(j->syms, method, 1, name, (size_t)n, NULL, 0) >= 0;
+	if (hindex_insert(&j->methods_named, key, named) < 0)
+		return false;
+	j->mgr->stats.method_names += named;
+	return named;
+}
+
 /* A JVM's compiled code without frame pointers: the rule of its code blob at addr, cut to m. */
 static bool jvm_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, uint64_t now_ns,
 		       struct unwind_module *mod)
@@ -805,12 +839,30 @@ static bool jvm_module(struct jitinfo *j, const struct mapping *m, uint64_t addr
 	}
 	j->mgr->stats.blob_frames++;
 	if (rc == 1)
-		name_blob(j, &f);
+		blob_met(j, &f);
 	*mod = (struct unwind_module){ .start = f.start > m->start ? f.start : m->start,
 				       .end = f.end < m->end ? f.end : m->end, .jit = true, .jit_cfa_sp = f.cfa_sp,
 				       .jit_fp_saved = f.fp_saved, .jit_sender_sp = f.sender_sp,
-				       .jit_leaf_shapes = f.leaf_shapes };
+				       .jit_leaf_shapes = f.leaf_shapes,
+				       .jit_frame_word_at = f.sender_sp ? HOTSPOT_INTERPRETER_METHOD_AT : 0 };
 	return true;
+}
+
+/* A JVM that keeps frame pointers: all its code is walked by them, and its interpreter's frames (once its code is
+ * known) say their Method. lo, hi: the addresses around addr on the same side of the interpreter's bounds. */
+static uint32_t jvm_fp_frame_word_at(const struct jitinfo *j, uint64_t addr, uint64_t *lo, uint64_t *hi)
+{
+	uint64_t b = j->interpreter_begin, e = j->interpreter_end;
+	if (b == e)
+		return 0;
+	if (addr >= b && addr < e) {
+		*lo = b;
+		*hi = e;
+		return HOTSPOT_INTERPRETER_METHOD_AT;
+	}
+	*lo = addr < b ? 0 : e;
+	*hi = addr < b ? b : UINT64_MAX;
+	return 0;
 }
 
 bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, uint64_t now_ns,
@@ -824,10 +876,11 @@ bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, u
 		return false;
 	lo = 0;
 	hi = UINT64_MAX;
+	uint32_t word_at = j->is_jvm ? jvm_fp_frame_word_at(j, addr, &lo, &hi) : 0;
 	if (j->is_jvm || !jitinfo_trampoline(j, addr, &cfa_sp, &lo, &hi))
 		cfa_sp = 0;	/* a JVM has none of CPython's trampolines */
 	*mod = (struct unwind_module){ .start = lo > m->start ? lo : m->start, .end = hi < m->end ? hi : m->end,
-				       .jit = true, .jit_cfa_sp = cfa_sp };
+				       .jit = true, .jit_cfa_sp = cfa_sp, .jit_frame_word_at = word_at };
 	return true;
 }
 

@@ -80,6 +80,7 @@ struct jitinfo_stats {
 	uint64_t blob_misses;	/* ... lookups no blob answered (code freed since, a word that was no return
 				 * address) */
 	uint64_t blob_names;	/* ... code blobs named from the JVMs' memory */
+	uint64_t method_names;	/* ... interpreted methods named from the JVMs' memory */
 };
 
 /* What a JIT frame is. Strings stay valid until the entry is released. */
@@ -202,6 +203,13 @@ int jitinfo_open_jvm(struct jitinfo *j, const uint64_t globals[HOTSPOT_NGLOBALS]
 void jitinfo_file_module(struct jitinfo *j, uint64_t addr, struct unwind_module *mod);
 /* Whether addr is named; when not, the files are read again if they grew (at most every JITINFO_REFRESH_NS). */
 bool jitinfo_names(struct jitinfo *j, uint64_t addr, uint64_t now_ns);
+/*
+ * A JVM's interpreted frame says which Method it runs (unwind_frame.frame_word): whether that Method is named in the
+ * table, by a one-byte range at its address (a frame is then known by that address, its code being the
+ * interpreter's for every method). Named at its first sight (hotspot_method_name); a word that is no Method is
+ * not named, and not read again.
+ */
+bool jitinfo_names_method(struct jitinfo *j, uint64_t method);
 /* The identity of the frame at addr (for stack-trace IDs). */
 void jitinfo_identity(struct jitinfo *j, uint64_t addr, struct file_id *file_id, uint64_t *address);
 /* A number that changes whenever jitinfo_identity() of any address may: while it holds, the identity of an address

@@ -50,6 +50,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (hotspot_frame(h, addrs[i], now, &f) >= 0 &&
 			    hotspot_blob_name(h, &f, name, sizeof(name)) >= 0 && !memchr(name, '\0', sizeof(name)))
 				__builtin_trap();	/* a name is NUL-terminated within its buffer */
+		/* the address taken for an interpreted frame's Method, a word from the stack */
+		if (hotspot_method_name(h, addrs[i], name, sizeof(name)) >= 0 && !memchr(name, '\0', sizeof(name)))
+			__builtin_trap();
 	}
 	hotspot_free(h);
 	return 0;

@@ -121,6 +121,35 @@ static void test_hostile_process(void **state)
 	hotspot_free(h);
 }
 
+/* An interpreted frame's Method, a word from the stack: named when it leads to names, else refused. */
+static void test_interpreted_method(void **state)
+{
+	struct fake_jvm *j = *state;
+	struct hotspot *h = open_jvm(j);
+	char name[64];
+	uint64_t m, cm, pool, klass, sym;
+	memcpy(&m, j->mem + (fake_jvm_code(0, 0) + 112 - BASE), 8);
+	assert_int_equal(hotspot_method_name(h, m, name, sizeof(name)), (int)strlen("com.example.Work.fib"));
+	assert_string_equal(name, "com.example.Work.fib");
+	assert_int_equal(hotspot_method_name(h, 0, name, sizeof(name)), -EINVAL);
+	assert_int_equal(hotspot_method_name(h, m + 4, name, sizeof(name)), -EINVAL);	/* not 8-aligned */
+	assert_int_equal(hotspot_method_name(h, 0x1230, name, sizeof(name)), -EFAULT);	/* nowhere */
+	assert_true(hotspot_method_name(h, fake_jvm_code(8, 0), name, sizeof(name)) < 0);	/* a blob's header */
+	memcpy(&cm, j->mem + (m + 8 - BASE), 8);
+	memcpy(&pool, j->mem + (cm + 8 - BASE), 8);
+	memcpy(&klass, j->mem + (pool + 24 - BASE), 8);
+	memcpy(&sym, j->mem + (klass + 24 - BASE), 8);
+	j->mem[sym + 6 + 3 - BASE] = 1;						/* no name holds a control byte */
+	assert_int_equal(hotspot_method_name(h, m, name, sizeof(name)), -EINVAL);
+	j->mem[sym + 6 + 3 - BASE] = 'e';
+	j->gone = true;
+	assert_int_equal(hotspot_method_name(h, m, name, sizeof(name)), -ESRCH);
+	hotspot_process_gone(h);
+	j->gone = false;
+	assert_int_equal(hotspot_method_name(h, m, name, sizeof(name)), -ESRCH);	/* nothing read once gone */
+	hotspot_free(h);
+}
+
 static void test_tables_refused(void **state)
 {
 	struct fake_jvm *j = *state;
@@ -214,6 +243,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_compiled_method, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_other_blobs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_process, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_interpreted_method, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tables_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_heaps_not_made_yet, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache, setup, teardown),

@@ -1297,6 +1297,7 @@ static void test_jit_frames(void **state)
 #define JVM_INTERP (FAKE_JIT + 0x1000)
 #define JVM_B (FAKE_JIT + 0x2000)
 #define JVM_STUB (FAKE_JIT + 0x3000)
+#define JVM_METHOD 0x7e0000001000ULL	/* what the interpreter's frame says it runs */
 
 static int jvm_find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 {
@@ -1309,7 +1310,8 @@ static int jvm_find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 						       .jit = true, .jit_cfa_sp = code[i].cfa_sp,
 						       .jit_fp_saved = code[i].cfa_sp != 0,
 						       .jit_sender_sp = code[i].sender_sp,
-						       .jit_leaf_shapes = !code[i].sender_sp };
+						       .jit_leaf_shapes = !code[i].sender_sp,
+						       .jit_frame_word_at = code[i].sender_sp ? 24 : 0 };
 			return 0;
 		}
 	return synth_find_module(ctx, addr, mod);
@@ -1321,7 +1323,8 @@ static void jvm_stack(struct synth *sy, uint64_t off)
 	memset(sy->stack, 0, sizeof(sy->stack));
 	put(sy, off + 32, FAKE_SP + 160);		/* A saved the interpreter's FP at CFA - 16 */
 	put(sy, off + 40, JVM_INTERP + 0x10);		/* ... and was called from it */
-	put(sy, 152, FAKE_SP + 240);			/* the interpreter: its caller's SP, at FP - 8 */
+	put(sy, 136, JVM_METHOD);			/* the interpreter: its Method, at FP - 24 */
+	put(sy, 152, FAKE_SP + 240);			/* ... its caller's SP, at FP - 8 */
 	put(sy, 160, 0x5555);				/* ... B's FP (which B uses as it likes) */
 	put(sy, 168, JVM_B + 0x20);			/* ... called from B */
 	put(sy, 256, FAKE_SP + 400);			/* B, at the SP the interpreter saved: fp_func's FP */
@@ -1339,6 +1342,11 @@ static void expect_jvm_walk(struct synth *sy, struct unwind_deltas *u, uint64_t 
 	assert_int_equal(fr[0].ip, leaf);
 	assert_int_equal(fr[1].ip, JVM_INTERP + 0x10);
 	assert_int_equal(fr[2].ip, JVM_B + 0x20);
+	/* the interpreter's frame says its Method (the word read with its own module's rule, not its caller's) */
+	assert_null(fr[1].module);
+	assert_int_equal(fr[1].frame_word, JVM_METHOD);
+	for (int i = 0; i < 3; i++)
+		assert_true(i == 1 || fr[i].module || fr[i].frame_word == 0);
 	assert_int_equal(fr[3].ip, fsym(sy, "fp_ret"));
 	assert_int_equal(fr[4].ip, fsym(sy, "stop_ret"));
 }
