@@ -502,7 +502,8 @@ static bool ud_jit_sender_sp(struct ud_walk *w, uint64_t fp, uint64_t *sp)
  * plausible: FP known, 8-aligned, at or above SP and at most UD_JIT_FRAME_MAX above it (so SP grows with every
  * step, and a JIT caller's FP, at or above its SP, lies above this one), both words in the stack, and the return
  * address in code (ud_jit_return_ok). Otherwise the walk ends there, truncated (a frame pointer the code does not
- * keep must not make up callers), unless the leaf's other shapes (jit_leaf_shapes) find it.
+ * keep must not make up callers), unless the leaf's other shapes (jit_leaf_shapes) find it. A step taken reads
+ * the word the module says the frame keeps (jit_frame_word_at: a JVM interpreter's Method) for the frame.
  */
 static enum ud_step ud_step_jit(struct ud_walk *w)
 {
@@ -746,8 +747,9 @@ static size_t ud_append_chain(struct ud_walk *w, size_t from, struct unwind_fram
 		if ((after_guess || guessed) && !ud_follows_call(w, ra))
 			break;
 		after_guess = guessed;
-		frames[n++] = (struct unwind_frame){ .ip = ra, .flags = 0, .module = ud_frame_module(w),
-						     .bias = w->mod.bias };
+		const void *module = ud_frame_module(w);
+		frames[n++] = (struct unwind_frame){ .ip = ra, .flags = 0, .module = module,
+						     .bias = module ? w->mod.bias : 0 };
 		if (rule.kind == STACK_DELTA_STOP) {
 			*status = UNWIND_COMPLETE;
 			break;

@@ -71,6 +71,7 @@ struct traces {
 		const struct trace_frame *frames;
 		unsigned n;
 		struct frames_jit jit;
+		uint64_t jit_generation;	/* of jit.entry when the ID was made or found */
 		uint64_t frames_hash;
 		struct trace_id id;
 		struct trace *found;
@@ -275,6 +276,7 @@ void traces_hash(struct traces *t, const struct trace_frame *frames, unsigned n,
 	t->last.frames = frames;
 	t->last.n = n;
 	t->last.jit = jit;
+	t->last.jit_generation = key.jit_generation;
 	t->last.frames_hash = h;
 	t->last.id = *out;
 	t->last.found = found;
@@ -306,7 +308,7 @@ static bool trace_has_id(const void *ctx, uint64_t value, const void *key)
 static struct trace *trace_checked(struct traces *t, struct trace *tr, const struct trace_frame *frames, unsigned n)
 {
 	if (t->last.jit.entry && same_frames(tr, frames, n))
-		tr->jit_generation = frames_generation(&t->last.jit);
+		tr->jit_generation = t->last.jit_generation;
 	return tr;
 }
 
@@ -343,8 +345,8 @@ static struct trace *trace_intern(struct traces *t, const struct trace_id *id, c
 	uint64_t fh = hashed ? t->last.frames_hash : frames_hash(frames, n, &jit);
 	if (hashed)
 		jit = t->last.jit;
-	/* A caller's ID for JIT frames is not known to be theirs in this generation: found by its ID only. */
-	tr->jit_generation = hashed || !jit.entry ? frames_generation(&jit) : UINT64_MAX;
+	/* A caller's ID for JIT frames is not known to be theirs in any generation: found by its ID only. */
+	tr->jit_generation = hashed ? t->last.jit_generation : jit.entry ? UINT64_MAX : 0;
 	/* Out of memory here only costs the next sample of this stack the full hash. */
 	if (!jit.mixed && hindex_insert(&t->by_frames, fh, (uintptr_t)tr) == 0 && hashed)
 		t->last.found = tr;
@@ -649,21 +651,19 @@ int traces_name_jit(struct traces *t)
 	uint64_t v;
 	for (uint32_t pos = 0; hindex_next(&t->traces, &pos, &v);) {
 		struct trace *tr = (struct trace *)(uintptr_t)v;
-		bool jit = false;
+		struct jitinfo *jit_entry = NULL;
 		for (unsigned i = 0; i < tr->nframes; i++) {
 			if (tr->frames[i].kind != PROFILE_FRAME_JIT)
 				continue;
 			int err = jit_name_add(t, &tr->frames[i]);
 			if (err < 0)
 				return err;
-			jit = true;
+			jit_entry = tr->frames[i].jit;	/* the only one: a mixed trace is never found by its frames */
 		}
 		/* Named now, perhaps by a map written after the sample: their identity is what it is now. */
-		if (jit) {
-			struct frames_jit entry;
-			frames_hash(tr->frames, tr->nframes, &entry);
+		if (jit_entry) {
 			hash_frames(t, tr->frames, tr->nframes, &tr->id);
-			tr->jit_generation = frames_generation(&entry);
+			tr->jit_generation = jitinfo_generation(jit_entry);
 		}
 	}
 	t->jit_named = true;

@@ -50,7 +50,8 @@ struct trace_frame {
 	struct jitinfo *jit;	/* JIT frames (kind PROFILE_FRAME_JIT): the process's JIT code; else unused */
 	struct pycode *py;	/* Python frames (kind PROFILE_FRAME_PYTHON): the code; NULL for every other kind */
 	uint64_t address;	/* native: ELF VA (minus 1 for return addresses); kernel: absolute address;
-				 * JIT: runtime address (minus 1 for return addresses); Python: the line;
+				 * JIT: runtime address (minus 1 for return addresses), or a JVM's
+				 * interpreted frame's Method (jitinfo_names_method); Python: the line;
 				 * error: enum trace_error */
 	uint8_t kind;		/* enum profile_frame_kind */
 };

@@ -139,6 +139,23 @@ static uint64_t field_at(const uint8_t *bytes, size_t size, uint64_t off, size_t
 	return v;
 }
 
+/* Two fields of the structure at base, at offsets a and b (widths wa, wb), in one read of the bytes from the
+ * first to the end of the last (within HEADER_MAX): a name's reads are a syscall each. */
+static int read_two(struct hotspot *h, uint64_t base, uint64_t a, size_t wa, uint64_t *va, uint64_t b, size_t wb,
+		    uint64_t *vb)
+{
+	uint8_t bytes[HEADER_MAX];
+	uint64_t lo = a < b ? a : b, end = a + wa > b + wb ? a + wa : b + wb;
+	if (end - lo > sizeof(bytes) || base > UINT64_MAX - end)
+		return -EINVAL;
+	int err = unwind_memory_read_exact(&h->mem, base + lo, bytes, end - lo);
+	if (err)
+		return err;
+	*va = field_at(bytes, end - lo, a - lo, wa);
+	*vb = field_at(bytes, end - lo, b - lo, wb);
+	return 0;
+}
+
 /* ---- the VMStructs tables ---- */
 
 /* Where a table is and how its entries are laid out: the offsets of two name pointers and two values. */
@@ -449,10 +466,13 @@ static void keep_blob(struct hotspot *h, struct blob b, uint64_t now_ns)
 	h->nblobs = first + 1 + tail;
 }
 
-/* The frame at addr: from a blob met recently (0), or read from the process (1). */
-static int find_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct hotspot_frame *out)
+/* The frame at addr: from a blob met recently (0), or read from the process (1); *read_ns: when its blob was read
+ * (the frame is believed for HOTSPOT_CACHE_NS from then, not from now). */
+static int find_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct hotspot_frame *out,
+		      uint64_t *read_ns)
 {
 	const struct blob *known = known_blob(h, addr, now_ns, false);
+	*read_ns = known ? known->at_ns : now_ns;
 	if (known) {
 		blob_rule(known, addr, out);
 		return 0;
@@ -518,12 +538,13 @@ int hotspot_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct hots
 		return e->err;
 	}
 	struct hotspot_frame f = { 0 };
-	int rc = find_frame(h, addr, now_ns, &f), err = rc < 0 ? rc : 0;
+	uint64_t read_ns;
+	int rc = find_frame(h, addr, now_ns, &f, &read_ns), err = rc < 0 ? rc : 0;
 	if (err == -ESRCH) {
 		h->gone = true;	/* no more reads: another process may get the pid */
 		return cached_range(h, addr, out) ? 0 : err;
 	}
-	*e = (struct cached_frame){ .line = line, .addr = addr, .at_ns = err == -EAGAIN ? 0 : now_ns ? now_ns : 1,
+	*e = (struct cached_frame){ .line = line, .addr = addr, .at_ns = err == -EAGAIN ? 0 : read_ns ? read_ns : 1,
 				    .frame = f, .err = err };
 	if (!err)
 		*out = f;
@@ -533,19 +554,31 @@ int hotspot_frame(struct hotspot *h, uint64_t addr, uint64_t now_ns, struct hots
 /* ---- names ---- */
 
 /* A Symbol's text (a class or method name, modified UTF-8) at sym into buf[0..len), '/' made '.'; its length. */
-static int read_symbol(struct hotspot *h, uint64_t sym, char *buf, size_t len)
+static int read_symbol(struct hotspot *h, uint64_t sym, bool text_only, char *buf, size_t len)
 {
+	/* its length and as much of its body as buf holds in one read; the rest of the body, if any, then */
+	uint8_t bytes[HEADER_MAX];
+	uint64_t len_at = h->field[F_SYMBOL_LENGTH], body_at = h->field[F_SYMBOL_BODY];
+	size_t want = body_at > len_at && body_at - len_at < 64 ? (size_t)(body_at - len_at) + len : 0;
+	want = want < sizeof(bytes) ? want : sizeof(bytes);
+	ssize_t got = sym && want ? h->mem.read(h->mem.ctx, sym + len_at, bytes, want) : 0;
 	uint16_t n = 0;
-	int err = sym ? unwind_memory_read_exact(&h->mem, sym + h->field[F_SYMBOL_LENGTH], &n, sizeof(n)) : -EFAULT;
+	int err = 0;
+	if (got >= 2)
+		memcpy(&n, bytes, sizeof(n));
+	else
+		err = sym ? unwind_memory_read_exact(&h->mem, sym + len_at, &n, sizeof(n)) : -EFAULT;
 	if (err)
 		return err;
 	if (n == 0 || n >= len)
 		return -EINVAL;
-	if ((err = unwind_memory_read_exact(&h->mem, sym + h->field[F_SYMBOL_BODY], buf, n)))
+	if (got >= 2 && (uint64_t)got >= body_at - len_at + n)
+		memcpy(buf, bytes + (body_at - len_at), n);
+	else if ((err = unwind_memory_read_exact(&h->mem, sym + body_at, buf, n)))
 		return err;
 	for (size_t i = 0; i < n; i++) {
-		if ((unsigned char)buf[i] < 0x20)
-			return -EINVAL;	/* no name has one: not a Symbol (a word taken for a Method may be anything) */
+		if (text_only && (unsigned char)buf[i] < 0x20)
+			return -EINVAL;	/* a name may, but rarely does: believed of a Method a blob holds only */
 		buf[i] = buf[i] == '/' ? '.' : buf[i];
 	}
 	buf[n] = '\0';
@@ -553,27 +586,24 @@ static int read_symbol(struct hotspot *h, uint64_t sym, char *buf, size_t len)
 }
 
 /* A method's "package.Class.method": Method -> ConstMethod -> its constant pool's holder's name, and the pool's
- * symbol at the method's name index. */
-static int method_name(struct hotspot *h, uint64_t method, char *buf, size_t len)
+ * symbol at the method's name index. text_only: method is a word from a stack, and names with control bytes are
+ * taken for garbage. */
+static int method_name(struct hotspot *h, uint64_t method, bool text_only, char *buf, size_t len)
 {
 	const uint64_t *f = h->field;
-	uint64_t cm, pool, holder, klass_name, name_sym;
-	uint16_t index = 0;
-	int32_t pool_len = 0;
+	uint64_t cm, pool, holder, klass_name, name_sym, index = 0, pool_len = 0;
 	int err = method && !(method & 7) ? 0 : -EINVAL;
 	if (!err && !(err = read_u64(&h->mem, method + f[F_METHOD_CONST], &cm)) &&
-	    !(err = read_u64(&h->mem, cm + f[F_CONST_POOL], &pool)) &&
-	    !(err = unwind_memory_read_exact(&h->mem, cm + f[F_CONST_NAME_INDEX], &index, sizeof(index))) &&
-	    !(err = unwind_memory_read_exact(&h->mem, pool + f[F_POOL_LENGTH], &pool_len, sizeof(pool_len))) &&
-	    !(err = read_u64(&h->mem, pool + f[F_POOL_HOLDER], &holder)) &&
+	    !(err = read_two(h, cm, f[F_CONST_POOL], 8, &pool, f[F_CONST_NAME_INDEX], 2, &index)) &&
+	    !(err = read_two(h, pool, f[F_POOL_LENGTH], 4, &pool_len, f[F_POOL_HOLDER], 8, &holder)) &&
 	    !(err = read_u64(&h->mem, holder + f[F_KLASS_NAME], &klass_name)))
-		err = index && index < pool_len ? read_u64(&h->mem, pool + h->type_size[T_CONSTANT_POOL] + 8u * index,
-							   &name_sym) : -EINVAL;
-	int n = err ? err : read_symbol(h, klass_name, buf, len);
+		err = index && index < (uint32_t)pool_len && (int32_t)pool_len > 0 ?
+			read_u64(&h->mem, pool + h->type_size[T_CONSTANT_POOL] + 8u * index, &name_sym) : -EINVAL;
+	int n = err ? err : read_symbol(h, klass_name, text_only, buf, len);
 	if (n < 0 || (size_t)n + 2 >= len)
 		return n < 0 ? n : -EINVAL;
 	buf[n] = '.';
-	int m = read_symbol(h, name_sym, buf + n + 1, len - (size_t)n - 1);
+	int m = read_symbol(h, name_sym, text_only, buf + n + 1, len - (size_t)n - 1);
 	return m < 0 ? m : n + 1 + m;
 }
 
@@ -593,7 +623,7 @@ int hotspot_blob_name(struct hotspot *h, const struct hotspot_frame *frame, char
 		if (!h->names)
 			return -ENOENT;
 		return (err = read_u64(&h->mem, frame->blob + h->field[F_COMPILED_METHOD], &method)) ? err :
-			method_name(h, method, buf, len);
+			method_name(h, method, false, buf, len);
 	}
 	size_t n = strlen(name);
 	if (n >= len)
@@ -606,5 +636,5 @@ int hotspot_method_name(struct hotspot *h, uint64_t method, char *buf, size_t le
 {
 	if (h->gone)
 		return -ESRCH;
-	return h->names ? method_name(h, method, buf, len) : -ENOENT;
+	return h->names ? method_name(h, method, true, buf, len) : -ENOENT;
 }

@@ -726,12 +726,15 @@ bool jitinfo_names(struct jitinfo *j, uint64_t addr, uint64_t now_ns)
 {
 	struct jitsym_info info;
 	struct hotspot_frame f;
-	if (memo_lookup(j, addr, &info))
-		return true;
+	bool named = memo_lookup(j, addr, &info);
 	/* A JVM that keeps frame pointers is walked by them (jitinfo_module), its code named from its cache all the
-	 * same: here, where an address is not named yet (visible once the table is next committed). */
-	if (j->hotspot && j->jvm_fp && hotspot_frame(j->hotspot, addr, now_ns, &f) == 1)
+	 * same: here, where an address is not named yet (visible once the table is next committed), and until its
+	 * interpreter's code is met (its frames say their Method; a map the JVM writes may name it). */
+	if (j->hotspot && j->jvm_fp && (!named || j->interpreter_begin == j->interpreter_end) &&
+	    hotspot_frame(j->hotspot, addr, now_ns, &f) == 1)
 		blob_met(j, &f);
+	if (named)
+		return true;
 	if (now_ns < j->next_refresh_ns)
 		return false;
 	j->next_refresh_ns = now_ns + JITINFO_REFRESH_NS;
@@ -817,8 +820,10 @@ bool jitinfo_names_method(struct jitinfo *j, uint64_t method)
 	if (hindex_count(&j->methods_named) >= JVM_BLOBS_NAMED_MAX)
 		return false;
 	int n = hotspot_method_name(j->hotspot, method, name, sizeof(name));
-	/* As for a blob, a read that failed is tried again; a word that is no Method is not. */
-	if (n <= 0 && n != -ENOENT && n != -EINVAL)
+	/* A word that is no Method, or whose reads fail (a leaf in the interpreter's entry, before its frame is
+	 * made, gives its caller's), is not read again: its frames would cost reads at every sample. Nothing is
+	 * kept for a JVM without the fields (nothing was read) or a process gone. */
+	if (n == -ENOENT || n == -ESRCH)
 		return false;
 	bool named = n > 0 && jitsyms_add(j->syms, method, 1, name, (size_t)n, NULL, 0) >= 0;
 	if (hindex_insert(&j->methods_named, key, named) < 0)

@@ -207,7 +207,8 @@ bool jitinfo_names(struct jitinfo *j, uint64_t addr, uint64_t now_ns);
  * A JVM's interpreted frame says which Method it runs (unwind_frame.frame_word): whether that Method is named in the
  * table, by a one-byte range at its address (a frame is then known by that address, its code being the
  * interpreter's for every method). Named at its first sight (hotspot_method_name); a word that is no Method is
- * not named, and not read again.
+ * not named, and not read again. A name is kept for the Method's address for the process's life: a class
+ * unloaded and its Method's memory reused would keep the old name (as a blob's code range keeps its own).
  */
 bool jitinfo_names_method(struct jitinfo *j, uint64_t method);
 /* The identity of the frame at addr (for stack-trace IDs). */

@@ -222,6 +222,14 @@ void fake_jvm_free(struct fake_jvm *j)
 	free(j);
 }
 
+uint64_t fake_jvm_add_blob(struct fake_jvm *j, unsigned seg, unsigned nsegs, const char *name, uint64_t code_off,
+			   uint64_t code_len, int32_t words, int32_t complete)
+{
+	uint64_t b = block(j, seg, nsegs, true);
+	blob(j, b, name, code_off, code_len, words, complete);
+	return b;
+}
+
 uint64_t fake_jvm_code(unsigned seg, uint64_t off)
 {
 	return fake_jvm_heap_low() + ((uint64_t)seg << LOG2_SEG) + 16 + off;

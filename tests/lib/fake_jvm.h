@@ -49,6 +49,10 @@ void fake_jvm_put64(struct fake_jvm *j, uint64_t addr, uint64_t v);
 void fake_jvm_put32(struct fake_jvm *j, uint64_t addr, uint32_t v);
 void fake_jvm_put16(struct fake_jvm *j, uint64_t addr, uint16_t v);
 uint64_t fake_jvm_str(struct fake_jvm *j, const char *s);
+/* A block of nsegs segments at segment seg (the segment map rewritten), holding a blob whose code is code_len bytes
+ * from code_off into it, of frame size words (0: none) and frame-complete offset complete; the blob's address. */
+uint64_t fake_jvm_add_blob(struct fake_jvm *j, unsigned seg, unsigned nsegs, const char *name, uint64_t code_off,
+			   uint64_t code_len, int32_t words, int32_t complete);
 
 /* The input of tests/fuzz/fuzz_hotspot.c: the globals' addresses, FAKE_JVM_INPUT_ADDRS addresses to look up, then
  * the memory from FAKE_JVM_BASE to the end of block 12 (11 KiB: a fuzzer's mutations land in what is read). */

@@ -219,6 +219,39 @@ static void test_cache(void **state)
 	hotspot_free(h);
 }
 
+/* A frame found from a blob met is believed for as long as the blob, from when it was read; code the JVM laid out
+ * anew replaces the blobs it overlaps, each address then answered by the blob that holds it now. */
+static void test_blobs_replaced(void **state)
+{
+	struct fake_jvm *j = *state;
+	struct hotspot *h = open_jvm(j);
+	struct hotspot_frame f;
+	const uint64_t t = 1, later = 2 + HOTSPOT_CACHE_NS;
+	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 300), t, &f), 1);
+	assert_int_equal(hotspot_frame(h, fake_jvm_code(8, 200), t, &f), 1);
+	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 500), t + HOTSPOT_CACHE_NS - 1, &f), 0);	/* its blob's */
+	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 500), later, &f), 1);	/* as old as its blob: read again */
+	/* freed and laid out anew: A2 in segments 0-1, B2 over the rest of the old method and the interpreter */
+	fake_jvm_add_blob(j, 0, 2, "A2", 104, 96, 2, -1);
+	fake_jvm_add_blob(j, 2, 10, "B2", 104, 1000, 4, -1);
+	assert_int_equal(hotspot_frame(h, fake_jvm_code(2, 500), 2 * later, &f), 1);
+	assert_int_equal(f.cfa_sp, 32);
+	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 150), 2 * later, &f), 1);
+	assert_int_equal(f.cfa_sp, 16);
+	unsigned reads = j->reads;
+	struct { uint64_t addr; uint32_t cfa; } now[] = {
+		{ fake_jvm_code(0, 120), 16 }, { fake_jvm_code(2, 200), 32 }, { fake_jvm_code(2, 1100), 32 },
+		{ fake_jvm_code(8, 200), 32 },	/* where the interpreter was: B2's now */
+	};
+	for (size_t i = 0; i < sizeof(now) / sizeof(now[0]); i++) {
+		assert_int_equal(hotspot_frame(h, now[i].addr, 2 * later, &f), 0);
+		assert_int_equal(f.cfa_sp, now[i].cfa);
+		assert_false(f.sender_sp);
+	}
+	assert_int_equal(j->reads, reads);
+	hotspot_free(h);
+}
+
 /* Once the process is gone, a frame cached for its blob answers for any address in that code, however old. */
 static void test_process_gone(void **state)
 {
@@ -247,6 +280,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_tables_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_heaps_not_made_yet, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_blobs_replaced, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_process_gone, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
