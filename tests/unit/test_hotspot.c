@@ -230,7 +230,7 @@ static void test_blobs_replaced(void **state)
 	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 300), t, &f), 1);
 	assert_int_equal(hotspot_frame(h, fake_jvm_code(8, 200), t, &f), 1);
 	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 500), t + HOTSPOT_CACHE_NS - 1, &f), 0);	/* its blob's */
-	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 500), later, &f), 1);	/* as old as its blob: read again */
+	assert_int_equal(hotspot_frame(h, fake_jvm_code(0, 500), later, &f), 1);	/* as old as its blob: read */
 	/* freed and laid out anew: A2 in segments 0-1, B2 over the rest of the old method and the interpreter */
 	fake_jvm_add_blob(j, 0, 2, "A2", 104, 96, 2, -1);
 	fake_jvm_add_blob(j, 2, 10, "B2", 104, 1000, 4, -1);
