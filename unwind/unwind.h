@@ -86,8 +86,11 @@ struct unwind_module {
 	bool jit_sender_sp;	/* walked by frame pointer (jit_cfa_sp 0), but the caller's SP is saved at FP - 8,
 				 * not FP + 16 (a JVM's interpreter: an adapter pushed its arguments and locals
 				 * below the caller's SP, which the caller's frame size is counted from) */
-	uint32_t jit_frame_word_at; /* walked by frame pointer: nonzero, the word at FP - jit_frame_word_at says
-				 * what the frame runs (a JVM interpreter's Method), given in unwind_frame.frame_word */
+	uint32_t jit_frame_word_at; /* walked by frame pointer: nonzero, for a frame whose code is in
+				 * [jit_word_start, jit_word_end), the word at FP - jit_frame_word_at says what it
+				 * runs (a JVM interpreter's Method), given in unwind_frame.frame_word (a range in
+				 * the module: a JVM that keeps frame pointers is one module, its interpreter in it) */
+	uint64_t jit_word_start, jit_word_end;
 };
 
 /*

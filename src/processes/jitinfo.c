@@ -849,25 +849,9 @@ static bool jvm_module(struct jitinfo *j, const struct mapping *m, uint64_t addr
 				       .end = f.end < m->end ? f.end : m->end, .jit = true, .jit_cfa_sp = f.cfa_sp,
 				       .jit_fp_saved = f.fp_saved, .jit_sender_sp = f.sender_sp,
 				       .jit_leaf_shapes = f.leaf_shapes,
-				       .jit_frame_word_at = f.sender_sp ? HOTSPOT_INTERPRETER_METHOD_AT : 0 };
+				       .jit_frame_word_at = f.sender_sp ? HOTSPOT_INTERPRETER_METHOD_AT : 0,
+				       .jit_word_start = f.code_begin, .jit_word_end = f.code_end };
 	return true;
-}
-
-/* A JVM that keeps frame pointers: all its code is walked by them, and its interpreter's frames (once its code is
- * known) say their Method. lo, hi: the addresses around addr on the same side of the interpreter's bounds. */
-static uint32_t jvm_fp_frame_word_at(const struct jitinfo *j, uint64_t addr, uint64_t *lo, uint64_t *hi)
-{
-	uint64_t b = j->interpreter_begin, e = j->interpreter_end;
-	if (b == e)
-		return 0;
-	if (addr >= b && addr < e) {
-		*lo = b;
-		*hi = e;
-		return HOTSPOT_INTERPRETER_METHOD_AT;
-	}
-	*lo = addr < b ? 0 : e;
-	*hi = addr < b ? b : UINT64_MAX;
-	return 0;
 }
 
 bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, uint64_t now_ns,
@@ -881,11 +865,15 @@ bool jitinfo_module(struct jitinfo *j, const struct mapping *m, uint64_t addr, u
 		return false;
 	lo = 0;
 	hi = UINT64_MAX;
-	uint32_t word_at = j->is_jvm ? jvm_fp_frame_word_at(j, addr, &lo, &hi) : 0;
 	if (j->is_jvm || !jitinfo_trampoline(j, addr, &cfa_sp, &lo, &hi))
 		cfa_sp = 0;	/* a JVM has none of CPython's trampolines */
+	/* A JVM that keeps frame pointers: all its code is one module, its interpreter's frames (once its code was
+	 * met) saying their Method. */
+	bool interpreter = j->is_jvm && j->interpreter_begin < j->interpreter_end;
 	*mod = (struct unwind_module){ .start = lo > m->start ? lo : m->start, .end = hi < m->end ? hi : m->end,
-				       .jit = true, .jit_cfa_sp = cfa_sp, .jit_frame_word_at = word_at };
+				       .jit = true, .jit_cfa_sp = cfa_sp,
+				       .jit_frame_word_at = interpreter ? HOTSPOT_INTERPRETER_METHOD_AT : 0,
+				       .jit_word_start = j->interpreter_begin, .jit_word_end = j->interpreter_end };
 	return true;
 }
 

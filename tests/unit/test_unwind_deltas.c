@@ -1311,7 +1311,9 @@ static int jvm_find_module(void *ctx, uint64_t addr, struct unwind_module *mod)
 						       .jit_fp_saved = code[i].cfa_sp != 0,
 						       .jit_sender_sp = code[i].sender_sp,
 						       .jit_leaf_shapes = !code[i].sender_sp,
-						       .jit_frame_word_at = code[i].sender_sp ? 24 : 0 };
+						       .jit_frame_word_at = code[i].sender_sp ? 24 : 0,
+						       .jit_word_start = code[i].start,
+						       .jit_word_end = code[i].start + 0x1000 };
 			return 0;
 		}
 	return synth_find_module(ctx, addr, mod);
