@@ -307,6 +307,28 @@ static const struct profile_location *only_location(const struct profile *p, uin
 	return &p->locations.items[p->stacks.items[stack].locations[0]];
 }
 
+/* This process's own perf map at map (naming JS:*early at 0x7f0000001000), its JIT entry from a new manager *m. */
+static struct jitinfo *own_perf_map(char map[64], struct jitinfo_mgr **m)
+{
+	snprintf(map, 64, "/tmp/perf-%d.map", (int)getpid());
+	FILE *f = fopen(map, "w");
+	assert_non_null(f);
+	fputs("7f0000001000 100 JS:*early\n", f);
+	fclose(f);
+	assert_int_equal(jitinfo_mgr_new(NULL, m), 0);
+	struct process self = { .pid = getpid() };
+	return jitinfo_get(*m, &self, 1);
+}
+
+/* A line added to the perf map at map. */
+static void map_gains(const char *map, const char *line)
+{
+	FILE *f = fopen(map, "a");
+	assert_non_null(f);
+	fputs(line, f);
+	fclose(f);
+}
+
 /*
  * JIT frames (this process's own perf map): named when the profile is built, even by lines the map gained after
  * the sample; their identity is the name's FileID and the offset in the named code, whichever process and address
@@ -316,15 +338,8 @@ static void test_jit_frames(void **state)
 {
 	struct tr_state *s = *state;
 	char map[64];
-	snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)getpid());
-	FILE *f = fopen(map, "w");
-	assert_non_null(f);
-	fputs("7f0000001000 100 JS:*early\n", f);
-	fclose(f);
 	struct jitinfo_mgr *m;
-	assert_int_equal(jitinfo_mgr_new(NULL, &m), 0);
-	struct process self = { .pid = getpid() };
-	struct jitinfo *j = jitinfo_get(m, &self, 1);
+	struct jitinfo *j = own_perf_map(map, &m);
 	struct trace_frame early = { .jit = j, .address = 0x7f0000001010, .kind = PROFILE_FRAME_JIT };
 	struct trace_frame late = { .jit = j, .address = 0x7f0000005020, .kind = PROFILE_FRAME_JIT };
 	struct trace_frame unnamed = { .jit = j, .address = 0x7f0000009000, .kind = PROFILE_FRAME_JIT };
@@ -333,10 +348,8 @@ static void test_jit_frames(void **state)
 	assert_int_equal(traces_add(s->t, 1, 1, "node", "node", &early, 1, 1), 0);
 	assert_int_equal(traces_add(s->t, 1, 1, "node", "node", &late, 1, 1), 0);
 	assert_int_equal(traces_add(s->t, 1, 1, "node", "node", &unnamed, 1, 1), 0);
-	jitinfo_mgr_detach(m, self.pid);	/* the process is gone: its frames keep the entry */
-	f = fopen(map, "a");
-	fputs("7f0000005000 100 JS:*late\n", f);
-	fclose(f);
+	jitinfo_mgr_detach(m, getpid());	/* the process is gone: its frames keep the entry */
+	map_gains(map, "7f0000005000 100 JS:*late\n");
 	jitinfo_mgr_refresh(m);
 	traces_hash(s->t, &late, 1, &late_now);
 	assert_memory_not_equal(late_then.bytes, late_now.bytes, 16);
@@ -388,15 +401,8 @@ static void test_jit_ids_across_commits(void **state)
 {
 	struct tr_state *s = *state;
 	char map[64];
-	snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)getpid());
-	FILE *f = fopen(map, "w");
-	assert_non_null(f);
-	fputs("7f0000001000 100 JS:*early\n", f);
-	fclose(f);
 	struct jitinfo_mgr *m;
-	assert_int_equal(jitinfo_mgr_new(NULL, &m), 0);
-	struct process self = { .pid = getpid() };
-	struct jitinfo *j = jitinfo_get(m, &self, 1);
+	struct jitinfo *j = own_perf_map(map, &m);
 	struct trace_frame stacks[3][2] = {
 		{ { .jit = j, .address = 0x7f0000001010, .kind = PROFILE_FRAME_JIT },
 		  { .exe = s->self, .address = 0x4000, .kind = PROFILE_FRAME_NATIVE } },
@@ -420,15 +426,13 @@ static void test_jit_ids_across_commits(void **state)
 			assert_memory_equal(ids[round][i].bytes, computed.bytes, 16);
 		}
 		traces_free(fresh);
-		f = fopen(map, "a");
-		fputs("7f0000005000 100 JS:*late\n", f);
-		fclose(f);
+		map_gains(map, "7f0000005000 100 JS:*late\n");
 		jitinfo_mgr_refresh(m);
 	}
 	assert_memory_equal(ids[0][0].bytes, ids[1][0].bytes, 16);	/* its name did not change */
 	assert_memory_not_equal(ids[0][1].bytes, ids[1][1].bytes, 16);	/* named in between */
 	assert_int_equal(traces_count(s->t), 4);
-	jitinfo_mgr_detach(m, self.pid);
+	jitinfo_mgr_detach(m, getpid());
 	traces_reset(s->t);
 	unlink(map);
 	jitinfo_mgr_free(m);
