@@ -510,12 +510,12 @@ static enum ud_step ud_step_jit(struct ud_walk *w)
 	struct unwind_deltas_regs *r = &w->r;
 	uint64_t sp = r->regs[UNWIND_REG_SP], fp = r->regs[UNWIND_REG_BP], caller_fp, ra, caller_sp = fp + 16;
 	const bool sender_sp = w->mod.jit_sender_sp, shapes = w->mod.jit_leaf_shapes && r->exact_ip;
+	if (w->mod.jit_cfa_sp)
+		return ud_step_jit_shaped(w);
 	const uint64_t code = r->exact_ip ? r->regs[UNWIND_REG_IP] : r->regs[UNWIND_REG_IP] - 1;
 	/* read now: the checks below look up other modules */
 	const uint64_t word_at = code >= w->mod.jit_word_start && code < w->mod.jit_word_end ?
 					 w->mod.jit_frame_word_at : 0;
-	if (w->mod.jit_cfa_sp)
-		return ud_step_jit_shaped(w);
 	/* A JVM's stub sampled where it runs may keep no frame: FP is then its caller's, or any frame's above it
 	 * (compiled code leaves in FP what it likes), and would skip the frames between; its return address on top
 	 * of the stack is looked for first. */

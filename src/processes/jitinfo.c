@@ -778,7 +778,8 @@ bool jitinfo_trampoline(struct jitinfo *j, uint64_t addr, uint32_t *cfa_sp, uint
 	return true;
 }
 
-/* Most code blobs of one JVM named (a JVM's code cache holds tens of thousands at most). */
+/* Most code blobs, and most interpreted methods, of one JVM named (a JVM holds tens of thousands of each at
+ * most). */
 #define JVM_BLOBS_NAMED_MAX (1u << 20)
 
 /* The code blob a frame was found in gets its name in the process's table, as a perf map would give it, the
