@@ -216,6 +216,16 @@ static void *wait_for_word(void *arg)
 	return NULL;
 }
 
+/* Until /proc/TID is gone (at most 5 s: a thread joined is released within milliseconds). */
+static void wait_until_gone(pid_t tid)
+{
+	char path[32];
+	snprintf(path, sizeof(path), "/proc/%d", (int)tid);
+	for (int i = 0; i < 5000 && access(path, F_OK) == 0; i++)
+		usleep(1000);
+	assert_int_not_equal(access(path, F_OK), 0);
+}
+
 /* A covered thread that exited without an exit record seen (a ring lost it) is forgotten by the next reap, so a
  * later thread under its tid keeps its samples. */
 static void test_vanished_thread_forgotten(void **state)
@@ -253,6 +263,9 @@ static void test_vanished_thread_forgotten(void **state)
 	assert_int_equal(write(w2.go[1], "x", 1), 1);
 	pthread_join(th, NULL);
 	pthread_join(th2, NULL);
+	/* A joined thread's tid is cleared before the kernel has released it: /proc/TID may stay a moment longer. */
+	wait_until_gone(w.tid);
+	wait_until_gone(w2.tid);
 	thread_copies_reap(t, clock_mono_ns() + 4000000000ull);
 	thread_copies_get_stats(t, &st);
 	assert_int_equal(st.threads, 0);
